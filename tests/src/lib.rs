@@ -1,0 +1,1 @@
+//! Test support: the real-broker harness and fault-injection peers.
