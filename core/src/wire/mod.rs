@@ -60,6 +60,8 @@ mod field;
 mod frame;
 mod header;
 pub mod headers;
+#[cfg(test)]
+mod tests;
 
 pub use code::{LanguageCode, RequestCode, ResponseCode, SerializeType, flag, version};
 pub use field::{FieldKind, FieldStr, Scratch};
