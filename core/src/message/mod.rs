@@ -30,7 +30,7 @@ mod hex;
 pub mod keys;
 pub mod msg_id;
 pub mod properties;
-// pub mod stored;
+pub mod stored;
 pub mod sysflag;
 pub mod uniq_key;
 // pub mod validate;
@@ -39,7 +39,7 @@ pub use batch::{BatchMessage, BatchRecord, decode_batch, encode_batch};
 pub use hex::HexId;
 pub use msg_id::OffsetMsgId;
 pub use properties::{EncodeProperties, Properties, PropertiesEncoder, PropertiesRef};
-// STORED
+pub use stored::{StoredMessage, StoredMessages, decode_stored};
 pub use sysflag::{CompressionType, SysFlag, TransactionType};
 pub use uniq_key::{UniqKey, UniqKeyGenerator, millis_since_month_start};
 
