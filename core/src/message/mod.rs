@@ -33,7 +33,7 @@ pub mod properties;
 pub mod stored;
 pub mod sysflag;
 pub mod uniq_key;
-// pub mod validate;
+pub mod validate;
 
 pub use batch::{BatchMessage, BatchRecord, decode_batch, encode_batch};
 pub use hex::HexId;
