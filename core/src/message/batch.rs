@@ -24,7 +24,9 @@
 use core::fmt;
 
 use super::codec::{Reader, Writer};
-use super::properties::{EncodeProperties, InvalidUtf8, MAX_PROPERTIES_LEN, PropertiesError, PropertiesRef};
+use super::properties::{
+    EncodeProperties, InvalidUtf8, MAX_PROPERTIES_LEN, PropertiesError, PropertiesRef,
+};
 
 /// Fixed bytes per record besides the body and the properties.
 pub const RECORD_OVERHEAD: usize = 22;
@@ -47,7 +49,9 @@ pub enum BatchError {
 impl fmt::Display for BatchError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            BatchError::PropertiesTooLong => f.write_str("batch message properties exceed 32767 bytes"),
+            BatchError::PropertiesTooLong => {
+                f.write_str("batch message properties exceed 32767 bytes")
+            }
             BatchError::TooLarge => f.write_str("batch record exceeds i32::MAX bytes"),
             BatchError::Properties(e) => write!(f, "batch message properties: {e}"),
             BatchError::BufferTooSmall => f.write_str("output buffer too small for the batch"),
@@ -111,7 +115,8 @@ impl<P: EncodeProperties> BatchMessage<'_, P> {
         let mut w = Writer::new(buf);
         let small = |_| BatchError::BufferTooSmall;
         // record_len() bounded len, body and props to i32/i16 ranges.
-        w.put_i32(i32::try_from(len).map_err(|_| BatchError::TooLarge)?).map_err(small)?;
+        w.put_i32(i32::try_from(len).map_err(|_| BatchError::TooLarge)?)
+            .map_err(small)?;
         w.put_i32(0).map_err(small)?; // MAGICCODE, unused
         w.put_i32(0).map_err(small)?; // BODYCRC, the broker computes its own
         w.put_i32(self.flag).map_err(small)?;
@@ -143,7 +148,9 @@ where
 {
     let mut total = 0usize;
     for m in messages {
-        total = total.checked_add(m.record_len()?).ok_or(BatchError::TooLarge)?;
+        total = total
+            .checked_add(m.record_len()?)
+            .ok_or(BatchError::TooLarge)?;
     }
     if i32::try_from(total).is_err() {
         return Err(BatchError::TooLarge);
@@ -166,7 +173,9 @@ where
     let mut pos = 0usize;
     for m in messages {
         let rest = buf.get_mut(pos..).ok_or(BatchError::BufferTooSmall)?;
-        pos = pos.checked_add(m.encode(rest)?).ok_or(BatchError::TooLarge)?;
+        pos = pos
+            .checked_add(m.encode(rest)?)
+            .ok_or(BatchError::TooLarge)?;
     }
     if i32::try_from(pos).is_err() {
         return Err(BatchError::TooLarge);
@@ -253,9 +262,11 @@ impl<'a> BatchRecords<'a> {
         let magic = r.i32().ok_or(t)?;
         let body_crc = r.i32().ok_or(t)?;
         let flag = r.i32().ok_or(t)?;
-        let body_len = usize::try_from(r.i32().ok_or(t)?).map_err(|_| BatchDecodeError::NegativeLength)?;
+        let body_len =
+            usize::try_from(r.i32().ok_or(t)?).map_err(|_| BatchDecodeError::NegativeLength)?;
         let body = r.take(body_len).ok_or(t)?;
-        let props_len = usize::try_from(r.i16().ok_or(t)?).map_err(|_| BatchDecodeError::NegativeLength)?;
+        let props_len =
+            usize::try_from(r.i16().ok_or(t)?).map_err(|_| BatchDecodeError::NegativeLength)?;
         let raw_properties = r.take(props_len).ok_or(t)?;
         if usize::try_from(total).ok() != Some(r.pos()) {
             return Err(BatchDecodeError::BadTotalSize);
@@ -306,10 +317,11 @@ mod test {
         0x00, 0x00, 0x00, 0x00, 0x03, 0x79, 0x6f, 0x21, 0x00, 0x00, // msg2
     ];
 
+    type Entries<'a> = core::iter::Copied<core::slice::Iter<'a, (&'a str, &'a str)>>;
+
     fn example_messages<'a>(
         wait: &'a [(&'a str, &'a str)],
-    ) -> [BatchMessage<'a, PropertiesEncoder<core::iter::Copied<core::slice::Iter<'a, (&'a str, &'a str)>>>>; 2]
-    {
+    ) -> [BatchMessage<'a, PropertiesEncoder<Entries<'a>>>; 2] {
         let omit = TrailingSeparator::Omit;
         [
             BatchMessage {
@@ -339,8 +351,16 @@ mod test {
 
         // Pre-encoded properties give the same bytes.
         let pre = [
-            BatchMessage { flag: 0, body: &b"hi"[..], properties: Preencoded(b"WAIT\x01true") },
-            BatchMessage { flag: 0, body: &b"yo!"[..], properties: Preencoded(b"") },
+            BatchMessage {
+                flag: 0,
+                body: &b"hi"[..],
+                properties: Preencoded(b"WAIT\x01true"),
+            },
+            BatchMessage {
+                flag: 0,
+                body: &b"yo!"[..],
+                properties: Preencoded(b""),
+            },
         ];
         let mut buf2 = [0u8; 58];
         assert_eq!(encode_batch(pre, &mut buf2), Ok(58));
@@ -389,30 +409,57 @@ mod test {
         // Wrong TOTALSIZE.
         let mut bad = EXAMPLE;
         bad[3] = 0x22;
-        assert_eq!(decode_batch(&bad).next(), Some(Err(BatchDecodeError::BadTotalSize)));
+        assert_eq!(
+            decode_batch(&bad).next(),
+            Some(Err(BatchDecodeError::BadTotalSize))
+        );
         // Negative BODYLEN and PROPLEN.
         let mut bad = EXAMPLE;
         bad[16] = 0xff;
-        assert_eq!(decode_batch(&bad).next(), Some(Err(BatchDecodeError::NegativeLength)));
+        assert_eq!(
+            decode_batch(&bad).next(),
+            Some(Err(BatchDecodeError::NegativeLength))
+        );
         let mut bad = EXAMPLE;
         bad[22] = 0x80;
-        assert_eq!(decode_batch(&bad).next(), Some(Err(BatchDecodeError::NegativeLength)));
+        assert_eq!(
+            decode_batch(&bad).next(),
+            Some(Err(BatchDecodeError::NegativeLength))
+        );
     }
 
     #[test]
     fn properties_limit_is_checked() {
         let big = [b'x'; MAX_PROPERTIES_LEN + 1];
-        let m = BatchMessage { flag: 0, body: b"b", properties: Preencoded(&big) };
+        let m = BatchMessage {
+            flag: 0,
+            body: b"b",
+            properties: Preencoded(&big),
+        };
         assert_eq!(m.record_len(), Err(BatchError::PropertiesTooLong));
-        let ok = BatchMessage { flag: 0, body: b"b", properties: Preencoded(&big[1..]) };
-        assert_eq!(ok.record_len(), Ok(RECORD_OVERHEAD + 1 + MAX_PROPERTIES_LEN));
+        let ok = BatchMessage {
+            flag: 0,
+            body: b"b",
+            properties: Preencoded(&big[1..]),
+        };
+        assert_eq!(
+            ok.record_len(),
+            Ok(RECORD_OVERHEAD + 1 + MAX_PROPERTIES_LEN)
+        );
         let mut buf = vec![0u8; RECORD_OVERHEAD + 1 + MAX_PROPERTIES_LEN];
         assert_eq!(ok.encode(&mut buf), Ok(buf.len()));
         let rec = decode_batch(&buf).next().unwrap().unwrap();
         assert_eq!(rec.raw_properties.len(), MAX_PROPERTIES_LEN);
         // Invalid entries surface as a properties error.
-        let bad = BatchMessage { flag: 0, body: b"b", properties: PropertiesEncoder::new([("k", "")]) };
-        assert_eq!(bad.encode(&mut buf), Err(BatchError::Properties(PropertiesError::EmptyValue)));
+        let bad = BatchMessage {
+            flag: 0,
+            body: b"b",
+            properties: PropertiesEncoder::new([("k", "")]),
+        };
+        assert_eq!(
+            bad.encode(&mut buf),
+            Err(BatchError::Properties(PropertiesError::EmptyValue))
+        );
     }
 
     fn message() -> impl Strategy<Value = (i32, Vec<u8>, Vec<(String, String)>)> {

@@ -203,8 +203,18 @@ mod test {
     fn reserved_set_matches_wire_table() {
         assert_eq!(RESERVED.len(), 51);
         for key in [
-            "KEYS", "TAGS", "WAIT", "DELAY", "UNIQ_KEY", "TRAN_MSG", "PGROUP", "__CRC32#",
-            "1ST_POP_TIME", "TIMER_DELAY_MS", "INNER_MULTI_QUEUE_OFFSET", "MIN_OFFSET",
+            "KEYS",
+            "TAGS",
+            "WAIT",
+            "DELAY",
+            "UNIQ_KEY",
+            "TRAN_MSG",
+            "PGROUP",
+            "__CRC32#",
+            "1ST_POP_TIME",
+            "TIMER_DELAY_MS",
+            "INNER_MULTI_QUEUE_OFFSET",
+            "MIN_OFFSET",
         ] {
             assert!(is_reserved(key), "{key} should be reserved");
         }

@@ -146,10 +146,16 @@ mod test {
     #[test]
     fn wire_example() {
         let id = OffsetMsgId::parse("0A00000500002A9F0000000000012345").unwrap();
-        assert_eq!(id.store_host, SocketAddr::new(Ipv4Addr::new(10, 0, 0, 5).into(), 10911));
+        assert_eq!(
+            id.store_host,
+            SocketAddr::new(Ipv4Addr::new(10, 0, 0, 5).into(), 10911)
+        );
         assert_eq!(id.commit_log_offset, 74565);
         assert_eq!(id.to_hex(), "0A00000500002A9F0000000000012345");
-        assert_eq!(OffsetMsgId::parse("0a00000500002a9f0000000000012345"), Ok(id));
+        assert_eq!(
+            OffsetMsgId::parse("0a00000500002a9f0000000000012345"),
+            Ok(id)
+        );
         let mut buf = [0xa5u8; 33];
         assert_eq!(id.write_hex(&mut buf), Ok(32));
         assert_eq!(&buf[..32], b"0A00000500002A9F0000000000012345");
@@ -164,7 +170,10 @@ mod test {
         let host: SocketAddr = "[2001:db8::5]:10911".parse().unwrap();
         let id = OffsetMsgId::new(host, -1);
         let hex = id.to_hex();
-        assert_eq!(hex.as_str(), "20010DB8000000000000000000000005".to_string() + "00002A9F" + "FFFFFFFFFFFFFFFF");
+        assert_eq!(
+            hex.as_str(),
+            "20010DB8000000000000000000000005".to_string() + "00002A9F" + "FFFFFFFFFFFFFFFF"
+        );
         assert_eq!(OffsetMsgId::parse(&hex), Ok(id));
         let mut buf = [0u8; 56];
         for n in 0..56 {
@@ -175,10 +184,22 @@ mod test {
     #[test]
     fn parse_errors() {
         assert_eq!(OffsetMsgId::parse(""), Err(IdParseError::BadLength));
-        assert_eq!(OffsetMsgId::parse(&"0".repeat(31)), Err(IdParseError::BadLength));
-        assert_eq!(OffsetMsgId::parse(&"0".repeat(40)), Err(IdParseError::BadLength));
-        assert_eq!(OffsetMsgId::parse(&"0".repeat(57)), Err(IdParseError::BadLength));
-        assert_eq!(OffsetMsgId::parse("0A00000500002A9F000000000001234x"), Err(IdParseError::BadHex));
+        assert_eq!(
+            OffsetMsgId::parse(&"0".repeat(31)),
+            Err(IdParseError::BadLength)
+        );
+        assert_eq!(
+            OffsetMsgId::parse(&"0".repeat(40)),
+            Err(IdParseError::BadLength)
+        );
+        assert_eq!(
+            OffsetMsgId::parse(&"0".repeat(57)),
+            Err(IdParseError::BadLength)
+        );
+        assert_eq!(
+            OffsetMsgId::parse("0A00000500002A9F000000000001234x"),
+            Err(IdParseError::BadHex)
+        );
         // Port 0x00010000 does not fit a u16.
         assert_eq!(
             OffsetMsgId::parse("0A000005000100000000000000012345"),
@@ -188,7 +209,10 @@ mod test {
             OffsetMsgId::parse("0A000005FFFFFFFF0000000000012345"),
             Err(IdParseError::PortOutOfRange)
         );
-        assert_eq!(OffsetMsgId::from_bytes(&[0; 20]), Err(IdParseError::BadLength));
+        assert_eq!(
+            OffsetMsgId::from_bytes(&[0; 20]),
+            Err(IdParseError::BadLength)
+        );
     }
 
     proptest! {

@@ -289,7 +289,10 @@ impl<'a> PropertiesRef<'a> {
 
     /// The value of `key`; the last one if the key repeats.
     pub fn get(&self, key: &str) -> Option<&'a str> {
-        self.iter().filter(|(k, _)| *k == key).map(|(_, v)| v).last()
+        self.iter()
+            .filter(|(k, _)| *k == key)
+            .map(|(_, v)| v)
+            .last()
     }
 
     /// Whether `key` is present.
@@ -380,7 +383,11 @@ impl<'a, const N: usize> Properties<'a, N> {
     ///
     /// An invalid entry (see [`check_entry`]), or [`PropertiesError::Full`] when `key` is new
     /// and the map already holds `N` entries. The map is unchanged on error.
-    pub fn insert(&mut self, key: &'a str, value: &'a str) -> Result<Option<&'a str>, PropertiesError> {
+    pub fn insert(
+        &mut self,
+        key: &'a str,
+        value: &'a str,
+    ) -> Result<Option<&'a str>, PropertiesError> {
         check_entry(key, value)?;
         if let Some(slot) = self.entries.iter_mut().find(|(k, _)| *k == key) {
             return Ok(Some(core::mem::replace(&mut slot.1, value)));
@@ -393,7 +400,10 @@ impl<'a, const N: usize> Properties<'a, N> {
 
     /// The value of `key`.
     pub fn get(&self, key: &str) -> Option<&'a str> {
-        self.entries.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
+        self.entries
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| *v)
     }
 
     /// Whether `key` is present.
@@ -487,10 +497,10 @@ mod test {
         let cases: &[(&str, &[(&str, &str)])] = &[
             ("", &[]),
             ("\x02\x02", &[]),
-            ("a\x01", &[]),             // empty value
-            ("\x01b", &[]),             // empty key
-            ("abc", &[]),               // no name/value separator
-            ("a\x01b", &[("a", "b")]),  // 3 bytes, no trailing separator
+            ("a\x01", &[]),            // empty value
+            ("\x01b", &[]),            // empty key
+            ("abc", &[]),              // no name/value separator
+            ("a\x01b", &[("a", "b")]), // 3 bytes, no trailing separator
             ("a\x01b\x02\x02c\x01d\x02", &[("a", "b"), ("c", "d")]),
             ("k\x01v\x01w", &[("k", "v\x01w")]), // split at the first 0x01
             ("junk\x02k\x01v", &[("k", "v")]),
@@ -532,12 +542,18 @@ mod test {
         let enc = PropertiesEncoder::new(EXAMPLE_ENTRIES.iter().copied());
         let mut buf = [0u8; 83];
         for n in 0..83 {
-            assert_eq!(enc.encode(&mut buf[..n]), Err(PropertiesError::BufferTooSmall));
+            assert_eq!(
+                enc.encode(&mut buf[..n]),
+                Err(PropertiesError::BufferTooSmall)
+            );
         }
         let pre = Preencoded(EXAMPLE);
         assert_eq!(pre.encoded_len(), 83);
         for n in 0..83 {
-            assert_eq!(pre.encode(&mut buf[..n]), Err(PropertiesError::BufferTooSmall));
+            assert_eq!(
+                pre.encode(&mut buf[..n]),
+                Err(PropertiesError::BufferTooSmall)
+            );
         }
         assert_eq!(pre.encode(&mut buf), Ok(83));
         assert_eq!(&buf[..], EXAMPLE);
@@ -587,7 +603,7 @@ mod test {
                 prop_assert_eq!(enc.encode(&mut buf[..len - 1]), Err(PropertiesError::BufferTooSmall));
             }
             prop_assert_eq!(enc.encode(&mut buf), Ok(len));
-            let text = std::str::from_utf8(&buf).unwrap();
+            let text = core::str::from_utf8(&buf).unwrap();
             let decoded: Vec<(String, String)> = PropertiesRef::new(text)
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -128,7 +128,11 @@ impl SysFlag {
     }
 
     const fn with_bit(self, bit: SysFlag, on: bool) -> SysFlag {
-        if on { SysFlag(self.0 | bit.0) } else { SysFlag(self.0 & !bit.0) }
+        if on {
+            SysFlag(self.0 | bit.0)
+        } else {
+            SysFlag(self.0 & !bit.0)
+        }
     }
 
     /// Whether this is a 5.x inner-batch record whose body is a §11 batch to unwrap (both
@@ -249,7 +253,10 @@ mod test {
                 Err(UnknownCompressionType(t))
             );
         }
-        assert_eq!(SysFlag(-1).compression_type(), Err(UnknownCompressionType(7)));
+        assert_eq!(
+            SysFlag(-1).compression_type(),
+            Err(UnknownCompressionType(7))
+        );
         assert!(SysFlag(0x301).is_compressed());
         assert!(!SysFlag(0x300).is_compressed());
     }
@@ -271,7 +278,9 @@ mod test {
         assert_eq!(SysFlag(0x325).without_compression().bits(), 0x24);
         assert_eq!(TransactionType::Rollback.bits(), 0xC);
         assert_eq!(
-            SysFlag(0x4).with_transaction_type(TransactionType::Commit).transaction_type(),
+            SysFlag(0x4)
+                .with_transaction_type(TransactionType::Commit)
+                .transaction_type(),
             TransactionType::Commit
         );
         assert_eq!(SysFlag(0x3).transaction_type(), TransactionType::NotType);
@@ -279,7 +288,9 @@ mod test {
 
     #[test]
     fn host_and_batch_bits() {
-        let f = SysFlag::NONE.with_born_host_v6(true).with_store_host_v6(true);
+        let f = SysFlag::NONE
+            .with_born_host_v6(true)
+            .with_store_host_v6(true);
         assert_eq!(f.bits(), 0x30);
         assert!(f.is_born_host_v6() && f.is_store_host_v6());
         assert_eq!(f.with_born_host_v6(false).bits(), 0x20);

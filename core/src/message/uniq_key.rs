@@ -76,7 +76,13 @@ pub struct UniqKey {
 
 impl UniqKey {
     /// Builds an id from its fields. Only the low 16 bits of `pid` are kept, as in Java.
-    pub fn new(ip: IpAddr, pid: u32, class_loader_hash: u32, month_millis: u32, counter: u16) -> Self {
+    pub fn new(
+        ip: IpAddr,
+        pid: u32,
+        class_loader_hash: u32,
+        month_millis: u32,
+        counter: u16,
+    ) -> Self {
         let mut id = Self::prefix(ip, pid, class_loader_hash);
         id.set_tail(month_millis, counter);
         id
@@ -99,12 +105,20 @@ impl UniqKey {
         bytes[ip_len + 2..ip_len + 6].copy_from_slice(&class_loader_hash.to_be_bytes());
         UniqKey {
             bytes,
-            len: if ip_len == 4 { LEN_V4 as u8 } else { LEN_V6 as u8 },
+            len: if ip_len == 4 {
+                LEN_V4 as u8
+            } else {
+                LEN_V6 as u8
+            },
         }
     }
 
     fn ip_len(&self) -> usize {
-        if usize::from(self.len) == LEN_V4 { 4 } else { 16 }
+        if usize::from(self.len) == LEN_V4 {
+            4
+        } else {
+            16
+        }
     }
 
     fn set_tail(&mut self, month_millis: u32, counter: u16) {
@@ -326,7 +340,11 @@ mod test {
         let id = UniqKey::new(ip, 0x0012_3039, 0xFFFF_FFFF, 0x8000_0000, 0xFFFF);
         assert_eq!(id.pid(), 0x3039);
         assert_eq!(id.hex_len(), 56);
-        let want = "20010DB8000000000000000000000001".to_string() + "3039" + "FFFFFFFF" + "80000000" + "FFFF";
+        let want = "20010DB8000000000000000000000001".to_string()
+            + "3039"
+            + "FFFFFFFF"
+            + "80000000"
+            + "FFFF";
         assert_eq!(id.to_hex().as_str(), want);
         assert_eq!(UniqKey::parse(&id.to_hex()), Ok(id));
         assert_eq!(UniqKey::from_bytes(id.as_bytes()), Ok(id));
@@ -335,10 +353,22 @@ mod test {
     #[test]
     fn parse_errors() {
         assert_eq!(UniqKey::parse(""), Err(IdParseError::BadLength));
-        assert_eq!(UniqKey::parse("C0A8010A30391B6D3586000F4240000"), Err(IdParseError::BadLength));
-        assert_eq!(UniqKey::parse("C0A8010A30391B6D3586000F424000077"), Err(IdParseError::BadLength));
-        assert_eq!(UniqKey::parse("C0A8010A30391B6D3586000F4240000G"), Err(IdParseError::BadHex));
-        assert_eq!(UniqKey::parse("C0A8010A30391B6D3586000F424000é"), Err(IdParseError::BadHex));
+        assert_eq!(
+            UniqKey::parse("C0A8010A30391B6D3586000F4240000"),
+            Err(IdParseError::BadLength)
+        );
+        assert_eq!(
+            UniqKey::parse("C0A8010A30391B6D3586000F424000077"),
+            Err(IdParseError::BadLength)
+        );
+        assert_eq!(
+            UniqKey::parse("C0A8010A30391B6D3586000F4240000G"),
+            Err(IdParseError::BadHex)
+        );
+        assert_eq!(
+            UniqKey::parse("C0A8010A30391B6D3586000F424000é"),
+            Err(IdParseError::BadHex)
+        );
         assert_eq!(UniqKey::from_bytes(&[0; 17]), Err(IdParseError::BadLength));
     }
 
@@ -363,14 +393,26 @@ mod test {
     #[test]
     fn month_start_fixtures() {
         // 2023-11-14T22:13:20Z; Nov 1 00:00Z = 1698796800000.
-        assert_eq!(millis_since_month_start(1_700_000_000_000, 0), 1_203_200_000);
+        assert_eq!(
+            millis_since_month_start(1_700_000_000_000, 0),
+            1_203_200_000
+        );
         // UTC+8: local 2023-11-15T06:13:20.
-        assert_eq!(millis_since_month_start(1_700_000_000_000, 8 * 3600), 1_232_000_000);
+        assert_eq!(
+            millis_since_month_start(1_700_000_000_000, 8 * 3600),
+            1_232_000_000
+        );
         // 2024-03-01T00:00:00Z: month start; 1 ms earlier is the end of a leap February.
         assert_eq!(millis_since_month_start(1_709_251_200_000, 0), 0);
-        assert_eq!(millis_since_month_start(1_709_251_199_999, 0), 2_505_599_999);
+        assert_eq!(
+            millis_since_month_start(1_709_251_199_999, 0),
+            2_505_599_999
+        );
         // UTC-5: local 2024-02-29T19:00.
-        assert_eq!(millis_since_month_start(1_709_251_200_000, -5 * 3600), 2_487_600_000);
+        assert_eq!(
+            millis_since_month_start(1_709_251_200_000, -5 * 3600),
+            2_487_600_000
+        );
         // Before the epoch: 1969-12-31T23:59:59.999Z.
         assert_eq!(millis_since_month_start(-1, 0), 2_678_399_999);
         assert_eq!(millis_since_month_start(0, 0), 0);
@@ -385,7 +427,20 @@ mod test {
             (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
         }
         fn month_days(y: i64, m: usize) -> i64 {
-            [31, if leap(y) { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][m]
+            [
+                31,
+                if leap(y) { 29 } else { 28 },
+                31,
+                30,
+                31,
+                30,
+                31,
+                31,
+                30,
+                31,
+                30,
+                31,
+            ][m]
         }
         // Start from 1900-01-01T00:00Z = -2208988800000.
         let mut start = -2_208_988_800_000i64;

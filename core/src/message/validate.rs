@@ -98,8 +98,10 @@ impl core::error::Error for ValidationError {}
 
 /// Java's `Character.isWhitespace`, which `StringUtils.isBlank` uses.
 fn is_java_whitespace(c: char) -> bool {
-    matches!(c, '\t' | '\n' | '\u{0B}' | '\u{0C}' | '\r' | '\u{1C}'..='\u{1F}')
-        || (c.is_whitespace() && !matches!(c, '\u{85}' | '\u{A0}' | '\u{2007}' | '\u{202F}'))
+    matches!(
+        c,
+        '\t' | '\n' | '\u{0B}' | '\u{0C}' | '\r' | '\u{1C}'..='\u{1F}'
+    ) || (c.is_whitespace() && !matches!(c, '\u{85}' | '\u{A0}' | '\u{2007}' | '\u{202F}'))
 }
 
 fn is_blank(s: &str) -> bool {
@@ -222,7 +224,11 @@ pub fn validate_delay_level(level: i32, max_level: i32) -> Result<(), Validation
 /// # Errors
 ///
 /// The first rule that fails.
-pub fn validate_message(topic: &str, body: &[u8], max_message_size: usize) -> Result<(), ValidationError> {
+pub fn validate_message(
+    topic: &str,
+    body: &[u8],
+    max_message_size: usize,
+) -> Result<(), ValidationError> {
     validate_topic(topic)?;
     validate_body(body, max_message_size)
 }
@@ -238,15 +244,33 @@ mod test {
         assert_eq!(validate_topic("%RETRY%group|a_b-c9"), Ok(()));
         assert_eq!(validate_topic(""), Err(ValidationError::TopicBlank));
         assert_eq!(validate_topic(" \t\n"), Err(ValidationError::TopicBlank));
-        assert_eq!(validate_topic("a b"), Err(ValidationError::TopicIllegalChar));
-        assert_eq!(validate_topic("a.b"), Err(ValidationError::TopicIllegalChar));
-        assert_eq!(validate_topic("tópico"), Err(ValidationError::TopicIllegalChar));
-        assert_eq!(validate_topic("\u{A0}"), Err(ValidationError::TopicIllegalChar));
+        assert_eq!(
+            validate_topic("a b"),
+            Err(ValidationError::TopicIllegalChar)
+        );
+        assert_eq!(
+            validate_topic("a.b"),
+            Err(ValidationError::TopicIllegalChar)
+        );
+        assert_eq!(
+            validate_topic("tópico"),
+            Err(ValidationError::TopicIllegalChar)
+        );
+        assert_eq!(
+            validate_topic("\u{A0}"),
+            Err(ValidationError::TopicIllegalChar)
+        );
         let max = "t".repeat(127);
         assert_eq!(validate_topic(&max), Ok(()));
-        assert_eq!(validate_topic(&(max + "t")), Err(ValidationError::TopicTooLong));
+        assert_eq!(
+            validate_topic(&(max + "t")),
+            Err(ValidationError::TopicTooLong)
+        );
         // 127 chars but more bytes: Java counts UTF-16 units, so it is the charset that fails.
-        assert_eq!(validate_topic(&"é".repeat(100)), Err(ValidationError::TopicIllegalChar));
+        assert_eq!(
+            validate_topic(&"é".repeat(100)),
+            Err(ValidationError::TopicIllegalChar)
+        );
         for t in NOT_ALLOWED_SEND_TOPICS {
             assert_eq!(validate_topic(t), Err(ValidationError::TopicNotAllowed));
         }
@@ -255,37 +279,85 @@ mod test {
 
     #[test]
     fn groups() {
-        assert_eq!(validate_group("please_rename_unique_group_name", GROUP_MAX_LEN_STRICT), Ok(()));
-        assert_eq!(validate_group("", GROUP_MAX_LEN), Err(ValidationError::GroupBlank));
-        assert_eq!(validate_group("g.1", GROUP_MAX_LEN), Err(ValidationError::GroupIllegalChar));
+        assert_eq!(
+            validate_group("please_rename_unique_group_name", GROUP_MAX_LEN_STRICT),
+            Ok(())
+        );
+        assert_eq!(
+            validate_group("", GROUP_MAX_LEN),
+            Err(ValidationError::GroupBlank)
+        );
+        assert_eq!(
+            validate_group("g.1", GROUP_MAX_LEN),
+            Err(ValidationError::GroupIllegalChar)
+        );
         let g = "g".repeat(121);
         assert_eq!(validate_group(&g, GROUP_MAX_LEN), Ok(()));
-        assert_eq!(validate_group(&g, GROUP_MAX_LEN_STRICT), Err(ValidationError::GroupTooLong));
-        assert_eq!(validate_group(&"g".repeat(120), GROUP_MAX_LEN_STRICT), Ok(()));
-        assert_eq!(validate_group(&"g".repeat(256), GROUP_MAX_LEN), Err(ValidationError::GroupTooLong));
+        assert_eq!(
+            validate_group(&g, GROUP_MAX_LEN_STRICT),
+            Err(ValidationError::GroupTooLong)
+        );
+        assert_eq!(
+            validate_group(&"g".repeat(120), GROUP_MAX_LEN_STRICT),
+            Ok(())
+        );
+        assert_eq!(
+            validate_group(&"g".repeat(256), GROUP_MAX_LEN),
+            Err(ValidationError::GroupTooLong)
+        );
     }
 
     #[test]
     fn bodies_and_messages() {
-        assert_eq!(validate_body(b"", DEFAULT_MAX_MESSAGE_SIZE), Err(ValidationError::BodyEmpty));
+        assert_eq!(
+            validate_body(b"", DEFAULT_MAX_MESSAGE_SIZE),
+            Err(ValidationError::BodyEmpty)
+        );
         let body = vec![0u8; DEFAULT_MAX_MESSAGE_SIZE];
         assert_eq!(validate_body(&body, DEFAULT_MAX_MESSAGE_SIZE), Ok(()));
         let body = vec![0u8; DEFAULT_MAX_MESSAGE_SIZE + 1];
-        assert_eq!(validate_body(&body, DEFAULT_MAX_MESSAGE_SIZE), Err(ValidationError::BodyTooLarge));
+        assert_eq!(
+            validate_body(&body, DEFAULT_MAX_MESSAGE_SIZE),
+            Err(ValidationError::BodyTooLarge)
+        );
         assert_eq!(validate_message("T", b"x", 1), Ok(()));
-        assert_eq!(validate_message("SCHEDULE_TOPIC_XXXX", b"x", 1), Err(ValidationError::TopicNotAllowed));
-        assert_eq!(validate_message("T", b"xy", 1), Err(ValidationError::BodyTooLarge));
+        assert_eq!(
+            validate_message("SCHEDULE_TOPIC_XXXX", b"x", 1),
+            Err(ValidationError::TopicNotAllowed)
+        );
+        assert_eq!(
+            validate_message("T", b"xy", 1),
+            Err(ValidationError::BodyTooLarge)
+        );
     }
 
     #[test]
     fn user_properties() {
         assert_eq!(validate_user_property("orderId", "42"), Ok(()));
-        assert_eq!(validate_user_property("TAGS", "x"), Err(ValidationError::PropertyKeyReserved));
-        assert_eq!(validate_user_property("UNIQ_KEY", "x"), Err(ValidationError::PropertyKeyReserved));
-        assert_eq!(validate_user_property("k", " \t"), Err(ValidationError::PropertyValueBlank));
-        assert_eq!(validate_user_property("  ", "v"), Err(ValidationError::PropertyKeyBlank));
-        assert_eq!(validate_user_property("k\x01", "v"), Err(ValidationError::PropertySeparator));
-        assert_eq!(validate_user_property("k", "v\x02"), Err(ValidationError::PropertySeparator));
+        assert_eq!(
+            validate_user_property("TAGS", "x"),
+            Err(ValidationError::PropertyKeyReserved)
+        );
+        assert_eq!(
+            validate_user_property("UNIQ_KEY", "x"),
+            Err(ValidationError::PropertyKeyReserved)
+        );
+        assert_eq!(
+            validate_user_property("k", " \t"),
+            Err(ValidationError::PropertyValueBlank)
+        );
+        assert_eq!(
+            validate_user_property("  ", "v"),
+            Err(ValidationError::PropertyKeyBlank)
+        );
+        assert_eq!(
+            validate_user_property("k\x01", "v"),
+            Err(ValidationError::PropertySeparator)
+        );
+        assert_eq!(
+            validate_user_property("k", "v\x02"),
+            Err(ValidationError::PropertySeparator)
+        );
         // The trim rule only strips chars <= U+0020.
         assert_eq!(validate_user_property("k", "\u{A0}"), Ok(()));
     }
@@ -294,9 +366,18 @@ mod test {
     fn delay_levels() {
         assert_eq!(validate_delay_level(1, MAX_DELAY_LEVEL), Ok(()));
         assert_eq!(validate_delay_level(18, MAX_DELAY_LEVEL), Ok(()));
-        assert_eq!(validate_delay_level(0, MAX_DELAY_LEVEL), Err(ValidationError::DelayLevelOutOfRange));
-        assert_eq!(validate_delay_level(19, MAX_DELAY_LEVEL), Err(ValidationError::DelayLevelOutOfRange));
-        assert_eq!(validate_delay_level(-1, MAX_DELAY_LEVEL), Err(ValidationError::DelayLevelOutOfRange));
+        assert_eq!(
+            validate_delay_level(0, MAX_DELAY_LEVEL),
+            Err(ValidationError::DelayLevelOutOfRange)
+        );
+        assert_eq!(
+            validate_delay_level(19, MAX_DELAY_LEVEL),
+            Err(ValidationError::DelayLevelOutOfRange)
+        );
+        assert_eq!(
+            validate_delay_level(-1, MAX_DELAY_LEVEL),
+            Err(ValidationError::DelayLevelOutOfRange)
+        );
     }
 
     proptest! {
