@@ -585,3 +585,286 @@ impl<'a> IsolationPolicy<'a> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    fn t(v: u64) -> Instant {
+        Instant::from_millis(v)
+    }
+
+    #[test]
+    fn java49_table_boundaries() {
+        let p = IsolationPolicy::JAVA_49;
+        let cases = [
+            (0, 0),
+            (49, 0),
+            (549, 0),
+            (550, 30_000),
+            (999, 30_000),
+            (1000, 60_000),
+            (1999, 60_000),
+            (2000, 120_000),
+            (2999, 120_000),
+            (3000, 180_000),
+            (14_999, 180_000),
+            (15_000, 600_000),
+            (u64::MAX, 600_000),
+        ];
+        for (lat, want) in cases {
+            assert_eq!(p.not_available_for(ms(lat)), ms(want), "latency {lat}");
+        }
+        assert_eq!(p.window(ms(10), true), ms(600_000));
+        assert_eq!(p.window(ms(10), false), Duration::ZERO);
+        assert_eq!(p.isolation_latency(), ms(30_000));
+    }
+
+    #[test]
+    fn java5_table_boundaries() {
+        let p = IsolationPolicy::JAVA_5;
+        let cases = [
+            (549, 0),
+            (550, 2000),
+            (1799, 2000),
+            (1800, 5000),
+            (2999, 5000),
+            (3000, 6000),
+            (4999, 6000),
+            (5000, 10_000),
+            (14_999, 10_000),
+            (15_000, 30_000),
+        ];
+        for (lat, want) in cases {
+            assert_eq!(p.not_available_for(ms(lat)), ms(want), "latency {lat}");
+        }
+        assert_eq!(p.window(ms(0), true), ms(10_000));
+    }
+
+    #[test]
+    fn custom_tables_are_validated() {
+        static L: [Duration; 3] = [ms(10), ms(20), ms(30)];
+        static D: [Duration; 3] = [ms(0), ms(100), ms(200)];
+        static D2: [Duration; 2] = [ms(0), ms(100)];
+        static LBAD: [Duration; 3] = [ms(10), ms(10), ms(30)];
+        static DBAD: [Duration; 3] = [ms(0), ms(100), ms(50)];
+        let p = IsolationPolicy::new(&L, &D, ms(25)).unwrap();
+        assert_eq!(p.not_available_for(ms(19)), ms(0));
+        assert_eq!(p.not_available_for(ms(20)), ms(100));
+        assert_eq!(p.window(ms(0), true), ms(100));
+        assert_eq!(IsolationPolicy::new(&L, &D2, ms(1)), Err(PolicyError::LengthMismatch));
+        assert_eq!(IsolationPolicy::new(&[], &[], ms(1)), Err(PolicyError::BadLength));
+        assert_eq!(
+            IsolationPolicy::new(&LBAD, &D, ms(1)),
+            Err(PolicyError::NotAscending { index: 1 })
+        );
+        assert_eq!(
+            IsolationPolicy::new(&L, &DBAD, ms(1)),
+            Err(PolicyError::NotAscending { index: 2 })
+        );
+        assert!(!format!("{}", PolicyError::NotAscending { index: 2 }).is_empty());
+    }
+
+    #[test]
+    fn window_ends_exactly() {
+        let mut f: FaultTable<u8, 4> = FaultTable::new(UpdateRule::Overwrite);
+        let p = IsolationPolicy::JAVA_49;
+        assert!(f.is_available(t(0), 1), "no entry means available");
+        f.update(t(1000), 1, ms(550), p.window(ms(550), false), true);
+        assert!(!f.is_available(t(1000), 1));
+        assert!(!f.is_available(t(30_999), 1));
+        assert!(f.is_available(t(31_000), 1));
+        // 549 ms isolates nothing.
+        f.update(t(2000), 2, ms(549), p.window(ms(549), false), true);
+        assert!(f.is_available(t(2000), 2));
+    }
+
+    #[test]
+    fn overwrite_shortens_extend_only_does_not() {
+        let mut a: FaultTable<u8, 4> = FaultTable::new(UpdateRule::Overwrite);
+        let mut b: FaultTable<u8, 4> = FaultTable::new(UpdateRule::ExtendOnly);
+        for f in [&mut a, &mut b] {
+            f.update(t(0), 1, ms(3000), ms(10_000), false);
+            f.update(t(100), 1, ms(5), Duration::ZERO, true);
+        }
+        assert!(a.is_available(t(100), 1), "4.9: a success ends the window");
+        assert!(!b.is_available(t(9_999), 1), "5.x: only extends");
+        assert!(b.is_available(t(10_000), 1));
+        assert!(b.is_reachable(1));
+        b.update(t(200), 1, ms(5), ms(1000), false);
+        assert_eq!(b.available_at(1), t(10_000), "shorter window does not shrink");
+        assert!(!b.is_reachable(1));
+        assert!(b.remove(1));
+        assert!(!b.remove(1));
+        assert!(b.is_reachable(1));
+    }
+
+    #[test]
+    fn eviction_prefers_ended_windows() {
+        let mut f: FaultTable<u8, 3> = FaultTable::new(UpdateRule::Overwrite);
+        f.update(t(0), 1, ms(1), ms(5000), true); // isolated until 5000
+        f.update(t(0), 2, ms(1), ms(100), true); // ends at 100
+        f.update(t(0), 3, ms(1), ms(9000), true); // isolated until 9000
+        // At t=200, broker 2's window ended: it goes first, even for a non-isolated newcomer.
+        assert_eq!(f.update(t(200), 4, ms(1), ms(0), true), Insert::Evicted(2));
+        // Now 1, 3 isolated and 4 available: a non-isolated newcomer replaces 4 (tie rank).
+        assert_eq!(f.update(t(300), 5, ms(1), ms(0), true), Insert::Evicted(4));
+        f.update(t(300), 5, ms(1), ms(20_000), true);
+        // All isolated: a non-isolated newcomer is dropped, isolated ones are kept.
+        assert_eq!(f.update(t(400), 6, ms(1), ms(0), true), Insert::Dropped);
+        assert!(!f.is_available(t(400), 1) && !f.is_available(t(400), 3));
+        // An isolated newcomer evicts the one whose window ends first.
+        assert_eq!(f.update(t(400), 7, ms(1), ms(7000), true), Insert::Evicted(1));
+        assert_eq!(f.len(), 3);
+    }
+
+    #[test]
+    fn pick_one_at_least_rotates_over_better_half() {
+        let mut f: FaultTable<u8, 8> = FaultTable::new(UpdateRule::Overwrite);
+        let mut c = QueueCounter::new(0);
+        assert_eq!(f.pick_one_at_least(t(0), &mut c), None);
+        f.update(t(0), 1, ms(300), ms(1000), true);
+        assert_eq!(f.pick_one_at_least(t(0), &mut c), Some(1));
+        f.update(t(0), 2, ms(100), ms(2000), true);
+        // Two items: half = 1, the best (lower latency) always wins.
+        for _ in 0..5 {
+            assert_eq!(f.pick_one_at_least(t(0), &mut c), Some(2));
+        }
+        f.update(t(0), 3, ms(50), ms(3000), true);
+        f.update(t(0), 4, ms(900), ms(500), true);
+        // At t=600 broker 4 is available: order 4, 3, 2, 1; half = 2 → rotate over {4, 3}.
+        let mut c = QueueCounter::new(0);
+        let picks: std::vec::Vec<_> =
+            (0..4).map(|_| f.pick_one_at_least(t(600), &mut c).unwrap()).collect();
+        assert_eq!(picks, [3, 4, 3, 4]);
+    }
+
+    #[test]
+    fn adaptive_backoff_and_half_open() {
+        let cfg = AdaptiveConfig::DEFAULT;
+        let mut f: FaultTable<u8, 4> = FaultTable::new(UpdateRule::Overwrite);
+        f.record_adaptive(t(0), 1, AdaptiveSample::Good(ms(10)), &cfg);
+        assert_eq!(f.get(1).unwrap().srtt, ms(10));
+        f.record_adaptive(t(100), 1, AdaptiveSample::Fault, &cfg);
+        assert!(!f.is_available(t(1099), 1));
+        assert!(f.is_available(t(1100), 1));
+        // A straggler of the same episode does not double the back-off.
+        f.record_adaptive(t(500), 1, AdaptiveSample::Fault, &cfg);
+        assert_eq!(f.available_at(1), t(1100));
+        // Half-open: a probe fences the broker.
+        f.begin_probe(t(1100), 1, ms(200));
+        assert!(!f.is_available(t(1299), 1));
+        // The probe fails at 1300: second episode, 2 s.
+        f.record_adaptive(t(1300), 1, AdaptiveSample::Fault, &cfg);
+        assert_eq!(f.available_at(1), t(3300));
+        // A slow answer (>= 550 ms) is a fault too: third episode, 4 s.
+        f.record_adaptive(t(3300), 1, AdaptiveSample::Good(ms(550)), &cfg);
+        assert_eq!(f.available_at(1), t(7300));
+        // A good answer closes the episode.
+        f.record_adaptive(t(7300), 1, AdaptiveSample::Good(ms(549)), &cfg);
+        assert_eq!(f.get(1).unwrap().consecutive_faults, 0);
+        assert!(f.is_available(t(7300), 1));
+        f.record_adaptive(t(8000), 1, AdaptiveSample::Fault, &cfg);
+        assert_eq!(f.available_at(1), t(9000));
+        // Back-off is capped.
+        let mut last = Duration::ZERO;
+        for i in 0..30 {
+            let now = f.available_at(1);
+            f.record_adaptive(now, 1, AdaptiveSample::Fault, &cfg);
+            last = f.available_at(1) - now;
+            assert!(last <= cfg.max_isolation, "round {i}");
+        }
+        assert_eq!(last, cfg.max_isolation);
+    }
+
+    #[test]
+    fn adaptive_cap_uses_estimates() {
+        let cfg = AdaptiveConfig::DEFAULT;
+        let mut f: FaultTable<u8, 4> = FaultTable::new(UpdateRule::Overwrite);
+        assert_eq!(cfg.attempt_cap(&f, 1), ms(1000), "nothing known");
+        f.record_adaptive(t(0), 1, AdaptiveSample::Good(ms(10)), &cfg);
+        assert_eq!(cfg.attempt_cap(&f, 1), ms(200), "floor");
+        assert_eq!(cfg.attempt_cap(&f, 2), ms(200), "unknown broker uses the best estimate");
+        f.record_adaptive(t(0), 2, AdaptiveSample::Good(ms(400)), &cfg);
+        // srtt 400, rttvar 200 → (400 + 800) × 2.
+        assert_eq!(cfg.attempt_cap(&f, 2), ms(2400));
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Update { key: u8, at: u16, lat: u16, d: u16, reachable: bool },
+        Remove { key: u8 },
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0u8..6, 0u16..2000, 0u16..2000, 0u16..2000, any::<bool>()).prop_map(
+                |(key, at, lat, d, reachable)| Op::Update { key, at, lat, d, reachable }
+            ),
+            (0u8..6).prop_map(|key| Op::Remove { key }),
+        ]
+    }
+
+    proptest! {
+        /// With room for every key, the table behaves like a plain map under both rules.
+        #[test]
+        fn matches_reference_map(ops in proptest::collection::vec(op(), 0..60), extend in any::<bool>()) {
+            let rule = if extend { UpdateRule::ExtendOnly } else { UpdateRule::Overwrite };
+            let mut f: FaultTable<u8, 6> = FaultTable::new(rule);
+            let mut m: BTreeMap<u8, (u64, u64, bool)> = BTreeMap::new();
+            let mut now = 0u64;
+            for o in ops {
+                match o {
+                    Op::Update { key, at, lat, d, reachable } => {
+                        now += u64::from(at);
+                        f.update(t(now), key, ms(u64::from(lat)), ms(u64::from(d)), reachable);
+                        let e = m.entry(key).or_insert((0, 0, true));
+                        e.0 = u64::from(lat);
+                        let until = now + u64::from(d);
+                        if !extend || (d > 0 && until > e.1) { e.1 = until; }
+                        e.2 = reachable;
+                    }
+                    Op::Remove { key } => {
+                        prop_assert_eq!(f.remove(key), m.remove(&key).is_some());
+                    }
+                }
+                prop_assert_eq!(f.len(), m.len());
+                for k in 0..6u8 {
+                    for probe in [now, now + 1, now + 1000, now + 2000] {
+                        let want = m.get(&k).is_none_or(|e| probe >= e.1);
+                        prop_assert_eq!(f.is_available(t(probe), k), want);
+                    }
+                    prop_assert_eq!(f.is_reachable(k), m.get(&k).is_none_or(|e| e.2));
+                    prop_assert_eq!(f.get(k).map(|e| e.latency), m.get(&k).map(|e| ms(e.0)));
+                }
+            }
+        }
+
+        /// A small table never forgets an isolated broker for one whose window ended.
+        #[test]
+        fn eviction_keeps_isolated(ops in proptest::collection::vec(op(), 0..60)) {
+            let mut f: FaultTable<u8, 3> = FaultTable::new(UpdateRule::Overwrite);
+            let mut now = 0u64;
+            for o in ops {
+                if let Op::Update { key, at, lat, d, reachable } = o {
+                    now += u64::from(at);
+                    let before: std::vec::Vec<(u8, bool)> =
+                        f.iter().map(|e| (e.broker, e.is_available(t(now)))).collect();
+                    let r = f.update(t(now), key, ms(u64::from(lat)), ms(u64::from(d)), reachable);
+                    if let Insert::Evicted(v) = r {
+                        let victim_isolated = before.iter().any(|(b, a)| *b == v && !a);
+                        let some_available = before.iter().any(|(_, a)| *a);
+                        prop_assert!(!(victim_isolated && some_available));
+                        prop_assert!(!victim_isolated || d > 0);
+                    }
+                    if r == Insert::Dropped {
+                        prop_assert!(before.iter().all(|(_, a)| !a));
+                    }
+                    prop_assert!(f.len() <= 3);
+                }
+            }
+        }
+    }
+}
