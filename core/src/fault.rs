@@ -654,8 +654,14 @@ mod tests {
         assert_eq!(p.not_available_for(ms(19)), ms(0));
         assert_eq!(p.not_available_for(ms(20)), ms(100));
         assert_eq!(p.window(ms(0), true), ms(100));
-        assert_eq!(IsolationPolicy::new(&L, &D2, ms(1)), Err(PolicyError::LengthMismatch));
-        assert_eq!(IsolationPolicy::new(&[], &[], ms(1)), Err(PolicyError::BadLength));
+        assert_eq!(
+            IsolationPolicy::new(&L, &D2, ms(1)),
+            Err(PolicyError::LengthMismatch)
+        );
+        assert_eq!(
+            IsolationPolicy::new(&[], &[], ms(1)),
+            Err(PolicyError::BadLength)
+        );
         assert_eq!(
             IsolationPolicy::new(&LBAD, &D, ms(1)),
             Err(PolicyError::NotAscending { index: 1 })
@@ -694,7 +700,11 @@ mod tests {
         assert!(b.is_available(t(10_000), 1));
         assert!(b.is_reachable(1));
         b.update(t(200), 1, ms(5), ms(1000), false);
-        assert_eq!(b.available_at(1), t(10_000), "shorter window does not shrink");
+        assert_eq!(
+            b.available_at(1),
+            t(10_000),
+            "shorter window does not shrink"
+        );
         assert!(!b.is_reachable(1));
         assert!(b.remove(1));
         assert!(!b.remove(1));
@@ -716,7 +726,10 @@ mod tests {
         assert_eq!(f.update(t(400), 6, ms(1), ms(0), true), Insert::Dropped);
         assert!(!f.is_available(t(400), 1) && !f.is_available(t(400), 3));
         // An isolated newcomer evicts the one whose window ends first.
-        assert_eq!(f.update(t(400), 7, ms(1), ms(7000), true), Insert::Evicted(1));
+        assert_eq!(
+            f.update(t(400), 7, ms(1), ms(7000), true),
+            Insert::Evicted(1)
+        );
         assert_eq!(f.len(), 3);
     }
 
@@ -736,8 +749,9 @@ mod tests {
         f.update(t(0), 4, ms(900), ms(500), true);
         // At t=600 broker 4 is available: order 4, 3, 2, 1; half = 2 → rotate over {4, 3}.
         let mut c = QueueCounter::new(0);
-        let picks: std::vec::Vec<_> =
-            (0..4).map(|_| f.pick_one_at_least(t(600), &mut c).unwrap()).collect();
+        let picks: std::vec::Vec<_> = (0..4)
+            .map(|_| f.pick_one_at_least(t(600), &mut c).unwrap())
+            .collect();
         assert_eq!(picks, [3, 4, 3, 4]);
     }
 
@@ -786,7 +800,11 @@ mod tests {
         assert_eq!(cfg.attempt_cap(&f, 1), ms(1000), "nothing known");
         f.record_adaptive(t(0), 1, AdaptiveSample::Good(ms(10)), &cfg);
         assert_eq!(cfg.attempt_cap(&f, 1), ms(200), "floor");
-        assert_eq!(cfg.attempt_cap(&f, 2), ms(200), "unknown broker uses the best estimate");
+        assert_eq!(
+            cfg.attempt_cap(&f, 2),
+            ms(200),
+            "unknown broker uses the best estimate"
+        );
         f.record_adaptive(t(0), 2, AdaptiveSample::Good(ms(400)), &cfg);
         // srtt 400, rttvar 200 → (400 + 800) × 2.
         assert_eq!(cfg.attempt_cap(&f, 2), ms(2400));
@@ -794,14 +812,28 @@ mod tests {
 
     #[derive(Clone, Debug)]
     enum Op {
-        Update { key: u8, at: u16, lat: u16, d: u16, reachable: bool },
-        Remove { key: u8 },
+        Update {
+            key: u8,
+            at: u16,
+            lat: u16,
+            d: u16,
+            reachable: bool,
+        },
+        Remove {
+            key: u8,
+        },
     }
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             (0u8..6, 0u16..2000, 0u16..2000, 0u16..2000, any::<bool>()).prop_map(
-                |(key, at, lat, d, reachable)| Op::Update { key, at, lat, d, reachable }
+                |(key, at, lat, d, reachable)| Op::Update {
+                    key,
+                    at,
+                    lat,
+                    d,
+                    reachable
+                }
             ),
             (0u8..6).prop_map(|key| Op::Remove { key }),
         ]

@@ -268,7 +268,10 @@ mod tests {
         let mut v = Vec::new();
         for &(b, n) in brokers {
             for q in 0..n {
-                v.push(PublishQueue { broker: b, queue_id: q });
+                v.push(PublishQueue {
+                    broker: b,
+                    queue_id: q,
+                });
             }
         }
         v
@@ -292,7 +295,9 @@ mod tests {
     fn round_robin_and_avoid_last() {
         let qs = route(&[(0, 2), (1, 2)]);
         let mut c = QueueCounter::new(0);
-        let got: Vec<_> = (0..4).map(|_| select_round_robin(&qs, &mut c).unwrap()).collect();
+        let got: Vec<_> = (0..4)
+            .map(|_| select_round_robin(&qs, &mut c).unwrap())
+            .collect();
         assert_eq!(got, [qs[1], qs[2], qs[3], qs[0]]);
         let mut c = QueueCounter::new(0);
         // Position 1 is broker 0 = last: skipped, next is position 2 (broker 1).
@@ -327,9 +332,24 @@ mod tests {
         let mut f: FaultTable<u8, 4> = FaultTable::new(UpdateRule::Overwrite);
         let mut c = QueueCounter::new(0);
         // 4.8–4.9: the last broker is not avoided in latency mode.
-        assert_eq!(select(Profile::Java49, &qs, Some(0), t(0), &mut f, &mut c), Some(qs[1]));
-        f.update(t(0), 0, Duration::from_millis(100), Duration::from_millis(5000), true);
-        f.update(t(0), 1, Duration::from_millis(50), Duration::from_millis(5000), true);
+        assert_eq!(
+            select(Profile::Java49, &qs, Some(0), t(0), &mut f, &mut c),
+            Some(qs[1])
+        );
+        f.update(
+            t(0),
+            0,
+            Duration::from_millis(100),
+            Duration::from_millis(5000),
+            true,
+        );
+        f.update(
+            t(0),
+            1,
+            Duration::from_millis(50),
+            Duration::from_millis(5000),
+            true,
+        );
         // Both isolated: pickOneAtLeast (2 items → the better, broker 1), queue id from counter.
         let q = select(Profile::Java49, &qs, None, t(10), &mut f, &mut c).unwrap();
         assert_eq!(q.broker, 1);
@@ -356,7 +376,10 @@ mod tests {
         let qs = route(&[(0, 4), (1, 4)]);
         assert_eq!(select_by_sharding_key(&qs, "abc"), Some(qs[96354 % 8]));
         // |MIN % 8| = 0.
-        assert_eq!(select_by_sharding_key(&qs, "polygenelubricants"), Some(qs[0]));
+        assert_eq!(
+            select_by_sharding_key(&qs, "polygenelubricants"),
+            Some(qs[0])
+        );
         assert_eq!(select_by_sharding_key::<u8>(&[], "abc"), None);
         assert_eq!(select_by_index(&qs, 13), Some(qs[5]));
         assert_eq!(select_by_index::<u8>(&[], 13), None);
@@ -376,7 +399,10 @@ mod tests {
             i64::from((v & 0x7FFF_FFFF).abs())
         }
         fn available(&self, now: u64, b: u8) -> bool {
-            self.items.iter().find(|i| i.0 == b).is_none_or(|i| now >= i.2)
+            self.items
+                .iter()
+                .find(|i| i.0 == b)
+                .is_none_or(|i| now >= i.2)
         }
         fn select(&mut self, qs: &[PublishQueue<u8>], now: u64) -> PublishQueue<u8> {
             let mut index = self.inc() as i32;
@@ -405,7 +431,10 @@ mod tests {
             if n > 0 {
                 let mq = qs[self.inc() as usize % qs.len()];
                 return match not_best {
-                    Some(b) => PublishQueue { broker: b, queue_id: (self.inc() as usize % n) as i32 },
+                    Some(b) => PublishQueue {
+                        broker: b,
+                        queue_id: (self.inc() as usize % n) as i32,
+                    },
                     None => mq,
                 };
             }
