@@ -63,6 +63,8 @@ pub struct FaultEntry<K> {
     pub samples: u32,
     /// Adaptive: faults since the last good answer; the isolation doubles with each.
     pub consecutive_faults: u8,
+    /// Adaptive: a half-open probe is in flight (its failure starts a new, longer episode).
+    pub probing: bool,
 }
 
 impl<K> FaultEntry<K> {
@@ -76,6 +78,7 @@ impl<K> FaultEntry<K> {
             rttvar: Duration::ZERO,
             samples: 0,
             consecutive_faults: 0,
+            probing: false,
         }
     }
 
@@ -289,7 +292,8 @@ impl<K: Copy + Eq, const N: usize> FaultTable<K, N> {
     ///   currently available it is isolated for `base_isolation << consecutive_faults`
     ///   (capped at `max_isolation`) and the fault count grows; faults that arrive while it is
     ///   already isolated (stragglers of the same episode) change nothing, so one episode
-    ///   doubles the back-off once.
+    ///   doubles the back-off once. The failure of a half-open probe always starts the next
+    ///   episode.
     /// - When the window ends the broker is *half-open*: the selector may send it one probe,
     ///   which [`FaultTable::begin_probe`] fences with a short window.
     pub fn record_adaptive(
@@ -309,12 +313,13 @@ impl<K: Copy + Eq, const N: usize> FaultTable<K, N> {
                 AdaptiveSample::Fault => true,
             };
             e.reachable = true;
+            let probe_failed = core::mem::take(&mut e.probing) && fault;
             if !fault {
                 e.consecutive_faults = 0;
                 if e.not_available_until > now {
                     e.not_available_until = now;
                 }
-            } else if e.is_available(now) {
+            } else if e.is_available(now) || probe_failed {
                 let shift = u32::from(e.consecutive_faults.min(20));
                 let d = cfg
                     .base_isolation
@@ -334,6 +339,7 @@ impl<K: Copy + Eq, const N: usize> FaultTable<K, N> {
             && e.is_available(now)
         {
             e.not_available_until = now + fence;
+            e.probing = true;
         }
     }
 
@@ -770,18 +776,31 @@ mod tests {
         // Half-open: a probe fences the broker.
         f.begin_probe(t(1100), 1, ms(200));
         assert!(!f.is_available(t(1299), 1));
-        // The probe fails at 1300: second episode, 2 s.
+        // The probe fails early (refused at 1101, inside its own fence): second episode, 2 s.
+        f.record_adaptive(t(1101), 1, AdaptiveSample::Fault, &cfg);
+        assert_eq!(f.available_at(1), t(3101));
+        // A straggler right after does not double again.
         f.record_adaptive(t(1300), 1, AdaptiveSample::Fault, &cfg);
-        assert_eq!(f.available_at(1), t(3300));
-        // A slow answer (>= 550 ms) is a fault too: third episode, 4 s.
-        f.record_adaptive(t(3300), 1, AdaptiveSample::Good(ms(550)), &cfg);
+        assert_eq!(f.available_at(1), t(3101));
+        // Next probe at 3101 fails at 3300: third episode, 4 s.
+        f.begin_probe(t(3101), 1, ms(200));
+        f.record_adaptive(t(1300 + 2000), 1, AdaptiveSample::Fault, &cfg);
         assert_eq!(f.available_at(1), t(7300));
-        // A good answer closes the episode.
-        f.record_adaptive(t(7300), 1, AdaptiveSample::Good(ms(549)), &cfg);
-        assert_eq!(f.get(1).unwrap().consecutive_faults, 0);
+        f.begin_probe(t(7300), 1, ms(200));
+        assert!(f.get(1).unwrap().probing);
+        f.record_adaptive(t(7300), 1, AdaptiveSample::Good(ms(10)), &cfg);
+        assert!(!f.get(1).unwrap().probing);
         assert!(f.is_available(t(7300), 1));
+        // Back to one second after a success.
         f.record_adaptive(t(8000), 1, AdaptiveSample::Fault, &cfg);
         assert_eq!(f.available_at(1), t(9000));
+        // A slow answer (>= 550 ms) is a fault too: second episode, 2 s.
+        f.record_adaptive(t(9000), 1, AdaptiveSample::Good(ms(550)), &cfg);
+        assert_eq!(f.available_at(1), t(11_000));
+        // 549 ms is a good answer: closes the episode.
+        f.record_adaptive(t(11_000), 1, AdaptiveSample::Good(ms(549)), &cfg);
+        assert_eq!(f.get(1).unwrap().consecutive_faults, 0);
+        assert!(f.is_available(t(11_000), 1));
         // Back-off is capped.
         let mut last = Duration::ZERO;
         for i in 0..30 {
@@ -882,17 +901,20 @@ mod tests {
             for o in ops {
                 if let Op::Update { key, at, lat, d, reachable } = o {
                     now += u64::from(at);
-                    let before: std::vec::Vec<(u8, bool)> =
-                        f.iter().map(|e| (e.broker, e.is_available(t(now)))).collect();
+                    let before: std::vec::Vec<(u8, bool, bool)> = f
+                        .iter()
+                        .map(|e| (e.broker, e.is_available(t(now)), e.reachable))
+                        .collect();
                     let r = f.update(t(now), key, ms(u64::from(lat)), ms(u64::from(d)), reachable);
                     if let Insert::Evicted(v) = r {
-                        let victim_isolated = before.iter().any(|(b, a)| *b == v && !a);
-                        let some_available = before.iter().any(|(_, a)| *a);
+                        let victim_isolated = before.iter().any(|(b, a, _)| *b == v && !a);
+                        let some_available = before.iter().any(|(_, a, _)| *a);
                         prop_assert!(!(victim_isolated && some_available));
                         prop_assert!(!victim_isolated || d > 0);
                     }
                     if r == Insert::Dropped {
-                        prop_assert!(before.iter().all(|(_, a)| !a));
+                        // Only entries that still matter (isolated or unreachable) block it.
+                        prop_assert!(before.iter().all(|(_, a, r)| !a || !r));
                     }
                     prop_assert!(f.len() <= 3);
                 }
