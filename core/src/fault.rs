@@ -365,8 +365,8 @@ fn fold_ewma<K>(e: &mut FaultEntry<K>, lat: Duration) {
         let v = e.rttvar.millis();
         let dev = s.abs_diff(l);
         // rttvar = 3/4 rttvar + 1/4 |srtt - l|;  srtt = 7/8 srtt + 1/8 l  (RFC 6298 gains)
-        e.rttvar = Duration::from_millis(v - v / 4 + dev / 4);
-        e.srtt = Duration::from_millis(s - s / 8 + l / 8);
+        e.rttvar = Duration::from_millis((v - v / 4).saturating_add(dev / 4));
+        e.srtt = Duration::from_millis((s - s / 8).saturating_add(l / 8));
     }
     e.samples = e.samples.saturating_add(1);
 }

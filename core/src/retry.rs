@@ -135,7 +135,7 @@ pub enum TransportError {
     TimedOut,
     /// The connection closed with the request pending.
     ConnectionClosed,
-    /// The runtime has no address for this broker (Java "The broker[x] not exist").
+    /// The runtime has no address for this broker (Java "The broker\[x\] not exist").
     BrokerNotFound,
 }
 

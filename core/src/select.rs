@@ -21,7 +21,7 @@
 //! ## The inverted last-broker test
 //!
 //! Up to 4.7.x the latency branch took an available queue only if it was **on** the last
-//! broker (STRATEGY.md §2.3, [Q]); the seeds' refactored selection kept that inverted test.
+//! broker (STRATEGY.md §2.3, a \[Q\] quirk); the seeds' refactored selection kept that inverted test.
 //! We implement the intended behaviour instead: [`Profile::Java5`] and
 //! [`Profile::Adaptive`] prefer a queue **not** on the last broker, and [`Profile::Java49`]
 //! ignores the last broker exactly as 4.8–4.9.8 do.
