@@ -445,7 +445,82 @@ mod tests {
         }
     }
 
+    /// 5.x filter pass, transcribed from STRATEGY.md §3 `selectOneMessageQueue(filters…)`.
+    fn java5_pass(
+        qs: &[PublishQueue<u8>],
+        index: &mut i32,
+        ok: impl Fn(&PublishQueue<u8>) -> bool,
+    ) -> Option<PublishQueue<u8>> {
+        for _ in 0..qs.len() {
+            *index = index.wrapping_add(1);
+            let v = *index & 0x7FFF_FFFF;
+            let idx = (v % qs.len() as i32).unsigned_abs() as usize;
+            if ok(&qs[idx]) {
+                return Some(qs[idx]);
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn java5_reachable_not_last_beats_available_last() {
+        // STRATEGY.md §2.3 5.x: the second filter is "reachable and not last", so a retry goes
+        // to an isolated-but-reachable broker rather than back to the available last one.
+        let qs = route(&[(0, 1), (1, 1)]);
+        let mut f: FaultTable<u8, 4> = FaultTable::new(UpdateRule::ExtendOnly);
+        f.update(t(0), 1, Duration::ZERO, Duration::from_millis(1000), true);
+        let mut c = QueueCounter::new(5);
+        let q = select(Profile::Java5, &qs, Some(0), t(10), &mut f, &mut c).unwrap();
+        assert_eq!(q.broker, 1);
+        // Adaptive goes back to the available broker instead.
+        let q = select(Profile::Adaptive, &qs, Some(0), t(10), &mut f, &mut c).unwrap();
+        assert_eq!(q.broker, 0);
+    }
+
     proptest! {
+        /// Java5 selection replays the 5.x filter chain step by step.
+        #[test]
+        fn java5_matches_reference(
+            seed in any::<u32>(),
+            nq in proptest::collection::vec(1i32..4, 1..4),
+            trace in proptest::collection::vec((0u8..4, 0u64..300, 0u64..3000, any::<bool>(), proptest::option::of(0u8..4)), 1..60),
+        ) {
+            let brokers: Vec<(u8, i32)> = nq.iter().enumerate().map(|(i, n)| (i as u8, *n)).collect();
+            let qs = route(&brokers);
+            let mut f: FaultTable<u8, 8> = FaultTable::new(UpdateRule::ExtendOnly);
+            let mut c = QueueCounter::new(seed);
+            let mut index = seed as i32;
+            let mut items: Vec<(u8, u64, bool)> = Vec::new(); // name, startTimestamp, reachable
+            let mut now = 0u64;
+            for (b, dt, d, reachable, last) in trace {
+                now += dt;
+                if b % 2 == 0 {
+                    let ours = select(Profile::Java5, &qs, last, t(now), &mut f, &mut c).unwrap();
+                    let avail = |q: &PublishQueue<u8>| items.iter().find(|i| i.0 == q.broker).is_none_or(|i| now >= i.1);
+                    let reach = |q: &PublishQueue<u8>| items.iter().find(|i| i.0 == q.broker).is_none_or(|i| i.2);
+                    let not_last = |q: &PublishQueue<u8>| Some(q.broker) != last;
+                    let theirs = java5_pass(&qs, &mut index, |q| avail(q) && not_last(q))
+                        .or_else(|| java5_pass(&qs, &mut index, |q| reach(q) && not_last(q)))
+                        .unwrap_or_else(|| {
+                            index = index.wrapping_add(1);
+                            qs[((index & 0x7FFF_FFFF) % qs.len() as i32) as usize]
+                        });
+                    prop_assert_eq!(ours, theirs);
+                } else {
+                    let broker = b / 2;
+                    f.update(t(now), broker, Duration::ZERO, Duration::from_millis(d), reachable);
+                    let until = now + d;
+                    match items.iter_mut().find(|i| i.0 == broker) {
+                        Some(i) => {
+                            if d > 0 && until > i.1 { i.1 = until; }
+                            i.2 = reachable;
+                        }
+                        None => items.push((broker, if d > 0 { until } else { 0 }, reachable)),
+                    }
+                }
+            }
+        }
+
         /// Replaying random traces (fault updates and selections) through our Java49 profile
         /// and through the step-by-step Java rules gives the same queues.
         #[test]
