@@ -1,1 +1,1443 @@
-//! (in progress)
+//! An allocation-free, fastjson-tolerant JSON pull parser and a JSON string writer.
+//!
+//! RocketMQ's Java side speaks JSON through fastjson 1.x, which is more lenient than RFC 8259.
+//! This module reads what fastjson writes and what its default parser features accept:
+//!
+//! - any key order; unknown keys can be skipped with [`Parser::skip_value`];
+//! - **bare object keys**: integers (optionally negative), as in the legacy route encoding
+//!   `{"brokerAddrs":{0:"10.0.0.5:10911"}}`, and identifiers (`{code:105}`);
+//! - single-quoted strings (`'abc'`, where `\'` is a valid escape);
+//! - a trailing comma before `}` or `]`.
+//!
+//! Nesting is tracked with a bit stack, never with recursion, and is limited to [`MAX_DEPTH`]
+//! levels ([`JsonErrorKind::TooDeep`]), so hostile input cannot exhaust the stack.
+//!
+//! Strings are returned as [`JsonStr`]: the raw bytes between the quotes plus a flag telling
+//! whether they contain escapes. Comparing ([`JsonStr::eq_str`]), measuring and unescaping
+//! ([`JsonStr::unescape_into`]) work without allocating. UTF-8 is validated lazily, only when
+//! a `&str` is asked for.
+//!
+//! # Example
+//!
+//! ```
+//! use rmq_core::json::Parser;
+//!
+//! let mut p = Parser::new(br#"{"brokerAddrs":{0:"10.0.0.5:10911",1:"10.0.0.6:10911"},"x":[1,2]}"#);
+//! p.expect_object_start()?;
+//! let mut master = None;
+//! while let Some(key) = p.next_key()? {
+//!     if key.eq_str("brokerAddrs") {
+//!         p.expect_object_start()?;
+//!         while let Some(id) = p.next_key()? {
+//!             let addr = p.string()?;
+//!             if id.parse_i64() == Some(0) {
+//!                 master = addr.as_str();
+//!             }
+//!         }
+//!     } else {
+//!         p.skip_value()?;
+//!     }
+//! }
+//! p.finish()?;
+//! assert_eq!(master, Some("10.0.0.5:10911"));
+//! # Ok::<(), rmq_core::json::JsonError>(())
+//! ```
+//!
+//! Writing: [`SliceWriter`] is a cursor over a caller buffer with a sticky overflow flag;
+//! [`SliceWriter::put_json_str`] writes a quoted, escaped string exactly as fastjson does and
+//! [`json_str_len`] gives its length in advance.
+
+use core::fmt;
+
+/// Maximum nesting depth of objects and arrays accepted by [`Parser`].
+pub const MAX_DEPTH: usize = 32;
+
+/// What went wrong while tokenizing or unescaping JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum JsonErrorKind {
+    /// The input ended in the middle of a value.
+    UnexpectedEnd,
+    /// A byte that cannot start or continue the expected token.
+    UnexpectedByte,
+    /// A backslash escape that JSON does not define, or a bad `\u` hex sequence.
+    InvalidEscape,
+    /// A `\u` escape naming half of a surrogate pair without the other half.
+    LoneSurrogate,
+    /// A malformed number.
+    InvalidNumber,
+    /// Objects/arrays nested deeper than [`MAX_DEPTH`].
+    TooDeep,
+    /// Non-whitespace after the top-level value.
+    TrailingData,
+    /// The string is not valid UTF-8.
+    InvalidUtf8,
+    /// The caller's output buffer is too small.
+    BufferTooSmall,
+    /// A well-formed token of the wrong kind for the call (e.g. a number where
+    /// [`Parser::string`] expected a string).
+    UnexpectedToken,
+}
+
+/// A JSON error: its kind and the byte offset in the input where it was detected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct JsonError {
+    /// What went wrong.
+    pub kind: JsonErrorKind,
+    /// Byte offset in the parsed input (0 for errors not tied to a position).
+    pub offset: usize,
+}
+
+impl JsonError {
+    const fn new(kind: JsonErrorKind, offset: usize) -> Self {
+        JsonError { kind, offset }
+    }
+}
+
+impl fmt::Display for JsonError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.kind {
+            JsonErrorKind::UnexpectedEnd => "unexpected end of JSON input",
+            JsonErrorKind::UnexpectedByte => "unexpected byte in JSON",
+            JsonErrorKind::InvalidEscape => "invalid escape in JSON string",
+            JsonErrorKind::LoneSurrogate => "lone UTF-16 surrogate in JSON string",
+            JsonErrorKind::InvalidNumber => "invalid JSON number",
+            JsonErrorKind::TooDeep => "JSON nested too deeply",
+            JsonErrorKind::TrailingData => "trailing data after JSON value",
+            JsonErrorKind::InvalidUtf8 => "JSON string is not valid UTF-8",
+            JsonErrorKind::BufferTooSmall => "buffer too small for unescaped JSON string",
+            JsonErrorKind::UnexpectedToken => "unexpected JSON token",
+        };
+        write!(f, "{what} at byte {}", self.offset)
+    }
+}
+
+impl core::error::Error for JsonError {}
+
+type Result<T> = core::result::Result<T, JsonError>;
+
+/// A borrowed JSON string (or bare key): the raw bytes between the quotes.
+///
+/// Escapes are kept as written; the helpers below decode them on the fly. Escape syntax was
+/// checked by the parser; surrogate pairing and UTF-8 are checked when decoding.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct JsonStr<'a> {
+    raw: &'a [u8],
+    escaped: bool,
+}
+
+impl fmt::Debug for JsonStr<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("\"")?;
+        for c in self.chars() {
+            for e in c.escape_debug() {
+                fmt::Write::write_char(f, e)?;
+            }
+        }
+        f.write_str("\"")
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for JsonStr<'_> {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(f, "JsonStr({=[u8]})", self.raw)
+    }
+}
+
+impl<'a> JsonStr<'a> {
+    /// A string without escapes (e.g. a bare key, or bytes from a binary header).
+    pub const fn from_raw(raw: &'a [u8]) -> Self {
+        JsonStr {
+            raw,
+            escaped: false,
+        }
+    }
+
+    /// The raw bytes between the quotes, escapes not decoded.
+    pub const fn raw(&self) -> &'a [u8] {
+        self.raw
+    }
+
+    /// Whether the raw bytes contain at least one backslash escape.
+    pub const fn has_escapes(&self) -> bool {
+        self.escaped
+    }
+
+    /// The string without copying, if it has no escapes and is valid UTF-8.
+    pub fn as_str(&self) -> Option<&'a str> {
+        if self.escaped {
+            None
+        } else {
+            core::str::from_utf8(self.raw).ok()
+        }
+    }
+
+    /// Walks the decoded bytes in chunks; `f` returns `false` to stop early.
+    /// Returns `Ok(false)` if stopped early.
+    fn walk(&self, mut f: impl FnMut(&[u8]) -> bool) -> Result<bool> {
+        let raw = self.raw;
+        if !self.escaped {
+            return Ok(f(raw));
+        }
+        let mut run = 0;
+        let mut i = 0;
+        while i < raw.len() {
+            if raw.get(i) != Some(&b'\\') {
+                i += 1;
+                continue;
+            }
+            if !f(raw.get(run..i).unwrap_or(&[])) {
+                return Ok(false);
+            }
+            let (c, next) = decode_escape(raw, i)?;
+            let mut tmp = [0u8; 4];
+            if !f(c.encode_utf8(&mut tmp).as_bytes()) {
+                return Ok(false);
+            }
+            i = next;
+            run = next;
+        }
+        Ok(f(raw.get(run..).unwrap_or(&[])))
+    }
+
+    /// Whether the decoded string equals `s`. Malformed escapes compare unequal.
+    pub fn eq_str(&self, s: &str) -> bool {
+        self.eq_bytes(s.as_bytes())
+    }
+
+    /// Whether the decoded string's UTF-8 bytes equal `s`.
+    pub fn eq_bytes(&self, s: &[u8]) -> bool {
+        if !self.escaped {
+            return self.raw == s;
+        }
+        let mut rest = s;
+        match self.walk(|chunk| match rest.strip_prefix(chunk) {
+            Some(r) => {
+                rest = r;
+                true
+            }
+            None => false,
+        }) {
+            Ok(true) => rest.is_empty(),
+            _ => false,
+        }
+    }
+
+    /// Length in bytes of the decoded (UTF-8) string.
+    ///
+    /// # Errors
+    /// [`JsonErrorKind::InvalidEscape`] / [`JsonErrorKind::LoneSurrogate`] on bad escapes.
+    pub fn unescaped_len(&self) -> Result<usize> {
+        let mut n = 0usize;
+        self.walk(|c| {
+            n = n.saturating_add(c.len());
+            true
+        })?;
+        Ok(n)
+    }
+
+    /// Decodes the string into `buf` and returns it as `&str`.
+    ///
+    /// # Errors
+    /// [`JsonErrorKind::BufferTooSmall`] if it does not fit (see [`JsonStr::unescaped_len`]),
+    /// escape errors, or [`JsonErrorKind::InvalidUtf8`].
+    pub fn unescape_into<'b>(&self, buf: &'b mut [u8]) -> Result<&'b str> {
+        let mut pos = 0usize;
+        let mut overflow = false;
+        self.walk(|c| {
+            match pos
+                .checked_add(c.len())
+                .and_then(|end| buf.get_mut(pos..end))
+            {
+                Some(dst) => {
+                    dst.copy_from_slice(c);
+                    pos += c.len();
+                    true
+                }
+                None => {
+                    overflow = true;
+                    false
+                }
+            }
+        })?;
+        if overflow {
+            return Err(JsonError::new(JsonErrorKind::BufferTooSmall, 0));
+        }
+        let out = buf.get(..pos).unwrap_or(&[]);
+        core::str::from_utf8(out)
+            .map_err(|e| JsonError::new(JsonErrorKind::InvalidUtf8, e.valid_up_to()))
+    }
+
+    /// Iterates over the decoded characters. Malformed UTF-8 or escapes yield
+    /// `char::REPLACEMENT_CHARACTER` (use [`JsonStr::unescape_into`] for strict decoding).
+    pub fn chars(&self) -> JsonChars<'a> {
+        JsonChars {
+            raw: self.raw,
+            pos: 0,
+            escaped: self.escaped,
+        }
+    }
+
+    /// Parses the decoded string as a decimal `i64` the way Java's `Long.parseLong` does
+    /// (optional `+`/`-`, ASCII digits only, no whitespace).
+    pub fn parse_i64(&self) -> Option<i64> {
+        if !self.escaped {
+            return parse_i64_ascii(self.raw);
+        }
+        let mut tmp = [0u8; 24];
+        let s = self.unescape_into(&mut tmp).ok()?;
+        parse_i64_ascii(s.as_bytes())
+    }
+
+    /// As [`JsonStr::parse_i64`], range-checked to `i32` (Java `Integer.parseInt`).
+    pub fn parse_i32(&self) -> Option<i32> {
+        self.parse_i64().and_then(|v| i32::try_from(v).ok())
+    }
+
+    /// Java `Boolean.parseBoolean`: `true` only for a case-insensitive `"true"`.
+    pub fn parse_bool(&self) -> bool {
+        let mut tmp = [0u8; 4];
+        let s: &[u8] = if self.escaped {
+            match self.unescape_into(&mut tmp) {
+                Ok(s) => s.as_bytes(),
+                Err(_) => return false,
+            }
+        } else {
+            self.raw
+        };
+        s.eq_ignore_ascii_case(b"true")
+    }
+}
+
+/// Iterator over the characters of a [`JsonStr`]; see [`JsonStr::chars`].
+#[derive(Clone, Debug)]
+pub struct JsonChars<'a> {
+    raw: &'a [u8],
+    pos: usize,
+    escaped: bool,
+}
+
+impl Iterator for JsonChars<'_> {
+    type Item = char;
+    fn next(&mut self) -> Option<char> {
+        let b = *self.raw.get(self.pos)?;
+        if b == b'\\' && self.escaped {
+            match decode_escape(self.raw, self.pos) {
+                Ok((c, next)) => {
+                    self.pos = next;
+                    Some(c)
+                }
+                Err(_) => {
+                    self.pos = self.pos.saturating_add(2);
+                    Some(char::REPLACEMENT_CHARACTER)
+                }
+            }
+        } else {
+            let width = utf8_width(b).max(1);
+            let end = self.pos.saturating_add(width);
+            let c = self
+                .raw
+                .get(self.pos..end)
+                .and_then(|s| core::str::from_utf8(s).ok())
+                .and_then(|s| s.chars().next());
+            match c {
+                Some(c) => {
+                    self.pos = end;
+                    Some(c)
+                }
+                None => {
+                    self.pos += 1;
+                    Some(char::REPLACEMENT_CHARACTER)
+                }
+            }
+        }
+    }
+}
+
+const fn utf8_width(b: u8) -> usize {
+    match b {
+        0x00..=0x7F => 1,
+        0xC2..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        0xF0..=0xF4 => 4,
+        _ => 0,
+    }
+}
+
+fn hex4(raw: &[u8], at: usize) -> Option<u32> {
+    let digits = raw.get(at..at.checked_add(4)?)?;
+    let mut v = 0u32;
+    for &d in digits {
+        let n = match d {
+            b'0'..=b'9' => d - b'0',
+            b'a'..=b'f' => d - b'a' + 10,
+            b'A'..=b'F' => d - b'A' + 10,
+            _ => return None,
+        };
+        v = (v << 4) | u32::from(n);
+    }
+    Some(v)
+}
+
+/// Decodes the escape starting at `raw[i] == b'\\'`; returns the char and the index after it.
+fn decode_escape(raw: &[u8], i: usize) -> Result<(char, usize)> {
+    let bad = JsonError::new(JsonErrorKind::InvalidEscape, i);
+    let c = match raw.get(i + 1) {
+        Some(b'"') => '"',
+        Some(b'\\') => '\\',
+        Some(b'/') => '/',
+        Some(b'\'') => '\'',
+        Some(b'b') => '\u{8}',
+        Some(b'f') => '\u{c}',
+        Some(b'n') => '\n',
+        Some(b'r') => '\r',
+        Some(b't') => '\t',
+        Some(b'u') => {
+            let hi = hex4(raw, i + 2).ok_or(bad)?;
+            let lone = JsonError::new(JsonErrorKind::LoneSurrogate, i);
+            if (0xD800..0xDC00).contains(&hi) {
+                if raw.get(i + 6) != Some(&b'\\') || raw.get(i + 7) != Some(&b'u') {
+                    return Err(lone);
+                }
+                let lo = hex4(raw, i + 8).ok_or(bad)?;
+                if !(0xDC00..0xE000).contains(&lo) {
+                    return Err(lone);
+                }
+                let c = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
+                return Ok((char::from_u32(c).ok_or(lone)?, i + 12));
+            }
+            return Ok((char::from_u32(hi).ok_or(lone)?, i + 6));
+        }
+        _ => return Err(bad),
+    };
+    Ok((c, i + 2))
+}
+
+/// Parses an optionally signed ASCII decimal integer (Java `Long.parseLong` rules).
+pub fn parse_i64_ascii(s: &[u8]) -> Option<i64> {
+    let (neg, digits) = match s.split_first()? {
+        (b'-', rest) => (true, rest),
+        (b'+', rest) => (false, rest),
+        _ => (false, s),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    // Accumulate negatively so i64::MIN parses.
+    let mut v: i64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_sub(i64::from(d - b'0'))?;
+    }
+    if neg { Some(v) } else { v.checked_neg() }
+}
+
+/// A JSON number token, kept as its source text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct JsonNumber<'a> {
+    raw: &'a [u8],
+}
+
+impl<'a> JsonNumber<'a> {
+    /// The number's source text.
+    pub const fn raw(&self) -> &'a [u8] {
+        self.raw
+    }
+    /// The value if it is an integer that fits `i64` (no fraction or exponent).
+    pub fn as_i64(&self) -> Option<i64> {
+        parse_i64_ascii(self.raw)
+    }
+    /// The value if it is an integer that fits `i32`.
+    pub fn as_i32(&self) -> Option<i32> {
+        self.as_i64().and_then(|v| i32::try_from(v).ok())
+    }
+    /// The value as `f64`.
+    pub fn as_f64(&self) -> Option<f64> {
+        core::str::from_utf8(self.raw).ok()?.parse().ok()
+    }
+}
+
+/// One token of the pull parser.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Token<'a> {
+    /// `{`
+    ObjectStart,
+    /// `}`
+    ObjectEnd,
+    /// `[`
+    ArrayStart,
+    /// `]`
+    ArrayEnd,
+    /// An object key, quoted or bare; the following `:` is consumed with it.
+    Key(JsonStr<'a>),
+    /// A string value.
+    Str(JsonStr<'a>),
+    /// A number value.
+    Number(JsonNumber<'a>),
+    /// `true` or `false`.
+    Bool(bool),
+    /// `null`.
+    Null,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// A value must follow (top level, after a key).
+    Value,
+    /// After `[` or `,` in an array: a value or `]`.
+    ValueOrEnd,
+    /// After `{` or `,` in an object: a key or `}`.
+    KeyOrEnd,
+    /// After a value inside a container.
+    CommaOrEnd,
+    /// The top-level value is complete.
+    Done,
+}
+
+/// An iterative, allocation-free JSON pull parser over a byte slice.
+///
+/// Use [`Parser::next_token`] for raw tokens, or the structured helpers
+/// ([`Parser::expect_object_start`], [`Parser::next_key`], [`Parser::array_next`],
+/// [`Parser::string`], [`Parser::skip_value`], ...). After an error the parser's state is
+/// unspecified; stop using it.
+#[derive(Clone, Debug)]
+pub struct Parser<'a> {
+    input: &'a [u8],
+    pos: usize,
+    /// Bit `i` set: level `i` is an object; clear: an array.
+    stack: u32,
+    depth: u8,
+    state: State,
+}
+
+const _: () = assert!(MAX_DEPTH <= 32);
+
+impl<'a> Parser<'a> {
+    /// A parser positioned before the single top-level value of `input`.
+    pub const fn new(input: &'a [u8]) -> Self {
+        Parser {
+            input,
+            pos: 0,
+            stack: 0,
+            depth: 0,
+            state: State::Value,
+        }
+    }
+
+    /// Current byte offset.
+    pub const fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// Current nesting depth (0 at top level).
+    pub const fn depth(&self) -> usize {
+        self.depth as usize
+    }
+
+    fn err(&self, kind: JsonErrorKind) -> JsonError {
+        JsonError::new(kind, self.pos)
+    }
+
+    fn skip_ws(&mut self) {
+        while let Some(b) = self.input.get(self.pos) {
+            if matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0C | 0x08) {
+                self.pos += 1;
+            } else {
+                break;
+            }
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.input.get(self.pos).copied()
+    }
+
+    fn in_object(&self) -> bool {
+        self.depth > 0 && (self.stack >> (self.depth - 1)) & 1 == 1
+    }
+
+    fn push(&mut self, object: bool) -> Result<()> {
+        if self.depth as usize >= MAX_DEPTH {
+            return Err(self.err(JsonErrorKind::TooDeep));
+        }
+        let bit = 1u32 << self.depth;
+        if object {
+            self.stack |= bit;
+        } else {
+            self.stack &= !bit;
+        }
+        self.depth += 1;
+        self.state = if object {
+            State::KeyOrEnd
+        } else {
+            State::ValueOrEnd
+        };
+        Ok(())
+    }
+
+    fn pop(&mut self) {
+        self.depth = self.depth.saturating_sub(1);
+        self.after_value();
+    }
+
+    fn after_value(&mut self) {
+        self.state = if self.depth == 0 {
+            State::Done
+        } else {
+            State::CommaOrEnd
+        };
+    }
+
+    /// The next token, or `None` once the top-level value is complete and only whitespace
+    /// remains.
+    ///
+    /// # Errors
+    /// Any syntax error, [`JsonErrorKind::TooDeep`], [`JsonErrorKind::TrailingData`].
+    pub fn next_token(&mut self) -> Result<Option<Token<'a>>> {
+        loop {
+            self.skip_ws();
+            match self.state {
+                State::Done => {
+                    return if self.pos >= self.input.len() {
+                        Ok(None)
+                    } else {
+                        Err(self.err(JsonErrorKind::TrailingData))
+                    };
+                }
+                State::CommaOrEnd => {
+                    let obj = self.in_object();
+                    match self.peek() {
+                        Some(b',') => {
+                            self.pos += 1;
+                            self.state = if obj {
+                                State::KeyOrEnd
+                            } else {
+                                State::ValueOrEnd
+                            };
+                        }
+                        Some(b'}') if obj => {
+                            self.pos += 1;
+                            self.pop();
+                            return Ok(Some(Token::ObjectEnd));
+                        }
+                        Some(b']') if !obj => {
+                            self.pos += 1;
+                            self.pop();
+                            return Ok(Some(Token::ArrayEnd));
+                        }
+                        Some(_) => return Err(self.err(JsonErrorKind::UnexpectedByte)),
+                        None => return Err(self.err(JsonErrorKind::UnexpectedEnd)),
+                    }
+                }
+                State::KeyOrEnd => {
+                    if self.peek() == Some(b'}') {
+                        self.pos += 1;
+                        self.pop();
+                        return Ok(Some(Token::ObjectEnd));
+                    }
+                    let key = self.key()?;
+                    self.skip_ws();
+                    match self.peek() {
+                        Some(b':') => self.pos += 1,
+                        Some(_) => return Err(self.err(JsonErrorKind::UnexpectedByte)),
+                        None => return Err(self.err(JsonErrorKind::UnexpectedEnd)),
+                    }
+                    self.state = State::Value;
+                    return Ok(Some(Token::Key(key)));
+                }
+                State::ValueOrEnd => {
+                    if self.peek() == Some(b']') {
+                        self.pos += 1;
+                        self.pop();
+                        return Ok(Some(Token::ArrayEnd));
+                    }
+                    return self.value().map(Some);
+                }
+                State::Value => return self.value().map(Some),
+            }
+        }
+    }
+
+    fn key(&mut self) -> Result<JsonStr<'a>> {
+        match self.peek() {
+            Some(q @ (b'"' | b'\'')) => self.string_body(q),
+            Some(b) if b == b'-' || b.is_ascii_digit() => {
+                let start = self.pos;
+                self.pos += 1;
+                self.digits();
+                let raw = self.input.get(start..self.pos).unwrap_or(&[]);
+                if raw == b"-" {
+                    return Err(self.err(JsonErrorKind::InvalidNumber));
+                }
+                Ok(JsonStr::from_raw(raw))
+            }
+            Some(b) if b.is_ascii_alphabetic() || b == b'_' || b == b'$' => {
+                let start = self.pos;
+                while let Some(b) = self.peek() {
+                    if b.is_ascii_alphanumeric() || b == b'_' || b == b'$' {
+                        self.pos += 1;
+                    } else {
+                        break;
+                    }
+                }
+                Ok(JsonStr::from_raw(
+                    self.input.get(start..self.pos).unwrap_or(&[]),
+                ))
+            }
+            Some(_) => Err(self.err(JsonErrorKind::UnexpectedByte)),
+            None => Err(self.err(JsonErrorKind::UnexpectedEnd)),
+        }
+    }
+
+    fn digits(&mut self) -> usize {
+        let start = self.pos;
+        while matches!(self.peek(), Some(b'0'..=b'9')) {
+            self.pos += 1;
+        }
+        self.pos - start
+    }
+
+    /// `self.pos` is at the opening quote `q`.
+    fn string_body(&mut self, q: u8) -> Result<JsonStr<'a>> {
+        self.pos += 1;
+        let start = self.pos;
+        let mut escaped = false;
+        loop {
+            let rest = self.input.get(self.pos..).unwrap_or(&[]);
+            let Some(off) = rest.iter().position(|&b| b == q || b == b'\\') else {
+                self.pos = self.input.len();
+                return Err(self.err(JsonErrorKind::UnexpectedEnd));
+            };
+            self.pos += off;
+            if self.peek() == Some(q) {
+                let raw = self.input.get(start..self.pos).unwrap_or(&[]);
+                self.pos += 1;
+                return Ok(JsonStr { raw, escaped });
+            }
+            // Backslash: validate the escape's syntax now so later decoding only has
+            // surrogate pairing and UTF-8 left to check.
+            escaped = true;
+            match self.input.get(self.pos + 1) {
+                Some(b'"' | b'\\' | b'/' | b'\'' | b'b' | b'f' | b'n' | b'r' | b't') => {
+                    self.pos += 2;
+                }
+                Some(b'u') => {
+                    if hex4(self.input, self.pos + 2).is_none() {
+                        return Err(self.err(JsonErrorKind::InvalidEscape));
+                    }
+                    self.pos += 6;
+                }
+                Some(_) => return Err(self.err(JsonErrorKind::InvalidEscape)),
+                None => return Err(self.err(JsonErrorKind::UnexpectedEnd)),
+            }
+        }
+    }
+
+    fn number(&mut self) -> Result<JsonNumber<'a>> {
+        let start = self.pos;
+        if self.peek() == Some(b'-') {
+            self.pos += 1;
+        }
+        if self.digits() == 0 {
+            return Err(self.err(JsonErrorKind::InvalidNumber));
+        }
+        if self.peek() == Some(b'.') {
+            self.pos += 1;
+            if self.digits() == 0 {
+                return Err(self.err(JsonErrorKind::InvalidNumber));
+            }
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            self.pos += 1;
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.pos += 1;
+            }
+            if self.digits() == 0 {
+                return Err(self.err(JsonErrorKind::InvalidNumber));
+            }
+        }
+        Ok(JsonNumber {
+            raw: self.input.get(start..self.pos).unwrap_or(&[]),
+        })
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Result<()> {
+        let end = self.pos.saturating_add(word.len());
+        match self.input.get(self.pos..end) {
+            Some(w) if w == word => {
+                self.pos = end;
+                Ok(())
+            }
+            Some(_) => Err(self.err(JsonErrorKind::UnexpectedByte)),
+            None => Err(self.err(JsonErrorKind::UnexpectedEnd)),
+        }
+    }
+
+    fn value(&mut self) -> Result<Token<'a>> {
+        let tok = match self.peek() {
+            Some(b'{') => {
+                self.pos += 1;
+                self.push(true)?;
+                return Ok(Token::ObjectStart);
+            }
+            Some(b'[') => {
+                self.pos += 1;
+                self.push(false)?;
+                return Ok(Token::ArrayStart);
+            }
+            Some(q @ (b'"' | b'\'')) => Token::Str(self.string_body(q)?),
+            Some(b'-' | b'0'..=b'9') => Token::Number(self.number()?),
+            Some(b't') => {
+                self.literal(b"true")?;
+                Token::Bool(true)
+            }
+            Some(b'f') => {
+                self.literal(b"false")?;
+                Token::Bool(false)
+            }
+            Some(b'n') => {
+                self.literal(b"null")?;
+                Token::Null
+            }
+            Some(_) => return Err(self.err(JsonErrorKind::UnexpectedByte)),
+            None => return Err(self.err(JsonErrorKind::UnexpectedEnd)),
+        };
+        self.after_value();
+        Ok(tok)
+    }
+
+    /// Reads the next value token (not a key, not an end token).
+    ///
+    /// # Errors
+    /// [`JsonErrorKind::UnexpectedToken`] if the next token is a key or a container end.
+    pub fn next_value(&mut self) -> Result<Token<'a>> {
+        match self.next_token()? {
+            Some(Token::Key(_) | Token::ObjectEnd | Token::ArrayEnd) => {
+                Err(self.err(JsonErrorKind::UnexpectedToken))
+            }
+            Some(t) => Ok(t),
+            None => Err(self.err(JsonErrorKind::UnexpectedEnd)),
+        }
+    }
+
+    /// Skips the next value, including a whole object or array, iteratively.
+    ///
+    /// # Errors
+    /// Syntax errors inside the skipped value.
+    pub fn skip_value(&mut self) -> Result<()> {
+        let base = self.depth;
+        match self.next_value()? {
+            Token::ObjectStart | Token::ArrayStart => loop {
+                match self.next_token()? {
+                    Some(Token::ObjectEnd | Token::ArrayEnd) if self.depth == base => {
+                        return Ok(());
+                    }
+                    Some(_) => {}
+                    None => return Err(self.err(JsonErrorKind::UnexpectedEnd)),
+                }
+            },
+            _ => Ok(()),
+        }
+    }
+
+    /// Skips the next value like [`Parser::skip_value`] and returns its source text.
+    ///
+    /// # Errors
+    /// As [`Parser::skip_value`].
+    pub fn skip_value_span(&mut self) -> Result<&'a [u8]> {
+        self.skip_ws();
+        let start = self.pos;
+        self.skip_value()?;
+        Ok(self.input.get(start..self.pos).unwrap_or(&[]))
+    }
+
+    /// Expects `{`.
+    ///
+    /// # Errors
+    /// [`JsonErrorKind::UnexpectedToken`] if the next value is not an object.
+    pub fn expect_object_start(&mut self) -> Result<()> {
+        match self.next_value()? {
+            Token::ObjectStart => Ok(()),
+            _ => Err(self.err(JsonErrorKind::UnexpectedToken)),
+        }
+    }
+
+    /// Expects `[`.
+    ///
+    /// # Errors
+    /// [`JsonErrorKind::UnexpectedToken`] if the next value is not an array.
+    pub fn expect_array_start(&mut self) -> Result<()> {
+        match self.next_value()? {
+            Token::ArrayStart => Ok(()),
+            _ => Err(self.err(JsonErrorKind::UnexpectedToken)),
+        }
+    }
+
+    /// Inside an object: the next key, or `None` after consuming the closing `}`. After a key
+    /// the caller must consume its value (read it or [`Parser::skip_value`]).
+    ///
+    /// # Errors
+    /// Syntax errors; [`JsonErrorKind::UnexpectedToken`] if not positioned inside an object.
+    pub fn next_key(&mut self) -> Result<Option<JsonStr<'a>>> {
+        if !self.in_object() || !matches!(self.state, State::KeyOrEnd | State::CommaOrEnd) {
+            return Err(self.err(JsonErrorKind::UnexpectedToken));
+        }
+        match self.next_token()? {
+            Some(Token::Key(k)) => Ok(Some(k)),
+            Some(Token::ObjectEnd) => Ok(None),
+            _ => Err(self.err(JsonErrorKind::UnexpectedToken)),
+        }
+    }
+
+    /// Inside an array: `true` if another element follows (then read or skip it), `false`
+    /// after consuming the closing `]`.
+    ///
+    /// # Errors
+    /// Syntax errors; [`JsonErrorKind::UnexpectedToken`] if not positioned inside an array.
+    pub fn array_next(&mut self) -> Result<bool> {
+        if self.depth == 0 || self.in_object() {
+            return Err(self.err(JsonErrorKind::UnexpectedToken));
+        }
+        self.skip_ws();
+        if self.state == State::CommaOrEnd {
+            match self.peek() {
+                Some(b',') => {
+                    self.pos += 1;
+                    self.state = State::ValueOrEnd;
+                    self.skip_ws();
+                }
+                Some(b']') => {}
+                Some(_) => return Err(self.err(JsonErrorKind::UnexpectedByte)),
+                None => return Err(self.err(JsonErrorKind::UnexpectedEnd)),
+            }
+        }
+        match self.peek() {
+            Some(b']') => {
+                self.pos += 1;
+                self.pop();
+                Ok(false)
+            }
+            Some(_) if self.state == State::ValueOrEnd => {
+                self.state = State::Value;
+                Ok(true)
+            }
+            Some(_) => Err(self.err(JsonErrorKind::UnexpectedToken)),
+            None => Err(self.err(JsonErrorKind::UnexpectedEnd)),
+        }
+    }
+
+    /// Reads a string value.
+    ///
+    /// # Errors
+    /// [`JsonErrorKind::UnexpectedToken`] for any other value.
+    pub fn string(&mut self) -> Result<JsonStr<'a>> {
+        match self.next_value()? {
+            Token::Str(s) => Ok(s),
+            _ => Err(self.err(JsonErrorKind::UnexpectedToken)),
+        }
+    }
+
+    /// Reads a string value or `null` (`None`).
+    ///
+    /// # Errors
+    /// [`JsonErrorKind::UnexpectedToken`] for any other value.
+    pub fn string_or_null(&mut self) -> Result<Option<JsonStr<'a>>> {
+        match self.next_value()? {
+            Token::Str(s) => Ok(Some(s)),
+            Token::Null => Ok(None),
+            _ => Err(self.err(JsonErrorKind::UnexpectedToken)),
+        }
+    }
+
+    /// Reads a number value.
+    ///
+    /// # Errors
+    /// [`JsonErrorKind::UnexpectedToken`] for any other value.
+    pub fn number_value(&mut self) -> Result<JsonNumber<'a>> {
+        match self.next_value()? {
+            Token::Number(n) => Ok(n),
+            _ => Err(self.err(JsonErrorKind::UnexpectedToken)),
+        }
+    }
+
+    /// Reads an integer: a JSON number, or (fastjson leniency) a string holding one.
+    ///
+    /// # Errors
+    /// [`JsonErrorKind::UnexpectedToken`] for other values; [`JsonErrorKind::InvalidNumber`]
+    /// if it is not an integer in `i64` range.
+    pub fn i64(&mut self) -> Result<i64> {
+        let v = match self.next_value()? {
+            Token::Number(n) => n.as_i64(),
+            Token::Str(s) => s.parse_i64(),
+            _ => return Err(self.err(JsonErrorKind::UnexpectedToken)),
+        };
+        v.ok_or(self.err(JsonErrorKind::InvalidNumber))
+    }
+
+    /// Reads a boolean: `true`/`false`, or (fastjson leniency) a string `"true"`/`"false"`.
+    ///
+    /// # Errors
+    /// [`JsonErrorKind::UnexpectedToken`] for other values.
+    pub fn boolean(&mut self) -> Result<bool> {
+        match self.next_value()? {
+            Token::Bool(b) => Ok(b),
+            Token::Str(s) => Ok(s.parse_bool()),
+            _ => Err(self.err(JsonErrorKind::UnexpectedToken)),
+        }
+    }
+
+    /// Checks that the top-level value is complete and only whitespace follows.
+    ///
+    /// # Errors
+    /// [`JsonErrorKind::UnexpectedEnd`] if a container is still open,
+    /// [`JsonErrorKind::TrailingData`] if anything follows.
+    pub fn finish(&mut self) -> Result<()> {
+        if self.state != State::Done {
+            return Err(self.err(JsonErrorKind::UnexpectedEnd));
+        }
+        match self.next_token()? {
+            None => Ok(()),
+            Some(_) => Err(self.err(JsonErrorKind::TrailingData)),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writing
+
+/// A write cursor over a caller-owned buffer.
+///
+/// Writes past the end set a sticky overflow flag and are dropped; [`SliceWriter::finish`]
+/// then reports [`BufferTooSmall`]. This keeps encoders branch-light and panic-free.
+#[derive(Debug)]
+pub struct SliceWriter<'b> {
+    buf: &'b mut [u8],
+    pos: usize,
+    overflow: bool,
+}
+
+/// The output buffer is too small.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct BufferTooSmall;
+
+impl fmt::Display for BufferTooSmall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("output buffer too small")
+    }
+}
+
+impl core::error::Error for BufferTooSmall {}
+
+impl<'b> SliceWriter<'b> {
+    /// A writer starting at offset 0 of `buf`.
+    pub fn new(buf: &'b mut [u8]) -> Self {
+        SliceWriter {
+            buf,
+            pos: 0,
+            overflow: false,
+        }
+    }
+
+    /// Bytes written so far (meaningless after an overflow).
+    pub const fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// Whether a write did not fit.
+    pub const fn overflowed(&self) -> bool {
+        self.overflow
+    }
+
+    /// The number of bytes written, or [`BufferTooSmall`].
+    ///
+    /// # Errors
+    /// [`BufferTooSmall`] if any write did not fit.
+    pub fn finish(&self) -> core::result::Result<usize, BufferTooSmall> {
+        if self.overflow {
+            Err(BufferTooSmall)
+        } else {
+            Ok(self.pos)
+        }
+    }
+
+    /// Appends raw bytes.
+    #[inline]
+    pub fn put(&mut self, bytes: &[u8]) {
+        if self.overflow {
+            return;
+        }
+        match self
+            .pos
+            .checked_add(bytes.len())
+            .and_then(|end| self.buf.get_mut(self.pos..end))
+        {
+            Some(dst) => {
+                dst.copy_from_slice(bytes);
+                self.pos += bytes.len();
+            }
+            None => self.overflow = true,
+        }
+    }
+
+    /// Appends one byte.
+    #[inline]
+    pub fn put_u8(&mut self, b: u8) {
+        self.put(&[b]);
+    }
+
+    /// Appends a big-endian `i16`.
+    pub fn put_i16_be(&mut self, v: i16) {
+        self.put(&v.to_be_bytes());
+    }
+
+    /// Appends a big-endian `i32`.
+    pub fn put_i32_be(&mut self, v: i32) {
+        self.put(&v.to_be_bytes());
+    }
+
+    /// Appends `v` in decimal.
+    pub fn put_i64_dec(&mut self, v: i64) {
+        let mut tmp = [0u8; 20];
+        let n = fmt_i64(v, &mut tmp);
+        self.put(tmp.get(tmp.len() - n..).unwrap_or(&[]));
+    }
+
+    /// Appends `s` as a quoted JSON string, escaped exactly as fastjson 1.2.x writes it
+    /// without BrowserCompatible (see [`json_str_len`]).
+    pub fn put_json_str(&mut self, s: &str) {
+        self.put_u8(b'"');
+        let bytes = s.as_bytes();
+        let mut run = 0;
+        let mut i = 0;
+        while i < bytes.len() {
+            let b = bytes.get(i).copied().unwrap_or(0);
+            let (consumed, esc) = classify(bytes, i, b);
+            match esc {
+                Esc::None => i += consumed,
+                esc => {
+                    self.put(bytes.get(run..i).unwrap_or(&[]));
+                    match esc {
+                        Esc::Short(c) => self.put(&[b'\\', c]),
+                        Esc::Unicode(cp) => {
+                            const HEX: &[u8; 16] = b"0123456789abcdef";
+                            let h = |shift: u32| HEX[((cp >> shift) & 0xF) as usize];
+                            self.put(&[b'\\', b'u', h(12), h(8), h(4), h(0)]);
+                        }
+                        Esc::None => {}
+                    }
+                    i += consumed;
+                    run = i;
+                }
+            }
+        }
+        self.put(bytes.get(run..).unwrap_or(&[]));
+        self.put_u8(b'"');
+    }
+}
+
+enum Esc {
+    None,
+    Short(u8),
+    Unicode(u16),
+}
+
+/// How the UTF-8 sequence starting at `bytes[i] == b` is written; returns bytes consumed.
+///
+/// fastjson 1.2.x (SerializeWriter, no BrowserCompatible): `"` and `\` and `\b \t \n \f \r`
+/// get short escapes; other C0 controls, U+007F..=U+00A0 and U+2028 become `\uXXXX` with
+/// lowercase hex; everything else is raw UTF-8 (`/` is not escaped).
+#[inline]
+fn classify(bytes: &[u8], i: usize, b: u8) -> (usize, Esc) {
+    match b {
+        b'"' => (1, Esc::Short(b'"')),
+        b'\\' => (1, Esc::Short(b'\\')),
+        0x08 => (1, Esc::Short(b'b')),
+        0x09 => (1, Esc::Short(b't')),
+        0x0A => (1, Esc::Short(b'n')),
+        0x0C => (1, Esc::Short(b'f')),
+        0x0D => (1, Esc::Short(b'r')),
+        0x00..=0x1F | 0x7F => (1, Esc::Unicode(u16::from(b))),
+        0xC2 => match bytes.get(i + 1) {
+            Some(&c @ 0x80..=0xA0) => (2, Esc::Unicode(u16::from(c))),
+            _ => (1, Esc::None),
+        },
+        0xE2 if bytes.get(i + 1) == Some(&0x80) && bytes.get(i + 2) == Some(&0xA8) => {
+            (3, Esc::Unicode(0x2028))
+        }
+        _ => (1, Esc::None),
+    }
+}
+
+/// Exact length of `s` written by [`SliceWriter::put_json_str`], quotes included.
+pub fn json_str_len(s: &str) -> usize {
+    let bytes = s.as_bytes();
+    let mut n = 2usize;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes.get(i).copied().unwrap_or(0);
+        let (consumed, esc) = classify(bytes, i, b);
+        n += match esc {
+            Esc::None => consumed,
+            Esc::Short(_) => 2,
+            Esc::Unicode(_) => 6,
+        };
+        i += consumed;
+    }
+    n
+}
+
+/// Formats `v` right-aligned into `tmp`; returns the number of bytes used.
+fn fmt_i64(v: i64, tmp: &mut [u8; 20]) -> usize {
+    let mut u = v.unsigned_abs();
+    let mut i = tmp.len();
+    loop {
+        i -= 1;
+        tmp[i] = b'0' + (u % 10) as u8;
+        u /= 10;
+        if u == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        i -= 1;
+        tmp[i] = b'-';
+    }
+    tmp.len() - i
+}
+
+/// Number of bytes of `v` in decimal.
+pub const fn i64_dec_len(v: i64) -> usize {
+    let mut u = v.unsigned_abs();
+    let mut n = if v < 0 { 2 } else { 1 };
+    while u >= 10 {
+        u /= 10;
+        n += 1;
+    }
+    n
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use std::string::String;
+    use std::vec::Vec;
+
+    fn tokens(s: &str) -> core::result::Result<Vec<Token<'_>>, JsonError> {
+        let mut p = Parser::new(s.as_bytes());
+        let mut v = Vec::new();
+        while let Some(t) = p.next_token()? {
+            v.push(t);
+        }
+        Ok(v)
+    }
+
+    #[test]
+    fn tokenizes_nested() {
+        let t = tokens(r#" {"a":[1,-2.5e3,true,false,null,"x"],"b":{}} "#).unwrap();
+        assert_eq!(t.len(), 14);
+        assert_eq!(t[0], Token::ObjectStart);
+        assert!(matches!(t[1], Token::Key(k) if k.eq_str("a")));
+        assert!(matches!(t[4], Token::Number(n) if n.raw() == b"-2.5e3"));
+        assert_eq!(t[13], Token::ObjectEnd);
+    }
+
+    #[test]
+    fn bare_and_single_quoted_keys() {
+        let mut p = Parser::new(b"{0:'a',-1:\"b\",name:'it\\'s',}");
+        p.expect_object_start().unwrap();
+        let k = p.next_key().unwrap().unwrap();
+        assert_eq!(k.parse_i64(), Some(0));
+        assert!(p.string().unwrap().eq_str("a"));
+        let k = p.next_key().unwrap().unwrap();
+        assert_eq!(k.parse_i64(), Some(-1));
+        assert!(p.string().unwrap().eq_str("b"));
+        let k = p.next_key().unwrap().unwrap();
+        assert!(k.eq_str("name"));
+        assert!(p.string().unwrap().eq_str("it's"));
+        assert_eq!(p.next_key().unwrap(), None);
+        p.finish().unwrap();
+    }
+
+    #[test]
+    fn errors() {
+        for bad in [
+            "",
+            "{",
+            "[1,",
+            "{\"a\"}",
+            "{\"a\":}",
+            "[1 2]",
+            "\"\\x\"",
+            "\"\\u12\"",
+            "-",
+            "1.",
+            "1e",
+            "tru",
+            "{}x",
+            "[}",
+            "{]",
+            "{-:1}",
+        ] {
+            assert!(tokens(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn depth_limit() {
+        let ok: String = "[".repeat(MAX_DEPTH) + &"]".repeat(MAX_DEPTH);
+        tokens(&ok).unwrap();
+        let bad: String = "[".repeat(MAX_DEPTH + 1) + &"]".repeat(MAX_DEPTH + 1);
+        assert_eq!(tokens(&bad).unwrap_err().kind, JsonErrorKind::TooDeep);
+        let huge = "[".repeat(100_000);
+        assert_eq!(tokens(&huge).unwrap_err().kind, JsonErrorKind::TooDeep);
+    }
+
+    #[test]
+    fn unescape_and_compare() {
+        let mut p = Parser::new(br#""a\u0001b\n\"\\\/\ud83d\ude00\u00e9""#);
+        let s = p.string().unwrap();
+        assert!(s.has_escapes());
+        assert_eq!(s.as_str(), None);
+        let want = "a\u{1}b\n\"\\/\u{1F600}\u{e9}";
+        assert!(s.eq_str(want));
+        assert!(!s.eq_str("a\u{1}b"));
+        assert!(!s.eq_str(&(String::from(want) + "x")));
+        assert_eq!(s.unescaped_len().unwrap(), want.len());
+        let mut buf = [0u8; 64];
+        assert_eq!(s.unescape_into(&mut buf).unwrap(), want);
+        let mut small = [0u8; 5];
+        assert_eq!(
+            s.unescape_into(&mut small).unwrap_err().kind,
+            JsonErrorKind::BufferTooSmall
+        );
+        assert_eq!(s.chars().collect::<String>(), want);
+        let lone = Parser::new(br#""\ud83d x""#).string().unwrap();
+        assert_eq!(
+            lone.unescape_into(&mut buf).unwrap_err().kind,
+            JsonErrorKind::LoneSurrogate
+        );
+        assert!(!lone.eq_str("\u{fffd} x"));
+    }
+
+    #[test]
+    fn ints() {
+        assert_eq!(parse_i64_ascii(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_i64_ascii(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_i64_ascii(b"9223372036854775808"), None);
+        assert_eq!(parse_i64_ascii(b"+7"), Some(7));
+        assert_eq!(parse_i64_ascii(b"7 "), None);
+        assert_eq!(parse_i64_ascii(b""), None);
+        assert_eq!(JsonStr::from_raw(b"2147483648").parse_i32(), None);
+        assert!(JsonStr::from_raw(b"TrUe").parse_bool());
+        assert!(!JsonStr::from_raw(b"yes").parse_bool());
+        for v in [0i64, 9, 10, -1, -10, i64::MIN, i64::MAX, 1_700_000_000_000] {
+            let mut buf = [0u8; 32];
+            let mut w = SliceWriter::new(&mut buf);
+            w.put_i64_dec(v);
+            let n = w.finish().unwrap();
+            assert_eq!(&buf[..n], std::format!("{v}").as_bytes());
+            assert_eq!(i64_dec_len(v), n);
+        }
+    }
+
+    #[test]
+    fn writer_escapes_like_fastjson() {
+        let cases: &[(&str, &str)] = &[
+            ("abc", r#""abc""#),
+            ("a\"b\\c/", r#""a\"b\\c/""#),
+            ("\u{1}\u{2}\u{b}\u{1f}", r#""\u0001\u0002\u000b\u001f""#),
+            ("\u{8}\t\n\u{c}\r", r#""\b\t\n\f\r""#),
+            (
+                "\u{7f}\u{80}\u{a0}\u{a1}é",
+                "\"\\u007f\\u0080\\u00a0\u{a1}é\"",
+            ),
+            ("x\u{2028}y\u{2029}", "\"x\\u2028y\u{2029}\""),
+            ("中文🙂", "\"中文🙂\""),
+        ];
+        for (input, want) in cases {
+            let mut buf = [0u8; 64];
+            let mut w = SliceWriter::new(&mut buf);
+            w.put_json_str(input);
+            let n = w.finish().unwrap();
+            assert_eq!(core::str::from_utf8(&buf[..n]).unwrap(), *want);
+            assert_eq!(json_str_len(input), n);
+            // And it parses back.
+            let s = Parser::new(&buf[..n]).string().unwrap();
+            assert!(s.eq_str(input));
+            for small in 0..n {
+                let mut b = std::vec![0u8; small];
+                let mut w = SliceWriter::new(&mut b);
+                w.put_json_str(input);
+                assert_eq!(w.finish(), Err(BufferTooSmall));
+            }
+        }
+    }
+
+    #[test]
+    fn array_helpers_and_skip() {
+        let mut p = Parser::new(br#"{"skip":{"x":[1,{"y":[]}]},"arr":[ "a" , "b" ,],"n":5}"#);
+        p.expect_object_start().unwrap();
+        let mut seen = Vec::new();
+        while let Some(k) = p.next_key().unwrap() {
+            if k.eq_str("arr") {
+                p.expect_array_start().unwrap();
+                while p.array_next().unwrap() {
+                    seen.push(p.string().unwrap().as_str().unwrap());
+                }
+            } else if k.eq_str("n") {
+                assert_eq!(p.i64().unwrap(), 5);
+            } else {
+                let span = p.skip_value_span().unwrap();
+                assert_eq!(span, br#"{"x":[1,{"y":[]}]}"#);
+            }
+        }
+        p.finish().unwrap();
+        assert_eq!(seen, ["a", "b"]);
+        let mut p = Parser::new(b"[]");
+        p.expect_array_start().unwrap();
+        assert!(!p.array_next().unwrap());
+        p.finish().unwrap();
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn never_panics(data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256)) {
+            let mut p = Parser::new(&data);
+            let mut buf = [0u8; 64];
+            for _ in 0..512 {
+                match p.next_token() {
+                    Ok(Some(Token::Str(s) | Token::Key(s))) => {
+                        let _ = s.unescape_into(&mut buf);
+                        let _ = s.chars().count();
+                        let _ = s.eq_str("abc");
+                        let _ = s.parse_i64();
+                    }
+                    Ok(Some(_)) => {}
+                    _ => break,
+                }
+            }
+            let mut p = Parser::new(&data);
+            let _ = p.skip_value();
+        }
+
+        #[test]
+        fn string_round_trip(s in ".*") {
+            let mut buf = std::vec![0u8; json_str_len(&s)];
+            let mut w = SliceWriter::new(&mut buf);
+            w.put_json_str(&s);
+            proptest::prop_assert_eq!(w.finish(), Ok(buf.len()));
+            let js = Parser::new(&buf).string().unwrap();
+            proptest::prop_assert!(js.eq_str(&s));
+            let mut out = std::vec![0u8; s.len()];
+            proptest::prop_assert_eq!(js.unescape_into(&mut out).unwrap(), s.as_str());
+            proptest::prop_assert_eq!(js.chars().collect::<String>(), s);
+        }
+    }
+}

@@ -1,1 +1,1216 @@
-//! (in progress)
+//! The send retry plan: a sans-IO state machine for one `send()`.
+//!
+//! Read STRATEGY.md §4 (`sendDefaultImpl`, the async path, oneway) and §7
+//! (`processSendResponse`) first. The plan does not know the wire codec: the broker's answer
+//! comes in as a plain response code (`i32`), transport trouble as [`TransportError`].
+//!
+//! ## Call order
+//!
+//! ```text
+//!   new / to_queue ──start()──► Step::Send(attempt) ──(runtime sends it)──┐
+//!          ▲                                                              │
+//!          │  Step::Send(next attempt)                                    ▼
+//!          └──────── handle_outcome(now, outcome) ◄── response / transport error
+//!                    handle_timeout(now)          ◄── poll_timeout() reached
+//!                          │
+//!                          └──► Step::Done(Ok(Sent) | Err(SendError))
+//! ```
+//!
+//! The plan applies the fault-table updates itself (through the [`SendEnv`] the runtime
+//! passes in), with the profile's rules:
+//!
+//! | outcome | Java49 (latency, isolation) | Java5 (isolation, reachable) | Adaptive |
+//! | --- | --- | --- | --- |
+//! | status 0/10/11/12 | (elapsed, false) | (false, true) | good sample |
+//! | other response code | (elapsed, true) | sync (true, false); async (true, true) | fault |
+//! | transport failure | (elapsed, true) | (true, !start_detector_enable) | fault |
+//! | broker address unknown | (elapsed, true) | (false, true) | fault |
+//!
+//! [`Profile::Plain`] (the Java default, latency switch off) never touches the table.
+//!
+//! ## Deliberate differences from Java
+//!
+//! - The total deadline (`send_timeout`) is checked before every attempt, also in ASYNC mode
+//!   (4.9 does not check before an async retry). An attempt is never issued with zero budget
+//!   left: when `now >= begin + send_timeout` the send ends with
+//!   [`SendErrorKind::CallTimeout`] (Java issues one more attempt at exactly zero left).
+//! - Async retries re-select a full queue (Java keeps the old queue id and `bname`).
+//! - The 4.9 "async submit clears isolation" update is not copied.
+//! - A oneway write that fails is reported (5.x drops connect failures silently).
+
+use core::fmt;
+
+use crate::fault::{AdaptiveConfig, AdaptiveSample, FaultTable, IsolationPolicy};
+use crate::select::{Profile, PublishQueue, QueueCounter, select};
+use crate::time::{Duration, Instant};
+
+/// Response codes the plan needs (STRATEGY.md §0).
+pub mod code {
+    /// SUCCESS.
+    pub const SUCCESS: i32 = 0;
+    /// SYSTEM_ERROR.
+    pub const SYSTEM_ERROR: i32 = 1;
+    /// SYSTEM_BUSY.
+    pub const SYSTEM_BUSY: i32 = 2;
+    /// FLUSH_DISK_TIMEOUT.
+    pub const FLUSH_DISK_TIMEOUT: i32 = 10;
+    /// SLAVE_NOT_AVAILABLE.
+    pub const SLAVE_NOT_AVAILABLE: i32 = 11;
+    /// FLUSH_SLAVE_TIMEOUT.
+    pub const FLUSH_SLAVE_TIMEOUT: i32 = 12;
+    /// MESSAGE_ILLEGAL.
+    pub const MESSAGE_ILLEGAL: i32 = 13;
+    /// SERVICE_NOT_AVAILABLE.
+    pub const SERVICE_NOT_AVAILABLE: i32 = 14;
+    /// NO_PERMISSION.
+    pub const NO_PERMISSION: i32 = 16;
+    /// TOPIC_NOT_EXIST.
+    pub const TOPIC_NOT_EXIST: i32 = 17;
+    /// NO_BUYER_ID.
+    pub const NO_BUYER_ID: i32 = 204;
+    /// NOT_IN_CURRENT_UNIT.
+    pub const NOT_IN_CURRENT_UNIT: i32 = 205;
+    /// FLOW_CONTROL.
+    pub const FLOW_CONTROL: i32 = 215;
+    /// GO_AWAY (5.x).
+    pub const GO_AWAY: i32 = 1500;
+    /// Client-side CONNECT_BROKER_EXCEPTION.
+    pub const CONNECT_BROKER_EXCEPTION: i32 = 10001;
+    /// Client-side ACCESS_BROKER_TIMEOUT.
+    pub const ACCESS_BROKER_TIMEOUT: i32 = 10002;
+    /// Client-side BROKER_NOT_EXIST_EXCEPTION.
+    pub const BROKER_NOT_EXIST_EXCEPTION: i32 = 10003;
+    /// Client-side NOT_FOUND_TOPIC_EXCEPTION.
+    pub const NOT_FOUND_TOPIC_EXCEPTION: i32 = 10005;
+}
+
+/// How the caller sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum SendMode {
+    /// Wait for the answer; 1 + `retry_times_when_send_failed` attempts.
+    Sync,
+    /// Callback; 1 + `retry_times_when_send_async_failed` attempts, transport failures only.
+    Async,
+    /// No answer; one attempt, done when written.
+    Oneway,
+}
+
+/// The broker stored the message (STRATEGY.md §7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum SendStatus {
+    /// SUCCESS (0).
+    SendOk,
+    /// FLUSH_DISK_TIMEOUT (10).
+    FlushDiskTimeout,
+    /// FLUSH_SLAVE_TIMEOUT (12).
+    FlushSlaveTimeout,
+    /// SLAVE_NOT_AVAILABLE (11).
+    SlaveNotAvailable,
+}
+
+impl SendStatus {
+    /// Java `processSendResponse`: the status for `code`, or `None` (an `MQBrokerException`).
+    pub fn from_code(c: i32) -> Option<Self> {
+        match c {
+            code::SUCCESS => Some(SendStatus::SendOk),
+            code::FLUSH_DISK_TIMEOUT => Some(SendStatus::FlushDiskTimeout),
+            code::FLUSH_SLAVE_TIMEOUT => Some(SendStatus::FlushSlaveTimeout),
+            code::SLAVE_NOT_AVAILABLE => Some(SendStatus::SlaveNotAvailable),
+            _ => None,
+        }
+    }
+}
+
+/// A failure below the protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum TransportError {
+    /// TCP connect failed or was refused.
+    ConnectFailed,
+    /// Writing the request failed.
+    WriteFailed,
+    /// No answer before the attempt's deadline.
+    TimedOut,
+    /// The connection closed with the request pending.
+    ConnectionClosed,
+    /// The runtime has no address for this broker (Java "The broker\[x\] not exist").
+    BrokerNotFound,
+}
+
+/// What happened to the attempt in flight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum AttemptOutcome {
+    /// The broker answered with this response code.
+    Response(i32),
+    /// ONEWAY only: the request was written.
+    Written,
+    /// A transport failure.
+    Transport(TransportError),
+}
+
+/// Maximum number of retryable codes in a [`RetryCodes`] set.
+pub const MAX_RETRY_CODES: usize = 12;
+
+/// The set of broker response codes that a SYNC send retries (Java `retryResponseCodes`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct RetryCodes {
+    codes: [i32; MAX_RETRY_CODES],
+    len: u8,
+}
+
+/// [`RetryCodes::with`] on a full set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct RetryCodesFull;
+
+impl fmt::Display for RetryCodesFull {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "retry code set is full ({MAX_RETRY_CODES} codes)")
+    }
+}
+
+impl core::error::Error for RetryCodesFull {}
+
+const J49_CODES: [i32; 6] = [
+    code::TOPIC_NOT_EXIST,
+    code::SERVICE_NOT_AVAILABLE,
+    code::SYSTEM_ERROR,
+    code::NO_PERMISSION,
+    code::NO_BUYER_ID,
+    code::NOT_IN_CURRENT_UNIT,
+];
+
+impl RetryCodes {
+    const fn from_list(list: &[i32]) -> Self {
+        let mut codes = [0; MAX_RETRY_CODES];
+        let mut i = 0;
+        while i < list.len() && i < MAX_RETRY_CODES {
+            codes[i] = list[i];
+            i += 1;
+        }
+        RetryCodes {
+            codes,
+            len: i as u8,
+        }
+    }
+
+    /// 4.9.2 … 5.2.0: 17, 14, 1, 16, 204, 205.
+    pub const JAVA_49: RetryCodes = RetryCodes::from_list(&J49_CODES);
+    /// 5.3.0: adds SYSTEM_BUSY (2).
+    pub const JAVA_530: RetryCodes = RetryCodes::from_list(&[
+        J49_CODES[0],
+        J49_CODES[1],
+        J49_CODES[2],
+        J49_CODES[3],
+        J49_CODES[4],
+        J49_CODES[5],
+        code::SYSTEM_BUSY,
+    ]);
+    /// 5.3.1 … 5.3.3: adds SYSTEM_BUSY (2) and GO_AWAY (1500).
+    pub const JAVA_533: RetryCodes = RetryCodes::from_list(&[
+        J49_CODES[0],
+        J49_CODES[1],
+        J49_CODES[2],
+        J49_CODES[3],
+        J49_CODES[4],
+        J49_CODES[5],
+        code::SYSTEM_BUSY,
+        code::GO_AWAY,
+    ]);
+
+    /// `addRetryResponseCode`: this set plus `c`.
+    ///
+    /// # Errors
+    /// [`RetryCodesFull`] when the set already holds [`MAX_RETRY_CODES`] codes.
+    pub fn with(mut self, c: i32) -> Result<Self, RetryCodesFull> {
+        if self.contains(c) {
+            return Ok(self);
+        }
+        let slot = self
+            .codes
+            .get_mut(usize::from(self.len))
+            .ok_or(RetryCodesFull)?;
+        *slot = c;
+        self.len += 1;
+        Ok(self)
+    }
+
+    /// Whether `c` is retried.
+    pub fn contains(&self, c: i32) -> bool {
+        self.codes
+            .get(..usize::from(self.len))
+            .is_some_and(|s| s.contains(&c))
+    }
+}
+
+/// Everything a send plan needs to know. Build one with a profile constructor and adjust.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct RetryConfig {
+    /// Selection and fault-update profile.
+    pub profile: Profile,
+    /// SYNC, ASYNC or ONEWAY.
+    pub mode: SendMode,
+    /// `sendMsgTimeout`: one total deadline for all attempts (default 3000 ms).
+    pub send_timeout: Duration,
+    /// `retryTimesWhenSendFailed` (default 2).
+    pub retry_times_when_send_failed: u8,
+    /// `retryTimesWhenSendAsyncFailed` (default 2).
+    pub retry_times_when_send_async_failed: u8,
+    /// `retryAnotherBrokerWhenNotStoreOK` (default false).
+    pub retry_another_broker_when_not_store_ok: bool,
+    /// Retryable response codes (SYNC only).
+    pub retry_codes: RetryCodes,
+    /// 5.x `sendMsgMaxTimeoutPerRequest` (default off): caps an attempt that is not the last.
+    pub max_timeout_per_request: Option<Duration>,
+    /// 5.x `startDetectorEnable`: a transport failure then marks the broker unreachable.
+    pub start_detector_enable: bool,
+    /// Latency → isolation tables (Java profiles).
+    pub policy: IsolationPolicy<'static>,
+    /// Parameters of [`Profile::Adaptive`].
+    pub adaptive: AdaptiveConfig,
+}
+
+impl RetryConfig {
+    const fn base(
+        profile: Profile,
+        mode: SendMode,
+        policy: IsolationPolicy<'static>,
+        codes: RetryCodes,
+    ) -> Self {
+        RetryConfig {
+            profile,
+            mode,
+            send_timeout: Duration::from_millis(3000),
+            retry_times_when_send_failed: 2,
+            retry_times_when_send_async_failed: 2,
+            retry_another_broker_when_not_store_ok: false,
+            retry_codes: codes,
+            max_timeout_per_request: None,
+            start_detector_enable: false,
+            policy,
+            adaptive: AdaptiveConfig::DEFAULT,
+        }
+    }
+
+    /// Java default (latency switch off), 4.9.8 retry codes.
+    pub const fn plain(mode: SendMode) -> Self {
+        Self::base(
+            Profile::Plain,
+            mode,
+            IsolationPolicy::JAVA_49,
+            RetryCodes::JAVA_49,
+        )
+    }
+
+    /// Java 4.9.8 with the latency switch on.
+    pub const fn java49(mode: SendMode) -> Self {
+        Self::base(
+            Profile::Java49,
+            mode,
+            IsolationPolicy::JAVA_49,
+            RetryCodes::JAVA_49,
+        )
+    }
+
+    /// Java 5.3.3 with the latency switch on.
+    pub const fn java5(mode: SendMode) -> Self {
+        Self::base(
+            Profile::Java5,
+            mode,
+            IsolationPolicy::JAVA_5,
+            RetryCodes::JAVA_533,
+        )
+    }
+
+    /// Our adaptive profile (5.3.3 retry codes).
+    pub const fn adaptive(mode: SendMode) -> Self {
+        Self::base(
+            Profile::Adaptive,
+            mode,
+            IsolationPolicy::JAVA_5,
+            RetryCodes::JAVA_533,
+        )
+    }
+
+    /// Total attempts allowed for the mode.
+    pub fn max_attempts(&self) -> u8 {
+        match self.mode {
+            SendMode::Sync => self.retry_times_when_send_failed.saturating_add(1),
+            SendMode::Async => self.retry_times_when_send_async_failed.saturating_add(1),
+            SendMode::Oneway => 1,
+        }
+    }
+}
+
+/// Why a send failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum SendErrorKind {
+    /// The route has no publish queue (Java "No route info of this topic").
+    NoRoute,
+    /// The broker answered with a code that is not a send status.
+    Broker {
+        /// The response code.
+        code: i32,
+    },
+    /// The last attempt failed below the protocol.
+    Transport(TransportError),
+    /// The total deadline passed before another attempt could start (Java "sendDefaultImpl
+    /// call timeout").
+    CallTimeout,
+}
+
+/// A failed send: the cause of the last failure and how many attempts were made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct SendError {
+    kind: SendErrorKind,
+    attempts: u8,
+    retryable: bool,
+}
+
+impl SendError {
+    /// The cause.
+    pub fn kind(&self) -> SendErrorKind {
+        self.kind
+    }
+
+    /// Attempts made (0 for [`SendErrorKind::NoRoute`]).
+    pub fn attempts(&self) -> u8 {
+        self.attempts
+    }
+
+    /// Whether sending the same message again later may succeed: transport failures,
+    /// timeouts, a missing route, and broker codes in the configured retry set.
+    pub fn is_retryable(&self) -> bool {
+        self.retryable
+    }
+
+    /// The code Java puts on the final `MQClientException` (STRATEGY.md §4.1), if any.
+    pub fn java_code(&self) -> Option<i32> {
+        match self.kind {
+            SendErrorKind::Broker { code } => Some(code),
+            SendErrorKind::Transport(TransportError::ConnectFailed) => {
+                Some(code::CONNECT_BROKER_EXCEPTION)
+            }
+            SendErrorKind::Transport(TransportError::TimedOut) => Some(code::ACCESS_BROKER_TIMEOUT),
+            SendErrorKind::Transport(TransportError::BrokerNotFound) => {
+                Some(code::BROKER_NOT_EXIST_EXCEPTION)
+            }
+            SendErrorKind::NoRoute => Some(code::NOT_FOUND_TOPIC_EXCEPTION),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for SendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            SendErrorKind::NoRoute => f.write_str("no route info for the topic"),
+            SendErrorKind::Broker { code } => {
+                write!(
+                    f,
+                    "broker answered code {code} after {} attempt(s)",
+                    self.attempts
+                )
+            }
+            SendErrorKind::Transport(e) => {
+                write!(
+                    f,
+                    "transport failure {e:?} after {} attempt(s)",
+                    self.attempts
+                )
+            }
+            SendErrorKind::CallTimeout => {
+                write!(f, "send timeout after {} attempt(s)", self.attempts)
+            }
+        }
+    }
+}
+
+impl core::error::Error for SendError {}
+
+/// A successful send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Sent<K> {
+    /// The status.
+    pub status: SendStatus,
+    /// The queue that stored the message.
+    pub queue: PublishQueue<K>,
+    /// Attempts made.
+    pub attempts: u8,
+}
+
+/// One attempt the runtime must perform.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[must_use]
+pub struct Attempt<K> {
+    /// Where to send.
+    pub queue: PublishQueue<K>,
+    /// 1-based attempt number.
+    pub number: u8,
+    /// When the attempt started.
+    pub started: Instant,
+    /// Give up on it at this instant (report [`TransportError::TimedOut`] through
+    /// [`SendPlan::handle_timeout`]). Use `deadline - started` as the request timeout.
+    pub deadline: Instant,
+}
+
+/// What to do next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[must_use]
+pub enum Step<K> {
+    /// Send this attempt (and forget the previous one: a late answer to it is ignored).
+    Send(Attempt<K>),
+    /// Keep waiting for the attempt in flight.
+    Wait,
+    /// The send is over.
+    Done(Result<Sent<K>, SendError>),
+}
+
+/// What the runtime lends the plan on every call.
+#[derive(Debug)]
+pub struct SendEnv<'a, K, const N: usize> {
+    /// The topic's publish queues, in route order.
+    pub queues: &'a [PublishQueue<K>],
+    /// The producer's fault table (built with [`Profile::update_rule`]).
+    pub table: &'a mut FaultTable<K, N>,
+    /// The producer's round-robin counter.
+    pub counter: &'a mut QueueCounter,
+    /// A fresh random value (Java 5.x re-seeds the counter on every retry).
+    pub entropy: u32,
+}
+
+impl Profile {
+    /// The fault-table update rule of this profile.
+    pub fn update_rule(self) -> crate::fault::UpdateRule {
+        match self {
+            Profile::Java5 => crate::fault::UpdateRule::ExtendOnly,
+            _ => crate::fault::UpdateRule::Overwrite,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FaultEvent {
+    Good,
+    BrokerCode,
+    Transport,
+    BrokerNotFound,
+}
+
+/// The retry plan of one send. See the module docs for the call order.
+#[derive(Clone, Copy, Debug)]
+pub struct SendPlan<K> {
+    cfg: RetryConfig,
+    begin: Instant,
+    deadline: Instant,
+    total: u8,
+    made: u8,
+    fixed: Option<PublishQueue<K>>,
+    current: Option<Attempt<K>>,
+    last_broker: Option<K>,
+    kept: Option<Sent<K>>,
+    last_error: Option<SendErrorKind>,
+    call_timeout: bool,
+    result: Option<Result<Sent<K>, SendError>>,
+}
+
+impl<K: Copy + Eq> SendPlan<K> {
+    /// A send through queue selection over the route (Java `sendDefaultImpl`).
+    pub fn new(now: Instant, cfg: RetryConfig) -> Self {
+        SendPlan {
+            cfg,
+            begin: now,
+            deadline: now + cfg.send_timeout,
+            total: cfg.max_attempts(),
+            made: 0,
+            fixed: None,
+            current: None,
+            last_broker: None,
+            kept: None,
+            last_error: None,
+            call_timeout: false,
+            result: None,
+        }
+    }
+
+    /// A send to a fixed queue: send-to-queue, or an ordered send whose queue the caller chose
+    /// with [`crate::select::select_by_index`] / [`crate::select::select_by_sharding_key`].
+    /// One attempt, as Java's `sendKernelImpl` / `sendSelectImpl`.
+    pub fn to_queue(now: Instant, cfg: RetryConfig, queue: PublishQueue<K>) -> Self {
+        let mut p = Self::new(now, cfg);
+        p.fixed = Some(queue);
+        p.total = 1;
+        p
+    }
+
+    /// When the send began.
+    pub fn begin(&self) -> Instant {
+        self.begin
+    }
+
+    /// Attempts issued so far.
+    pub fn attempts_made(&self) -> u8 {
+        self.made
+    }
+
+    /// The attempt in flight.
+    pub fn current(&self) -> Option<Attempt<K>> {
+        self.current
+    }
+
+    /// The final result, once done.
+    pub fn result(&self) -> Option<Result<Sent<K>, SendError>> {
+        self.result
+    }
+
+    /// The deadline of the attempt in flight.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.current.map(|a| a.deadline)
+    }
+
+    /// Issue the first attempt (or finish at once with [`SendErrorKind::NoRoute`]).
+    /// Calling it again is a no-op returning [`Step::Wait`] or the final result.
+    pub fn start<const N: usize>(&mut self, now: Instant, env: &mut SendEnv<'_, K, N>) -> Step<K> {
+        if let Some(r) = self.result {
+            return Step::Done(r);
+        }
+        if self.made > 0 {
+            return Step::Wait;
+        }
+        self.next_attempt(now, env)
+    }
+
+    /// The attempt in flight expired when `now >= deadline`: treated as
+    /// [`TransportError::TimedOut`]. Earlier calls return [`Step::Wait`].
+    pub fn handle_timeout<const N: usize>(
+        &mut self,
+        now: Instant,
+        env: &mut SendEnv<'_, K, N>,
+    ) -> Step<K> {
+        match self.current {
+            Some(a) if now >= a.deadline => self.handle_outcome(
+                now,
+                AttemptOutcome::Transport(TransportError::TimedOut),
+                env,
+            ),
+            _ => match self.result {
+                Some(r) => Step::Done(r),
+                None => Step::Wait,
+            },
+        }
+    }
+
+    /// The attempt in flight ended with `outcome`.
+    pub fn handle_outcome<const N: usize>(
+        &mut self,
+        now: Instant,
+        outcome: AttemptOutcome,
+        env: &mut SendEnv<'_, K, N>,
+    ) -> Step<K> {
+        if let Some(r) = self.result {
+            return Step::Done(r);
+        }
+        let Some(att) = self.current else {
+            return Step::Wait;
+        };
+        let elapsed = now - att.started;
+        let broker = att.queue.broker;
+        match outcome {
+            AttemptOutcome::Written if self.cfg.mode != SendMode::Oneway => Step::Wait,
+            AttemptOutcome::Written => {
+                self.current = None;
+                self.fault(now, broker, elapsed, FaultEvent::Good, env);
+                self.finish(Ok(self.sent(SendStatus::SendOk, att.queue)))
+            }
+            AttemptOutcome::Response(c) => {
+                self.current = None;
+                match SendStatus::from_code(c) {
+                    Some(status) => {
+                        self.fault(now, broker, elapsed, FaultEvent::Good, env);
+                        let sent = self.sent(status, att.queue);
+                        if self.cfg.mode == SendMode::Sync
+                            && status != SendStatus::SendOk
+                            && self.cfg.retry_another_broker_when_not_store_ok
+                        {
+                            self.kept = Some(sent);
+                            return self.next_attempt(now, env);
+                        }
+                        self.finish(Ok(sent))
+                    }
+                    None => {
+                        self.fault(now, broker, elapsed, FaultEvent::BrokerCode, env);
+                        self.last_error = Some(SendErrorKind::Broker { code: c });
+                        if self.cfg.mode == SendMode::Sync && self.cfg.retry_codes.contains(c) {
+                            return self.next_attempt(now, env);
+                        }
+                        match self.kept {
+                            Some(k) => self.finish(Ok(k)),
+                            None => {
+                                let e = self.error(SendErrorKind::Broker { code: c });
+                                self.finish(Err(e))
+                            }
+                        }
+                    }
+                }
+            }
+            AttemptOutcome::Transport(t) => {
+                self.current = None;
+                let ev = if t == TransportError::BrokerNotFound {
+                    FaultEvent::BrokerNotFound
+                } else {
+                    FaultEvent::Transport
+                };
+                self.fault(now, broker, elapsed, ev, env);
+                self.last_error = Some(SendErrorKind::Transport(t));
+                self.next_attempt(now, env)
+            }
+        }
+    }
+
+    fn sent(&self, status: SendStatus, queue: PublishQueue<K>) -> Sent<K> {
+        Sent {
+            status,
+            queue,
+            attempts: self.made,
+        }
+    }
+
+    fn error(&self, kind: SendErrorKind) -> SendError {
+        let retryable = match kind {
+            SendErrorKind::Broker { code } => self.cfg.retry_codes.contains(code),
+            _ => true,
+        };
+        SendError {
+            kind,
+            attempts: self.made,
+            retryable,
+        }
+    }
+
+    fn finish(&mut self, r: Result<Sent<K>, SendError>) -> Step<K> {
+        self.current = None;
+        self.result = Some(r);
+        Step::Done(r)
+    }
+
+    fn exhausted(&mut self) -> Step<K> {
+        if let Some(k) = self.kept {
+            return self.finish(Ok(k));
+        }
+        let kind = if self.call_timeout {
+            SendErrorKind::CallTimeout
+        } else {
+            self.last_error.unwrap_or(SendErrorKind::NoRoute)
+        };
+        let e = self.error(kind);
+        self.finish(Err(e))
+    }
+
+    fn next_attempt<const N: usize>(
+        &mut self,
+        now: Instant,
+        env: &mut SendEnv<'_, K, N>,
+    ) -> Step<K> {
+        if self.made >= self.total {
+            return self.exhausted();
+        }
+        if now >= self.deadline {
+            self.call_timeout = true;
+            return self.exhausted();
+        }
+        let remaining = self.deadline - now;
+        let profile = self.cfg.profile;
+        let queue = match self.fixed {
+            Some(q) => Some(q),
+            None => {
+                if profile == Profile::Java5 && self.made > 0 {
+                    env.counter.reset(env.entropy);
+                }
+                select(
+                    profile,
+                    env.queues,
+                    self.last_broker,
+                    now,
+                    env.table,
+                    env.counter,
+                )
+            }
+        };
+        let Some(queue) = queue else {
+            let e = self.error(SendErrorKind::NoRoute);
+            return self.finish(Err(e));
+        };
+        let another_left = self.made.saturating_add(1) < self.total;
+        let mut budget = remaining;
+        match profile {
+            Profile::Java5 => {
+                if let Some(m) = self.cfg.max_timeout_per_request
+                    && another_left
+                {
+                    budget = budget.min(m);
+                }
+            }
+            Profile::Adaptive if another_left => {
+                let cap = self.cfg.adaptive.attempt_cap(env.table, queue.broker);
+                budget = budget.min(cap);
+                env.table.begin_probe(now, queue.broker, budget);
+            }
+            _ => {}
+        }
+        self.made += 1;
+        self.last_broker = Some(queue.broker);
+        let att = Attempt {
+            queue,
+            number: self.made,
+            started: now,
+            deadline: now + budget,
+        };
+        self.current = Some(att);
+        Step::Send(att)
+    }
+
+    fn fault<const N: usize>(
+        &self,
+        now: Instant,
+        broker: K,
+        elapsed: Duration,
+        ev: FaultEvent,
+        env: &mut SendEnv<'_, K, N>,
+    ) {
+        let policy = self.cfg.policy;
+        match self.cfg.profile {
+            Profile::Plain => {}
+            Profile::Java49 => {
+                let iso = ev != FaultEvent::Good;
+                env.table
+                    .update(now, broker, elapsed, policy.window(elapsed, iso), true);
+            }
+            Profile::Java5 => {
+                let (iso, reachable) = match ev {
+                    FaultEvent::Good => (false, true),
+                    FaultEvent::BrokerCode => (true, self.cfg.mode == SendMode::Async),
+                    FaultEvent::Transport => (true, !self.cfg.start_detector_enable),
+                    FaultEvent::BrokerNotFound => (false, true),
+                };
+                env.table
+                    .update(now, broker, elapsed, policy.window(elapsed, iso), reachable);
+            }
+            Profile::Adaptive => {
+                let s = if ev == FaultEvent::Good {
+                    AdaptiveSample::Good(elapsed)
+                } else {
+                    AdaptiveSample::Fault
+                };
+                env.table
+                    .record_adaptive(now, broker, s, &self.cfg.adaptive);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::vec::Vec;
+
+    fn t(v: u64) -> Instant {
+        Instant::from_millis(v)
+    }
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    struct World {
+        qs: Vec<PublishQueue<u8>>,
+        table: FaultTable<u8, 8>,
+        counter: QueueCounter,
+    }
+
+    impl World {
+        fn new(profile: Profile, brokers: u8) -> Self {
+            let mut qs = Vec::new();
+            for b in 0..brokers {
+                for q in 0..2 {
+                    qs.push(PublishQueue {
+                        broker: b,
+                        queue_id: q,
+                    });
+                }
+            }
+            World {
+                qs,
+                table: FaultTable::new(profile.update_rule()),
+                counter: QueueCounter::new(0),
+            }
+        }
+        fn env(&mut self) -> SendEnv<'_, u8, 8> {
+            SendEnv {
+                queues: &self.qs,
+                table: &mut self.table,
+                counter: &mut self.counter,
+                entropy: 7,
+            }
+        }
+    }
+
+    fn send(s: Step<u8>) -> Attempt<u8> {
+        match s {
+            Step::Send(a) => a,
+            other => panic!("expected an attempt, got {other:?}"),
+        }
+    }
+
+    fn done(s: Step<u8>) -> Result<Sent<u8>, SendError> {
+        match s {
+            Step::Done(r) => r,
+            other => panic!("expected done, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn sync_three_attempts_on_other_brokers() {
+        let mut w = World::new(Profile::Plain, 3);
+        let mut p = SendPlan::new(t(0), RetryConfig::plain(SendMode::Sync));
+        let a1 = send(p.start(t(0), &mut w.env()));
+        assert_eq!((a1.number, a1.deadline), (1, t(3000)));
+        let fail = AttemptOutcome::Transport(TransportError::ConnectFailed);
+        let a2 = send(p.handle_outcome(t(10), fail, &mut w.env()));
+        assert_ne!(a2.queue.broker, a1.queue.broker);
+        assert_eq!(a2.deadline, t(3000), "one total deadline");
+        let a3 = send(p.handle_outcome(t(20), fail, &mut w.env()));
+        assert_ne!(a3.queue.broker, a2.queue.broker);
+        let e = done(p.handle_outcome(t(30), fail, &mut w.env())).unwrap_err();
+        assert_eq!(
+            e.kind(),
+            SendErrorKind::Transport(TransportError::ConnectFailed)
+        );
+        assert_eq!((e.attempts(), e.java_code()), (3, Some(10001)));
+        assert!(e.is_retryable());
+        assert!(w.table.is_empty(), "Plain never touches the fault table");
+        // Done is sticky.
+        assert!(matches!(
+            p.handle_outcome(t(40), fail, &mut w.env()),
+            Step::Done(Err(_))
+        ));
+    }
+
+    #[test]
+    fn timeout_at_the_deadline_ends_with_call_timeout() {
+        let mut w = World::new(Profile::Java49, 2);
+        let mut p = SendPlan::new(t(100), RetryConfig::java49(SendMode::Sync));
+        let a = send(p.start(t(100), &mut w.env()));
+        assert_eq!(p.poll_timeout(), Some(t(3100)));
+        assert_eq!(p.handle_timeout(t(3099), &mut w.env()), Step::Wait);
+        let e = done(p.handle_timeout(t(3100), &mut w.env())).unwrap_err();
+        assert_eq!((e.kind(), e.attempts()), (SendErrorKind::CallTimeout, 1));
+        // 4.9: isolation feeds 30000 ms → 10 minutes.
+        assert!(!w.table.is_available(t(3100 + 599_999), a.queue.broker));
+        assert!(w.table.is_available(t(3100 + 600_000), a.queue.broker));
+        assert_eq!(w.table.get(a.queue.broker).unwrap().latency, ms(3000));
+    }
+
+    #[test]
+    fn retry_codes_by_version() {
+        for (cfg, busy_retried) in [
+            (RetryConfig::java49(SendMode::Sync), false),
+            (RetryConfig::java5(SendMode::Sync), true),
+        ] {
+            let mut w = World::new(cfg.profile, 2);
+            let mut p = SendPlan::new(t(0), cfg);
+            let _ = send(p.start(t(0), &mut w.env()));
+            let _ = send(p.handle_outcome(
+                t(1),
+                AttemptOutcome::Response(code::TOPIC_NOT_EXIST),
+                &mut w.env(),
+            ));
+            let s = p.handle_outcome(
+                t(2),
+                AttemptOutcome::Response(code::SYSTEM_BUSY),
+                &mut w.env(),
+            );
+            assert_eq!(matches!(s, Step::Send(_)), busy_retried);
+            if !busy_retried {
+                let e = done(s).unwrap_err();
+                assert_eq!(e.kind(), SendErrorKind::Broker { code: 2 });
+                assert!(!e.is_retryable());
+                assert_eq!(e.attempts(), 2);
+            }
+        }
+        assert!(RetryCodes::JAVA_533.contains(code::GO_AWAY));
+        assert!(!RetryCodes::JAVA_530.contains(code::GO_AWAY));
+        assert!(RetryCodes::JAVA_530.contains(code::SYSTEM_BUSY));
+        assert!(!RetryCodes::JAVA_49.contains(code::MESSAGE_ILLEGAL));
+        let c = RetryCodes::JAVA_49.with(215).unwrap();
+        assert!(c.contains(215));
+        let mut full = RetryCodes::JAVA_533;
+        for x in 0..4 {
+            full = full.with(1000 + x).unwrap();
+        }
+        assert_eq!(full.with(9999), Err(RetryCodesFull));
+        assert_eq!(full.with(1000), Ok(full), "already present");
+    }
+
+    #[test]
+    fn message_illegal_is_final_and_status_codes_map() {
+        let mut w = World::new(Profile::Plain, 2);
+        let mut p = SendPlan::new(t(0), RetryConfig::plain(SendMode::Sync));
+        let _ = send(p.start(t(0), &mut w.env()));
+        let e =
+            done(p.handle_outcome(t(5), AttemptOutcome::Response(13), &mut w.env())).unwrap_err();
+        assert_eq!(
+            (e.kind(), e.attempts(), e.java_code()),
+            (SendErrorKind::Broker { code: 13 }, 1, Some(13))
+        );
+        assert_eq!(SendStatus::from_code(0), Some(SendStatus::SendOk));
+        assert_eq!(
+            SendStatus::from_code(10),
+            Some(SendStatus::FlushDiskTimeout)
+        );
+        assert_eq!(
+            SendStatus::from_code(11),
+            Some(SendStatus::SlaveNotAvailable)
+        );
+        assert_eq!(
+            SendStatus::from_code(12),
+            Some(SendStatus::FlushSlaveTimeout)
+        );
+        assert_eq!(SendStatus::from_code(14), None);
+    }
+
+    #[test]
+    fn retry_another_broker_when_not_store_ok() {
+        let mut cfg = RetryConfig::plain(SendMode::Sync);
+        // Off (default): a non-OK status is returned at once.
+        let mut w = World::new(Profile::Plain, 2);
+        let mut p = SendPlan::new(t(0), cfg);
+        let a = send(p.start(t(0), &mut w.env()));
+        let r = done(p.handle_outcome(t(5), AttemptOutcome::Response(10), &mut w.env())).unwrap();
+        assert_eq!(
+            (r.status, r.queue, r.attempts),
+            (SendStatus::FlushDiskTimeout, a.queue, 1)
+        );
+        // On: keep it, try another broker; a final non-retryable error returns the kept result.
+        cfg.retry_another_broker_when_not_store_ok = true;
+        let mut p = SendPlan::new(t(0), cfg);
+        let a = send(p.start(t(0), &mut w.env()));
+        let b = send(p.handle_outcome(t(5), AttemptOutcome::Response(12), &mut w.env()));
+        assert_ne!(a.queue.broker, b.queue.broker);
+        let r = done(p.handle_outcome(t(9), AttemptOutcome::Response(13), &mut w.env())).unwrap();
+        assert_eq!(
+            (r.status, r.queue),
+            (SendStatus::FlushSlaveTimeout, a.queue)
+        );
+        // On, and every attempt non-OK: the kept result after exhaustion.
+        let mut p = SendPlan::new(t(0), cfg);
+        let _ = send(p.start(t(0), &mut w.env()));
+        let _ = send(p.handle_outcome(t(1), AttemptOutcome::Response(11), &mut w.env()));
+        let c = send(p.handle_outcome(t(2), AttemptOutcome::Response(11), &mut w.env()));
+        let r = done(p.handle_outcome(t(3), AttemptOutcome::Response(11), &mut w.env())).unwrap();
+        assert_eq!(
+            (r.status, r.queue, r.attempts),
+            (SendStatus::SlaveNotAvailable, c.queue, 3)
+        );
+    }
+
+    #[test]
+    fn async_retries_transport_only_and_oneway_once() {
+        let mut w = World::new(Profile::Plain, 2);
+        let mut p = SendPlan::new(t(0), RetryConfig::plain(SendMode::Async));
+        let _ = send(p.start(t(0), &mut w.env()));
+        let e = done(p.handle_outcome(
+            t(1),
+            AttemptOutcome::Response(code::SYSTEM_ERROR),
+            &mut w.env(),
+        ))
+        .unwrap_err();
+        assert_eq!(e.attempts(), 1, "async never retries a broker code");
+        let mut p = SendPlan::new(t(0), RetryConfig::plain(SendMode::Async));
+        let _ = send(p.start(t(0), &mut w.env()));
+        let closed = AttemptOutcome::Transport(TransportError::ConnectionClosed);
+        let _ = send(p.handle_outcome(t(1), closed, &mut w.env()));
+        let _ = send(p.handle_outcome(t(2), closed, &mut w.env()));
+        let e = done(p.handle_outcome(t(3), closed, &mut w.env())).unwrap_err();
+        assert_eq!(e.attempts(), 3);
+        let mut p = SendPlan::new(t(0), RetryConfig::plain(SendMode::Oneway));
+        let _ = send(p.start(t(0), &mut w.env()));
+        assert!(
+            !p.handle_outcome(t(1), AttemptOutcome::Response(0), &mut w.env())
+                .is_send()
+        );
+        let mut p = SendPlan::new(t(0), RetryConfig::plain(SendMode::Oneway));
+        let _ = send(p.start(t(0), &mut w.env()));
+        assert_eq!(
+            done(p.handle_outcome(t(1), AttemptOutcome::Written, &mut w.env()))
+                .unwrap()
+                .status,
+            SendStatus::SendOk
+        );
+        let mut p = SendPlan::new(t(0), RetryConfig::plain(SendMode::Oneway));
+        let _ = send(p.start(t(0), &mut w.env()));
+        let e = done(p.handle_outcome(
+            t(1),
+            AttemptOutcome::Transport(TransportError::WriteFailed),
+            &mut w.env(),
+        ))
+        .unwrap_err();
+        assert_eq!(e.attempts(), 1);
+        // Sync ignores a stray `Written`.
+        let mut p = SendPlan::new(t(0), RetryConfig::plain(SendMode::Sync));
+        let _ = send(p.start(t(0), &mut w.env()));
+        assert_eq!(
+            p.handle_outcome(t(1), AttemptOutcome::Written, &mut w.env()),
+            Step::Wait
+        );
+    }
+
+    impl Step<u8> {
+        fn is_send(&self) -> bool {
+            matches!(self, Step::Send(_))
+        }
+    }
+
+    #[test]
+    fn no_route_and_fixed_queue() {
+        let mut w = World::new(Profile::Plain, 0);
+        let mut p = SendPlan::new(t(0), RetryConfig::plain(SendMode::Sync));
+        let e = done(p.start(t(0), &mut w.env())).unwrap_err();
+        assert_eq!(
+            (e.kind(), e.attempts(), e.java_code()),
+            (SendErrorKind::NoRoute, 0, Some(10005))
+        );
+        let q = PublishQueue {
+            broker: 4,
+            queue_id: 3,
+        };
+        let mut p = SendPlan::to_queue(t(0), RetryConfig::java49(SendMode::Sync), q);
+        let a = send(p.start(t(0), &mut w.env()));
+        assert_eq!(a.queue, q);
+        let e = done(p.handle_outcome(
+            t(1),
+            AttemptOutcome::Transport(TransportError::TimedOut),
+            &mut w.env(),
+        ))
+        .unwrap_err();
+        assert_eq!((e.attempts(), e.java_code()), (1, Some(10002)));
+    }
+
+    #[test]
+    fn java5_fault_updates_and_per_request_cap() {
+        let mut cfg = RetryConfig::java5(SendMode::Sync);
+        cfg.max_timeout_per_request = Some(ms(800));
+        let mut w = World::new(Profile::Java5, 2);
+        let mut p = SendPlan::new(t(0), cfg);
+        let a = send(p.start(t(0), &mut w.env()));
+        assert_eq!(a.deadline, t(800));
+        let b = send(p.handle_timeout(t(800), &mut w.env()));
+        // Isolation feeds 10000 ms → 10 s; reachable stays true without the detector.
+        assert!(!w.table.is_available(t(10_799), a.queue.broker));
+        assert!(w.table.is_available(t(10_800), a.queue.broker));
+        assert!(w.table.is_reachable(a.queue.broker));
+        assert_eq!(b.deadline, t(1600));
+        let c = send(p.handle_outcome(
+            t(900),
+            AttemptOutcome::Response(code::SYSTEM_ERROR),
+            &mut w.env(),
+        ));
+        assert!(
+            !w.table.is_reachable(b.queue.broker),
+            "5.x: broker error → unreachable"
+        );
+        assert_eq!(c.deadline, t(3000), "the last attempt is not capped");
+        let r = done(p.handle_outcome(t(1000), AttemptOutcome::Response(0), &mut w.env())).unwrap();
+        assert_eq!(r.attempts, 3);
+        // Third attempt: nothing is available and not last; "reachable and not last" picks the
+        // isolated first broker again, and its success does not shorten the 5.x window.
+        assert_eq!(c.queue.broker, a.queue.broker);
+        assert!(!w.table.is_available(t(10_799), a.queue.broker));
+    }
+
+    #[test]
+    fn java49_slow_success_isolates_549_does_not() {
+        let mut w = World::new(Profile::Java49, 2);
+        let mut p = SendPlan::new(t(0), RetryConfig::java49(SendMode::Sync));
+        let a = send(p.start(t(0), &mut w.env()));
+        let _ = done(p.handle_outcome(t(549), AttemptOutcome::Response(0), &mut w.env()));
+        assert!(w.table.is_available(t(549), a.queue.broker));
+        let mut p = SendPlan::new(t(1000), RetryConfig::java49(SendMode::Sync));
+        let a = send(p.start(t(1000), &mut w.env()));
+        let _ = done(p.handle_outcome(t(1550), AttemptOutcome::Response(0), &mut w.env()));
+        assert!(!w.table.is_available(t(31_549), a.queue.broker));
+        assert!(w.table.is_available(t(31_550), a.queue.broker));
+    }
+
+    #[test]
+    fn adaptive_caps_all_but_the_last_attempt() {
+        let mut w = World::new(Profile::Adaptive, 3);
+        let cfg = RetryConfig::adaptive(SendMode::Sync);
+        // Teach it that broker 0 answers in 10 ms.
+        w.table
+            .record_adaptive(t(0), 0, AdaptiveSample::Good(ms(10)), &cfg.adaptive);
+        let mut p = SendPlan::new(t(0), cfg);
+        let a = send(p.start(t(0), &mut w.env()));
+        assert_eq!(a.deadline, t(200), "floor of the cap");
+        let b = send(p.handle_timeout(t(200), &mut w.env()));
+        assert_ne!(b.queue.broker, a.queue.broker);
+        assert!(
+            !w.table.is_available(t(1199), a.queue.broker),
+            "1 s isolation"
+        );
+        assert_eq!(b.deadline, t(400));
+        let c = send(p.handle_timeout(t(400), &mut w.env()));
+        assert_eq!(
+            c.deadline,
+            t(3000),
+            "last attempt gets the whole remaining budget"
+        );
+        let r = done(p.handle_outcome(t(420), AttemptOutcome::Response(0), &mut w.env())).unwrap();
+        assert_eq!(r.attempts, 3);
+    }
+
+    proptest! {
+        /// Attempts stay bounded and inside the total deadline, whatever happens.
+        #[test]
+        fn attempts_bounded(
+            profile in prop_oneof![Just(Profile::Plain), Just(Profile::Java49), Just(Profile::Java5), Just(Profile::Adaptive)],
+            mode in prop_oneof![Just(SendMode::Sync), Just(SendMode::Async), Just(SendMode::Oneway)],
+            events in proptest::collection::vec((0u64..1500, 0u8..6, any::<i32>()), 1..20),
+        ) {
+            let cfg = RetryConfig { profile, mode, ..RetryConfig::plain(mode) };
+            let mut w = World::new(profile, 3);
+            let mut p = SendPlan::new(t(0), cfg);
+            let mut step = p.start(t(0), &mut w.env());
+            let mut now = 0;
+            let mut sends = 1;
+            for (dt, kind, c) in events {
+                let Step::Send(a) = step else { break };
+                prop_assert!(a.deadline <= t(3000) && a.started <= a.deadline);
+                now += dt;
+                let o = match kind {
+                    0 => AttemptOutcome::Response(c),
+                    1 => AttemptOutcome::Response(0),
+                    2 => AttemptOutcome::Written,
+                    3 => AttemptOutcome::Transport(TransportError::TimedOut),
+                    4 => AttemptOutcome::Transport(TransportError::BrokerNotFound),
+                    _ => AttemptOutcome::Transport(TransportError::ConnectFailed),
+                };
+                step = if kind == 3 { p.handle_timeout(t(now.max(a.deadline.millis())), &mut w.env()) } else { p.handle_outcome(t(now), o, &mut w.env()) };
+                if matches!(step, Step::Send(_)) { sends += 1; }
+                if step == Step::Wait { step = Step::Send(a); }
+            }
+            prop_assert!(sends <= cfg.max_attempts());
+            prop_assert!(sends == p.attempts_made());
+        }
+    }
+}

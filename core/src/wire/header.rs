@@ -1,0 +1,784 @@
+//! Command headers: decoding ([`CommandHeader`], both formats) and encoding
+//! ([`CommandRepr`] + [`ExtFields`]).
+
+use crate::json::{JsonStr, Parser};
+use crate::json::{SliceWriter, Token, i64_dec_len, json_str_len};
+
+use super::frame::{MAX_HEADER_LEN, MAX_TOTAL_LENGTH, PREFIX_LEN};
+use super::{
+    DecodeError, EncodeError, FieldStr, Frame, LanguageCode, RequestCode, ResponseCode,
+    SerializeType, flag,
+};
+
+// ---------------------------------------------------------------------------------------------
+// Decoding
+
+/// A decoded command header, borrowing its strings from the frame.
+///
+/// Produced by [`CommandHeader::parse`] from either format. JSON decoding is as tolerant as
+/// fastjson (WIRE.md §2.2): any key order, unknown keys ignored, missing `code`/`version`/
+/// `flag` = 0, missing `language` = JAVA, unknown language name =
+/// [`LanguageCode::UNKNOWN`], `null` = missing. A missing `opaque` is an error
+/// ([`DecodeError::MissingOpaque`]) because such a frame cannot be matched to a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CommandHeader<'a> {
+    code: i32,
+    language: LanguageCode,
+    version: i32,
+    opaque: i32,
+    flag: i32,
+    remark: Option<FieldStr<'a>>,
+    ext: Option<ExtMap<'a>>,
+    serialize_type: SerializeType,
+}
+
+impl<'a> CommandHeader<'a> {
+    /// Decodes the header of a checked frame, dispatching on its serialize type.
+    ///
+    /// # Errors
+    /// [`DecodeError`] for a malformed header.
+    pub fn parse<T: AsRef<[u8]> + ?Sized>(frame: &Frame<&'a T>) -> Result<Self, DecodeError> {
+        Self::parse_bytes(frame.serialize_type(), frame.header_ref())
+    }
+
+    /// Decodes header bytes of the given type.
+    ///
+    /// # Errors
+    /// [`DecodeError::UnknownSerializeType`] or a malformed header.
+    pub fn parse_bytes(ty: SerializeType, header: &'a [u8]) -> Result<Self, DecodeError> {
+        match ty {
+            SerializeType::JSON => Self::parse_json(header),
+            SerializeType::ROCKETMQ => Self::parse_rocketmq(header),
+            SerializeType(t) => Err(DecodeError::UnknownSerializeType(t)),
+        }
+    }
+
+    /// Decodes a JSON header (WIRE.md §2).
+    ///
+    /// # Errors
+    /// [`DecodeError::Json`], [`DecodeError::FieldType`], [`DecodeError::BadExtValue`],
+    /// [`DecodeError::MissingOpaque`].
+    pub fn parse_json(header: &'a [u8]) -> Result<Self, DecodeError> {
+        let mut p = Parser::new(header);
+        p.expect_object_start()?;
+        let mut h = CommandHeader {
+            code: 0,
+            language: LanguageCode::JAVA,
+            version: 0,
+            opaque: 0,
+            flag: 0,
+            remark: None,
+            ext: None,
+            serialize_type: SerializeType::JSON,
+        };
+        let mut have_opaque = false;
+        while let Some(k) = p.next_key()? {
+            match json_key(k) {
+                Key::Code => h.code = json_int(&mut p, "code")?,
+                Key::Flag => h.flag = json_int(&mut p, "flag")?,
+                Key::Version => h.version = json_int(&mut p, "version")?,
+                Key::Opaque => {
+                    if let Some(v) = json_int_opt(&mut p, "opaque")? {
+                        h.opaque = v;
+                        have_opaque = true;
+                    }
+                }
+                Key::Language => {
+                    h.language = match p.next_value()? {
+                        Token::Str(s) => language_from_json(s),
+                        Token::Null => LanguageCode::JAVA,
+                        Token::Number(n) => n
+                            .as_i64()
+                            .and_then(|v| u8::try_from(v).ok())
+                            .map_or(LanguageCode::UNKNOWN, LanguageCode),
+                        _ => return Err(DecodeError::FieldType("language")),
+                    }
+                }
+                Key::Remark => {
+                    h.remark = match p.next_value()? {
+                        Token::Str(s) => Some(FieldStr::json(s)),
+                        Token::Null => None,
+                        _ => return Err(DecodeError::FieldType("remark")),
+                    }
+                }
+                Key::ExtFields => h.ext = parse_json_ext(&mut p, header)?,
+                Key::Other => p.skip_value()?,
+            }
+        }
+        p.finish()?;
+        if !have_opaque {
+            return Err(DecodeError::MissingOpaque);
+        }
+        Ok(h)
+    }
+
+    /// Decodes a ROCKETMQ binary header (WIRE.md §3). Lengths are signed; negative or
+    /// past-the-end lengths are errors. Bytes after the ext map are ignored.
+    ///
+    /// # Errors
+    /// [`DecodeError::Truncated`], [`DecodeError::BadLength`].
+    pub fn parse_rocketmq(header: &'a [u8]) -> Result<Self, DecodeError> {
+        let mut r = Rd { b: header, pos: 0 };
+        let code = i32::from(r.i16()?);
+        let language = LanguageCode(r.u8()?);
+        let version = i32::from(r.i16()?);
+        let opaque = r.i32()?;
+        let flag = r.i32()?;
+        let remark_len = r.len32()?;
+        let remark = r.bytes(remark_len)?;
+        let ext_len = r.len32()?;
+        let ext = r.bytes(ext_len)?;
+        // Validate the map once so iteration cannot fail later.
+        let mut e = Rd { b: ext, pos: 0 };
+        while e.pos < ext.len() {
+            let kl = usize::try_from(e.i16()?).map_err(|_| DecodeError::BadLength)?;
+            e.bytes(kl)?;
+            let vl = e.len32()?;
+            e.bytes(vl)?;
+        }
+        Ok(CommandHeader {
+            code,
+            language,
+            version,
+            opaque,
+            flag,
+            remark: (!remark.is_empty()).then(|| FieldStr::binary(remark)),
+            ext: (!ext.is_empty()).then_some(ExtMap {
+                bytes: ext,
+                json: false,
+            }),
+            serialize_type: SerializeType::ROCKETMQ,
+        })
+    }
+
+    /// The raw `code` (request or response code, see [`CommandHeader::is_response`]).
+    pub const fn code(&self) -> i32 {
+        self.code
+    }
+    /// The code as a request code.
+    pub const fn request_code(&self) -> RequestCode {
+        RequestCode(self.code)
+    }
+    /// The code as a response code.
+    pub const fn response_code(&self) -> ResponseCode {
+        ResponseCode(self.code)
+    }
+    /// The sender's language.
+    pub const fn language(&self) -> LanguageCode {
+        self.language
+    }
+    /// The sender's version ordinal.
+    pub const fn version(&self) -> i32 {
+        self.version
+    }
+    /// The request id.
+    pub const fn opaque(&self) -> i32 {
+        self.opaque
+    }
+    /// The flag word.
+    pub const fn flag(&self) -> i32 {
+        self.flag
+    }
+    /// Whether the response bit is set.
+    pub const fn is_response(&self) -> bool {
+        self.flag & flag::RESPONSE != 0
+    }
+    /// Whether the oneway bit is set.
+    pub const fn is_oneway(&self) -> bool {
+        self.flag & flag::ONEWAY != 0
+    }
+    /// The remark, if present (a zero-length binary remark is absent, as in Java).
+    pub const fn remark(&self) -> Option<FieldStr<'a>> {
+        self.remark
+    }
+    /// The format this header was decoded from.
+    pub const fn serialize_type(&self) -> SerializeType {
+        self.serialize_type
+    }
+    /// The ext fields, if the header has an `extFields` object / a non-empty ext map.
+    pub const fn ext_fields(&self) -> Option<ExtMap<'a>> {
+        self.ext
+    }
+    /// Looks up an ext field (last occurrence wins, like Java's HashMap).
+    pub fn get(&self, key: &str) -> Option<FieldStr<'a>> {
+        self.ext.and_then(|e| e.get(key))
+    }
+    /// Iterates over the ext fields (empty if none).
+    pub fn ext_iter(&self) -> ExtIter<'a> {
+        match self.ext {
+            Some(e) => e.iter(),
+            None => ExtMap {
+                bytes: &[],
+                json: false,
+            }
+            .iter(),
+        }
+    }
+}
+
+enum Key {
+    Code,
+    ExtFields,
+    Flag,
+    Language,
+    Opaque,
+    Remark,
+    Version,
+    Other,
+}
+
+fn json_key(k: JsonStr<'_>) -> Key {
+    const KEYS: [(&str, Key); 7] = [
+        ("code", Key::Code),
+        ("extFields", Key::ExtFields),
+        ("flag", Key::Flag),
+        ("language", Key::Language),
+        ("opaque", Key::Opaque),
+        ("remark", Key::Remark),
+        ("version", Key::Version),
+    ];
+    for (name, key) in KEYS {
+        if k.eq_str(name) {
+            return key;
+        }
+    }
+    Key::Other
+}
+
+fn json_int_opt(p: &mut Parser<'_>, name: &'static str) -> Result<Option<i32>, DecodeError> {
+    let v = match p.next_value()? {
+        Token::Number(n) => n.as_i32(),
+        Token::Str(s) => s.parse_i32(),
+        Token::Null => return Ok(None),
+        _ => None,
+    };
+    v.map(Some).ok_or(DecodeError::FieldType(name))
+}
+
+fn json_int(p: &mut Parser<'_>, name: &'static str) -> Result<i32, DecodeError> {
+    Ok(json_int_opt(p, name)?.unwrap_or(0))
+}
+
+fn language_from_json(s: JsonStr<'_>) -> LanguageCode {
+    if !s.has_escapes() {
+        return LanguageCode::from_name_bytes(s.raw()).unwrap_or(LanguageCode::UNKNOWN);
+    }
+    (0..=13u8)
+        .map(LanguageCode)
+        .find(|l| l.name().is_some_and(|n| s.eq_str(n)))
+        .unwrap_or(LanguageCode::UNKNOWN)
+}
+
+fn parse_json_ext<'a>(
+    p: &mut Parser<'a>,
+    header: &'a [u8],
+) -> Result<Option<ExtMap<'a>>, DecodeError> {
+    match p.next_value()? {
+        Token::Null => Ok(None),
+        Token::ObjectStart => {
+            let start = p.position().saturating_sub(1);
+            while p.next_key()?.is_some() {
+                match p.next_value()? {
+                    Token::Str(_) | Token::Number(_) | Token::Bool(_) | Token::Null => {}
+                    _ => return Err(DecodeError::BadExtValue),
+                }
+            }
+            let bytes = header.get(start..p.position()).unwrap_or(&[]);
+            Ok(Some(ExtMap { bytes, json: true }))
+        }
+        _ => Err(DecodeError::FieldType("extFields")),
+    }
+}
+
+struct Rd<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Rd<'a> {
+    fn bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let end = self.pos.checked_add(n).ok_or(DecodeError::BadLength)?;
+        let s = self.b.get(self.pos..end).ok_or(DecodeError::Truncated)?;
+        self.pos = end;
+        Ok(s)
+    }
+    fn arr<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let s = self.bytes(N)?;
+        s.try_into().map_err(|_| DecodeError::Truncated)
+    }
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.arr::<1>()?[0])
+    }
+    fn i16(&mut self) -> Result<i16, DecodeError> {
+        Ok(i16::from_be_bytes(self.arr()?))
+    }
+    fn i32(&mut self) -> Result<i32, DecodeError> {
+        Ok(i32::from_be_bytes(self.arr()?))
+    }
+    /// A signed length word: negative is an error; beyond the input is caught by `bytes`.
+    fn len32(&mut self) -> Result<usize, DecodeError> {
+        usize::try_from(self.i32()?).map_err(|_| DecodeError::BadLength)
+    }
+}
+
+/// The ext fields of a decoded header (validated at parse time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExtMap<'a> {
+    bytes: &'a [u8],
+    json: bool,
+}
+
+impl<'a> ExtMap<'a> {
+    /// Looks up `key`; the last occurrence wins. `null` (JSON) and zero-length (binary)
+    /// values count as missing.
+    pub fn get(&self, key: &str) -> Option<FieldStr<'a>> {
+        let mut found = None;
+        for (k, v) in self.iter() {
+            if k.eq_str(key) {
+                found = Some(v);
+            }
+        }
+        found
+    }
+
+    /// Iterates `(key, value)` pairs in wire order, skipping missing values.
+    pub fn iter(&self) -> ExtIter<'a> {
+        ExtIter {
+            inner: if self.json {
+                let mut p = Parser::new(self.bytes);
+                let ok = p.expect_object_start().is_ok();
+                IterInner::Json(ok.then_some(p))
+            } else {
+                IterInner::Binary(Rd {
+                    b: self.bytes,
+                    pos: 0,
+                })
+            },
+        }
+    }
+
+    /// Whether the map has no (non-missing) entries.
+    pub fn is_empty(&self) -> bool {
+        self.iter().next().is_none()
+    }
+
+    /// The raw bytes: a JSON object's text, or the binary entries.
+    pub const fn raw(&self) -> &'a [u8] {
+        self.bytes
+    }
+}
+
+impl<'a> IntoIterator for ExtMap<'a> {
+    type Item = (FieldStr<'a>, FieldStr<'a>);
+    type IntoIter = ExtIter<'a>;
+    fn into_iter(self) -> ExtIter<'a> {
+        self.iter()
+    }
+}
+
+/// Iterator over ext fields; see [`ExtMap::iter`].
+pub struct ExtIter<'a> {
+    inner: IterInner<'a>,
+}
+
+enum IterInner<'a> {
+    Json(Option<Parser<'a>>),
+    Binary(Rd<'a>),
+}
+
+impl<'a> Iterator for ExtIter<'a> {
+    type Item = (FieldStr<'a>, FieldStr<'a>);
+    fn next(&mut self) -> Option<Self::Item> {
+        match &mut self.inner {
+            IterInner::Json(slot) => loop {
+                let p = slot.as_mut()?;
+                let (k, v) = match p.next_key() {
+                    Ok(Some(k)) => match p.next_value() {
+                        Ok(v) => (k, v),
+                        Err(_) => break None,
+                    },
+                    _ => break None,
+                };
+                let v = match v {
+                    Token::Str(s) => FieldStr::json(s),
+                    Token::Number(n) => FieldStr::json_literal(n.raw()),
+                    Token::Bool(true) => FieldStr::json_literal(b"true"),
+                    Token::Bool(false) => FieldStr::json_literal(b"false"),
+                    Token::Null => continue,
+                    _ => break None,
+                };
+                return Some((FieldStr::json(k), v));
+            }
+            .or_else(|| {
+                *slot = None;
+                None
+            }),
+            IterInner::Binary(r) => loop {
+                if r.pos >= r.b.len() {
+                    return None;
+                }
+                let entry = (|| {
+                    let kl = usize::try_from(r.i16()?).map_err(|_| DecodeError::BadLength)?;
+                    let k = r.bytes(kl)?;
+                    let vl = r.len32()?;
+                    let v = r.bytes(vl)?;
+                    Ok::<_, DecodeError>((k, v))
+                })();
+                match entry {
+                    Ok((k, v)) if !k.is_empty() && !v.is_empty() => {
+                        return Some((FieldStr::binary(k), FieldStr::binary(v)));
+                    }
+                    Ok(_) => continue,
+                    Err(_) => {
+                        r.pos = r.b.len();
+                        return None;
+                    }
+                }
+            },
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Encoding
+
+/// An ext-field value to encode. Integers and booleans are written in decimal / as
+/// `true`/`false` (always as JSON strings, like Java's `toString()`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExtValue<'v> {
+    /// A string.
+    Str(&'v str),
+    /// An integer.
+    Int(i64),
+    /// A boolean.
+    Bool(bool),
+}
+
+impl ExtValue<'_> {
+    fn text_len(&self) -> usize {
+        match *self {
+            ExtValue::Str(s) => s.len(),
+            ExtValue::Int(v) => i64_dec_len(v),
+            ExtValue::Bool(true) => 4,
+            ExtValue::Bool(false) => 5,
+        }
+    }
+    fn json_len(&self) -> usize {
+        match *self {
+            ExtValue::Str(s) => json_str_len(s),
+            _ => self.text_len() + 2,
+        }
+    }
+    fn write_text(&self, w: &mut SliceWriter<'_>) {
+        match *self {
+            ExtValue::Str(s) => w.put(s.as_bytes()),
+            ExtValue::Int(v) => w.put_i64_dec(v),
+            ExtValue::Bool(true) => w.put(b"true"),
+            ExtValue::Bool(false) => w.put(b"false"),
+        }
+    }
+}
+
+/// Receives ext fields from an [`ExtFields`] implementation.
+pub trait ExtVisitor {
+    /// One `(key, value)` pair.
+    fn field(&mut self, key: &str, value: ExtValue<'_>);
+}
+
+/// A set of ext fields that can be encoded without allocating (a typed custom header, a
+/// slice of pairs, a [`Chain`] of both, ...).
+///
+/// Implementations must visit the same fields every time they are called on the same value
+/// (the encoder visits once to size and once to write).
+pub trait ExtFields {
+    /// Calls `v.field(..)` once per present field, in encoding order.
+    fn visit_fields<V: ExtVisitor + ?Sized>(&self, v: &mut V);
+}
+
+impl<T: ExtFields + ?Sized> ExtFields for &T {
+    fn visit_fields<V: ExtVisitor + ?Sized>(&self, v: &mut V) {
+        (**self).visit_fields(v);
+    }
+}
+
+/// No fields: as a command's `ext` it yields `"extFields":{}` (an empty custom header).
+impl ExtFields for () {
+    fn visit_fields<V: ExtVisitor + ?Sized>(&self, _: &mut V) {}
+}
+
+impl<T: ExtFields> ExtFields for Option<T> {
+    fn visit_fields<V: ExtVisitor + ?Sized>(&self, v: &mut V) {
+        if let Some(t) = self {
+            t.visit_fields(v);
+        }
+    }
+}
+
+impl ExtFields for [(&str, &str)] {
+    fn visit_fields<V: ExtVisitor + ?Sized>(&self, v: &mut V) {
+        for (k, val) in self {
+            v.field(k, ExtValue::Str(val));
+        }
+    }
+}
+
+impl<const N: usize> ExtFields for [(&str, &str); N] {
+    fn visit_fields<V: ExtVisitor + ?Sized>(&self, v: &mut V) {
+        self.as_slice().visit_fields(v);
+    }
+}
+
+/// Two field sets encoded one after the other (e.g. a typed header, then ACL keys).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chain<A, B>(pub A, pub B);
+
+impl<A: ExtFields, B: ExtFields> ExtFields for Chain<A, B> {
+    fn visit_fields<V: ExtVisitor + ?Sized>(&self, v: &mut V) {
+        self.0.visit_fields(v);
+        self.1.visit_fields(v);
+    }
+}
+
+/// A command to encode: the header fields plus optional ext fields. The body is not part of
+/// it; it is written separately (e.g. with vectored I/O) after
+/// [`CommandRepr::emit_frame_prefix_and_header`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CommandRepr<'r, E> {
+    /// Request or response code.
+    pub code: i32,
+    /// Sender language (JAVA for a Java-compatible client).
+    pub language: LanguageCode,
+    /// Sender version ordinal (see [`super::version`]).
+    pub version: i32,
+    /// Request id.
+    pub opaque: i32,
+    /// Flag bits ([`super::flag`]).
+    pub flag: i32,
+    /// Remark (omitted when `None`).
+    pub remark: Option<&'r str>,
+    /// Custom header: `None` omits `extFields`; `Some` with no fields writes `{}`.
+    pub ext: Option<E>,
+}
+
+impl<'r, E: ExtFields> CommandRepr<'r, E> {
+    /// A request (flag 0, language JAVA).
+    pub fn request(code: RequestCode, opaque: i32, version: i32, ext: Option<E>) -> Self {
+        CommandRepr {
+            code: code.0,
+            language: LanguageCode::JAVA,
+            version,
+            opaque,
+            flag: 0,
+            remark: None,
+            ext,
+        }
+    }
+
+    /// A response to `opaque` (flag [`flag::RESPONSE`], language JAVA).
+    pub fn response(code: ResponseCode, opaque: i32, version: i32, ext: Option<E>) -> Self {
+        CommandRepr {
+            code: code.0,
+            language: LanguageCode::JAVA,
+            version,
+            opaque,
+            flag: flag::RESPONSE,
+            remark: None,
+            ext,
+        }
+    }
+
+    /// Exact header length in `ty` format.
+    pub fn buffer_len(&self, ty: SerializeType) -> usize {
+        if ty == SerializeType::ROCKETMQ {
+            self.rocketmq_len()
+        } else {
+            self.json_len()
+        }
+    }
+
+    fn json_len(&self) -> usize {
+        // {"code":N,"flag":N,"opaque":N,"serializeTypeCurrentRPC":"JSON","version":N}
+        let mut n = r#"{"code":,"flag":,"opaque":,"serializeTypeCurrentRPC":"JSON","version":}"#
+            .len()
+            + i64_dec_len(self.code.into())
+            + i64_dec_len(self.flag.into())
+            + i64_dec_len(self.opaque.into())
+            + i64_dec_len(self.version.into());
+        if let Some(name) = self.language.name() {
+            n += r#","language":"#.len() + json_str_len(name);
+        }
+        if let Some(r) = self.remark {
+            n += r#","remark":"#.len() + json_str_len(r);
+        }
+        if let Some(e) = &self.ext {
+            struct Len(usize, usize);
+            impl ExtVisitor for Len {
+                fn field(&mut self, key: &str, value: ExtValue<'_>) {
+                    self.0 += json_str_len(key) + 1 + value.json_len();
+                    self.1 += 1;
+                }
+            }
+            let mut l = Len(0, 0);
+            e.visit_fields(&mut l);
+            n += r#","extFields":{}"#.len() + l.0 + l.1.saturating_sub(1);
+        }
+        n
+    }
+
+    fn rocketmq_len(&self) -> usize {
+        21 + self.remark.map_or(0, str::len) + self.rocketmq_ext_len()
+    }
+
+    fn rocketmq_ext_len(&self) -> usize {
+        struct Len(usize);
+        impl ExtVisitor for Len {
+            fn field(&mut self, key: &str, value: ExtValue<'_>) {
+                self.0 += 6 + key.len() + value.text_len();
+            }
+        }
+        let mut l = Len(0);
+        self.ext.visit_fields(&mut l);
+        l.0
+    }
+
+    /// Writes the header in `ty` format into `buf`; returns the bytes written (=
+    /// [`CommandRepr::buffer_len`]). Never panics; a buffer of `buffer_len()` bytes always
+    /// suffices.
+    ///
+    /// # Errors
+    /// [`EncodeError::BufferTooSmall`]; for ROCKETMQ, [`EncodeError::OutOfRange`] if the
+    /// code or version does not fit 16 bits or a key exceeds 32767 bytes.
+    pub fn emit(&self, ty: SerializeType, buf: &mut [u8]) -> Result<usize, EncodeError> {
+        if !ty.is_known() {
+            return Err(EncodeError::OutOfRange("serializeType"));
+        }
+        let mut w = SliceWriter::new(buf);
+        if ty == SerializeType::ROCKETMQ {
+            self.emit_rocketmq(&mut w)?;
+        } else {
+            self.emit_json(&mut w);
+        }
+        w.finish().map_err(|_| EncodeError::BufferTooSmall)
+    }
+
+    fn emit_json(&self, w: &mut SliceWriter<'_>) {
+        w.put(br#"{"code":"#);
+        w.put_i64_dec(self.code.into());
+        if let Some(e) = &self.ext {
+            w.put(br#","extFields":{"#);
+            struct Wr<'w, 'b>(&'w mut SliceWriter<'b>, bool);
+            impl ExtVisitor for Wr<'_, '_> {
+                fn field(&mut self, key: &str, value: ExtValue<'_>) {
+                    if self.1 {
+                        self.0.put_u8(b',');
+                    }
+                    self.1 = true;
+                    self.0.put_json_str(key);
+                    self.0.put_u8(b':');
+                    match value {
+                        ExtValue::Str(s) => self.0.put_json_str(s),
+                        v => {
+                            self.0.put_u8(b'"');
+                            v.write_text(self.0);
+                            self.0.put_u8(b'"');
+                        }
+                    }
+                }
+            }
+            e.visit_fields(&mut Wr(w, false));
+            w.put_u8(b'}');
+        }
+        w.put(br#","flag":"#);
+        w.put_i64_dec(self.flag.into());
+        if let Some(name) = self.language.name() {
+            w.put(br#","language":"#);
+            w.put_json_str(name);
+        }
+        w.put(br#","opaque":"#);
+        w.put_i64_dec(self.opaque.into());
+        if let Some(r) = self.remark {
+            w.put(br#","remark":"#);
+            w.put_json_str(r);
+        }
+        w.put(br#","serializeTypeCurrentRPC":"JSON","version":"#);
+        w.put_i64_dec(self.version.into());
+        w.put_u8(b'}');
+    }
+
+    fn emit_rocketmq(&self, w: &mut SliceWriter<'_>) -> Result<(), EncodeError> {
+        let code = i16::try_from(self.code).map_err(|_| EncodeError::OutOfRange("code"))?;
+        let version =
+            i16::try_from(self.version).map_err(|_| EncodeError::OutOfRange("version"))?;
+        w.put_i16_be(code);
+        w.put_u8(self.language.0);
+        w.put_i16_be(version);
+        w.put_i32_be(self.opaque);
+        w.put_i32_be(self.flag);
+        let remark = self.remark.unwrap_or("");
+        w.put_i32_be(i32::try_from(remark.len()).map_err(|_| EncodeError::OutOfRange("remark"))?);
+        w.put(remark.as_bytes());
+        let ext_len = self.rocketmq_ext_len();
+        w.put_i32_be(i32::try_from(ext_len).map_err(|_| EncodeError::OutOfRange("extFields"))?);
+        struct Wr<'w, 'b>(&'w mut SliceWriter<'b>, bool);
+        impl ExtVisitor for Wr<'_, '_> {
+            fn field(&mut self, key: &str, value: ExtValue<'_>) {
+                let Ok(kl) = i16::try_from(key.len()) else {
+                    self.1 = true;
+                    return;
+                };
+                let Ok(vl) = i32::try_from(value.text_len()) else {
+                    self.1 = true;
+                    return;
+                };
+                self.0.put_i16_be(kl);
+                self.0.put(key.as_bytes());
+                self.0.put_i32_be(vl);
+                value.write_text(self.0);
+            }
+        }
+        let mut wr = Wr(w, false);
+        self.ext.visit_fields(&mut wr);
+        if wr.1 {
+            return Err(EncodeError::OutOfRange("ext key"));
+        }
+        Ok(())
+    }
+
+    /// Whole frame length: 8 prefix bytes + header + `body_len`.
+    pub fn frame_len(&self, ty: SerializeType, body_len: usize) -> usize {
+        PREFIX_LEN
+            .saturating_add(self.buffer_len(ty))
+            .saturating_add(body_len)
+    }
+
+    /// Writes the two prefix words and the header into `buf` (which needs
+    /// `8 + buffer_len(ty)` bytes); the caller sends `body_len` body bytes after them.
+    /// Returns the bytes written.
+    ///
+    /// # Errors
+    /// As [`CommandRepr::emit`], plus [`EncodeError::FrameTooLong`] if the frame would exceed
+    /// 16 MiB (the peer would close the connection).
+    pub fn emit_frame_prefix_and_header(
+        &self,
+        ty: SerializeType,
+        body_len: usize,
+        buf: &mut [u8],
+    ) -> Result<usize, EncodeError> {
+        let h = self.emit(ty, buf.get_mut(PREFIX_LEN..).unwrap_or(&mut []))?;
+        if h > MAX_HEADER_LEN {
+            return Err(EncodeError::FrameTooLong);
+        }
+        let total = 4usize
+            .checked_add(h)
+            .and_then(|t| t.checked_add(body_len))
+            .filter(|&t| t <= MAX_TOTAL_LENGTH)
+            .ok_or(EncodeError::FrameTooLong)?;
+        let mut f = Frame::new_unchecked(
+            buf.get_mut(..PREFIX_LEN)
+                .ok_or(EncodeError::BufferTooSmall)?,
+        );
+        f.set_total_length(total as u32);
+        f.set_type_and_header_len(ty, h as u32);
+        Ok(PREFIX_LEN + h)
+    }
+}

@@ -1,0 +1,546 @@
+//! Typed custom headers (WIRE.md §6, STRATEGY.md §9): each encodes through [`ExtFields`] and
+//! decodes from a parsed [`CommandHeader`] with `decode(&header, &mut scratch)`.
+//!
+//! Keys are the Java field names (or the one-letter names of
+//! [`SendMessageRequestHeaderV2`]). Integers and booleans are sent as decimal strings,
+//! optional fields (`Option`) are left out when `None`, exactly like Java's reflection-based
+//! encoder which skips nulls. Decoding checks required keys ([`FieldError::Missing`] names the
+//! key, like Java's `@CFNotNull` check), parses numbers like `Integer.parseInt` /
+//! `Long.parseLong` ([`FieldError::Invalid`]) and booleans like `Boolean.parseBoolean`.
+//!
+//! String fields borrow from the frame when they have no escapes; otherwise (JSON escapes,
+//! e.g. `properties` with `\u0001`) they are unescaped into the caller's [`Scratch`]
+//! ([`FieldError::Unescape`] if it is too small). `Scratch::default()` is empty.
+//!
+//! Extra fields (ACL `AccessKey`/`Signature`, ...) can follow a typed header with
+//! [`Chain`](super::Chain).
+
+use super::{CommandHeader, ExtFields, ExtValue, ExtVisitor, FieldError, FieldStr, Scratch};
+
+impl Default for Scratch<'_> {
+    fn default() -> Self {
+        Scratch::empty()
+    }
+}
+
+/// One header field's encoding and decoding (required `T` or optional `Option<T>`).
+pub trait FieldSlot<'a>: Sized {
+    /// Builds the field from the looked-up value (`None` = key absent).
+    ///
+    /// # Errors
+    /// [`FieldError`] naming `key`.
+    fn decode(
+        v: Option<FieldStr<'a>>,
+        scratch: &mut Scratch<'a>,
+        key: &'static str,
+    ) -> Result<Self, FieldError>;
+    /// Visits the field (nothing when `None`).
+    fn emit<V: ExtVisitor + ?Sized>(&self, key: &str, v: &mut V);
+}
+
+macro_rules! slot {
+    ($ty:ty, |$f:ident, $s:ident, $k:ident| $parse:expr, |$me:ident| $to:expr) => {
+        impl<'a> FieldSlot<'a> for $ty {
+            fn decode(
+                v: Option<FieldStr<'a>>,
+                $s: &mut Scratch<'a>,
+                $k: &'static str,
+            ) -> Result<Self, FieldError> {
+                let $f = v.ok_or(FieldError::Missing($k))?;
+                $parse
+            }
+            fn emit<V: ExtVisitor + ?Sized>(&self, key: &str, v: &mut V) {
+                let $me = self;
+                v.field(key, $to);
+            }
+        }
+        impl<'a> FieldSlot<'a> for Option<$ty> {
+            fn decode(
+                v: Option<FieldStr<'a>>,
+                s: &mut Scratch<'a>,
+                key: &'static str,
+            ) -> Result<Self, FieldError> {
+                match v {
+                    None => Ok(None),
+                    Some(_) => <$ty as FieldSlot<'a>>::decode(v, s, key).map(Some),
+                }
+            }
+            fn emit<V: ExtVisitor + ?Sized>(&self, key: &str, v: &mut V) {
+                if let Some(x) = self {
+                    x.emit(key, v);
+                }
+            }
+        }
+    };
+}
+
+slot!(
+    &'a str,
+    |f, s, k| s.resolve(f).ok_or(FieldError::Unescape(k)),
+    |me| ExtValue::Str(me)
+);
+slot!(
+    i32,
+    |f, _s, k| f.parse_i32().ok_or(FieldError::Invalid(k)),
+    |me| ExtValue::Int(i64::from(*me))
+);
+slot!(
+    i64,
+    |f, _s, k| f.parse_i64().ok_or(FieldError::Invalid(k)),
+    |me| ExtValue::Int(*me)
+);
+slot!(bool, |f, _s, _k| Ok(f.parse_bool()), |me| ExtValue::Bool(
+    *me
+));
+
+/// One pass over the ext fields: `slots[i]` = value of `keys[i]` (last occurrence wins).
+fn collect<'a>(h: &CommandHeader<'a>, keys: &[&str], slots: &mut [Option<FieldStr<'a>>]) {
+    for (k, v) in h.ext_iter() {
+        if let Some(i) = keys.iter().position(|key| k.eq_str(key))
+            && let Some(slot) = slots.get_mut(i)
+        {
+            *slot = Some(v);
+        }
+    }
+}
+
+macro_rules! ext_header {
+    (@decode $name:ident, $lt:lifetime, $h:ident, $scratch:ident, $( $f:ident = $key:literal ),*) => {{
+        const KEYS: &[&str] = &[$($key),*];
+        let mut slots: [Option<FieldStr<$lt>>; KEYS.len()] = [None; KEYS.len()];
+        collect($h, KEYS, &mut slots);
+        #[allow(unused_mut, unused_variables)]
+        let mut it = slots.into_iter();
+        let _ = &$scratch;
+        Ok($name { $( $f: FieldSlot::decode(it.next().flatten(), $scratch, $key)?, )* })
+    }};
+    (
+        $(#[$m:meta])*
+        pub struct $name:ident<$lt:lifetime> {
+            $( $(#[$fm:meta])* $f:ident : $ty:ty = $key:literal, )*
+        }
+    ) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub struct $name<$lt> { $( $(#[$fm])* #[doc = concat!("Key `", $key, "`.")] pub $f: $ty, )* }
+        impl<$lt> ExtFields for $name<$lt> {
+            fn visit_fields<V: ExtVisitor + ?Sized>(&self, v: &mut V) {
+                $( FieldSlot::emit(&self.$f, $key, v); )*
+            }
+        }
+        impl<$lt> $name<$lt> {
+            /// Decodes from a parsed header's ext fields.
+            ///
+            /// # Errors
+            /// [`FieldError`] naming the first bad or missing key.
+            pub fn decode(
+                h: &CommandHeader<$lt>,
+                scratch: &mut Scratch<$lt>,
+            ) -> Result<Self, FieldError> {
+                ext_header!(@decode $name, $lt, h, scratch, $( $f = $key ),*)
+            }
+        }
+    };
+    (
+        $(#[$m:meta])*
+        pub struct $name:ident {
+            $( $(#[$fm:meta])* $f:ident : $ty:ty = $key:literal, )*
+        }
+    ) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+        pub struct $name { $( $(#[$fm])* #[doc = concat!("Key `", $key, "`.")] pub $f: $ty, )* }
+        impl ExtFields for $name {
+            fn visit_fields<V: ExtVisitor + ?Sized>(&self, _v: &mut V) {
+                $( FieldSlot::emit(&self.$f, $key, _v); )*
+            }
+        }
+        impl $name {
+            /// Decodes from a parsed header's ext fields.
+            ///
+            /// # Errors
+            /// [`FieldError`] naming the first bad or missing key.
+            pub fn decode<'a>(
+                h: &CommandHeader<'a>,
+                scratch: &mut Scratch<'a>,
+            ) -> Result<Self, FieldError> {
+                ext_header!(@decode $name, 'a, h, scratch, $( $f = $key ),*)
+            }
+        }
+    };
+}
+
+ext_header! {
+    /// GET_ROUTEINFO_BY_TOPIC (105) request.
+    pub struct GetRouteInfoRequestHeader<'a> {
+        /// Topic (required).
+        topic: &'a str = "topic",
+        /// Ask for standard JSON route data (honoured from 4.9.4).
+        accept_standard_json_only: Option<bool> = "acceptStandardJsonOnly",
+    }
+}
+
+ext_header! {
+    /// HEART_BEAT (34) request header: empty. 5.x sends it (`"extFields":{}`); 4.9.x sends no
+    /// header (use `ext: None`).
+    pub struct HeartbeatRequestHeader {}
+}
+
+ext_header! {
+    /// UNREGISTER_CLIENT (35) request.
+    pub struct UnregisterClientRequestHeader<'a> {
+        /// Client id (required).
+        client_id: &'a str = "clientID",
+        /// Producer group.
+        producer_group: Option<&'a str> = "producerGroup",
+        /// Consumer group.
+        consumer_group: Option<&'a str> = "consumerGroup",
+    }
+}
+
+ext_header! {
+    /// SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE response (WIRE.md §6.4).
+    pub struct SendMessageResponseHeader<'a> {
+        /// offsetMsgId of the stored message (comma-joined for a batch).
+        msg_id: &'a str = "msgId",
+        /// Queue written.
+        queue_id: i32 = "queueId",
+        /// Consume-queue offset (of the first message of a batch).
+        queue_offset: i64 = "queueOffset",
+        /// 5.x: the message's UNIQ_KEY.
+        transaction_id: Option<&'a str> = "transactionId",
+        /// 5.x inner-batch topics.
+        batch_uniq_id: Option<&'a str> = "batchUniqId",
+        /// 5.3.2+.
+        recall_handle: Option<&'a str> = "recallHandle",
+        /// Broker region.
+        msg_region: Option<&'a str> = "MSG_REGION",
+        /// Whether tracing is on.
+        trace_on: Option<bool> = "TRACE_ON",
+    }
+}
+
+ext_header! {
+    /// PULL_MESSAGE (11) request (WIRE.md §6.5, STRATEGY.md §9.1).
+    pub struct PullMessageRequestHeader<'a> {
+        /// Consumer group.
+        consumer_group: &'a str = "consumerGroup",
+        /// Topic.
+        topic: &'a str = "topic",
+        /// Queue id.
+        queue_id: i32 = "queueId",
+        /// Offset to pull from.
+        queue_offset: i64 = "queueOffset",
+        /// Batch size.
+        max_msg_nums: i32 = "maxMsgNums",
+        /// PullSysFlag bits.
+        sys_flag: i32 = "sysFlag",
+        /// Offset to commit (with the COMMIT_OFFSET flag).
+        commit_offset: i64 = "commitOffset",
+        /// Long-poll hold time.
+        suspend_timeout_millis: i64 = "suspendTimeoutMillis",
+        /// Subscription expression.
+        subscription: Option<&'a str> = "subscription",
+        /// Subscription version.
+        sub_version: i64 = "subVersion",
+        /// `TAG` or `SQL92`.
+        expression_type: Option<&'a str> = "expressionType",
+        /// 5.x byte limit.
+        max_msg_bytes: Option<i32> = "maxMsgBytes",
+        /// Broker name (4.9.5+).
+        bname: Option<&'a str> = "bname",
+    }
+}
+
+ext_header! {
+    /// PULL_MESSAGE response header.
+    pub struct PullMessageResponseHeader {
+        /// Broker id to pull from next.
+        suggest_which_broker_id: i64 = "suggestWhichBrokerId",
+        /// Next offset.
+        next_begin_offset: i64 = "nextBeginOffset",
+        /// Queue min offset.
+        min_offset: i64 = "minOffset",
+        /// Queue max offset.
+        max_offset: i64 = "maxOffset",
+        /// 5.x static topics.
+        offset_delta: Option<i64> = "offsetDelta",
+        /// 5.x.
+        topic_sys_flag: Option<i32> = "topicSysFlag",
+        /// 5.x.
+        group_sys_flag: Option<i32> = "groupSysFlag",
+        /// 5.x.
+        forbidden_type: Option<i32> = "forbiddenType",
+    }
+}
+
+ext_header! {
+    /// QUERY_CONSUMER_OFFSET (14) request.
+    pub struct QueryConsumerOffsetRequestHeader<'a> {
+        /// Consumer group.
+        consumer_group: &'a str = "consumerGroup",
+        /// Topic.
+        topic: &'a str = "topic",
+        /// Queue id.
+        queue_id: i32 = "queueId",
+        /// 5.x; the Java client leaves it out.
+        set_zero_if_not_found: Option<bool> = "setZeroIfNotFound",
+    }
+}
+
+ext_header! {
+    /// QUERY_CONSUMER_OFFSET response.
+    pub struct QueryConsumerOffsetResponseHeader {
+        /// Stored offset.
+        offset: i64 = "offset",
+    }
+}
+
+ext_header! {
+    /// UPDATE_CONSUMER_OFFSET (15) request.
+    pub struct UpdateConsumerOffsetRequestHeader<'a> {
+        /// Consumer group.
+        consumer_group: &'a str = "consumerGroup",
+        /// Topic.
+        topic: &'a str = "topic",
+        /// Queue id.
+        queue_id: i32 = "queueId",
+        /// Offset to store.
+        commit_offset: i64 = "commitOffset",
+    }
+}
+
+ext_header! {
+    /// GET_CONSUMER_LIST_BY_GROUP (38) request.
+    pub struct GetConsumerListByGroupRequestHeader<'a> {
+        /// Consumer group.
+        consumer_group: &'a str = "consumerGroup",
+    }
+}
+
+ext_header! {
+    /// NOTIFY_CONSUMER_IDS_CHANGED (40, broker to client) request.
+    pub struct NotifyConsumerIdsChangedRequestHeader<'a> {
+        /// Consumer group.
+        consumer_group: &'a str = "consumerGroup",
+    }
+}
+
+ext_header! {
+    /// GET_MAX_OFFSET (30) request.
+    pub struct GetMaxOffsetRequestHeader<'a> {
+        /// Topic.
+        topic: &'a str = "topic",
+        /// Queue id.
+        queue_id: i32 = "queueId",
+        /// 5.x (a primitive there, default `true`, always sent by 5.x clients).
+        committed: Option<bool> = "committed",
+    }
+}
+
+ext_header! {
+    /// GET_MIN_OFFSET (31) request.
+    pub struct GetMinOffsetRequestHeader<'a> {
+        /// Topic.
+        topic: &'a str = "topic",
+        /// Queue id.
+        queue_id: i32 = "queueId",
+    }
+}
+
+ext_header! {
+    /// GET_MAX_OFFSET / GET_MIN_OFFSET response.
+    pub struct GetMaxOffsetResponseHeader {
+        /// The offset.
+        offset: i64 = "offset",
+    }
+}
+
+ext_header! {
+    /// END_TRANSACTION (37, oneway) request.
+    pub struct EndTransactionRequestHeader<'a> {
+        /// Producer group.
+        producer_group: &'a str = "producerGroup",
+        /// The send result's queueOffset.
+        tran_state_table_offset: i64 = "tranStateTableOffset",
+        /// Offset decoded from offsetMsgId.
+        commit_log_offset: i64 = "commitLogOffset",
+        /// 0 unknown / 8 commit / 12 rollback.
+        commit_or_rollback: i32 = "commitOrRollback",
+        /// Whether answering a check.
+        from_transaction_check: Option<bool> = "fromTransactionCheck",
+        /// UNIQ_KEY.
+        msg_id: &'a str = "msgId",
+        /// Transaction id.
+        transaction_id: Option<&'a str> = "transactionId",
+        /// 5.x.
+        topic: Option<&'a str> = "topic",
+        /// Broker name (4.9.5+).
+        bname: Option<&'a str> = "bname",
+    }
+}
+
+ext_header! {
+    /// CHECK_TRANSACTION_STATE (39, broker to producer) request.
+    pub struct CheckTransactionStateRequestHeader<'a> {
+        /// Half-message queue offset.
+        tran_state_table_offset: i64 = "tranStateTableOffset",
+        /// Commit-log offset.
+        commit_log_offset: i64 = "commitLogOffset",
+        /// UNIQ_KEY.
+        msg_id: Option<&'a str> = "msgId",
+        /// Transaction id.
+        transaction_id: Option<&'a str> = "transactionId",
+        /// offsetMsgId.
+        offset_msg_id: Option<&'a str> = "offsetMsgId",
+        /// 5.x.
+        topic: Option<&'a str> = "topic",
+        /// Broker name.
+        bname: Option<&'a str> = "bname",
+    }
+}
+
+/// SEND_MESSAGE (10) request header content (WIRE.md §6.1); encodes with the V1 (Java field
+/// name) keys. Wrap it in [`SendMessageRequestHeaderV2`] for codes 310/320.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SendMessageRequestHeader<'a> {
+    /// `producerGroup` / `a` (required).
+    pub producer_group: &'a str,
+    /// `topic` / `b` (required).
+    pub topic: &'a str,
+    /// `defaultTopic` / `c` (required; `"TBW102"`).
+    pub default_topic: &'a str,
+    /// `defaultTopicQueueNums` / `d` (required; 4).
+    pub default_topic_queue_nums: i32,
+    /// `queueId` / `e` (required).
+    pub queue_id: i32,
+    /// `sysFlag` / `f` (required).
+    pub sys_flag: i32,
+    /// `bornTimestamp` / `g` (required, ms).
+    pub born_timestamp: i64,
+    /// `flag` / `h` (required).
+    pub flag: i32,
+    /// `properties` / `i` (WIRE.md §9 encoding).
+    pub properties: Option<&'a str>,
+    /// `reconsumeTimes` / `j`.
+    pub reconsume_times: Option<i32>,
+    /// `unitMode` / `k` (V2 always sends it; `None` is sent as `false`).
+    pub unit_mode: Option<bool>,
+    /// `batch` / `m` (V2 always sends it; `None` is sent as `false`).
+    pub batch: Option<bool>,
+    /// `maxReconsumeTimes` / `l` (retry topics only).
+    pub max_reconsume_times: Option<i32>,
+    /// `bname` (V1) / `n` (V2): target broker name (4.9.5+).
+    pub broker_name: Option<&'a str>,
+}
+
+const V1_KEYS: [&str; 14] = [
+    "producerGroup",
+    "topic",
+    "defaultTopic",
+    "defaultTopicQueueNums",
+    "queueId",
+    "sysFlag",
+    "bornTimestamp",
+    "flag",
+    "properties",
+    "reconsumeTimes",
+    "unitMode",
+    "batch",
+    "maxReconsumeTimes",
+    "bname",
+];
+// Same order as V1_KEYS: batch is `m`, maxReconsumeTimes is `l`.
+const V2_KEYS: [&str; 14] = [
+    "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "m", "l", "n",
+];
+
+impl<'a> SendMessageRequestHeader<'a> {
+    fn decode_with(
+        h: &CommandHeader<'a>,
+        scratch: &mut Scratch<'a>,
+        keys: &[&'static str; 14],
+    ) -> Result<Self, FieldError> {
+        let mut s: [Option<FieldStr<'a>>; 14] = [None; 14];
+        collect(h, keys, &mut s);
+        let [a, b, c, d, e, f, g, hh, i, j, k, m, l, n] = s;
+        let [ka, kb, kc, kd, ke, kf, kg, kh, ki, kj, kk, km, kl, kn] = *keys;
+        Ok(SendMessageRequestHeader {
+            producer_group: FieldSlot::decode(a, scratch, ka)?,
+            topic: FieldSlot::decode(b, scratch, kb)?,
+            default_topic: FieldSlot::decode(c, scratch, kc)?,
+            default_topic_queue_nums: FieldSlot::decode(d, scratch, kd)?,
+            queue_id: FieldSlot::decode(e, scratch, ke)?,
+            sys_flag: FieldSlot::decode(f, scratch, kf)?,
+            born_timestamp: FieldSlot::decode(g, scratch, kg)?,
+            flag: FieldSlot::decode(hh, scratch, kh)?,
+            properties: FieldSlot::decode(i, scratch, ki)?,
+            reconsume_times: FieldSlot::decode(j, scratch, kj)?,
+            unit_mode: FieldSlot::decode(k, scratch, kk)?,
+            batch: FieldSlot::decode(m, scratch, km)?,
+            max_reconsume_times: FieldSlot::decode(l, scratch, kl)?,
+            broker_name: FieldSlot::decode(n, scratch, kn)?,
+        })
+    }
+
+    /// Decodes a V1 (code 10) header.
+    ///
+    /// # Errors
+    /// [`FieldError`] naming the first bad or missing key.
+    pub fn decode(h: &CommandHeader<'a>, scratch: &mut Scratch<'a>) -> Result<Self, FieldError> {
+        Self::decode_with(h, scratch, &V1_KEYS)
+    }
+
+    fn visit<V: ExtVisitor + ?Sized>(&self, v: &mut V, keys: &[&str; 14], v2: bool) {
+        let [ka, kb, kc, kd, ke, kf, kg, kh, ki, kj, kk, km, kl, kn] = *keys;
+        self.producer_group.emit(ka, v);
+        self.topic.emit(kb, v);
+        self.default_topic.emit(kc, v);
+        self.default_topic_queue_nums.emit(kd, v);
+        self.queue_id.emit(ke, v);
+        self.sys_flag.emit(kf, v);
+        self.born_timestamp.emit(kg, v);
+        self.flag.emit(kh, v);
+        self.properties.emit(ki, v);
+        self.reconsume_times.emit(kj, v);
+        if v2 {
+            // Java always sends k and m (primitive booleans in 4.9.x); l goes between them
+            // in key order.
+            self.unit_mode.unwrap_or(false).emit(kk, v);
+            self.max_reconsume_times.emit(kl, v);
+            self.batch.unwrap_or(false).emit(km, v);
+        } else {
+            self.unit_mode.emit(kk, v);
+            self.batch.emit(km, v);
+            self.max_reconsume_times.emit(kl, v);
+        }
+        self.broker_name.emit(kn, v);
+    }
+}
+
+impl ExtFields for SendMessageRequestHeader<'_> {
+    fn visit_fields<V: ExtVisitor + ?Sized>(&self, v: &mut V) {
+        self.visit(v, &V1_KEYS, false);
+    }
+}
+
+/// SEND_MESSAGE_V2 (310) / SEND_BATCH_MESSAGE (320) header: the same content under the keys
+/// `a`..`n` (WIRE.md §6.2), written in key order; `k` and `m` are always sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SendMessageRequestHeaderV2<'a>(pub SendMessageRequestHeader<'a>);
+
+impl<'a> SendMessageRequestHeaderV2<'a> {
+    /// Decodes a V2 header.
+    ///
+    /// # Errors
+    /// [`FieldError`] naming the first bad or missing key.
+    pub fn decode(h: &CommandHeader<'a>, scratch: &mut Scratch<'a>) -> Result<Self, FieldError> {
+        SendMessageRequestHeader::decode_with(h, scratch, &V2_KEYS).map(SendMessageRequestHeaderV2)
+    }
+}
+
+impl ExtFields for SendMessageRequestHeaderV2<'_> {
+    fn visit_fields<V: ExtVisitor + ?Sized>(&self, v: &mut V) {
+        self.0.visit(v, &V2_KEYS, true);
+    }
+}

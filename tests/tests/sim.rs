@@ -1,0 +1,99 @@
+//! The small simulator scenario: exact, deterministic results on a virtual clock.
+
+use rmq_tests::sim::{Policy, Report, Scenario, run};
+
+fn all(name: &str) -> Vec<Report> {
+    let scn = Scenario::small()
+        .into_iter()
+        .find(|s| s.name == name)
+        .expect("scenario");
+    Policy::ALL.iter().map(|p| run(&scn, *p)).collect()
+}
+
+fn by(rs: &[Report], p: Policy) -> &Report {
+    rs.iter().find(|r| r.policy == p).expect("policy")
+}
+
+#[test]
+fn runs_are_deterministic_and_consistent() {
+    for scn in Scenario::small() {
+        for p in Policy::ALL {
+            let a = run(&scn, p);
+            assert_eq!(a, run(&scn, p), "{} {:?} not deterministic", scn.name, p);
+            assert!(
+                a.sends > 1500,
+                "{}: Poisson arrivals at 100/s for 20 s",
+                scn.name
+            );
+            assert!(a.attempts >= a.sends && a.attempts <= 3 * a.sends);
+            assert!(a.bad_attempts <= a.attempts);
+            assert!(a.p50 <= a.p99 && a.p99 <= a.max);
+            assert!(a.max <= 3000, "no send outlives sendMsgTimeout");
+        }
+    }
+}
+
+#[test]
+fn healthy_cluster_is_unaffected_by_fault_awareness() {
+    let rs = all("healthy");
+    let rr = by(&rs, Policy::RoundRobin);
+    assert_eq!(rr.ok, rr.sends);
+    for r in &rs {
+        let mut same = r.clone();
+        same.policy = Policy::RoundRobin;
+        assert_eq!(&same, rr, "{:?} differs on a healthy cluster", r.policy);
+    }
+    // Round robin over 2 brokers: half the attempts each, within 1%.
+    assert!((rr.bad_pct() - 50.0).abs() < 1.0);
+}
+
+#[test]
+fn adaptive_beats_java49_on_slow_and_gc_brokers() {
+    for name in ["slow-600ms", "gc-2s-every-10s"] {
+        let rs = all(name);
+        let (j, a) = (by(&rs, Policy::Java49), by(&rs, Policy::Adaptive));
+        assert!(
+            a.p99 * 10 <= j.p99 * 7,
+            "{name}: Adaptive p99 {} not 30% below Java49 {}",
+            a.p99,
+            j.p99
+        );
+        assert!(a.ok >= j.ok, "{name}: success");
+        // Without the latency switch, half the sends wait on the bad broker.
+        let rr = by(&rs, Policy::RoundRobin);
+        assert!(rr.p99 >= 550, "{name}: plain round robin p99 {}", rr.p99);
+    }
+}
+
+#[test]
+fn silent_broker_eats_the_java_budget_but_not_adaptive() {
+    let rs = all("dead-silent");
+    let (rr, j49, j5, a) = (
+        by(&rs, Policy::RoundRobin),
+        by(&rs, Policy::Java49),
+        by(&rs, Policy::Java5),
+        by(&rs, Policy::Adaptive),
+    );
+    // Java: an attempt to a hung broker gets the whole remaining budget, so the send fails.
+    assert!(rr.ok < rr.sends * 6 / 10);
+    assert!(j49.ok < j49.sends && j49.max == 3000);
+    // 5.x isolates for only 10 s and keeps coming back: more failures than 4.9's 10 min.
+    assert!(j5.ok < j49.ok);
+    // Adaptive caps all but the last attempt and retries elsewhere.
+    assert_eq!(a.ok, a.sends);
+    assert!(a.max < 3000);
+}
+
+#[test]
+fn refused_connections_are_retried_elsewhere() {
+    let rs = all("dead-refused");
+    for r in &rs {
+        assert_eq!(r.ok, r.sends, "{:?}", r.policy);
+    }
+    // The fault-aware profiles stop sending there; plain round robin keeps trying first.
+    let rr = by(&rs, Policy::RoundRobin);
+    assert!(rr.bad_pct() > 15.0);
+    for p in [Policy::Java49, Policy::Java5, Policy::Adaptive] {
+        assert!(by(&rs, p).bad_pct() < 2.0, "{p:?}");
+    }
+}
