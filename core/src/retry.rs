@@ -490,16 +490,6 @@ pub struct SendEnv<'a, K, const N: usize> {
     pub entropy: u32,
 }
 
-impl Profile {
-    /// The fault-table update rule of this profile.
-    pub fn update_rule(self) -> crate::fault::UpdateRule {
-        match self {
-            Profile::Java5 => crate::fault::UpdateRule::ExtendOnly,
-            _ => crate::fault::UpdateRule::Overwrite,
-        }
-    }
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum FaultEvent {
     Good,
@@ -509,7 +499,7 @@ enum FaultEvent {
 }
 
 /// The retry plan of one send. See the module docs for the call order.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct SendPlan<K> {
     cfg: RetryConfig,
     begin: Instant,

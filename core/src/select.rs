@@ -26,7 +26,7 @@
 //! [`Profile::Adaptive`] prefer a queue **not** on the last broker, and [`Profile::Java49`]
 //! ignores the last broker exactly as 4.8–4.9.8 do.
 
-use crate::fault::FaultTable;
+use crate::fault::{FaultTable, UpdateRule};
 use crate::time::Instant;
 
 /// One writable queue of a topic's route, in route order (brokers sorted by name, queue ids
@@ -87,6 +87,17 @@ pub enum Profile {
     Java5,
     /// Our adaptive profile.
     Adaptive,
+}
+
+impl Profile {
+    /// The fault-table update rule this profile expects ([`FaultTable::new`]): Java 5.x only
+    /// extends windows, the others overwrite them (Adaptive manages its own windows).
+    pub fn update_rule(self) -> UpdateRule {
+        match self {
+            Profile::Java5 => UpdateRule::ExtendOnly,
+            _ => UpdateRule::Overwrite,
+        }
+    }
 }
 
 /// Plain round robin (`selectOneMessageQueue()`).
@@ -259,7 +270,6 @@ pub fn select_by_sharding_key<K: Copy>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fault::UpdateRule;
     use crate::time::Duration;
     use proptest::prelude::*;
     use std::vec::Vec;
