@@ -1,0 +1,672 @@
+//! A real Apache RocketMQ cluster (one NameServer, N master brokers) on 127.0.0.1, started from
+//! released jars that Maven downloads from Maven Central, plus the Java-side reference tools.
+//!
+//! ```no_run
+//! use rmq_tests::broker::{Cluster, ClusterOptions, Version};
+//! let cluster = Cluster::start(Version::V5_3_3, ClusterOptions::default()).expect("cluster");
+//! cluster.create_topic("TopicA", 4).expect("topic");
+//! println!("namesrv at {}", cluster.namesrv_addr());
+//! // every JVM is killed when `cluster` is dropped (also on panic)
+//! ```
+//!
+//! Layout of one run, under `<target>/rmq-runs/<version>-<pid>-<n>/`: `namesrv/` and
+//! `broker-<i>/`, each with `home/` (`user.home` and `ROCKETMQ_HOME`: logs go to
+//! `home/logs/`), the properties file, `store/` (brokers), and `out-<k>.log` (stdout+stderr of
+//! the k-th start). `tools/` holds the outputs of mqadmin, Verifier and JavaProducer runs.
+//!
+//! **4.9.8:** `rocketmq-namesrv`, `rocketmq-broker` and `rocketmq-filter` 4.9.8 were never
+//! deployed to Maven Central, so [`Version::V4_9_8`] runs the **4.9.7** server jars (the server
+//! code of 4.9.7 and 4.9.8 differs only in admin-config blacklists and the removal of request code
+//! 54, `GET_BROKER_CLUSTER_ACL_CONFIG`) with the **4.9.8** client and tools jars.
+
+mod jars;
+mod java;
+mod ports;
+mod process;
+
+use std::fmt;
+use std::fs;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+pub use java::{JavaProducer, SendLine, VerifiedMessage, verifier_read};
+pub use process::pid_alive;
+use process::{Jvm, tail};
+
+/// A RocketMQ release line under test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Version {
+    /// 5.3.3 (server, client and tools jars 5.3.3).
+    V5_3_3,
+    /// 4.9.8 (client and tools 4.9.8; server jars 4.9.7, see the module docs).
+    V4_9_8,
+}
+
+impl Version {
+    /// "5.3.3" or "4.9.8".
+    pub fn name(self) -> &'static str {
+        match self {
+            Version::V5_3_3 => "5.3.3",
+            Version::V4_9_8 => "4.9.8",
+        }
+    }
+
+    /// Maven version of `rocketmq-namesrv` / `rocketmq-broker` used for this line.
+    pub fn server_artifact_version(self) -> &'static str {
+        match self {
+            Version::V5_3_3 => "5.3.3",
+            Version::V4_9_8 => "4.9.7",
+        }
+    }
+
+    /// Maven version of `rocketmq-client` / `rocketmq-tools` used for this line.
+    pub fn client_artifact_version(self) -> &'static str {
+        self.name()
+    }
+
+    fn is_v4(self) -> bool {
+        matches!(self, Version::V4_9_8)
+    }
+}
+
+/// Why the harness could not do something; the message includes log tails where useful.
+#[derive(Debug, Clone)]
+pub struct HarnessError {
+    msg: String,
+}
+
+impl HarnessError {
+    pub(crate) fn new(msg: String) -> HarnessError {
+        HarnessError { msg }
+    }
+
+    fn with_logs(self, logs: String) -> HarnessError {
+        HarnessError {
+            msg: format!("{}\n---- log tails ----\n{logs}", self.msg),
+        }
+    }
+}
+
+impl fmt::Display for HarnessError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.msg)
+    }
+}
+
+impl std::error::Error for HarnessError {}
+
+/// Extra readiness check run after every broker reported "boot success" (for example a
+/// GET_ROUTEINFO_BY_TOPIC query by the Rust client). Polled every 200 ms until it returns true.
+pub type ReadyProbe = Arc<dyn Fn(&Cluster) -> bool + Send + Sync>;
+
+/// How to start a [`Cluster`].
+#[derive(Clone)]
+pub struct ClusterOptions {
+    /// Number of master brokers (`broker-a`, `broker-b`, …), 1..=4.
+    pub brokers: usize,
+    /// `autoCreateTopicEnable` (also makes the broker create TBW102).
+    pub auto_create_topic: bool,
+    /// Extra `key=value` lines appended to every broker's config (later lines win).
+    pub broker_config: Vec<String>,
+    /// Extra `key=value` lines appended to the NameServer's config.
+    pub namesrv_config: Vec<String>,
+    /// NameServer heap (-Xms/-Xmx) in MiB.
+    pub namesrv_heap_mb: u32,
+    /// Broker heap (-Xms/-Xmx, and MaxDirectMemorySize) in MiB.
+    pub broker_heap_mb: u32,
+    /// Time allowed for one process to become ready.
+    pub start_timeout: Duration,
+    /// Optional extra readiness check, see [`ReadyProbe`].
+    pub ready_probe: Option<ReadyProbe>,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        ClusterOptions {
+            brokers: 1,
+            auto_create_topic: true,
+            broker_config: Vec::new(),
+            namesrv_config: Vec::new(),
+            namesrv_heap_mb: 256,
+            broker_heap_mb: 512,
+            start_timeout: Duration::from_secs(120),
+            ready_probe: None,
+        }
+    }
+}
+
+impl fmt::Debug for ClusterOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClusterOptions")
+            .field("brokers", &self.brokers)
+            .field("auto_create_topic", &self.auto_create_topic)
+            .field("broker_config", &self.broker_config)
+            .field("namesrv_config", &self.namesrv_config)
+            .field("namesrv_heap_mb", &self.namesrv_heap_mb)
+            .field("broker_heap_mb", &self.broker_heap_mb)
+            .field("start_timeout", &self.start_timeout)
+            .field("ready_probe", &self.ready_probe.is_some())
+            .finish()
+    }
+}
+
+/// Cluster name every broker registers under.
+pub const CLUSTER_NAME: &str = "DefaultCluster";
+
+/// One NameServer or broker process slot.
+#[derive(Debug)]
+struct Node {
+    /// "namesrv" or "broker-<i>".
+    name: String,
+    dir: PathBuf,
+    port: u16,
+    jvm: Option<Jvm>,
+    starts: u32,
+}
+
+impl Node {
+    fn home(&self) -> PathBuf {
+        self.dir.join("home")
+    }
+
+    fn out_file(&self) -> PathBuf {
+        self.dir.join(format!("out-{}.log", self.starts))
+    }
+}
+
+/// A running NameServer plus brokers; every JVM is killed (SIGKILL) on drop.
+pub struct Cluster {
+    version: Version,
+    options: ClusterOptions,
+    run_dir: PathBuf,
+    server_lib: PathBuf,
+    java: PathBuf,
+    namesrv: Node,
+    brokers: Vec<Node>,
+    tool_runs: AtomicU64,
+    // Declared last: released after the JVMs are dead.
+    _ports: ports::PortBlock,
+}
+
+impl fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cluster")
+            .field("version", &self.version)
+            .field("run_dir", &self.run_dir)
+            .field("namesrv", &self.namesrv_addr())
+            .field("brokers", &self.brokers.len())
+            .finish()
+    }
+}
+
+const LOGBACK_V4: &str = r#"<configuration>
+  <appender name="FILE" class="ch.qos.logback.core.FileAppender">
+    <file>${user.home}/logs/rmq-${rmq.proc:-proc}.log</file>
+    <encoder><pattern>%d{HH:mm:ss.SSS} %-5level [%thread] %logger{20} - %msg%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="FILE"/></root>
+</configuration>
+"#;
+
+fn write(path: &Path, text: &str) -> Result<(), HarnessError> {
+    if let Some(p) = path.parent() {
+        fs::create_dir_all(p)
+            .map_err(|e| HarnessError::new(format!("create {}: {e}", p.display())))?;
+    }
+    fs::write(path, text).map_err(|e| HarnessError::new(format!("write {}: {e}", path.display())))
+}
+
+/// Sets up `home/` (and 4.9's `home/conf/logback_*.xml`) of one process folder.
+fn prepare_home(version: Version, dir: &Path) -> Result<(), HarnessError> {
+    let home = dir.join("home");
+    fs::create_dir_all(home.join("logs"))
+        .map_err(|e| HarnessError::new(format!("create {}: {e}", home.display())))?;
+    if version.is_v4() {
+        for n in ["namesrv", "broker", "tools"] {
+            write(
+                &home.join("conf").join(format!("logback_{n}.xml")),
+                LOGBACK_V4,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// JVM flags common to every process of `version`, with `home` as user.home and ROCKETMQ_HOME.
+fn common_jvm_flags(home: &Path, proc_name: &str) -> Vec<String> {
+    vec![
+        "-XX:+UseSerialGC".into(),
+        "-XX:-OmitStackTraceInFastThrow".into(),
+        "-Djava.net.preferIPv4Stack=true".into(),
+        format!("-Duser.home={}", home.display()),
+        format!("-Drocketmq.home.dir={}", home.display()),
+        // 4.9 needs these on JDK 17 (MappedFile unmapping, DirectBuffer); harmless on 5.x.
+        "--add-opens=java.base/java.nio=ALL-UNNAMED".into(),
+        "--add-exports=java.base/jdk.internal.ref=ALL-UNNAMED".into(),
+        "--add-exports=java.base/sun.nio.ch=ALL-UNNAMED".into(),
+        // 4.9: names the log file of our logback_*.xml; 5.x: picks the module's logback file.
+        format!("-Drmq.proc={proc_name}"),
+        format!("-Drmq.logback.configurationFile=rmq.{proc_name}.logback.xml"),
+    ]
+}
+
+fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+static RUN_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+impl Cluster {
+    /// Downloads the jars if needed (Maven), then starts a NameServer and
+    /// `options.brokers` brokers and waits until all are ready.
+    pub fn start(version: Version, options: ClusterOptions) -> Result<Cluster, HarnessError> {
+        if options.brokers == 0 || options.brokers > ports::MAX_BROKERS {
+            return Err(HarnessError::new(format!(
+                "brokers must be 1..={}, got {}",
+                ports::MAX_BROKERS,
+                options.brokers
+            )));
+        }
+        let java = jars::jdk_tool("java");
+        jars::require_tool(&java, "-version")?;
+        let server_lib = jars::lib_dir(version, jars::Part::Server)?;
+        let ports = ports::PortBlock::claim(options.brokers)?;
+        let run_dir = jars::target_dir().join("rmq-runs").join(format!(
+            "{}-{}-{}",
+            version.name(),
+            std::process::id(),
+            RUN_COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&run_dir);
+        let namesrv = Node {
+            name: "namesrv".into(),
+            dir: run_dir.join("namesrv"),
+            port: ports.namesrv(),
+            jvm: None,
+            starts: 0,
+        };
+        let brokers = (0..options.brokers)
+            .map(|i| Node {
+                name: format!("broker-{i}"),
+                dir: run_dir.join(format!("broker-{i}")),
+                port: ports.broker(i),
+                jvm: None,
+                starts: 0,
+            })
+            .collect();
+        let mut cluster = Cluster {
+            version,
+            options,
+            run_dir,
+            server_lib,
+            java,
+            namesrv,
+            brokers,
+            tool_runs: AtomicU64::new(0),
+            _ports: ports,
+        };
+        // From here on, a failure drops `cluster`, which kills what was started.
+        cluster
+            .start_namesrv()
+            .map_err(|e| e.with_logs(cluster.log_tail(40)))?;
+        for i in 0..cluster.brokers.len() {
+            cluster
+                .start_broker(i)
+                .map_err(|e| e.with_logs(cluster.log_tail(40)))?;
+        }
+        cluster
+            .run_probe()
+            .map_err(|e| e.with_logs(cluster.log_tail(40)))?;
+        Ok(cluster)
+    }
+
+    fn run_probe(&self) -> Result<(), HarnessError> {
+        let Some(probe) = self.options.ready_probe.clone() else {
+            return Ok(());
+        };
+        let deadline = Instant::now() + self.options.start_timeout;
+        while !probe(self) {
+            if Instant::now() >= deadline {
+                return Err(HarnessError::new(
+                    "the ready probe never returned true".into(),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Ok(())
+    }
+
+    fn start_namesrv(&mut self) -> Result<(), HarnessError> {
+        let node = &mut self.namesrv;
+        prepare_home(self.version, &node.dir)?;
+        let conf = node.dir.join("namesrv.properties");
+        let mut text = format!(
+            "listenPort={}\nbindAddress=127.0.0.1\nkvConfigPath={}\n",
+            node.port,
+            node.home().join("namesrv").join("kvConfig.json").display()
+        );
+        for l in &self.options.namesrv_config {
+            text.push_str(l);
+            text.push('\n');
+        }
+        write(&conf, &text)?;
+        let mut args = vec![
+            format!("-Xms{}m", self.options.namesrv_heap_mb),
+            format!("-Xmx{}m", self.options.namesrv_heap_mb),
+            "-XX:MaxDirectMemorySize=128m".into(),
+        ];
+        args.extend(common_jvm_flags(&node.home(), "namesrv"));
+        args.extend([
+            "-cp".into(),
+            jars::classpath_of(&self.server_lib),
+            "org.apache.rocketmq.namesrv.NamesrvStartup".into(),
+            "-c".into(),
+            conf.display().to_string(),
+        ]);
+        node.starts += 1;
+        let env = [("ROCKETMQ_HOME", node.home().display().to_string())];
+        let mut jvm = Jvm::spawn(&self.java, &args, &env, &node.dir, node.out_file())?;
+        let ready = jvm.wait_ready(
+            "The Name Server boot success",
+            loopback(node.port),
+            self.options.start_timeout,
+        );
+        node.jvm = Some(jvm);
+        ready
+    }
+
+    fn broker_conf(&self, i: usize) -> String {
+        let node = &self.brokers[i];
+        let letter = char::from(b'a' + u8::try_from(i).unwrap_or(0));
+        let store = node.dir.join("store");
+        let mut text = format!(
+            "brokerClusterName={CLUSTER_NAME}\n\
+             brokerName=broker-{letter}\n\
+             brokerId=0\n\
+             brokerRole=ASYNC_MASTER\n\
+             flushDiskType=ASYNC_FLUSH\n\
+             namesrvAddr={ns}\n\
+             brokerIP1=127.0.0.1\n\
+             listenPort={port}\n\
+             bindAddress=127.0.0.1\n\
+             storePathRootDir={store}\n\
+             storePathCommitLog={store}/commitlog\n\
+             mappedFileSizeCommitLog=67108864\n\
+             mappedFileSizeConsumeQueue=600000\n\
+             maxHashSlotNum=50000\n\
+             maxIndexNum=200000\n\
+             fileReservedTime=1\n\
+             autoCreateTopicEnable={auto}\n\
+             autoCreateSubscriptionGroup=true\n\
+             waitTimeMillsInSendQueue=1000\n\
+             osPageCacheBusyTimeOutMills=3000\n\
+             enableControllerMode=false\n\
+             timerWheelEnable=false\n",
+            ns = self.namesrv_addr(),
+            port = node.port,
+            store = store.display(),
+            auto = self.options.auto_create_topic,
+        );
+        for l in &self.options.broker_config {
+            text.push_str(l);
+            text.push('\n');
+        }
+        text
+    }
+
+    fn start_broker(&mut self, i: usize) -> Result<(), HarnessError> {
+        let text = self.broker_conf(i);
+        let node = &mut self.brokers[i];
+        prepare_home(self.version, &node.dir)?;
+        let conf = node.dir.join("broker.conf");
+        write(&conf, &text)?;
+        let heap = self.options.broker_heap_mb;
+        let mut args = vec![
+            format!("-Xms{heap}m"),
+            format!("-Xmx{heap}m"),
+            format!("-XX:MaxDirectMemorySize={heap}m"),
+        ];
+        args.extend(common_jvm_flags(&node.home(), "broker"));
+        args.extend([
+            "-cp".into(),
+            jars::classpath_of(&self.server_lib),
+            "org.apache.rocketmq.broker.BrokerStartup".into(),
+            "-c".into(),
+            conf.display().to_string(),
+        ]);
+        node.starts += 1;
+        let env = [("ROCKETMQ_HOME", node.home().display().to_string())];
+        let mut jvm = Jvm::spawn(&self.java, &args, &env, &node.dir, node.out_file())?;
+        let ready = jvm.wait_ready(
+            "boot success",
+            loopback(node.port),
+            self.options.start_timeout,
+        );
+        node.jvm = Some(jvm);
+        ready
+    }
+
+    /// The release line of this cluster.
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    /// `127.0.0.1:<port>` of the NameServer.
+    pub fn namesrv_addr(&self) -> SocketAddr {
+        loopback(self.namesrv.port)
+    }
+
+    /// Number of brokers.
+    pub fn broker_count(&self) -> usize {
+        self.brokers.len()
+    }
+
+    /// `127.0.0.1:<listenPort>` of broker `i` (as registered with the NameServer).
+    pub fn broker_addr(&self, i: usize) -> SocketAddr {
+        loopback(self.brokers[i].port)
+    }
+
+    /// The `brokerName` of broker `i`: `broker-a`, `broker-b`, …
+    pub fn broker_name(&self, i: usize) -> String {
+        format!("broker-{}", char::from(b'a' + u8::try_from(i).unwrap_or(0)))
+    }
+
+    /// Folder of this run (configs, stores, logs).
+    pub fn run_dir(&self) -> &Path {
+        &self.run_dir
+    }
+
+    /// Pids of the NameServer and broker JVMs currently started (killed ones excluded).
+    pub fn pids(&self) -> Vec<u32> {
+        std::iter::once(&self.namesrv)
+            .chain(&self.brokers)
+            .filter_map(|n| n.jvm.as_ref().map(Jvm::pid))
+            .collect()
+    }
+
+    /// Pid of broker `i`'s JVM, if started.
+    pub fn broker_pid(&self, i: usize) -> Option<u32> {
+        self.brokers[i].jvm.as_ref().map(Jvm::pid)
+    }
+
+    /// SIGKILLs broker `i` (no shutdown hook runs; its store keeps the `abort` file).
+    pub fn kill9_broker(&mut self, i: usize) {
+        if let Some(mut jvm) = self.brokers[i].jvm.take() {
+            jvm.kill9();
+        }
+    }
+
+    /// Restarts broker `i` on the same ports and store (kills it first if it still runs) and
+    /// waits until it is ready again.
+    pub fn restart_broker(&mut self, i: usize) -> Result<(), HarnessError> {
+        self.kill9_broker(i);
+        self.start_broker(i)
+            .map_err(|e| e.with_logs(self.log_tail(40)))?;
+        self.run_probe().map_err(|e| e.with_logs(self.log_tail(40)))
+    }
+
+    /// Calls `check` every 200 ms until it returns true; false on timeout. The hook for route
+    /// polling by the Rust client.
+    pub fn poll_until(&self, timeout: Duration, mut check: impl FnMut(&Cluster) -> bool) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if check(self) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn main_log(&self, node: &Node) -> PathBuf {
+        let logs = node.home().join("logs");
+        let kind = if node.name == "namesrv" {
+            "namesrv"
+        } else {
+            "broker"
+        };
+        if self.version.is_v4() {
+            logs.join(format!("rmq-{kind}.log"))
+        } else {
+            logs.join("rocketmqlogs").join(format!("{kind}.log"))
+        }
+    }
+
+    /// The last `n` lines of every process's stdout and main log.
+    pub fn log_tail(&self, n: usize) -> String {
+        let mut s = String::new();
+        for node in std::iter::once(&self.namesrv).chain(&self.brokers) {
+            for file in [node.out_file(), self.main_log(node)] {
+                let t = tail(&file, n);
+                let t: Vec<&str> = t.lines().filter(|l| !l.contains("|-INFO in ")).collect();
+                s.push_str(&format!("==> {} <==\n{}\n", file.display(), t.join("\n")));
+            }
+        }
+        s
+    }
+
+    /// Runs a Java main class from the client jars (+ the compiled `tests/java` classes) and
+    /// returns its stdout+stderr; fails on timeout or non-zero exit.
+    pub fn run_java_tool(
+        &self,
+        main_class: &str,
+        args: &[String],
+        timeout: Duration,
+    ) -> Result<String, HarnessError> {
+        let client = jars::lib_dir(self.version, jars::Part::Client)?;
+        let mut cp = jars::classpath_of(&client);
+        if main_class.contains('.') {
+            // A class of the jars (mqadmin): no need to compile ours.
+        } else {
+            let classes = jars::java_classes(self.version)?;
+            cp = format!("{}:{cp}", classes.display());
+        }
+        let n = self.tool_runs.fetch_add(1, Ordering::Relaxed);
+        let dir = self.run_dir.join("tools");
+        prepare_home(self.version, &dir)?;
+        let short = main_class.rsplit('.').next().unwrap_or(main_class);
+        let out = dir.join(format!("{n:03}-{short}.log"));
+        let proc_name = if main_class.contains("MQAdminStartup") {
+            "tools"
+        } else {
+            "client"
+        };
+        let mut jvm_args = vec!["-Xms64m".to_string(), "-Xmx256m".to_string()];
+        jvm_args.extend(common_jvm_flags(&dir.join("home"), proc_name));
+        jvm_args.extend(["-cp".to_string(), cp, main_class.to_string()]);
+        jvm_args.extend(args.iter().cloned());
+        let env = [("ROCKETMQ_HOME", dir.join("home").display().to_string())];
+        let mut jvm = Jvm::spawn(&self.java, &jvm_args, &env, &dir, out)?;
+        let status = jvm.wait_timeout(timeout);
+        let output = jvm.output();
+        match status {
+            Some(s) if s.success() => Ok(output),
+            Some(s) => Err(HarnessError::new(format!(
+                "{main_class} {args:?} exited with {s}; output ({}):\n{}",
+                jvm.out.display(),
+                tail(&jvm.out, 60)
+            ))),
+            None => Err(HarnessError::new(format!(
+                "{main_class} {args:?} timed out after {timeout:?}; output ({}):\n{}",
+                jvm.out.display(),
+                tail(&jvm.out, 60)
+            ))),
+        }
+    }
+
+    /// Runs `mqadmin <args>` (the namesrv address is NOT added). mqadmin exits 0 even when the
+    /// command failed: check the returned output.
+    pub fn mqadmin(&self, args: &[&str]) -> Result<String, HarnessError> {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        self.run_java_tool(
+            "org.apache.rocketmq.tools.command.MQAdminStartup",
+            &args,
+            Duration::from_secs(60),
+        )
+    }
+
+    /// Creates (or updates) `topic` with `queues` read and write queues on every broker, via
+    /// `mqadmin updateTopic -c DefaultCluster`, and checks that every broker reported success.
+    pub fn create_topic(&self, topic: &str, queues: u32) -> Result<(), HarnessError> {
+        let ns = self.namesrv_addr().to_string();
+        let q = queues.to_string();
+        let out = self.mqadmin(&[
+            "updateTopic",
+            "-n",
+            &ns,
+            "-c",
+            CLUSTER_NAME,
+            "-t",
+            topic,
+            "-r",
+            &q,
+            "-w",
+            &q,
+        ])?;
+        let mut missing = Vec::new();
+        for i in 0..self.brokers.len() {
+            let line = format!("create topic to {} success", self.broker_addr(i));
+            if !out.contains(&line) {
+                missing.push(self.broker_addr(i));
+            }
+        }
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(HarnessError::new(format!(
+                "updateTopic {topic} did not succeed on {missing:?}; mqadmin said:\n{}",
+                out.lines()
+                    .filter(|l| !l.contains("|-INFO in "))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            )))
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let panicking = std::thread::panicking();
+        if panicking {
+            eprintln!(
+                "rmq cluster {} dropped during a panic; log tails:\n{}",
+                self.run_dir.display(),
+                self.log_tail(30)
+            );
+        }
+        // Brokers first, then the NameServer; SIGKILL, so nothing lingers.
+        for b in &mut self.brokers {
+            if let Some(mut jvm) = b.jvm.take() {
+                jvm.kill9();
+            }
+        }
+        if let Some(mut jvm) = self.namesrv.jvm.take() {
+            jvm.kill9();
+        }
+    }
+}
