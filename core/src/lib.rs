@@ -17,6 +17,7 @@
 //! - [`message`]: message properties, UNIQ_KEY, offsetMsgId, sysFlag, batch bodies, stored
 //!   message (PULL body) decoding and client-side validation.
 //! - [`route`]: TopicRouteData parsing and the producer's publish-queue list.
+//! - [`pending`]: the in-flight request table keyed by opaque, with deadlines.
 //! - [`fault`], [`select`], [`retry`]: latency fault tolerance, queue selection and the send
 //!   retry plan (Java 4.9 and 5.x profiles plus our `Adaptive` profile).
 //!
@@ -34,6 +35,7 @@
 pub mod fault;
 pub mod json;
 pub mod message;
+pub mod pending;
 pub mod retry;
 pub mod route;
 pub mod select;
