@@ -1,6 +1,6 @@
 //! Test support: the real-broker harness and fault-injection peers.
 //!
-//! - [`broker`]: starts a genuine Apache RocketMQ NameServer and brokers (5.3.3 or 4.9.8 line)
+//! - [`broker`]: starts a genuine Apache RocketMQ NameServer and brokers (5.3.3, or 4.9.7 for the 4.9 line)
 //!   from Maven Central jars, plus the Java-side reference tools (`Verifier`, `JavaProducer`).
 //! - [`relay`]: a recording TCP relay that captures every remoting frame in both directions.
 
