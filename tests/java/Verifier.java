@@ -36,6 +36,8 @@ public final class Verifier {
         int exit = 0;
         try {
             Map<MessageQueue, Long> next = new HashMap<>();
+            Map<MessageQueue, String> lastStatus = new java.util.TreeMap<>();
+            String lastRouteError = null;
             long lastProgress = System.currentTimeMillis();
             while (count < expected || expected < 0) {
                 Set<MessageQueue> queues;
@@ -43,6 +45,11 @@ public final class Verifier {
                     queues = consumer.fetchSubscribeMessageQueues(topic);
                 } catch (Exception e) {
                     queues = java.util.Collections.emptySet();
+                    String msg = String.valueOf(e.getMessage()).split("\n")[0];
+                    if (!msg.equals(lastRouteError)) {
+                        System.err.println("RMQV-DEBUG route of " + topic + ": " + msg);
+                        lastRouteError = msg;
+                    }
                 }
                 List<MessageQueue> sorted = new ArrayList<>(queues);
                 sorted.sort(null);
@@ -53,9 +60,11 @@ public final class Verifier {
                     try {
                         r = consumer.pull(mq, "*", offset, 32, 5000);
                     } catch (Exception e) {
-                        System.err.println("pull " + mq + " failed: " + e);
+                        System.err.println("RMQV-DEBUG pull " + mq + " failed: " + e);
                         continue;
                     }
+                    lastStatus.put(mq, r.getPullStatus() + " next=" + r.getNextBeginOffset()
+                        + " min=" + r.getMinOffset() + " max=" + r.getMaxOffset());
                     if (r.getPullStatus() == PullStatus.FOUND && r.getMsgFoundList() != null) {
                         for (MessageExt m : r.getMsgFoundList()) {
                             System.out.println("RMQV " + toJson(m));
@@ -72,6 +81,7 @@ public final class Verifier {
                 if (progressed) {
                     lastProgress = now;
                 } else if (now - lastProgress > idleTimeout) {
+                    System.err.println("RMQV-DEBUG idle timeout; queues=" + sorted.size() + " last pulls=" + lastStatus);
                     break;
                 } else {
                     Thread.sleep(100);

@@ -14,10 +14,11 @@
 //! `home/logs/`), the properties file, `store/` (brokers), and `out-<k>.log` (stdout+stderr of
 //! the k-th start). `tools/` holds the outputs of mqadmin, Verifier and JavaProducer runs.
 //!
-//! **4.9.8:** `rocketmq-namesrv`, `rocketmq-broker` and `rocketmq-filter` 4.9.8 were never
-//! deployed to Maven Central, so [`Version::V4_9_8`] runs the **4.9.7** server jars (the server
-//! code of 4.9.7 and 4.9.8 differs only in admin-config blacklists and the removal of request code
-//! 54, `GET_BROKER_CLUSTER_ACL_CONFIG`) with the **4.9.8** client and tools jars.
+//! **The 4.9 line is 4.9.7:** `rocketmq-namesrv`, `rocketmq-broker` and `rocketmq-filter` 4.9.8
+//! are not on Maven Central (404), so [`Version::V4_9`] runs 4.9.7 for every jar (server,
+//! client, tools). The server code of 4.9.7 and 4.9.8 differs only in admin-config blacklists
+//! (UPDATE_BROKER_CONFIG / UPDATE_NAMESRV_CONFIG) and the removal of request code 54
+//! (`GET_BROKER_CLUSTER_ACL_CONFIG`); send, pull, heartbeat and route handling are identical.
 
 mod jars;
 mod java;
@@ -41,34 +42,22 @@ use process::{Jvm, tail};
 pub enum Version {
     /// 5.3.3 (server, client and tools jars 5.3.3).
     V5_3_3,
-    /// 4.9.8 (client and tools 4.9.8; server jars 4.9.7, see the module docs).
-    V4_9_8,
+    /// The 4.9 line, run as 4.9.7 (4.9.8 server jars are not on Maven Central; see the module
+    /// docs).
+    V4_9,
 }
 
 impl Version {
-    /// "5.3.3" or "4.9.8".
+    /// The Maven version of every jar: "5.3.3" or "4.9.7".
     pub fn name(self) -> &'static str {
         match self {
             Version::V5_3_3 => "5.3.3",
-            Version::V4_9_8 => "4.9.8",
+            Version::V4_9 => "4.9.7",
         }
-    }
-
-    /// Maven version of `rocketmq-namesrv` / `rocketmq-broker` used for this line.
-    pub fn server_artifact_version(self) -> &'static str {
-        match self {
-            Version::V5_3_3 => "5.3.3",
-            Version::V4_9_8 => "4.9.7",
-        }
-    }
-
-    /// Maven version of `rocketmq-client` / `rocketmq-tools` used for this line.
-    pub fn client_artifact_version(self) -> &'static str {
-        self.name()
     }
 
     fn is_v4(self) -> bool {
-        matches!(self, Version::V4_9_8)
+        matches!(self, Version::V4_9)
     }
 }
 
@@ -251,6 +240,12 @@ fn common_jvm_flags(home: &Path, proc_name: &str) -> Vec<String> {
         format!("-Drmq.proc={proc_name}"),
         format!("-Drmq.logback.configurationFile=rmq.{proc_name}.logback.xml"),
     ]
+}
+
+fn count_occurrences(path: &Path, needle: &str) -> usize {
+    fs::read(path)
+        .map(|b| String::from_utf8_lossy(&b).matches(needle).count())
+        .unwrap_or(0)
 }
 
 fn loopback(port: u16) -> SocketAddr {
@@ -439,14 +434,50 @@ impl Cluster {
         ]);
         node.starts += 1;
         let env = [("ROCKETMQ_HOME", node.home().display().to_string())];
+        // "boot success" does not mean the broker is in the NameServer's routes: 5.3.3 registers
+        // at start only with NameServers its client already saw as available, and otherwise
+        // waits for the periodic registration (first run 10 s after start). So also wait for
+        // the broker's own "registered" log line of this start.
+        let log = self.main_log(&self.brokers[i]);
+        let needle = self.registration_line();
+        let before = count_occurrences(&log, &needle);
+        let node = &mut self.brokers[i];
         let mut jvm = Jvm::spawn(&self.java, &args, &env, &node.dir, node.out_file())?;
+        let deadline = Instant::now() + self.options.start_timeout;
         let ready = jvm.wait_ready(
             "boot success",
             loopback(node.port),
             self.options.start_timeout,
         );
         node.jvm = Some(jvm);
-        ready
+        ready?;
+        while count_occurrences(&log, &needle) <= before {
+            if Instant::now() >= deadline {
+                return Err(HarnessError::new(format!(
+                    "broker {i} never logged {needle:?} in {}",
+                    log.display()
+                )));
+            }
+            if let Some(jvm) = self.brokers[i].jvm.as_mut()
+                && let Some(s) = jvm.exited()
+            {
+                return Err(HarnessError::new(format!("broker {i} exited with {s}")));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(())
+    }
+
+    /// The broker log line that confirms a registration with our NameServer.
+    fn registration_line(&self) -> String {
+        if self.version.is_v4() {
+            format!("to name server {} OK", self.namesrv_addr())
+        } else {
+            format!(
+                "Registering current broker to name server completed. TargetHost={}",
+                self.namesrv_addr()
+            )
+        }
     }
 
     /// The release line of this cluster.

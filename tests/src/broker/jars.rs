@@ -153,10 +153,7 @@ fn build_once(
 /// The folder holding every jar of `part` for `version`, downloading it with Maven when it is
 /// missing or incomplete: `<cache>/lib-<version>/<part>/`.
 pub(crate) fn lib_dir(version: Version, part: Part) -> Result<PathBuf, HarnessError> {
-    let artifact_version = match part {
-        Part::Server => version.server_artifact_version(),
-        Part::Client => version.client_artifact_version(),
-    };
+    let artifact_version = version.name();
     let dst = cache_root()
         .join(format!("lib-{}", version.name()))
         .join(part.name());

@@ -178,6 +178,17 @@ pub fn verifier_read(
             msgs.len()
         )));
     }
+    if msgs.len() < expected_count {
+        let debug: Vec<&str> = out
+            .lines()
+            .filter(|l| l.starts_with("RMQV-DEBUG"))
+            .collect();
+        eprintln!(
+            "verifier_read({topic}): {} of {expected_count} messages; {}",
+            msgs.len(),
+            debug.join("\n")
+        );
+    }
     msgs.sort_by_key(|m| (m.queue_id, m.queue_offset));
     Ok(msgs)
 }
