@@ -475,6 +475,10 @@ pub struct ProducerConfig {
     /// Also check the body after compression against `max_message_size` (Java does not; the
     /// broker does).
     pub check_compressed_size: bool,
+    /// Give the batch wrapper its own UNIQ_KEY in the header properties (the 5.x Java client
+    /// does). A 5.x broker appends the wrapper properties to every inner message, so the
+    /// wrapper's UNIQ_KEY then replaces each inner one on read-back.
+    pub batch_wrapper_uniq_key: bool,
 }
 
 impl Default for ProducerConfig {
@@ -487,6 +491,7 @@ impl Default for ProducerConfig {
             compress_over: COMPRESS_OVER,
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
             check_compressed_size: true,
+            batch_wrapper_uniq_key: false,
         }
     }
 }
@@ -518,11 +523,7 @@ impl Producer {
             namesrv,
             config,
             conns: HashMap::new(),
-            ids: UniqKeyGenerator::new(
-                IpAddr::V4(Ipv4Addr::LOCALHOST),
-                std::process::id(),
-                hash,
-            ),
+            ids: UniqKeyGenerator::new(IpAddr::V4(Ipv4Addr::LOCALHOST), std::process::id(), hash),
             counter: 0,
             closed_bytes: 0,
         }
@@ -600,14 +601,19 @@ impl Producer {
     }
 
     fn next_uniq_key(&mut self) -> String {
-        self.ids.next_id_at(now_millis(), 0).to_hex().as_str().to_owned()
+        self.ids
+            .next_id_at(now_millis(), 0)
+            .to_hex()
+            .as_str()
+            .to_owned()
     }
 
     /// Sends one message (validated first) to the next publish queue of its topic.
     pub fn send(&mut self, msg: &Message) -> Result<SendOutcome, ClientError> {
-        msg.validate(self.config.max_message_size)?;
+        // Everything that can fail client-side happens before the route query.
+        let prepared = self.prepare(msg)?;
         let (name, addr, queue) = self.pick_queue(&msg.topic)?;
-        self.send_to(addr, &name, queue, msg)
+        self.send_prepared(addr, &name, queue, msg, prepared)
     }
 
     /// Sends one message (validated first) to a given broker and queue.
@@ -618,15 +624,18 @@ impl Producer {
         queue_id: i32,
         msg: &Message,
     ) -> Result<SendOutcome, ClientError> {
+        let prepared = self.prepare(msg)?;
+        self.send_prepared(addr, broker_name, queue_id, msg, prepared)
+    }
+
+    /// Validates, encodes the properties (with a fresh UNIQ_KEY) and compresses.
+    fn prepare(&mut self, msg: &Message) -> Result<Prepared, ClientError> {
         msg.validate(self.config.max_message_size)?;
-        let group = self.config.group.clone();
         let uniq = self.next_uniq_key();
-        let props = encode_properties(&msg.property_entries(&uniq)).map_err(ClientError::Properties)?;
+        let props =
+            encode_properties(&msg.property_entries(&uniq)).map_err(ClientError::Properties)?;
         let (body, sys_flag) = if msg.body.len() >= self.config.compress_over {
-            let flag = SysFlag::NONE
-                .with_compression(CompressionType::Zlib)
-                .bits()
-                | SysFlag::COMPRESSED.bits();
+            let flag = SysFlag::NONE.with_compression(CompressionType::Zlib).bits();
             (zlib(&msg.body, ZLIB_LEVEL), flag)
         } else {
             (msg.body.clone(), 0)
@@ -637,25 +646,42 @@ impl Producer {
                 limit: self.config.max_message_size,
             });
         }
+        Ok(Prepared {
+            uniq,
+            props,
+            body,
+            sys_flag,
+        })
+    }
+
+    fn send_prepared(
+        &mut self,
+        addr: SocketAddr,
+        broker_name: &str,
+        queue_id: i32,
+        msg: &Message,
+        p: Prepared,
+    ) -> Result<SendOutcome, ClientError> {
+        let group = self.config.group.clone();
         let header = SendMessageRequestHeader {
             producer_group: &group,
             topic: &msg.topic,
             default_topic: DEFAULT_TOPIC,
             default_topic_queue_nums: 4,
             queue_id,
-            sys_flag,
+            sys_flag: p.sys_flag,
             born_timestamp: now_millis(),
             flag: msg.flag,
-            properties: Some(&props),
+            properties: Some(&p.props),
             reconsume_times: Some(0),
             unit_mode: Some(false),
             batch: Some(false),
             max_reconsume_times: None,
             broker_name: Some(broker_name),
         };
-        let code = self.config.send_code;
-        let resp = self.send_request(addr, code_of(code), header, &body)?;
-        finish(resp, uniq, broker_name, sys_flag, body.len())
+        let code = code_of(self.config.send_code);
+        let resp = self.send_request(addr, code, header, &p.body)?;
+        finish(resp, p.uniq, broker_name, p.sys_flag, p.body.len())
     }
 
     /// Sends `msgs` (same topic) as one SEND_BATCH_MESSAGE to the next publish queue.
@@ -671,7 +697,9 @@ impl Producer {
                 return Err(ClientError::Protocol("batch mixes topics".into()));
             }
             if m.delay_level.is_some() {
-                return Err(ClientError::Protocol("batch message with a delay level".into()));
+                return Err(ClientError::Protocol(
+                    "batch message with a delay level".into(),
+                ));
             }
         }
         let (name, addr, queue) = self.pick_queue(&topic)?;
@@ -679,7 +707,8 @@ impl Producer {
         let mut props = Vec::new();
         for m in msgs {
             let u = self.next_uniq_key();
-            props.push(encode_properties(&m.property_entries(&u)).map_err(ClientError::Properties)?);
+            props
+                .push(encode_properties(&m.property_entries(&u)).map_err(ClientError::Properties)?);
             uniqs.push(u);
         }
         let records: Vec<_> = msgs
@@ -697,12 +726,11 @@ impl Producer {
         encode_batch(records.iter().copied(), &mut body).map_err(ClientError::Batch)?;
         validate_body(&body, self.config.max_message_size)?;
         let group = self.config.group.clone();
-        let wrapper_uniq = self.next_uniq_key();
-        let wrapper_props = encode_properties(&[
-            (keys::WAIT_STORE_MSG_OK.to_owned(), "true".to_owned()),
-            (keys::UNIQ_KEY.to_owned(), wrapper_uniq),
-        ])
-        .map_err(ClientError::Properties)?;
+        let mut wrapper = vec![(keys::WAIT_STORE_MSG_OK.to_owned(), "true".to_owned())];
+        if self.config.batch_wrapper_uniq_key {
+            wrapper.push((keys::UNIQ_KEY.to_owned(), self.next_uniq_key()));
+        }
+        let wrapper_props = encode_properties(&wrapper).map_err(ClientError::Properties)?;
         let header = SendMessageRequestHeader {
             producer_group: &group,
             topic: &topic,
@@ -743,6 +771,14 @@ impl Producer {
         }
         r
     }
+}
+
+/// A message ready to frame.
+struct Prepared {
+    uniq: String,
+    props: String,
+    body: Vec<u8>,
+    sys_flag: i32,
 }
 
 fn code_of(c: SendCode) -> RequestCode {
