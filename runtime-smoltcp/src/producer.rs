@@ -4,9 +4,7 @@ use heapless::{String, Vec};
 use rmq_core::fault::FaultTable;
 use rmq_core::message::properties::PropertiesError;
 use rmq_core::message::{EncodeProperties, PropertiesEncoder, UniqKeyGenerator};
-use rmq_core::retry::{
-    Attempt, AttemptOutcome, SendEnv, SendMode, SendPlan, Step, TransportError,
-};
+use rmq_core::retry::{Attempt, AttemptOutcome, SendEnv, SendMode, SendPlan, Step, TransportError};
 use rmq_core::route::{PublishQueueRef, TopicRoute};
 use rmq_core::select::{PublishQueue, QueueCounter};
 use rmq_core::time::Instant;
@@ -107,8 +105,13 @@ impl TxFrame {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum RouteState {
     /// Fetch at or after this instant.
-    Idle { next: Instant },
-    InFlight { opaque: i32, deadline: Instant },
+    Idle {
+        next: Instant,
+    },
+    InFlight {
+        opaque: i32,
+        deadline: Instant,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -471,7 +474,11 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             phase: Phase::Route,
             resp: None,
         });
-        debug!("send {=u32} queued ({=usize} body bytes)", id.0, msg.body.len());
+        debug!(
+            "send {=u32} queued ({=usize} body bytes)",
+            id.0,
+            msg.body.len()
+        );
         Ok(id)
     }
 
@@ -541,7 +548,10 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
                 d = earliest(d, t);
             }
             if job.phase == Phase::Route {
-                d = earliest(d, job.plan.begin().saturating_add(self.cfg.retry.send_timeout));
+                d = earliest(
+                    d,
+                    job.plan.begin().saturating_add(self.cfg.retry.send_timeout),
+                );
             }
         }
         d.map(|d| if d < now { now } else { d })
@@ -716,11 +726,12 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
                     }
                 }
                 self.stats.frames_received += 1;
-                let incoming =
-                    decode::<BROKERS, ROUTE_STR>(self.rx, target == Target::NameServer);
+                let incoming = decode::<BROKERS, ROUTE_STR>(self.rx, target == Target::NameServer);
                 self.handle(now, target, incoming);
             }
-            if self.conn_mut(target).is_some_and(|c| c.state == ConnState::Up)
+            if self
+                .conn_mut(target)
+                .is_some_and(|c| c.state == ConnState::Up)
                 && sockets.get_mut::<tcp::Socket<'_>>(handle).recv_queue() >= PREFIX_LEN
             {
                 more = true;
@@ -819,9 +830,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             *m = u8::try_from(s).ok();
             if let (Some(slot), Ok(k)) = (self.slots.get_mut(s), u8::try_from(s)) {
                 slot.name.clear();
-                let _ = slot
-                    .name
-                    .push_str(route.broker_name(i).unwrap_or_default());
+                let _ = slot.name.push_str(route.broker_name(i).unwrap_or_default());
                 slot.endpoint = None;
                 self.sel.fault.remove(k);
             }
@@ -897,7 +906,10 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             self.route = RouteState::Idle {
                 next: now.saturating_add(self.cfg.route_retry),
             };
-            if self.tx_frame.is_some_and(|f| f.target == Target::NameServer) {
+            if self
+                .tx_frame
+                .is_some_and(|f| f.target == Target::NameServer)
+            {
                 self.fail_conn(now, sockets, Target::NameServer, TransportError::TimedOut);
             }
         }
@@ -926,9 +938,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             };
             let step = job.plan.handle_timeout(now, &mut self.sel.env());
             if let Some(b) = writing
-                && self
-                    .tx_frame
-                    .is_some_and(|f| f.target == Target::Broker(b))
+                && self.tx_frame.is_some_and(|f| f.target == Target::Broker(b))
             {
                 // Its frame is half written: it dies with the connection.
                 self.tx_frame = None;
@@ -1047,9 +1057,8 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
                             self.apply(step);
                         }
                         (ConnState::Idle, Some(ep)) => {
-                            let deadline = a
-                                .deadline
-                                .min(now.saturating_add(self.cfg.connect_timeout));
+                            let deadline =
+                                a.deadline.min(now.saturating_add(self.cfg.connect_timeout));
                             if !self.connect(now, iface, sockets, Target::Broker(b), ep, deadline) {
                                 let Some(job) = &mut self.job else { return };
                                 let step = job.plan.handle_outcome(
