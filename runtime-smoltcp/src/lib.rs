@@ -103,7 +103,7 @@ impl<'a> Config<'a> {
             topic,
             retry: RetryConfig::java49(SendMode::Sync),
             version: version::V4_9_8,
-            connect_timeout: Duration::from_millis(1000),
+            connect_timeout: Duration::from_millis(3000),
             route_timeout: Duration::from_millis(3000),
             route_refresh: Duration::from_secs(30),
             route_retry: Duration::from_millis(1000),
