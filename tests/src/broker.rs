@@ -701,3 +701,14 @@ impl Drop for Cluster {
         }
     }
 }
+
+/// Downloads (Maven) and compiles everything a [`Cluster`] of `version` and its Java tools
+/// need, without starting anything. Tests that later run inside a network namespace with no
+/// route to Maven Central call this first, outside it.
+pub fn prefetch(version: Version) -> Result<(), HarnessError> {
+    jars::require_tool(&jars::jdk_tool("java"), "-version")?;
+    jars::lib_dir(version, jars::Part::Server)?;
+    jars::lib_dir(version, jars::Part::Client)?;
+    jars::java_classes(version)?;
+    Ok(())
+}
