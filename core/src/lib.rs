@@ -34,6 +34,7 @@
 #![warn(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
 
 pub mod acl;
+pub mod consumer;
 pub mod fault;
 pub mod json;
 pub mod message;
