@@ -28,8 +28,8 @@ use crate::json::SliceWriter;
 use crate::message::SysFlag;
 use crate::retry::SendStatus;
 use crate::time::Duration;
-use crate::wire::headers::{SendMessageRequestHeader, SendMessageRequestHeaderV2};
 use crate::wire::headers::SendMessageResponseHeader;
+use crate::wire::headers::{SendMessageRequestHeader, SendMessageRequestHeaderV2};
 use crate::wire::{CommandHeader, FieldError, RequestCode, Scratch};
 
 /// The auto-create template topic (`TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC`).

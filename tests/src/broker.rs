@@ -110,6 +110,9 @@ pub struct ClusterOptions {
     pub start_timeout: Duration,
     /// Optional extra readiness check, see [`ReadyProbe`].
     pub ready_probe: Option<ReadyProbe>,
+    /// Files written into every broker's `ROCKETMQ_HOME` before it starts, as
+    /// `(path relative to the home folder, contents)`; e.g. 4.9's `conf/plain_acl.yml`.
+    pub broker_home_files: Vec<(String, String)>,
 }
 
 impl Default for ClusterOptions {
@@ -123,6 +126,7 @@ impl Default for ClusterOptions {
             broker_heap_mb: 512,
             start_timeout: Duration::from_secs(120),
             ready_probe: None,
+            broker_home_files: Vec::new(),
         }
     }
 }
@@ -416,6 +420,14 @@ impl Cluster {
         let text = self.broker_conf(i);
         let node = &mut self.brokers[i];
         prepare_home(self.version, &node.dir)?;
+        for (rel, contents) in &self.options.broker_home_files {
+            let path = node.home().join(rel);
+            if let Some(parent) = path.parent() {
+                fs::create_dir_all(parent)
+                    .map_err(|e| HarnessError::new(format!("create {}: {e}", parent.display())))?;
+            }
+            write(&path, contents)?;
+        }
         let conf = node.dir.join("broker.conf");
         write(&conf, &text)?;
         let heap = self.options.broker_heap_mb;
