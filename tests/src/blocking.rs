@@ -536,11 +536,12 @@ impl Producer {
 
     /// The connection to `addr` (opened on first use).
     pub fn conn(&mut self, addr: SocketAddr) -> Result<&mut Connection, ClientError> {
-        if !self.conns.contains_key(&addr) {
-            let c = Connection::connect(addr)?;
-            self.conns.insert(addr, c);
+        match self.conns.entry(addr) {
+            std::collections::hash_map::Entry::Occupied(e) => Ok(e.into_mut()),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                Ok(e.insert(Connection::connect(addr)?))
+            }
         }
-        Ok(self.conns.get_mut(&addr).expect("inserted above"))
     }
 
     /// Drops a connection (after an i/o error, or when the broker closed it).
