@@ -371,6 +371,30 @@ fn kill9_broker_during_async_stream_5_3_3() {
     }
     // Restart the killed broker so that its acknowledged messages can be read back.
     cluster.restart_broker(0).expect("restart");
+    // The Verifier only sees broker-a once it re-registered the topic with the NameServer.
+    rt.block_on(async {
+        let p = Producer::builder()
+            .namesrv_addr(&ns)
+            .producer_group("rmq-std-kill-route")
+            .start()
+            .await
+            .expect("producer");
+        let t0 = Instant::now();
+        loop {
+            let r = p.route(topic).await;
+            if let Ok(r) = &r
+                && r.queues.iter().any(|q| q.broker_name == "broker-a")
+            {
+                break;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "broker-a never re-registered: {r:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        p.shutdown().await;
+    });
     let got =
         verifier_read(&cluster, topic, oks.len() + 8, Duration::from_secs(10)).expect("verifier");
     let ids: BTreeSet<&str> = got.iter().map(|m| m.msg_id.as_str()).collect();
@@ -378,5 +402,10 @@ fn kill9_broker_during_async_stream_5_3_3() {
         .iter()
         .filter(|(_, r)| !ids.contains(r.msg_id.as_str()))
         .collect();
-    assert!(lost.is_empty(), "acknowledged but lost: {lost:?}");
+    assert!(
+        lost.is_empty(),
+        "{} acknowledged but lost, e.g. {:?}",
+        lost.len(),
+        lost.iter().take(3).collect::<Vec<_>>()
+    );
 }
