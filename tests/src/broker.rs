@@ -48,6 +48,9 @@ pub enum Version {
 }
 
 impl Version {
+    /// The 4.9 line under the name the issues use; it runs 4.9.7 server jars (see above).
+    pub const V4_9_8: Version = Version::V4_9;
+
     /// The Maven version of every jar: "5.3.3" or "4.9.7".
     pub fn name(self) -> &'static str {
         match self {
