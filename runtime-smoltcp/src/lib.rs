@@ -44,14 +44,15 @@
 #[macro_use]
 mod log;
 mod addr;
-mod producer;
+mod engine;
 
 pub use addr::parse_endpoint;
-pub use producer::{Producer, Stats};
+pub use engine::{Producer, Stats};
 pub use rmq_core as core;
 
 use ::core::fmt;
 
+use rmq_core::producer;
 use rmq_core::retry::{RetryConfig, SendError, SendMode, SendStatus};
 use rmq_core::time::Duration;
 use rmq_core::wire::{EncodeError, version};
@@ -81,7 +82,8 @@ pub struct Config<'a> {
     pub route_timeout: Duration,
     /// Route refresh period (Java `pollNameServerInterval`, 30 s).
     pub route_refresh: Duration,
-    /// Wait before retrying a failed route lookup.
+    /// First wait before retrying a failed route lookup; doubles per consecutive failure
+    /// (core `Backoff`), up to 30 s.
     pub route_retry: Duration,
     /// A stalled half-written frame (no byte accepted for this long) resets its connection.
     pub write_stall_timeout: Duration,
@@ -103,9 +105,9 @@ impl<'a> Config<'a> {
             topic,
             retry: RetryConfig::java49(SendMode::Sync),
             version: version::V4_9_8,
-            connect_timeout: Duration::from_millis(3000),
-            route_timeout: Duration::from_millis(3000),
-            route_refresh: Duration::from_secs(30),
+            connect_timeout: producer::CONNECT_TIMEOUT,
+            route_timeout: producer::CLIENT_API_TIMEOUT,
+            route_refresh: producer::POLL_NAME_SERVER_INTERVAL,
             route_retry: Duration::from_millis(1000),
             write_stall_timeout: Duration::from_millis(3000),
             local_port_base: 49152,

@@ -4,14 +4,15 @@ use heapless::{String, Vec};
 use rmq_core::fault::FaultTable;
 use rmq_core::message::properties::PropertiesError;
 use rmq_core::message::{EncodeProperties, PropertiesEncoder, UniqKeyGenerator};
+use rmq_core::producer::{
+    Backoff, DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, SendRequest, SendResponse,
+    parse_send_response,
+};
 use rmq_core::retry::{Attempt, AttemptOutcome, SendEnv, SendMode, SendPlan, Step, TransportError};
 use rmq_core::route::{PublishQueueRef, TopicRoute};
 use rmq_core::select::{PublishQueue, QueueCounter};
-use rmq_core::time::Instant;
-use rmq_core::wire::headers::{
-    GetRouteInfoRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
-    SendMessageResponseHeader,
-};
+use rmq_core::time::{Duration, Instant};
+use rmq_core::wire::headers::GetRouteInfoRequestHeader;
 use rmq_core::wire::{
     CommandHeader, CommandRepr, EncodeError, Frame, FrameReader, PREFIX_LEN, RequestCode,
     ResponseCode, SerializeType, flag,
@@ -26,12 +27,10 @@ use crate::{
     SendReceipt, SubmitError, parse_endpoint,
 };
 
+/// Longest wait between route lookups after failures.
+const MAX_ROUTE_RETRY: Duration = Duration::from_secs(30);
 /// Frames read per connection per [`Producer::poll`].
 const MAX_FRAMES_PER_POLL: usize = 4;
-/// `defaultTopicQueueNums` (Java default).
-const DEFAULT_TOPIC_QUEUE_NUMS: i32 = 4;
-/// The auto-create template topic.
-const DEFAULT_TOPIC: &str = "TBW102";
 
 /// Counters for tests and field diagnostics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -220,6 +219,8 @@ pub struct Producer<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROU
     have_route: bool,
     route_fallback: bool,
     route: RouteState,
+    /// Back-off between failed route lookups (connect failures, timeouts, errors).
+    route_backoff: Backoff,
     tx_frame: Option<TxFrame>,
     job: Option<Job>,
     done: Option<Completion>,
@@ -299,17 +300,25 @@ fn decode<const B: usize, const S: usize>(bytes: &[u8], from_ns: bool) -> Incomi
             route,
         };
     }
-    let info = SendMessageResponseHeader::decode(&h, &mut Default::default())
-        .ok()
-        .map(|r| {
+    // A status code without msgId/queueId/queueOffset still ends the attempt with its code;
+    // the receipt then lacks the offsets.
+    let info = match parse_send_response(&h, &mut Default::default()) {
+        Ok(SendResponse::Stored {
+            offset_msg_id,
+            queue_id,
+            queue_offset,
+            ..
+        }) => {
             let mut msg_id = String::new();
-            let _ = msg_id.push_str(r.msg_id);
-            RespInfo {
-                queue_id: r.queue_id,
-                queue_offset: r.queue_offset,
+            let _ = msg_id.push_str(offset_msg_id);
+            Some(RespInfo {
+                queue_id,
+                queue_offset,
                 msg_id,
-            }
-        });
+            })
+        }
+        _ => None,
+    };
     Incoming::Send {
         opaque: h.opaque(),
         code,
@@ -359,6 +368,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             route: RouteState::Idle {
                 next: Instant::ZERO,
             },
+            route_backoff: Backoff::new(cfg.route_retry, MAX_ROUTE_RETRY),
             tx_frame: None,
             job: None,
             done: None,
@@ -630,9 +640,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         match target {
             Target::NameServer => {
                 if let RouteState::InFlight { .. } = self.route {
-                    self.route = RouteState::Idle {
-                        next: now.saturating_add(self.cfg.route_retry),
-                    };
+                    self.route_failed(now);
                 }
             }
             Target::Broker(i) => {
@@ -765,9 +773,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
                             self.route = RouteState::Idle { next: now };
                         } else {
                             self.route_fallback = false;
-                            self.route = RouteState::Idle {
-                                next: now.saturating_add(self.cfg.route_retry),
-                            };
+                            self.route_failed(now);
                         }
                     }
                 }
@@ -800,9 +806,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         let cap = self.route_fallback.then_some(DEFAULT_TOPIC_QUEUE_NUMS);
         if route.publish_queues(cap, &mut refs).is_err() {
             warn!("route rejected");
-            self.route = RouteState::Idle {
-                next: now.saturating_add(self.cfg.route_retry),
-            };
+            self.route_failed(now);
             return;
         }
         // Route broker index -> slot. Keep slots whose name is still in the route.
@@ -856,13 +860,18 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             }
         }
         self.have_route = !self.sel.queues.is_empty();
+        if self.have_route {
+            self.route_backoff.reset();
+        } else {
+            self.route_backoff.failed();
+        }
         self.stats.route_updates += 1;
         debug!("route: {=usize} queues", self.sel.queues.len());
         self.route = RouteState::Idle {
             next: now.saturating_add(if self.have_route {
                 self.cfg.route_refresh
             } else {
-                self.cfg.route_retry
+                self.route_backoff.delay()
             }),
         };
     }
@@ -903,9 +912,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             && now >= deadline
         {
             warn!("route request timed out");
-            self.route = RouteState::Idle {
-                next: now.saturating_add(self.cfg.route_retry),
-            };
+            self.route_failed(now);
             if self
                 .tx_frame
                 .is_some_and(|f| f.target == Target::NameServer)
@@ -952,6 +959,13 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         }
     }
 
+    fn route_failed(&mut self, now: Instant) {
+        self.route_backoff.failed();
+        self.route = RouteState::Idle {
+            next: now.saturating_add(self.route_backoff.delay()),
+        };
+    }
+
     fn next_opaque(&mut self) -> i32 {
         self.opaque = if self.opaque >= i32::MAX - 1 {
             1
@@ -979,9 +993,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
                     self.cfg.namesrv,
                     deadline,
                 ) {
-                    self.route = RouteState::Idle {
-                        next: now.saturating_add(self.cfg.route_retry),
-                    };
+                    self.route_failed(now);
                 }
             }
             ConnState::Connecting { .. } => {}
@@ -1105,28 +1117,17 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             .get(..job.props_len)
             .and_then(|p| core::str::from_utf8(p).ok())
             .unwrap_or("");
-        let hdr = SendMessageRequestHeaderV2(SendMessageRequestHeader {
-            producer_group: self.cfg.producer_group,
-            topic: self.cfg.topic,
-            default_topic: DEFAULT_TOPIC,
-            default_topic_queue_nums: DEFAULT_TOPIC_QUEUE_NUMS,
-            queue_id: a.queue.queue_id,
-            sys_flag: 0,
-            born_timestamp: job.born,
-            flag: job.flag,
-            properties: Some(props),
-            reconsume_times: Some(0),
-            unit_mode: Some(false),
-            batch: Some(false),
-            max_reconsume_times: None,
-            broker_name: Some(slot.name.as_str()),
-        });
-        let mut repr = CommandRepr::request(
-            RequestCode::SEND_MESSAGE_V2,
-            opaque,
-            self.cfg.version,
-            Some(&hdr),
-        );
+        let req = SendRequest::new(
+            self.cfg.producer_group,
+            self.cfg.topic,
+            a.queue.queue_id,
+            slot.name.as_str(),
+            props,
+            job.born,
+        )
+        .flag(job.flag);
+        let hdr = req.header();
+        let mut repr = CommandRepr::request(req.code(), opaque, self.cfg.version, Some(&hdr));
         if job.mode == SendMode::Oneway {
             repr.flag = flag::ONEWAY;
         }
