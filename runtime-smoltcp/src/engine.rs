@@ -544,7 +544,10 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             }
         }
         match self.route {
-            RouteState::Idle { next } => d = earliest(d, next),
+            // A due lookup waits for the NameServer connection or the tx stage; packets, not
+            // the clock, unblock it.
+            RouteState::Idle { next } if next > now => d = earliest(d, next),
+            RouteState::Idle { .. } => {}
             RouteState::InFlight { deadline, .. } => d = earliest(d, deadline),
         }
         if let Some(f) = &self.tx_frame {

@@ -49,6 +49,12 @@ fn route_lookup_then_sync_and_oneway_sends() {
     assert_eq!(sim.peer.route_requests, 1);
     assert_eq!(sim.peer.framing_errors, 0);
     let st = sim.producer.stats();
+    assert!(
+        sim.immediate_polls * 50 < sim.polls,
+        "poll asked to run again at once {} times out of {}",
+        sim.immediate_polls,
+        sim.polls
+    );
     assert_eq!(st.connects, 2, "one NameServer and one broker connection");
     assert_eq!(st.connect_failures, 0);
     assert_eq!(st.connections_lost, 0);
@@ -199,6 +205,12 @@ fn broker_goes_away_and_comes_back() {
     let want: Vec<Vec<u8>> = (0..8).map(|i| body(i, 100)).collect();
     assert_eq!(sim.stored_bodies(), want);
     assert_eq!(sim.peer.framing_errors, 0);
+    assert!(
+        sim.immediate_polls * 50 < sim.polls,
+        "poll asked to run again at once {} times out of {}",
+        sim.immediate_polls,
+        sim.polls
+    );
     let st = sim.producer.stats();
     assert!(st.connect_failures >= 3, "{st:?}");
     assert!(st.connections_lost >= 1, "{st:?}");

@@ -377,6 +377,9 @@ pub struct Sim {
     pub producer: Gw,
     pub peer: Peer,
     pub completions: Vec<Completion>,
+    /// Polls that asked to be called again at once.
+    pub immediate_polls: u64,
+    pub polls: u64,
 }
 
 fn leak(n: usize) -> &'static mut [u8] {
@@ -417,6 +420,8 @@ impl Sim {
             producer,
             peer,
             completions: Vec::new(),
+            immediate_polls: 0,
+            polls: 0,
         }
     }
 
@@ -428,6 +433,10 @@ impl Sim {
             &mut self.dev,
             &mut self.sockets,
         );
+        self.polls += 1;
+        if next == Some(Instant::from_millis(self.now)) {
+            self.immediate_polls += 1;
+        }
         if let Some(n) = next {
             assert!(
                 n.millis() >= self.now,
