@@ -67,6 +67,21 @@ enum ConnState {
 struct Conn {
     handle: SocketHandle,
     state: ConnState,
+    /// Bytes waiting for the peer's ACK at the last check.
+    unacked: usize,
+    /// Last time the peer acknowledged something (or nothing was outstanding).
+    acked_at: Instant,
+}
+
+impl Conn {
+    const fn new(handle: SocketHandle) -> Self {
+        Conn {
+            handle,
+            state: ConnState::Idle,
+            unacked: 0,
+            acked_at: Instant::ZERO,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -345,15 +360,9 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             tx: bufs.tx,
             rx: bufs.rx,
             msg: bufs.message,
-            ns: Conn {
-                handle: ns,
-                state: ConnState::Idle,
-            },
+            ns: Conn::new(ns),
             slots: brokers.map(|handle| Slot {
-                conn: Conn {
-                    handle,
-                    state: ConnState::Idle,
-                },
+                conn: Conn::new(handle),
                 name: String::new(),
                 endpoint: None,
             }),
@@ -539,8 +548,12 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
     ) -> Option<Instant> {
         let mut d = iface.poll_at(smol(now), sockets).map(unsmol);
         for c in core::iter::once(&self.ns).chain(self.slots.iter().map(|s| &s.conn)) {
-            if let ConnState::Connecting { deadline } = c.state {
-                d = earliest(d, deadline);
+            match c.state {
+                ConnState::Connecting { deadline } => d = earliest(d, deadline),
+                ConnState::Up if c.unacked > 0 => {
+                    d = earliest(d, c.acked_at.saturating_add(self.cfg.write_stall_timeout));
+                }
+                _ => {}
             }
         }
         match self.route {
@@ -651,9 +664,10 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
                     return;
                 };
                 let on_it = match job.phase {
-                    Phase::Connect(a) | Phase::Write(a, _) | Phase::Await(a, _) => {
-                        a.queue.broker == i
-                    }
+                    // An idle connection that dropped before this attempt used it is simply
+                    // reopened: the attempt is not charged.
+                    Phase::Connect(a) => a.queue.broker == i && was != ConnState::Up,
+                    Phase::Write(a, _) | Phase::Await(a, _) => a.queue.broker == i,
                     Phase::Route => false,
                 };
                 if on_it {
@@ -889,11 +903,15 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             let Some(conn) = self.conn_mut(target) else {
                 continue;
             };
-            let st = sockets.get_mut::<tcp::Socket<'_>>(conn.handle).state();
+            let sock = sockets.get_mut::<tcp::Socket<'_>>(conn.handle);
+            let st = sock.state();
+            let unacked = sock.send_queue();
             match conn.state {
                 ConnState::Connecting { deadline } => {
                     if st == tcp::State::Established {
                         conn.state = ConnState::Up;
+                        conn.unacked = 0;
+                        conn.acked_at = now;
                         self.stats.connects += 1;
                         debug!("connected");
                     } else if st == tcp::State::Closed || now >= deadline {
@@ -901,7 +919,17 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
                     }
                 }
                 ConnState::Up => {
+                    if unacked == 0 || unacked < conn.unacked {
+                        conn.acked_at = now;
+                    }
+                    conn.unacked = unacked;
+                    let silent = unacked > 0
+                        && now >= conn.acked_at.saturating_add(self.cfg.write_stall_timeout);
                     if st != tcp::State::Established {
+                        self.fail_conn(now, sockets, target, TransportError::ConnectionClosed);
+                    } else if silent {
+                        // Data outstanding and no ACK for the stall timeout: a vanished peer.
+                        warn!("no ACK from the peer, resetting the connection");
                         self.fail_conn(now, sockets, target, TransportError::ConnectionClosed);
                     }
                 }

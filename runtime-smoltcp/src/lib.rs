@@ -85,7 +85,8 @@ pub struct Config<'a> {
     /// First wait before retrying a failed route lookup; doubles per consecutive failure
     /// (core `Backoff`), up to 30 s.
     pub route_retry: Duration,
-    /// A stalled half-written frame (no byte accepted for this long) resets its connection.
+    /// A stalled half-written frame (no byte accepted for this long), or sent data the peer
+    /// does not acknowledge for this long, resets its connection.
     pub write_stall_timeout: Duration,
     /// First local TCP port; connections use successive ports from here (wrapping within
     /// 49152..65535).

@@ -61,6 +61,21 @@ fn route_lookup_then_sync_and_oneway_sends() {
 }
 
 #[test]
+fn idle_connections_survive() {
+    let mut sim = Sim::new(GwSizes::default(), |_| {});
+    sim.send_and_wait(b"a", false, 5_000).result.unwrap();
+    sim.run_until(40_000, |_| false);
+    sim.send_and_wait(b"b", false, 5_000).result.unwrap();
+    let st = sim.producer.stats();
+    assert_eq!(st.connections_lost, 0, "{st:?}");
+    assert_eq!(st.connects, 2, "{st:?}");
+    assert_eq!(
+        sim.peer.route_requests, 2,
+        "one lookup plus one 30 s refresh"
+    );
+}
+
+#[test]
 fn route_is_refreshed_periodically() {
     let mut sim = Sim::new(GwSizes::default(), |c| {
         c.route_refresh = Duration::from_millis(500)
@@ -257,4 +272,29 @@ fn no_route_fails_after_the_send_timeout() {
     assert!(c.result.is_err());
     assert!(sim.now < 2_000);
     assert_eq!(sim.peer.sends_seen, 0);
+}
+
+#[test]
+fn silent_peer_is_detected_by_missing_acks() {
+    // The network turns into a black hole: no RST, no FIN, nothing. Unacknowledged data
+    // resets the connection after the stall timeout; once packets flow again a new
+    // connection carries the next message.
+    let mut sim = Sim::new(GwSizes::default(), |c| {
+        c.write_stall_timeout = Duration::from_millis(1000);
+        c.retry.send_timeout = Duration::from_millis(2500);
+    });
+    sim.send_and_wait(b"before", false, 5_000).result.unwrap();
+    sim.wire.borrow_mut().drop_every = [Some(1), Some(1)];
+    let c = sim.send_and_wait(b"into the void", false, 10_000);
+    assert!(c.result.is_err(), "{:?}", c.result);
+    let lost = sim.producer.stats().connections_lost;
+    assert!(lost >= 1, "{:?}", sim.producer.stats());
+    sim.wire.borrow_mut().drop_every = [None, None];
+    sim.send_and_wait(b"after", false, 10_000)
+        .result
+        .expect("a new connection works");
+    let bodies = sim.stored_bodies();
+    assert_eq!(bodies.first().map(Vec::as_slice), Some(&b"before"[..]));
+    assert_eq!(bodies.last().map(Vec::as_slice), Some(&b"after"[..]));
+    assert_eq!(sim.peer.framing_errors, 0);
 }
