@@ -298,3 +298,50 @@ fn silent_peer_is_detected_by_missing_acks() {
     assert_eq!(bodies.last().map(Vec::as_slice), Some(&b"after"[..]));
     assert_eq!(sim.peer.framing_errors, 0);
 }
+
+/// A small deterministic generator for the sweep below.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+#[test]
+fn sweep_of_buffer_sizes_loss_and_slow_reads_never_corrupts_a_frame() {
+    for seed in 0..24u64 {
+        let mut g = Lcg(seed);
+        let sizes = GwSizes {
+            sock_tx: 64 + g.next(1500) as usize,
+            message: 4096,
+            ..GwSizes::default()
+        };
+        let mut sim = Sim::new(sizes, |c| {
+            c.retry.send_timeout = Duration::from_secs(60);
+            c.route_timeout = Duration::from_secs(20);
+            c.write_stall_timeout = Duration::from_secs(20);
+        });
+        let loss = [g.next(4), g.next(4)].map(|k| (k > 0).then(|| 3 + k as u32 * 2));
+        sim.wire.borrow_mut().drop_every = loss;
+        sim.peer.read_limit = (g.next(2) == 0).then(|| 1 + g.next(64) as usize);
+        sim.peer.reply_delay_ms = g.next(50);
+        let lens: Vec<usize> = (0..8).map(|_| 1 + g.next(3000) as usize).collect();
+        for (i, &len) in lens.iter().enumerate() {
+            let c = sim.send_and_wait(&body(i, len), false, 120_000);
+            c.result.unwrap_or_else(|e| {
+                panic!(
+                    "seed {seed}: message {i} failed: {e} {:?}",
+                    sim.producer.stats()
+                )
+            });
+        }
+        let want: Vec<Vec<u8>> = lens.iter().enumerate().map(|(i, &l)| body(i, l)).collect();
+        assert_eq!(sim.stored_bodies(), want, "seed {seed}");
+        assert_eq!(sim.peer.framing_errors, 0, "seed {seed}");
+    }
+}
