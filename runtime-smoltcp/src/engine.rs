@@ -5,7 +5,7 @@ use rmq_core::fault::FaultTable;
 use rmq_core::message::properties::PropertiesError;
 use rmq_core::message::{EncodeProperties, PropertiesEncoder, UniqKeyGenerator};
 use rmq_core::producer::{
-    Backoff, DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, SendRequest, SendResponse,
+    Backoff, DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, NamesrvCursor, SendRequest, SendResponse,
     parse_send_response,
 };
 use rmq_core::retry::{Attempt, AttemptOutcome, SendEnv, SendMode, SendPlan, Step, TransportError};
@@ -236,6 +236,7 @@ pub struct Producer<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROU
     route: RouteState,
     /// Back-off between failed route lookups (connect failures, timeouts, errors).
     route_backoff: Backoff,
+    ns_cursor: NamesrvCursor,
     tx_frame: Option<TxFrame>,
     job: Option<Job>,
     done: Option<Completion>,
@@ -378,6 +379,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
                 next: Instant::ZERO,
             },
             route_backoff: Backoff::new(cfg.route_retry, MAX_ROUTE_RETRY),
+            ns_cursor: NamesrvCursor::new(seed >> 8),
             tx_frame: None,
             job: None,
             done: None,
@@ -655,6 +657,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         }
         match target {
             Target::NameServer => {
+                self.ns_cursor.failed();
                 if let RouteState::InFlight { .. } = self.route {
                     self.route_failed(now);
                 }
@@ -942,14 +945,9 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         if let RouteState::InFlight { deadline, .. } = self.route
             && now >= deadline
         {
+            // A NameServer that does not answer: drop it and try the next one.
             warn!("route request timed out");
-            self.route_failed(now);
-            if self
-                .tx_frame
-                .is_some_and(|f| f.target == Target::NameServer)
-            {
-                self.fail_conn(now, sockets, Target::NameServer, TransportError::TimedOut);
-            }
+            self.fail_conn(now, sockets, Target::NameServer, TransportError::TimedOut);
         }
         if let Some(f) = self.tx_frame
             && now >= f.last_progress.saturating_add(self.cfg.write_stall_timeout)
@@ -1016,14 +1014,13 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         match self.ns.state {
             ConnState::Idle => {
                 let deadline = now.saturating_add(self.cfg.connect_timeout);
-                if !self.connect(
-                    now,
-                    iface,
-                    sockets,
-                    Target::NameServer,
-                    self.cfg.namesrv,
-                    deadline,
-                ) {
+                let servers = self.cfg.namesrvs;
+                let ep = servers.get(self.ns_cursor.current(servers.len())).copied();
+                let ok = ep.is_some_and(|ep| {
+                    self.connect(now, iface, sockets, Target::NameServer, ep, deadline)
+                });
+                if !ok {
+                    self.ns_cursor.failed();
                     self.route_failed(now);
                 }
             }

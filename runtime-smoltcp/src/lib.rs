@@ -66,8 +66,10 @@ pub const MAX_MSG_ID: usize = 56;
 /// Producer settings. `'a` is the lifetime of the strings (usually `'static`).
 #[derive(Clone, Copy, Debug)]
 pub struct Config<'a> {
-    /// The NameServer.
-    pub namesrv: IpEndpoint,
+    /// The NameServers. One is used at a time, starting at a seed-chosen index; after a
+    /// failure (connect error, reset, route timeout) the next one is tried (core
+    /// `NamesrvCursor`, Java's choice).
+    pub namesrvs: &'a [IpEndpoint],
     /// Producer group (`a` in the send header).
     pub producer_group: &'a str,
     /// The topic this producer publishes to.
@@ -99,9 +101,9 @@ pub struct Config<'a> {
 
 impl<'a> Config<'a> {
     /// Defaults: Java 4.9 profile with the latency switch on, 3 s send timeout, 2 retries.
-    pub fn new(namesrv: IpEndpoint, producer_group: &'a str, topic: &'a str) -> Self {
+    pub fn new(namesrvs: &'a [IpEndpoint], producer_group: &'a str, topic: &'a str) -> Self {
         Config {
-            namesrv,
+            namesrvs,
             producer_group,
             topic,
             retry: RetryConfig::java49(SendMode::Sync),

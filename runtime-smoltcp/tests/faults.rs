@@ -6,7 +6,10 @@ mod support;
 use rmq_core::retry::{SendErrorKind, SendStatus, TransportError};
 use rmq_core::time::Duration;
 use rmq_smoltcp::SendFailure;
-use support::{GwSizes, Sim, body};
+use smoltcp::wire::{IpAddress, IpEndpoint};
+use support::{GwSizes, NS_PORT, PEER_IP, Sim, body};
+
+const DEAD_NAMESRV: [IpEndpoint; 1] = [IpEndpoint::new(IpAddress::Ipv4(PEER_IP), 1)];
 
 fn check_props(p: &str) {
     assert!(p.contains("TAGS\u{1}TagA"), "{p:?}");
@@ -265,7 +268,7 @@ fn stalled_half_written_frame_resets_its_connection() {
 #[test]
 fn no_route_fails_after_the_send_timeout() {
     let mut sim = Sim::new(GwSizes::default(), |c| {
-        c.namesrv.port = 1; // nothing listens there
+        c.namesrvs = &DEAD_NAMESRV; // nothing listens there
         c.retry.send_timeout = Duration::from_millis(800);
     });
     let c = sim.send_and_wait(b"x", false, 5_000);
@@ -343,5 +346,24 @@ fn sweep_of_buffer_sizes_loss_and_slow_reads_never_corrupts_a_frame() {
         let want: Vec<Vec<u8>> = lens.iter().enumerate().map(|(i, &l)| body(i, l)).collect();
         assert_eq!(sim.stored_bodies(), want, "seed {seed}");
         assert_eq!(sim.peer.framing_errors, 0, "seed {seed}");
+    }
+}
+
+#[test]
+fn dead_namesrv_is_skipped_for_the_next_one() {
+    // Both orders: whichever the seed picks first, the route comes from the live one.
+    for seed in [1u32 << 8, 2 << 8] {
+        static BOTH: [IpEndpoint; 2] = [
+            IpEndpoint::new(IpAddress::Ipv4(PEER_IP), 1),
+            IpEndpoint::new(IpAddress::Ipv4(PEER_IP), NS_PORT),
+        ];
+        let mut sim = Sim::new(GwSizes::default(), |c| {
+            c.namesrvs = &BOTH;
+            c.seed = seed;
+        });
+        let r = sim.send_and_wait(b"via the live NameServer", false, 10_000);
+        r.result.expect("send ok");
+        assert_eq!(sim.peer.route_requests, 1);
+        assert!(sim.producer.stats().connect_failures <= 1);
     }
 }

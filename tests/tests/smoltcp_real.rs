@@ -131,11 +131,11 @@ fn inner_gateway_in_netns() {
         panic!("IPv4 NameServer expected")
     };
     let [a, b, c, d] = ns_ip.octets();
-    let mut cfg = Config::new(
-        IpEndpoint::new(IpAddress::v4(a, b, c, d), ns_addr.port()),
-        "smol-gateway",
-        TOPIC,
-    );
+    let namesrvs: &'static [IpEndpoint] = Box::leak(Box::new([IpEndpoint::new(
+        IpAddress::v4(a, b, c, d),
+        ns_addr.port(),
+    )]));
+    let mut cfg = Config::new(namesrvs, "smol-gateway", TOPIC);
     cfg.client_ip = [169, 254, 1, 2];
     let bufs = Buffers {
         tx: leak(512),

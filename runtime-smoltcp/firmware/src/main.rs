@@ -25,6 +25,10 @@ const CORE_HZ: u32 = 16_000_000;
 const MTU: usize = 1514;
 
 static MILLIS: AtomicU32 = AtomicU32::new(0);
+static NAMESRVS: [IpEndpoint; 1] = [IpEndpoint::new(
+    IpAddress::Ipv4(Ipv4Address::new(169, 254, 1, 1)),
+    9876,
+)];
 
 #[exception]
 fn SysTick() {
@@ -139,11 +143,7 @@ fn main() -> ! {
         tcp::SocketBuffer::new(&mut b_tx[..]),
     ));
 
-    let mut cfg = Config::new(
-        IpEndpoint::new(IpAddress::v4(169, 254, 1, 1), 9876),
-        "gateway",
-        "Telemetry",
-    );
+    let mut cfg = Config::new(&NAMESRVS, "gateway", "Telemetry");
     cfg.client_ip = [169, 254, 1, 2];
     let bufs = Buffers {
         tx: &mut cortex_m::singleton!(: [u8; 512] = [0; 512]).unwrap()[..],

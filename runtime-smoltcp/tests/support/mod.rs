@@ -20,6 +20,7 @@ pub const NS_PORT: u16 = 9876;
 pub const BROKER_PORT: u16 = 10911;
 pub const PEER_IP: Ipv4Address = Ipv4Address::new(10, 0, 0, 1);
 pub const GW_IP: Ipv4Address = Ipv4Address::new(10, 0, 0, 2);
+pub const NAMESRVS: [IpEndpoint; 1] = [IpEndpoint::new(IpAddress::Ipv4(PEER_IP), NS_PORT)];
 
 /// The wire between the two ends: one packet queue per direction, with scripted loss.
 #[derive(Default)]
@@ -397,11 +398,7 @@ impl Sim {
         let mut sockets = SocketSet::new(vec![]);
         let ns = sockets.add(tcp_socket(sizes.sock_rx, 512));
         let b0 = sockets.add(tcp_socket(sizes.sock_rx, sizes.sock_tx));
-        let mut cfg = Config::new(
-            IpEndpoint::new(IpAddress::Ipv4(PEER_IP), NS_PORT),
-            "pg-gateway",
-            "Telemetry",
-        );
+        let mut cfg = Config::new(&NAMESRVS, "pg-gateway", "Telemetry");
         cfg.client_ip = [10, 0, 0, 2];
         tweak(&mut cfg);
         let bufs = Buffers {
