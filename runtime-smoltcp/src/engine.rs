@@ -824,6 +824,8 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
     fn apply_route(&mut self, now: Instant, route: &TopicRoute<BROKERS, ROUTE_STR>) {
         let mut refs: Vec<PublishQueueRef, QUEUES> = Vec::new();
         let cap = self.route_fallback.then_some(DEFAULT_TOPIC_QUEUE_NUMS);
+        // The next lookup asks for the topic itself again (it may exist by then).
+        self.route_fallback = false;
         if route.publish_queues(cap, &mut refs).is_err() {
             warn!("route rejected");
             self.route_failed(now);

@@ -367,3 +367,42 @@ fn dead_namesrv_is_skipped_for_the_next_one() {
         assert!(sim.producer.stats().connect_failures <= 1);
     }
 }
+
+#[test]
+fn unknown_topic_uses_the_tbw102_route_capped_at_four_queues() {
+    let mut sim = Sim::new(GwSizes::default(), |c| {
+        c.route_refresh = Duration::from_millis(1000)
+    });
+    sim.peer.unknown_topic = true;
+    for i in 0..12 {
+        sim.send_and_wait(&body(i, 50), false, 5_000)
+            .result
+            .unwrap();
+    }
+    assert_eq!(sim.peer.route_topics[..2], ["Telemetry", "TBW102"]);
+    let mut qs: Vec<i32> = sim.peer.stored.iter().map(|s| s.queue_id).collect();
+    qs.sort_unstable();
+    qs.dedup();
+    assert_eq!(
+        qs,
+        vec![0, 1, 2, 3],
+        "defaultTopicQueueNums caps the 8 queues of TBW102"
+    );
+    // Once the topic exists, the next refresh uses its own route.
+    sim.peer.unknown_topic = false;
+    sim.run_until(1_500, |_| false);
+    assert_eq!(
+        sim.peer.route_topics.last().map(String::as_str),
+        Some("Telemetry")
+    );
+    assert!(
+        sim.peer
+            .route_topics
+            .iter()
+            .filter(|t| *t == "Telemetry")
+            .count()
+            >= 2,
+        "{:?}",
+        sim.peer.route_topics
+    );
+}

@@ -152,6 +152,10 @@ pub struct Peer {
     /// Send requests seen (stored or not).
     pub sends_seen: u32,
     pub route_requests: u32,
+    /// Answer TOPIC_NOT_EXIST for every topic but TBW102 (the topic is not created yet).
+    pub unknown_topic: bool,
+    /// Topics asked for, in order.
+    pub route_topics: Vec<String>,
     pub stored: Vec<Stored>,
     /// Frames that did not parse: must stay 0 (framing never corrupted).
     pub framing_errors: u32,
@@ -190,6 +194,8 @@ impl Peer {
             error_on_sends: Vec::new(),
             sends_seen: 0,
             route_requests: 0,
+            unknown_topic: false,
+            route_topics: Vec::new(),
             stored: Vec::new(),
             framing_errors: 0,
             next_offset: 0,
@@ -277,8 +283,21 @@ impl Peer {
         match h.request_code().0 {
             105 => {
                 self.route_requests += 1;
+                let topic = h
+                    .get("topic")
+                    .and_then(|t| t.as_str())
+                    .unwrap_or("")
+                    .to_string();
+                self.route_topics.push(topic.clone());
+                if self.unknown_topic && topic != "TBW102" {
+                    let f = response(17, opaque, &[], b"");
+                    self.conns[i].replies.push_back((now, f));
+                    return true;
+                }
+                // TBW102 has 8 queues here; a new topic gets min(4, 8) of them.
+                let queues = if topic == "TBW102" { 8 } else { 4 };
                 let body = format!(
-                    "{{\"brokerDatas\":[{{\"brokerAddrs\":{{\"0\":\"{PEER_IP}:{BROKER_PORT}\"}},\"brokerName\":\"broker-a\",\"cluster\":\"DefaultCluster\"}}],\"filterServerTable\":{{}},\"queueDatas\":[{{\"brokerName\":\"broker-a\",\"perm\":6,\"readQueueNums\":4,\"topicSysFlag\":0,\"writeQueueNums\":4}}]}}"
+                    "{{\"brokerDatas\":[{{\"brokerAddrs\":{{\"0\":\"{PEER_IP}:{BROKER_PORT}\"}},\"brokerName\":\"broker-a\",\"cluster\":\"DefaultCluster\"}}],\"filterServerTable\":{{}},\"queueDatas\":[{{\"brokerName\":\"broker-a\",\"perm\":6,\"readQueueNums\":{queues},\"topicSysFlag\":0,\"writeQueueNums\":{queues}}}]}}"
                 );
                 let f = response(0, opaque, &[], body.as_bytes());
                 self.conns[i].replies.push_back((now, f));
