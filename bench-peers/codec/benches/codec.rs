@@ -72,11 +72,17 @@ fn allocs_per_op(mut f: impl FnMut()) -> (f64, f64) {
         f();
     }
     const N: u64 = 10_000;
-    let (a0, b0) = (ALLOCS.load(Ordering::Relaxed), BYTES.load(Ordering::Relaxed));
+    let (a0, b0) = (
+        ALLOCS.load(Ordering::Relaxed),
+        BYTES.load(Ordering::Relaxed),
+    );
     for _ in 0..N {
         f();
     }
-    let (a1, b1) = (ALLOCS.load(Ordering::Relaxed), BYTES.load(Ordering::Relaxed));
+    let (a1, b1) = (
+        ALLOCS.load(Ordering::Relaxed),
+        BYTES.load(Ordering::Relaxed),
+    );
     ((a1 - a0) as f64 / N as f64, (b1 - b0) as f64 / N as f64)
 }
 
@@ -133,11 +139,19 @@ fn peer_header() -> PeerV2 {
 }
 
 fn ty_ours(json: bool) -> SerializeType {
-    if json { SerializeType::JSON } else { SerializeType::ROCKETMQ }
+    if json {
+        SerializeType::JSON
+    } else {
+        SerializeType::ROCKETMQ
+    }
 }
 
 fn ty_peer(json: bool) -> PeerType {
-    if json { PeerType::JSON } else { PeerType::ROCKETMQ }
+    if json {
+        PeerType::JSON
+    } else {
+        PeerType::ROCKETMQ
+    }
 }
 
 // ------------------------------------------------------------------------------------------
@@ -210,7 +224,9 @@ fn peer_decode<R>(
     sink: impl FnOnce(i32, i32, i32, &PeerV2, &[u8]) -> R,
 ) -> R {
     src.extend_from_slice(frame);
-    let cmd = RemotingCommand::decode(src).expect("decode").expect("complete");
+    let cmd = RemotingCommand::decode(src)
+        .expect("decode")
+        .expect("complete");
     let h: PeerV2 = cmd.decode_command_custom_header().expect("typed header");
     let body: &[u8] = cmd.body().map_or(&[], |b| b.as_ref());
     sink(cmd.code(), cmd.opaque(), cmd.version(), &h, body)
@@ -244,8 +260,16 @@ fn extract_peer(c: i32, o: i32, v: i32, h: &PeerV2, b: &[u8]) -> Extracted {
         queue_id: h.e,
         sys_flag: h.f,
         born: h.g,
-        properties: h.i.as_ref().map(|s| s.as_str().to_owned()).unwrap_or_default(),
-        broker: h.n.as_ref().map(|s| s.as_str().to_owned()).unwrap_or_default(),
+        properties: h
+            .i
+            .as_ref()
+            .map(|s| s.as_str().to_owned())
+            .unwrap_or_default(),
+        broker: h
+            .n
+            .as_ref()
+            .map(|s| s.as_str().to_owned())
+            .unwrap_or_default(),
         body_len: b.len(),
     }
 }
@@ -291,7 +315,10 @@ fn cross_check() {
 
 fn report_allocations() {
     println!("allocations per operation (average of 10000 after warm-up):");
-    println!("{:<10} {:<7} {:>22} {:>28}", "type", "op", "rmq-core allocs/bytes", "rocketmq-protocol allocs/bytes");
+    println!(
+        "{:<10} {:<7} {:>22} {:>28}",
+        "type", "op", "rmq-core allocs/bytes", "rocketmq-protocol allocs/bytes"
+    );
     let body = Bytes::from_static(&BODY);
     for json in [true, false] {
         let name = if json { "JSON" } else { "ROCKETMQ" };
@@ -309,9 +336,13 @@ fn report_allocations() {
         let frame = out[..n].to_vec();
         let mut reader = FrameReader::new(vec![0u8; 4096]);
         let d_ours = allocs_per_op(|| {
-            black_box(ours_decode(black_box(&frame), &mut reader, |c, o, v, h, b| {
-                black_box((c, o, v, h.properties, b.len()));
-            }));
+            black_box(ours_decode(
+                black_box(&frame),
+                &mut reader,
+                |c, o, v, h, b| {
+                    black_box((c, o, v, h.properties, b.len()));
+                },
+            ));
         });
         let mut src = BytesMut::with_capacity(4096);
         let d_peer = allocs_per_op(|| {
