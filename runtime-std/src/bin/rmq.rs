@@ -1,1 +1,2 @@
+//! The `rmq` command line (placeholder while the CLI is written).
 fn main() {}
