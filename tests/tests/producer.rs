@@ -238,8 +238,8 @@ fn features(version: Version) {
                 assert_eq!(m.offset_msg_id, r.offset_msg_id);
             }
             let text = String::from_utf8_lossy(&m.body);
-            if text.starts_with("sync-") {
-                let i: u32 = text[5..].parse().unwrap();
+            if let Some(i) = text.strip_prefix("sync-") {
+                let i: u32 = i.parse().unwrap();
                 assert_eq!(m.tags.as_deref(), Some("TagS"));
                 assert_eq!(m.keys.as_deref(), Some(format!("k-{i}").as_str()));
                 assert_eq!(m.properties.get("p"), Some(&format!("v{i}")));
