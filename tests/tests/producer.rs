@@ -208,6 +208,26 @@ fn features(version: Version) {
             .expect("auto-created topic");
         check_ok(&r, auto);
 
+        // The binary (ROCKETMQ) header format, with a Java-language producer.
+        let pb = Producer::builder()
+            .namesrv_addr(&ns)
+            .producer_group("rmq-std-it-bin")
+            .serialize_type(rmq_std::core::wire::SerializeType::ROCKETMQ)
+            .language(LanguageCode::JAVA)
+            .start()
+            .await
+            .expect("producer");
+        for i in 0..3 {
+            let body = format!("binary-{i}");
+            let r = pb
+                .send(Message::new(topic, body.clone()).with_tags("TagR"))
+                .await
+                .expect("ROCKETMQ-format send");
+            check_ok(&r, topic);
+            expect.insert(body.into_bytes(), Some(r));
+        }
+        pb.shutdown().await;
+
         let route = p.route(topic).await.expect("route");
         assert_eq!(route.queues.len(), 4);
         assert!(!route.from_default_topic);
