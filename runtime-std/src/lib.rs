@@ -34,6 +34,7 @@
 pub mod clock;
 mod config;
 pub mod conn;
+pub mod consumer;
 mod message;
 mod producer;
 pub mod shared;
