@@ -71,25 +71,36 @@ fn sent_ok(lines: &[SendLine], n: usize) {
     assert!(lines.iter().all(|s| s.status == "SEND_OK"), "{lines:?}");
 }
 
-/// Java's allocation (RebalanceImpl sorting + the strategy) for `cids` over `queues`, per cid.
-fn java_allocation(
+type Allocation = BTreeMap<String, Vec<MessageQueue>>;
+
+/// Java's allocation (RebalanceImpl sorting + the strategy) for each case
+/// `(strategy, cids, queues)`, per cid; one JVM for all cases.
+fn java_allocations(
     cluster: &Cluster,
-    strategy: &str,
-    cids: &[String],
-    queues: &[MessageQueue],
-) -> BTreeMap<String, Vec<MessageQueue>> {
-    let mut args = vec![strategy.to_owned(), cids.join(",")];
-    args.extend(
-        queues
-            .iter()
-            .map(|q| format!("{}/{}/{}", q.topic, q.broker_name, q.queue_id)),
-    );
+    cases: &[(&str, Vec<String>, Vec<MessageQueue>)],
+) -> Vec<Allocation> {
+    let mut args = Vec::new();
+    for (i, (strategy, cids, queues)) in cases.iter().enumerate() {
+        if i > 0 {
+            args.push("--".to_owned());
+        }
+        args.push((*strategy).to_owned());
+        args.push(cids.join(","));
+        args.extend(
+            queues
+                .iter()
+                .map(|q| format!("{}/{}/{}", q.topic, q.broker_name, q.queue_id)),
+        );
+    }
     let out = cluster
         .run_java_tool("AllocateOracle", &args, Duration::from_secs(60))
         .expect("AllocateOracle");
-    let mut map = BTreeMap::new();
+    let mut maps = vec![Allocation::new(); cases.len()];
     for line in out.lines().filter_map(|l| l.strip_prefix("RMQA ")) {
-        let (cid, list) = line.split_once(' ').unwrap_or((line, ""));
+        let mut parts = line.splitn(3, ' ');
+        let case: usize = parts.next().and_then(|c| c.parse().ok()).expect("case");
+        let cid = parts.next().expect("cid");
+        let list = parts.next().unwrap_or("");
         let qs = list
             .split(',')
             .filter(|s| !s.is_empty())
@@ -102,10 +113,12 @@ fn java_allocation(
                 }
             })
             .collect();
-        map.insert(cid.to_owned(), qs);
+        maps[case].insert(cid.to_owned(), qs);
     }
-    assert_eq!(map.len(), cids.len(), "oracle output:\n{out}");
-    map
+    for (m, (_, cids, _)) in maps.iter().zip(cases) {
+        assert_eq!(m.len(), cids.len(), "oracle output:\n{out}");
+    }
+    maps
 }
 
 /// rmq-core's allocation on the same inputs, in the same shape.
@@ -113,7 +126,7 @@ fn rust_allocation(
     strategy: AllocateStrategy,
     cids: &[String],
     queues: &[MessageQueue],
-) -> BTreeMap<String, Vec<MessageQueue>> {
+) -> Allocation {
     let mut qs: Vec<CoreQueue<'_>> = queues
         .iter()
         .map(|q| CoreQueue::new(&q.topic, &q.broker_name, q.queue_id))
@@ -170,16 +183,21 @@ fn check_allocation_oracle(cluster: &Cluster) {
         ],
         &["only@1"],
     ];
+    let mut cases = Vec::new();
+    let mut rust = Vec::new();
     for cids in cid_sets {
         let cids: Vec<String> = cids.iter().map(|s| (*s).to_owned()).collect();
         for (name, s) in [
             ("AVG", AllocateStrategy::Averagely),
             ("AVG_BY_CIRCLE", AllocateStrategy::AveragelyByCircle),
         ] {
-            let java = java_allocation(cluster, name, &cids, &queues);
-            let rust = rust_allocation(s, &cids, &queues);
-            assert_eq!(rust, java, "{name} {cids:?}");
+            rust.push(rust_allocation(s, &cids, &queues));
+            cases.push((name, cids.clone(), queues.clone()));
         }
+    }
+    let java = java_allocations(cluster, &cases);
+    for ((r, j), (name, cids, _)) in rust.iter().zip(&java).zip(&cases) {
+        assert_eq!(r, j, "{name} {cids:?}");
     }
 }
 
@@ -282,7 +300,7 @@ fn scenario_rebalance(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
         .chain(c2.assigned_queues())
         .collect();
     queues.reverse();
-    let java = java_allocation(cluster, "AVG", &cids, &queues);
+    let java = java_allocations(cluster, &[("AVG", cids, queues)]).remove(0);
     assert_eq!(
         java.get(c1.client_id()),
         Some(&c1.assigned_queues()),
@@ -349,7 +367,16 @@ fn scenario_rebalance(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
     rt.block_on(c1.shutdown());
 }
 
-fn scenario_restart(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
+fn keys(msgs: &[ConsumedMessage]) -> BTreeSet<(i32, i64)> {
+    msgs.iter()
+        .map(|m| (m.queue.queue_id, m.queue_offset))
+        .collect()
+}
+
+/// Phase 1 crashes (its runtime is dropped: no shutdown commit, no unregister) after the
+/// periodic commit ran; phase 2 must resume from that commit. Phase 2 acknowledges everything and
+/// shuts down cleanly; phase 3 must then find nothing left.
+fn scenario_restart(cluster: &Cluster) {
     let topic = "ConsRestart";
     cluster.create_topic(topic, 4).expect("create topic");
     let sent = JavaProducer::new(topic, 40)
@@ -358,7 +385,9 @@ fn scenario_restart(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
         .expect("java producer");
     sent_ok(&sent, 40);
     let group = "cg_restart";
-    let (first, acked, committable) = rt.block_on(async {
+
+    let crash_rt = rt();
+    let (first, acked, committable) = crash_rt.block_on(async {
         let c = consumer(cluster, group, topic, "*").await;
         let got = collect(&c, 40, Duration::from_secs(60), false).await;
         assert_eq!(got.len(), 40);
@@ -374,27 +403,31 @@ fn scenario_restart(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
         for q in c.assigned_queues() {
             committable.insert(q.queue_id, c.committable_offset(&q).expect("owned"));
         }
-        c.shutdown().await;
+        // Wait for the periodic commit (every 5 s) of the 4 queues.
+        let before = c.stats().commits;
+        let t0 = Instant::now();
+        while c.stats().commits < before + 4 {
+            assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", c.stats());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         (got, acked, committable)
     });
-    let second = rt.block_on(async {
+    drop(crash_rt); // "kill -9": tasks and sockets go away, nothing else is sent.
+
+    let rt2 = rt();
+    let second = rt2.block_on(async {
         let c = consumer(cluster, group, topic, "*").await;
         let want = 40 - acked.len();
-        let got = collect(&c, want, Duration::from_secs(60), true).await;
+        let mut got = collect(&c, want, Duration::from_secs(60), true).await;
         // Anything else that arrives is a duplicate too; give it a moment.
-        let mut got = got;
-        got.extend(c.poll(64, Duration::from_secs(2)).await);
+        let more = c.poll(64, Duration::from_secs(2)).await;
+        c.ack_all(&more);
+        got.extend(more);
         c.shutdown().await;
         got
     });
-    let all: BTreeSet<(i32, i64)> = first
-        .iter()
-        .map(|m| (m.queue.queue_id, m.queue_offset))
-        .collect();
-    let second_keys: BTreeSet<(i32, i64)> = second
-        .iter()
-        .map(|m| (m.queue.queue_id, m.queue_offset))
-        .collect();
+    let all = keys(&first);
+    let second_keys = keys(&second);
     // Nothing lost: every unacknowledged message comes again.
     for k in &all {
         assert!(
@@ -402,7 +435,7 @@ fn scenario_restart(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
             "message {k:?} lost"
         );
     }
-    // Duplicates only inside the window: at or above the committable offset of the queue.
+    // Duplicates only inside the window: at or above the committed offset of the queue.
     for (qid, off) in second_keys.intersection(&acked) {
         assert!(
             *off >= committable[qid],
@@ -410,8 +443,19 @@ fn scenario_restart(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
             committable[qid]
         );
     }
-    // And the window is really used: messages below it were not redelivered.
     assert!(second_keys.len() < 40, "everything was redelivered");
+
+    // Phase 3: the clean shutdown committed everything.
+    let third = rt2.block_on(async {
+        let c = consumer(cluster, group, topic, "*").await;
+        let got = c.poll(64, Duration::from_secs(3)).await;
+        c.shutdown().await;
+        got
+    });
+    assert!(
+        third.is_empty(),
+        "redelivered after a clean shutdown: {third:?}"
+    );
 }
 
 fn scenario_flow_control(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
@@ -460,7 +504,7 @@ fn run_all(version: Version) {
     eprintln!("[{}] content ok at {:?}", version.name(), t0.elapsed());
     scenario_rebalance(&cluster, &rt);
     eprintln!("[{}] rebalance ok at {:?}", version.name(), t0.elapsed());
-    scenario_restart(&cluster, &rt);
+    scenario_restart(&cluster);
     eprintln!("[{}] restart ok at {:?}", version.name(), t0.elapsed());
     scenario_flow_control(&cluster, &rt);
     eprintln!("[{}] flow control ok at {:?}", version.name(), t0.elapsed());
