@@ -367,6 +367,62 @@ fn scenario_rebalance(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
     rt.block_on(c1.shutdown());
 }
 
+/// The same takeover with broker notifications switched off for the group
+/// (`updateSubGroup -a false`): only the 20 s rebalance timer can move the queues.
+fn scenario_timer_rebalance(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
+    let topic = "ConsBalance";
+    let group = "cg_timer";
+    let ns = cluster.namesrv_addr().to_string();
+    let out = cluster
+        .mqadmin(&[
+            "updateSubGroup",
+            "-n",
+            &ns,
+            "-c",
+            rmq_tests::broker::CLUSTER_NAME,
+            "-g",
+            group,
+            "-a",
+            "false",
+        ])
+        .expect("updateSubGroup");
+    assert!(out.contains("success"), "updateSubGroup: {out}");
+    let (c1, c2) = rt.block_on(async {
+        let c1 = consumer(cluster, group, topic, "*").await;
+        let c2 = consumer(cluster, group, topic, "*").await;
+        (c1, c2)
+    });
+    let rebalance = c1.config().rebalance_interval;
+    let t0 = Instant::now();
+    while !(c1.assigned_queues().len() == 4 && c2.assigned_queues().len() == 4) {
+        assert!(
+            t0.elapsed() < rebalance + Duration::from_secs(5),
+            "no split within one rebalance: {:?} / {:?}",
+            c1.assigned_queues(),
+            c2.assigned_queues()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let split = t0.elapsed();
+    rt.block_on(c2.shutdown());
+    let t0 = Instant::now();
+    while c1.assigned_queues().len() != 8 {
+        assert!(
+            t0.elapsed() < rebalance + Duration::from_secs(5),
+            "c1 did not take over within one rebalance: {:?}",
+            c1.assigned_queues()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!(
+        "[{}] timer rebalance: split after {split:?}, takeover after {:?}, {:?}",
+        cluster.version().name(),
+        t0.elapsed(),
+        c1.stats()
+    );
+    rt.block_on(c1.shutdown());
+}
+
 fn keys(msgs: &[ConsumedMessage]) -> BTreeSet<(i32, i64)> {
     msgs.iter()
         .map(|m| (m.queue.queue_id, m.queue_offset))
@@ -417,8 +473,15 @@ fn scenario_restart(cluster: &Cluster) {
     let rt2 = rt();
     let second = rt2.block_on(async {
         let c = consumer(cluster, group, topic, "*").await;
-        let want = 40 - acked.len();
-        let mut got = collect(&c, want, Duration::from_secs(60), true).await;
+        // Until every message not acknowledged before the crash came again (or a minute).
+        let unacked: BTreeSet<(i32, i64)> = keys(&first).difference(&acked).copied().collect();
+        let t0 = Instant::now();
+        let mut got = Vec::new();
+        while !unacked.is_subset(&keys(&got)) && t0.elapsed() < Duration::from_secs(60) {
+            let batch = c.poll(64, Duration::from_millis(500)).await;
+            c.ack_all(&batch);
+            got.extend(batch);
+        }
         // Anything else that arrives is a duplicate too; give it a moment.
         let more = c.poll(64, Duration::from_secs(2)).await;
         c.ack_all(&more);
@@ -504,6 +567,12 @@ fn run_all(version: Version) {
     eprintln!("[{}] content ok at {:?}", version.name(), t0.elapsed());
     scenario_rebalance(&cluster, &rt);
     eprintln!("[{}] rebalance ok at {:?}", version.name(), t0.elapsed());
+    scenario_timer_rebalance(&cluster, &rt);
+    eprintln!(
+        "[{}] timer rebalance ok at {:?}",
+        version.name(),
+        t0.elapsed()
+    );
     scenario_restart(&cluster);
     eprintln!("[{}] restart ok at {:?}", version.name(), t0.elapsed());
     scenario_flow_control(&cluster, &rt);
