@@ -428,9 +428,37 @@ struct Inner {
 }
 
 /// A clustering-mode long-polling pull consumer; see the [module docs](self).
+///
+/// Clones share one consumer. Call [`Consumer::shutdown`] to stop cleanly (commit, unregister).
+/// Dropping the last clone without it stops every task at once, like a crash: nothing is
+/// committed beyond the last periodic commit and the brokers notice the closed connections.
 #[derive(Clone)]
 pub struct Consumer {
     inner: Arc<Inner>,
+    /// `Some` on the handles given to the user; internal handles do not keep it alive.
+    _life: Option<Arc<Lifeline>>,
+}
+
+struct Lifeline {
+    inner: std::sync::Weak<Inner>,
+}
+
+impl Drop for Lifeline {
+    fn drop(&mut self) {
+        let Some(inner) = self.inner.upgrade() else {
+            return;
+        };
+        inner.running.store(false, Ordering::Release);
+        for t in lock(&inner.tasks).drain(..) {
+            t.abort();
+        }
+        for e in lock(&inner.state).queues.values_mut() {
+            if let Some(t) = e.task.take() {
+                t.abort();
+            }
+        }
+        inner.pool.close_all();
+    }
 }
 
 impl std::fmt::Debug for Consumer {
@@ -495,7 +523,10 @@ impl Consumer {
             stats: Stats::default(),
             cfg,
         });
-        let c = Consumer { inner };
+        let life = Some(Arc::new(Lifeline {
+            inner: Arc::downgrade(&inner),
+        }));
+        let c = Consumer { inner, _life: life };
         c.refresh_routes().await;
         c.heartbeat_all().await;
         c.rebalance().await;
@@ -544,7 +575,7 @@ impl Consumer {
                 if !inner.running.load(Ordering::Acquire) {
                     break;
                 }
-                f(Consumer { inner }).await;
+                f(Consumer { inner, _life: None }).await;
             }
         })
     }
@@ -1373,6 +1404,7 @@ async fn pull_once(inner: &Arc<Inner>, q: &MessageQueue, lease: &mut u64, expr_t
             }
             let c = Consumer {
                 inner: inner.clone(),
+                _life: None,
             };
             if c.update_offset(q, result.next_begin_offset).await
                 && let Some(e) = lock(&inner.state).queues.get_mut(q)
@@ -1381,5 +1413,108 @@ async fn pull_once(inner: &Arc<Inner>, q: &MessageQueue, lease: &mut u64, expr_t
             }
             Next::Now
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmq_core::message::SysFlag;
+    use rmq_core::message::stored::MessageVersion;
+    use std::net::SocketAddr;
+
+    fn stored<'a>(body: &'a [u8], sys_flag: SysFlag, props: &'a [u8]) -> StoredMessage<'a> {
+        let host: SocketAddr = "10.0.0.5:10911".parse().unwrap();
+        StoredMessage {
+            version: MessageVersion::V1,
+            body_crc: rmq_core::message::stored::body_crc(body),
+            queue_id: 2,
+            flag: 7,
+            queue_offset: 41,
+            physical_offset: 0x12345,
+            sys_flag,
+            born_timestamp: 1,
+            born_host: host,
+            store_timestamp: 2,
+            store_host: host,
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body,
+            topic: "T",
+            raw_properties: props,
+        }
+    }
+
+    #[test]
+    fn pulled_message_is_decompressed_and_mapped() {
+        let plain: Vec<u8> = (0..5000u32).map(|i| b'a' + (i % 26) as u8).collect();
+        let z = miniz_oxide::deflate::compress_to_vec_zlib(&plain, 5);
+        let props = b"TAGS\x01TagA\x02KEYS\x01k1\x02UNIQ_KEY\x01ABCDEF\x02";
+        let q = MessageQueue {
+            topic: "T".into(),
+            broker_name: "broker-a".into(),
+            queue_id: 2,
+        };
+        let m = to_message(
+            &q,
+            &stored(
+                &z,
+                SysFlag::COMPRESSED | SysFlag::COMPRESSION_ZLIB_TYPE,
+                props,
+            ),
+            9,
+        );
+        assert_eq!(m.body.as_ref(), &plain[..]);
+        assert_eq!(m.tags(), Some("TagA"));
+        assert_eq!(m.keys(), Some("k1"));
+        assert_eq!(m.msg_id, "ABCDEF");
+        assert_eq!(m.offset_msg_id, "0A00000500002A9F0000000000012345");
+        assert_eq!((m.queue_offset, m.flag, m.lease), (41, 7, 9));
+
+        // Not compressed: as stored; no UNIQ_KEY: the offsetMsgId.
+        let m = to_message(&q, &stored(b"raw", SysFlag::default(), b""), 1);
+        assert_eq!(m.body.as_ref(), b"raw");
+        assert_eq!(m.msg_id, m.offset_msg_id);
+        assert_eq!(m.tags(), None);
+    }
+
+    #[tokio::test]
+    async fn builder_validation() {
+        let e = Consumer::builder()
+            .group("g")
+            .subscribe("T", "*")
+            .start()
+            .await;
+        assert_eq!(e.unwrap_err(), ConsumerConfigError::NoNameServer);
+        let b = Consumer::builder().namesrv_addr("127.0.0.1:1");
+        assert_eq!(
+            b.clone().subscribe("T", "*").start().await.unwrap_err(),
+            ConsumerConfigError::NoGroup
+        );
+        assert_eq!(
+            b.clone().group("g").start().await.unwrap_err(),
+            ConsumerConfigError::NoSubscription
+        );
+        assert_eq!(
+            b.clone()
+                .group("g")
+                .subscribe("T", "*")
+                .pull_batch_size(0)
+                .start()
+                .await
+                .unwrap_err(),
+            ConsumerConfigError::ZeroBatch
+        );
+        // A later subscribe replaces the expression of the same topic.
+        let b = b.subscribe("T", "a").subscribe("T", "b || c");
+        assert_eq!(
+            b.config().subscriptions,
+            [("T".to_owned(), "b || c".to_owned())]
+        );
+        // Two default builders never share an instance name (client ids must differ).
+        assert_ne!(
+            Consumer::builder().config().instance_name,
+            Consumer::builder().config().instance_name
+        );
     }
 }
