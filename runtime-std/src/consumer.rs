@@ -1369,7 +1369,8 @@ async fn pull_once(inner: &Arc<Inner>, q: &MessageQueue, lease: &mut u64, expr_t
                         let _ = inner.tx.send(m);
                     }
                     Err(rmq_core::consumer::TrackError::NotAscending) => {}
-                    Err(rmq_core::consumer::TrackError::Full) => {
+                    Err(_) => {
+                        // Full (cannot happen: the pull asked for at most the free slots).
                         complete = false;
                         break;
                     }
