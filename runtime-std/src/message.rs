@@ -173,6 +173,7 @@ pub struct SendError {
 }
 
 impl SendError {
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn new(kind: SendErrorKind, attempts: u8) -> Self {
         let retryable = matches!(
             kind,
