@@ -36,6 +36,7 @@ pub mod fault;
 pub mod json;
 pub mod message;
 pub mod pending;
+pub mod producer;
 pub mod retry;
 pub mod route;
 pub mod select;

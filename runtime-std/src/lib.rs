@@ -1,6 +1,54 @@
 //! # rmq-std
 //!
 //! The tokio runtime of rmq: it moves bytes between sockets and [`rmq_core`], owns timers and
-//! shares state. Every protocol decision is made in the core.
+//! shares state. Every protocol decision (headers, codes, queue choice, retries, deadlines) is
+//! made in the core; this crate only drives it.
+//!
+//! ## Shape
+//!
+//! - [`Producer`] (built with [`ProducerBuilder`]): routes per topic (NameServer, cached,
+//!   refreshed every `poll_name_server_interval`, the TBW102 template route for topics that
+//!   do not exist yet), heartbeats to every broker master, and the send driver: one core
+//!   [`rmq_core::retry::SendPlan`] per send, one total deadline.
+//! - `conn`: one multiplexed TCP connection per address, owned by one task; an in-flight
+//!   table keyed by opaque; a lost connection fails everything in flight on it at once.
+//! - [`shared`]: the only state shared between tasks (in-flight table, fault table,
+//!   counters), built from the primitives of `sync` (std, or loom under `--cfg loom`).
+//!
+//! ```no_run
+//! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+//! use rmq_std::{Message, Producer};
+//! let producer = Producer::builder()
+//!     .namesrv_addr("127.0.0.1:9876")
+//!     .producer_group("pg-demo")
+//!     .start()
+//!     .await?;
+//! let r = producer.send(Message::new("TopicA", "hello").with_tags("TagA")).await?;
+//! println!("stored as {} in {:?} at offset {}", r.msg_id, r.queue, r.queue_offset);
+//! let pending = producer.send_async(Message::new("TopicA", "async"));
+//! tokio::spawn(pending);
+//! producer.shutdown().await;
+//! # Ok(()) }
+//! ```
 
+// Under `--cfg loom` only the shared-state layer is built: tokio has no networking there, and
+// the loom tests exercise `shared` alone.
+pub mod clock;
+#[cfg(not(loom))]
+mod config;
+#[cfg(not(loom))]
+pub mod conn;
+mod message;
+#[cfg(not(loom))]
+mod producer;
+pub mod shared;
+pub mod sync;
+
+#[cfg(not(loom))]
+pub use config::{ConfigError, FaultProfile, ProducerBuilder, ProducerConfig, RUNTIME_ADAPTIVE};
+pub use message::{Message, MessageQueue, SendError, SendErrorKind, SendResult};
+#[cfg(not(loom))]
+pub use producer::{Producer, RouteInfo};
 pub use rmq_core as core;
+pub use rmq_core::retry::{SendStatus, TransportError};
+pub use shared::CountersSnapshot;

@@ -1,0 +1,507 @@
+//! Producer pieces shared by every runtime: the send request, the send response, compression
+//! choice, heartbeat body, client id, NameServer choice and reconnect back-off.
+//!
+//! Read STRATEGY.md §4.6 (what a send request carries), §7 (`processSendResponse`), §8.1
+//! (NameServer choice) and WIRE.md §8 (heartbeat), §10 (compression) first. Everything here is
+//! a pure function of its inputs: runtimes (tokio, smoltcp) call these instead of building
+//! headers or mapping codes themselves.
+//!
+//! ```
+//! use rmq_core::producer::{SendRequest, compression_flags};
+//! use rmq_core::wire::{CommandRepr, RequestCode, SerializeType, version};
+//!
+//! let req = SendRequest::new("pg", "TopicA", 2, "broker-a", "WAIT\u{1}true\u{2}", 1_700_000_000_000)
+//!     .sys_flag(compression_flags(5000, 4096, false).unwrap_or(0));
+//! assert_eq!(req.code(), RequestCode::SEND_MESSAGE_V2);
+//! let hdr = req.header();
+//! assert_eq!(hdr.0.sys_flag, 0x301);
+//! let cmd = CommandRepr::request(req.code(), 7, version::V5_3_3, Some(hdr));
+//! let mut buf = [0u8; 512];
+//! let n = cmd.emit_frame_prefix_and_header(SerializeType::JSON, 10, &mut buf).unwrap();
+//! assert!(n > 8);
+//! ```
+
+use core::fmt;
+use core::net::IpAddr;
+
+use crate::json::SliceWriter;
+use crate::message::SysFlag;
+use crate::retry::SendStatus;
+use crate::time::Duration;
+use crate::wire::headers::{SendMessageRequestHeader, SendMessageRequestHeaderV2};
+use crate::wire::headers::SendMessageResponseHeader;
+use crate::wire::{CommandHeader, FieldError, RequestCode, Scratch};
+
+/// The auto-create template topic (`TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC`).
+pub const DEFAULT_TOPIC: &str = "TBW102";
+/// `defaultTopicQueueNums`: caps the template route's queues and goes in every send header.
+pub const DEFAULT_TOPIC_QUEUE_NUMS: i32 = 4;
+/// The internal producer group every Java client also announces in its heartbeats.
+pub const CLIENT_INNER_PRODUCER: &str = "CLIENT_INNER_PRODUCER";
+/// `compressMsgBodyOverHowmuch` default: compress bodies of at least 4096 bytes.
+pub const DEFAULT_COMPRESS_OVER: usize = 4096;
+/// `rocketmq.message.compressLevel` default (zlib level 5).
+pub const COMPRESSION_LEVEL: u8 = 5;
+/// `mqClientApiTimeout`: the timeout of route, heartbeat and unregister requests.
+pub const CLIENT_API_TIMEOUT: Duration = Duration::from_millis(3000);
+/// `connectTimeoutMillis`.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(3000);
+/// `pollNameServerInterval` default.
+pub const POLL_NAME_SERVER_INTERVAL: Duration = Duration::from_millis(30_000);
+/// `heartbeatBrokerInterval` default.
+pub const HEARTBEAT_BROKER_INTERVAL: Duration = Duration::from_millis(30_000);
+
+/// The sysFlag bits a send adds for compression, or `None` when the body stays as it is:
+/// non-batch bodies of at least `threshold` bytes are zlib-compressed and flagged
+/// `COMPRESSED | ZLIB` (`0x301`, WIRE.md §10). Batches are never compressed.
+pub fn compression_flags(body_len: usize, threshold: usize, batch: bool) -> Option<i32> {
+    if batch || body_len < threshold {
+        return None;
+    }
+    Some(SysFlag::COMPRESSED.bits() | SysFlag::COMPRESSION_ZLIB_TYPE.bits())
+}
+
+/// One send request (SEND_MESSAGE_V2 or SEND_BATCH_MESSAGE), as Java's `sendKernelImpl`
+/// builds it. Build with [`SendRequest::new`], adjust, then take [`SendRequest::header`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SendRequest<'a> {
+    producer_group: &'a str,
+    topic: &'a str,
+    queue_id: i32,
+    broker_name: &'a str,
+    properties: &'a str,
+    born_timestamp: i64,
+    flag: i32,
+    sys_flag: i32,
+    batch: bool,
+    default_topic: &'a str,
+    default_topic_queue_nums: i32,
+}
+
+impl<'a> SendRequest<'a> {
+    /// A request for queue `queue_id` of `broker_name`, with the encoded properties string
+    /// and the born timestamp (Unix ms).
+    pub fn new(
+        producer_group: &'a str,
+        topic: &'a str,
+        queue_id: i32,
+        broker_name: &'a str,
+        properties: &'a str,
+        born_timestamp: i64,
+    ) -> Self {
+        SendRequest {
+            producer_group,
+            topic,
+            queue_id,
+            broker_name,
+            properties,
+            born_timestamp,
+            flag: 0,
+            sys_flag: 0,
+            batch: false,
+            default_topic: DEFAULT_TOPIC,
+            default_topic_queue_nums: DEFAULT_TOPIC_QUEUE_NUMS,
+        }
+    }
+
+    /// `Message.flag` (an application integer stored verbatim).
+    #[must_use]
+    pub fn flag(mut self, flag: i32) -> Self {
+        self.flag = flag;
+        self
+    }
+
+    /// Adds sysFlag bits (e.g. [`compression_flags`]).
+    #[must_use]
+    pub fn sys_flag(mut self, bits: i32) -> Self {
+        self.sys_flag |= bits;
+        self
+    }
+
+    /// Marks the body as a batch (code 320, `batch=true`).
+    #[must_use]
+    pub fn batch(mut self, batch: bool) -> Self {
+        self.batch = batch;
+        self
+    }
+
+    /// Overrides `createTopicKey` / `defaultTopicQueueNums`.
+    #[must_use]
+    pub fn default_topic(mut self, topic: &'a str, queue_nums: i32) -> Self {
+        self.default_topic = topic;
+        self.default_topic_queue_nums = queue_nums;
+        self
+    }
+
+    /// The request code: SEND_BATCH_MESSAGE (320) for a batch, else SEND_MESSAGE_V2 (310)
+    /// (`sendSmartMsg` on, the Java default; WIRE.md §6.3).
+    pub fn code(&self) -> RequestCode {
+        if self.batch {
+            RequestCode::SEND_BATCH_MESSAGE
+        } else {
+            RequestCode::SEND_MESSAGE_V2
+        }
+    }
+
+    /// The V2 header.
+    pub fn header(&self) -> SendMessageRequestHeaderV2<'a> {
+        SendMessageRequestHeaderV2(SendMessageRequestHeader {
+            producer_group: self.producer_group,
+            topic: self.topic,
+            default_topic: self.default_topic,
+            default_topic_queue_nums: self.default_topic_queue_nums,
+            queue_id: self.queue_id,
+            sys_flag: self.sys_flag,
+            born_timestamp: self.born_timestamp,
+            flag: self.flag,
+            properties: if self.properties.is_empty() {
+                None
+            } else {
+                Some(self.properties)
+            },
+            reconsume_times: Some(0),
+            unit_mode: Some(false),
+            batch: Some(self.batch),
+            max_reconsume_times: None,
+            broker_name: Some(self.broker_name),
+        })
+    }
+}
+
+/// A decoded send response (STRATEGY.md §7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendResponse<'a> {
+    /// The message was stored (`status` may still report a flush/replication problem).
+    Stored {
+        /// The send status.
+        status: SendStatus,
+        /// The response code (0, 10, 11 or 12).
+        code: i32,
+        /// The broker's message id (offsetMsgId).
+        offset_msg_id: &'a str,
+        /// The queue written.
+        queue_id: i32,
+        /// The consume-queue offset.
+        queue_offset: i64,
+    },
+    /// Any other code: a broker error (`MQBrokerException`).
+    Rejected {
+        /// The response code.
+        code: i32,
+    },
+}
+
+impl SendResponse<'_> {
+    /// The response code, for [`crate::retry::AttemptOutcome::Response`].
+    pub fn code(&self) -> i32 {
+        match *self {
+            SendResponse::Stored { code, .. } | SendResponse::Rejected { code } => code,
+        }
+    }
+}
+
+/// Decodes a send response header: a status code with its required fields, or a broker error.
+///
+/// # Errors
+/// [`FieldError`] when a status code comes without `msgId`, `queueId` or `queueOffset`
+/// (Java fails the same way decoding the required fields).
+pub fn parse_send_response<'a>(
+    h: &CommandHeader<'a>,
+    scratch: &mut Scratch<'a>,
+) -> Result<SendResponse<'a>, FieldError> {
+    let code = h.code();
+    match SendStatus::from_code(code) {
+        None => Ok(SendResponse::Rejected { code }),
+        Some(status) => {
+            let r = SendMessageResponseHeader::decode(h, scratch)?;
+            Ok(SendResponse::Stored {
+                status,
+                code,
+                offset_msg_id: r.msg_id,
+                queue_id: r.queue_id,
+                queue_offset: r.queue_offset,
+            })
+        }
+    }
+}
+
+/// Writes the client id `ip@instance` (WIRE.md §8, `buildMQClientId` without unit name).
+///
+/// # Errors
+/// [`crate::json::BufferTooSmall`] when `buf` is too short.
+pub fn write_client_id(
+    ip: IpAddr,
+    instance: &str,
+    buf: &mut [u8],
+) -> Result<usize, crate::json::BufferTooSmall> {
+    struct W<'w, 'b>(&'w mut SliceWriter<'b>);
+    impl fmt::Write for W<'_, '_> {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            self.0.put(s.as_bytes());
+            Ok(())
+        }
+    }
+    let mut w = SliceWriter::new(buf);
+    // SliceWriter records overflow itself; the formatter never fails.
+    let _ = fmt::write(&mut W(&mut w), format_args!("{ip}@{instance}"));
+    w.finish()
+}
+
+/// Which HeartbeatData fields to write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeartbeatFlavor {
+    /// 4.9.x: clientID, consumerDataSet, producerDataSet.
+    V4,
+    /// 5.x: also `heartbeatFingerprint: 0` and `withoutSub: false`.
+    V5,
+}
+
+/// Writes a producer-only HEART_BEAT (34) JSON body (fastjson order: keys sorted), announcing
+/// `groups` plus [`CLIENT_INNER_PRODUCER`].
+///
+/// # Errors
+/// [`crate::json::BufferTooSmall`] when `buf` is too short.
+pub fn write_heartbeat(
+    client_id: &str,
+    groups: &[&str],
+    flavor: HeartbeatFlavor,
+    buf: &mut [u8],
+) -> Result<usize, crate::json::BufferTooSmall> {
+    let mut w = SliceWriter::new(buf);
+    w.put(br#"{"clientID":"#);
+    w.put_json_str(client_id);
+    w.put(br#","consumerDataSet":[]"#);
+    if flavor == HeartbeatFlavor::V5 {
+        w.put(br#","heartbeatFingerprint":0"#);
+    }
+    w.put(br#","producerDataSet":[{"groupName":"#);
+    w.put_json_str(CLIENT_INNER_PRODUCER);
+    w.put_u8(b'}');
+    for g in groups.iter().filter(|g| **g != CLIENT_INNER_PRODUCER) {
+        w.put(br#",{"groupName":"#);
+        w.put_json_str(g);
+        w.put_u8(b'}');
+    }
+    w.put_u8(b']');
+    if flavor == HeartbeatFlavor::V5 {
+        w.put(br#","withoutSub":false"#);
+    }
+    w.put_u8(b'}');
+    w.finish()
+}
+
+/// The NameServer choice of STRATEGY.md §8.1: start at a random index, stay on one server
+/// while it works, move to the next one after a failure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NamesrvCursor {
+    index: u32,
+}
+
+impl NamesrvCursor {
+    /// A cursor starting at `seed` (the runtime passes a random value).
+    pub const fn new(seed: u32) -> Self {
+        NamesrvCursor { index: seed }
+    }
+
+    /// The server to use among `len` (0 when `len == 0`).
+    pub fn current(&self, len: usize) -> usize {
+        (self.index as usize).checked_rem(len).unwrap_or(0)
+    }
+
+    /// The current server failed (connect error, timeout, closed): use the next one.
+    pub fn failed(&mut self) {
+        self.index = self.index.wrapping_add(1);
+    }
+}
+
+/// Exponential reconnect back-off: `base · 2^failures`, capped at `max`, reset on success.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Backoff {
+    base: Duration,
+    max: Duration,
+    failures: u32,
+}
+
+impl Backoff {
+    /// A back-off starting at `base`, never longer than `max`.
+    pub const fn new(base: Duration, max: Duration) -> Self {
+        Backoff {
+            base,
+            max,
+            failures: 0,
+        }
+    }
+
+    /// Consecutive failures so far.
+    pub fn failures(&self) -> u32 {
+        self.failures
+    }
+
+    /// How long to wait before the next connect attempt (zero before the first failure).
+    pub fn delay(&self) -> Duration {
+        if self.failures == 0 {
+            return Duration::ZERO;
+        }
+        let shift = (self.failures - 1).min(20);
+        let ms = self.base.millis().saturating_mul(1u64 << shift);
+        Duration::from_millis(ms.min(self.max.millis()))
+    }
+
+    /// A connect attempt failed.
+    pub fn failed(&mut self) {
+        self.failures = self.failures.saturating_add(1);
+    }
+
+    /// A connect attempt succeeded.
+    pub fn reset(&mut self) {
+        self.failures = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{CommandRepr, Frame, ResponseCode, SerializeType, version};
+    use core::net::Ipv4Addr;
+
+    #[test]
+    fn compression_threshold_is_inclusive_and_skips_batches() {
+        assert_eq!(compression_flags(4095, 4096, false), None);
+        assert_eq!(compression_flags(4096, 4096, false), Some(0x301));
+        assert_eq!(compression_flags(1 << 20, 4096, true), None);
+    }
+
+    #[test]
+    fn send_request_header_round_trips() {
+        let props = "WAIT\u{1}true\u{2}UNIQ_KEY\u{1}AB\u{2}";
+        let req = SendRequest::new("pg", "T", 3, "broker-b", props, 123)
+            .flag(7)
+            .sys_flag(0x301)
+            .batch(false);
+        let cmd = CommandRepr::request(req.code(), 9, version::V5_3_3, Some(req.header()));
+        let mut buf = [0xa5u8; 600];
+        for ty in [SerializeType::JSON, SerializeType::ROCKETMQ] {
+            let n = cmd.emit_frame_prefix_and_header(ty, 0, &mut buf).unwrap();
+            let f = Frame::new_checked(&buf[..n]).unwrap();
+            let h = CommandHeader::parse(&f).unwrap();
+            assert_eq!(h.code(), 310);
+            let mut sbuf = [0u8; 256];
+            let mut s = Scratch::new(&mut sbuf);
+            let back = SendMessageRequestHeaderV2::decode(&h, &mut s).unwrap().0;
+            assert_eq!(back.producer_group, "pg");
+            assert_eq!(back.topic, "T");
+            assert_eq!(back.default_topic, "TBW102");
+            assert_eq!(back.default_topic_queue_nums, 4);
+            assert_eq!(back.queue_id, 3);
+            assert_eq!(back.sys_flag, 0x301);
+            assert_eq!(back.flag, 7);
+            assert_eq!(back.born_timestamp, 123);
+            assert_eq!(back.properties, Some(props));
+            assert_eq!(back.broker_name, Some("broker-b"));
+            assert_eq!(back.batch, Some(false));
+        }
+        let b = SendRequest::new("pg", "T", 0, "b", "", 1).batch(true);
+        assert_eq!(b.code(), RequestCode::SEND_BATCH_MESSAGE);
+        assert_eq!(b.header().0.properties, None);
+        assert_eq!(b.header().0.batch, Some(true));
+    }
+
+    fn response(code: i32, ext: &[(&str, &str)], buf: &mut [u8]) -> usize {
+        let cmd = CommandRepr::response(ResponseCode(code), 5, version::V5_3_3, Some(ext));
+        cmd.emit_frame_prefix_and_header(SerializeType::JSON, 0, buf)
+            .unwrap()
+    }
+
+    #[test]
+    fn send_response_maps_codes() {
+        let mut buf = [0u8; 400];
+        let ext = [("msgId", "7F00"), ("queueId", "2"), ("queueOffset", "41")];
+        let n = response(10, &ext, &mut buf);
+        let f = Frame::new_checked(&buf[..n]).unwrap();
+        let h = CommandHeader::parse(&f).unwrap();
+        let r = parse_send_response(&h, &mut Scratch::empty()).unwrap();
+        assert_eq!(
+            r,
+            SendResponse::Stored {
+                status: SendStatus::FlushDiskTimeout,
+                code: 10,
+                offset_msg_id: "7F00",
+                queue_id: 2,
+                queue_offset: 41
+            }
+        );
+        let n = response(17, &[], &mut buf);
+        let f = Frame::new_checked(&buf[..n]).unwrap();
+        let h = CommandHeader::parse(&f).unwrap();
+        let r = parse_send_response(&h, &mut Scratch::empty()).unwrap();
+        assert_eq!(r, SendResponse::Rejected { code: 17 });
+        assert_eq!(r.code(), 17);
+        // SUCCESS without the required fields is malformed.
+        let n = response(0, &[("queueId", "1")], &mut buf);
+        let f = Frame::new_checked(&buf[..n]).unwrap();
+        let h = CommandHeader::parse(&f).unwrap();
+        assert_eq!(
+            parse_send_response(&h, &mut Scratch::empty()),
+            Err(FieldError::Missing("msgId"))
+        );
+    }
+
+    #[test]
+    fn heartbeat_body_matches_wire_md_example() {
+        let mut buf = [0u8; 300];
+        let n = write_heartbeat(
+            "192.168.1.10@12345#83272164793012",
+            &["pg-demo"],
+            HeartbeatFlavor::V5,
+            &mut buf,
+        )
+        .unwrap();
+        assert_eq!(
+            core::str::from_utf8(&buf[..n]).unwrap(),
+            r#"{"clientID":"192.168.1.10@12345#83272164793012","consumerDataSet":[],"heartbeatFingerprint":0,"producerDataSet":[{"groupName":"CLIENT_INNER_PRODUCER"},{"groupName":"pg-demo"}],"withoutSub":false}"#
+        );
+        let n = write_heartbeat("c", &[], HeartbeatFlavor::V4, &mut buf).unwrap();
+        assert_eq!(
+            core::str::from_utf8(&buf[..n]).unwrap(),
+            r#"{"clientID":"c","consumerDataSet":[],"producerDataSet":[{"groupName":"CLIENT_INNER_PRODUCER"}]}"#
+        );
+        assert!(write_heartbeat("c", &[], HeartbeatFlavor::V4, &mut buf[..20]).is_err());
+    }
+
+    #[test]
+    fn client_id() {
+        let mut buf = [0u8; 64];
+        let n = write_client_id(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 5)), "42#7", &mut buf).unwrap();
+        assert_eq!(&buf[..n], b"10.0.0.5@42#7");
+        assert!(write_client_id(IpAddr::V4(Ipv4Addr::LOCALHOST), "x", &mut buf[..4]).is_err());
+    }
+
+    #[test]
+    fn namesrv_cursor_sticks_then_rotates() {
+        let mut c = NamesrvCursor::new(u32::MAX);
+        assert_eq!(c.current(3), (u32::MAX % 3) as usize);
+        let first = c.current(3);
+        assert_eq!(c.current(3), first, "sticky while it works");
+        c.failed();
+        assert_eq!(c.current(3), 0, "wraps to the next one");
+        c.failed();
+        assert_eq!(c.current(3), 1);
+        assert_eq!(c.current(0), 0);
+    }
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_millis(1000));
+        assert_eq!(b.delay(), Duration::ZERO);
+        b.failed();
+        assert_eq!(b.delay(), Duration::from_millis(100));
+        b.failed();
+        assert_eq!(b.delay(), Duration::from_millis(200));
+        for _ in 0..100 {
+            b.failed();
+        }
+        assert_eq!(b.delay(), Duration::from_millis(1000));
+        b.reset();
+        assert_eq!(b.delay(), Duration::ZERO);
+    }
+}

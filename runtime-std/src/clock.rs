@@ -1,0 +1,53 @@
+//! The runtime's edge between wall/monotonic clocks and the core's [`rmq_core::time`].
+
+use std::sync::OnceLock;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rmq_core::time::{Duration, Instant};
+
+fn epoch() -> std::time::Instant {
+    static EPOCH: OnceLock<std::time::Instant> = OnceLock::new();
+    *EPOCH.get_or_init(std::time::Instant::now)
+}
+
+/// Now, as a core instant (milliseconds since a process-wide epoch).
+pub fn now() -> Instant {
+    Instant::from_millis(u64::try_from(epoch().elapsed().as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A core instant as a tokio instant.
+pub fn to_tokio(i: Instant) -> tokio::time::Instant {
+    tokio::time::Instant::from_std(epoch() + std::time::Duration::from_millis(i.millis()))
+}
+
+/// A std duration as a core duration (saturating, ms).
+pub fn to_core(d: std::time::Duration) -> Duration {
+    Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A core duration as a std duration.
+pub fn to_std(d: Duration) -> std::time::Duration {
+    std::time::Duration::from_millis(d.millis())
+}
+
+/// Unix time in milliseconds (born timestamps, UNIQ_KEY).
+pub fn unix_millis() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// A cheap random `u32` (queue counter seeds, NameServer start index, entropy for the plan).
+/// Not cryptographic: SplitMix64 over a process counter and the clock.
+pub fn random_u32() -> u32 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static STATE: AtomicU64 = AtomicU64::new(0);
+    let mut z = STATE
+        .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
+        .wrapping_add(unix_millis() as u64)
+        .wrapping_add(u64::from(std::process::id()) << 32);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)) as u32
+}

@@ -1,0 +1,344 @@
+//! [`ProducerBuilder`]: the Java client's knobs, under their Java names.
+
+use std::fmt;
+use std::time::Duration;
+
+use rmq_core::fault::AdaptiveConfig;
+use rmq_core::message::validate::{DEFAULT_MAX_MESSAGE_SIZE, GROUP_MAX_LEN, validate_group};
+use rmq_core::producer::{
+    DEFAULT_COMPRESS_OVER, HEARTBEAT_BROKER_INTERVAL, POLL_NAME_SERVER_INTERVAL,
+};
+use rmq_core::retry::{RetryConfig, SendMode};
+use rmq_core::select::Profile;
+use rmq_core::wire::{LanguageCode, SerializeType, version};
+
+use crate::Producer;
+use crate::clock;
+
+/// Which fault-tolerance policy picks queues when `send_latency_fault_enable` is on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultProfile {
+    /// Java 4.9.8 `MQFaultStrategy`.
+    Java49,
+    /// Java 5.3.3 `MQFaultStrategy`.
+    Java5,
+    /// Ours: latency-aware isolation with exponential back-off and probing (rmq-core
+    /// `Profile::Adaptive`).
+    Adaptive,
+}
+
+/// Why a producer could not be built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// No NameServer address.
+    NoNameServer,
+    /// The producer group is invalid.
+    Group(rmq_core::message::validate::ValidationError),
+    /// The instance name is empty.
+    InstanceName,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::NoNameServer => f.write_str("no name server address, please set it"),
+            ConfigError::Group(e) => write!(f, "invalid producer group: {e}"),
+            ConfigError::InstanceName => f.write_str("instance name is empty"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The settled configuration of a producer.
+#[derive(Clone, Debug)]
+pub struct ProducerConfig {
+    /// NameServer addresses.
+    pub namesrv_addr: Vec<String>,
+    /// Producer group.
+    pub producer_group: String,
+    /// Instance name (the client id is `ip@instance`).
+    pub instance_name: String,
+    /// `sendMsgTimeout`: one deadline for all attempts of a send.
+    pub send_msg_timeout: Duration,
+    /// `retryTimesWhenSendFailed`.
+    pub retry_times_when_send_failed: u8,
+    /// `retryTimesWhenSendAsyncFailed`.
+    pub retry_times_when_send_async_failed: u8,
+    /// `retryAnotherBrokerWhenNotStoreOK`.
+    pub retry_another_broker_when_not_store_ok: bool,
+    /// `compressMsgBodyOverHowmuch`.
+    pub compress_msg_body_over_howmuch: usize,
+    /// `maxMessageSize`.
+    pub max_message_size: usize,
+    /// `sendLatencyFaultEnable`.
+    pub send_latency_fault_enable: bool,
+    /// The policy used when `send_latency_fault_enable` is on.
+    pub fault_profile: FaultProfile,
+    /// Header format (`serializeTypeCurrentRPC`).
+    pub serialize_type: SerializeType,
+    /// Remoting `version` sent.
+    pub version: i32,
+    /// Language sent.
+    pub language: LanguageCode,
+    /// `pollNameServerInterval`.
+    pub poll_name_server_interval: Duration,
+    /// `heartbeatBrokerInterval`.
+    pub heartbeat_broker_interval: Duration,
+    /// Requests in flight per connection (Java `clientAsyncSemaphoreValue`, per client).
+    pub max_requests_in_flight: usize,
+    /// Parameters of [`FaultProfile::Adaptive`] (see [`ProducerBuilder::adaptive_config`]).
+    pub adaptive: AdaptiveConfig,
+}
+
+/// The runtime's default [`AdaptiveConfig`]: the core defaults with a per-attempt cap of at
+/// least 1 s (4 × the latency estimate, 2 s before any sample). The core's 200 ms floor and
+/// 2 × estimate cut attempts short whenever a burst queues up behind a cold broker; a cut
+/// attempt is retried on another queue while the first copy is usually stored anyway, so a
+/// short cap turns bursts into duplicates.
+pub const RUNTIME_ADAPTIVE: AdaptiveConfig = AdaptiveConfig {
+    cap_multiplier: 4,
+    cap_floor: rmq_core::time::Duration::from_millis(1000),
+    initial_cap: rmq_core::time::Duration::from_millis(2000),
+    ..AdaptiveConfig::DEFAULT
+};
+
+impl ProducerConfig {
+    /// The core retry configuration for `mode`.
+    pub fn retry_config(&self, mode: SendMode) -> RetryConfig {
+        let mut c = if !self.send_latency_fault_enable {
+            RetryConfig::plain(mode)
+        } else {
+            match self.fault_profile {
+                FaultProfile::Java49 => RetryConfig::java49(mode),
+                FaultProfile::Java5 => RetryConfig::java5(mode),
+                FaultProfile::Adaptive => RetryConfig::adaptive(mode),
+            }
+        };
+        c.send_timeout = clock::to_core(self.send_msg_timeout);
+        c.retry_times_when_send_failed = self.retry_times_when_send_failed;
+        c.retry_times_when_send_async_failed = self.retry_times_when_send_async_failed;
+        c.retry_another_broker_when_not_store_ok = self.retry_another_broker_when_not_store_ok;
+        c.adaptive = self.adaptive;
+        c
+    }
+
+    /// The selection profile in force.
+    pub fn profile(&self) -> Profile {
+        self.retry_config(SendMode::Sync).profile
+    }
+}
+
+/// Builds a [`Producer`].
+///
+/// Defaults are Java's (STRATEGY.md §5.1) except two deliberate differences:
+/// - `send_latency_fault_enable` is **on** with the [`FaultProfile::Adaptive`] policy (Java's
+///   default is off): a dead broker is fenced after its first failures instead of being
+///   retried round-robin;
+/// - the language sent is **RUST** (12); brokers older than 4.9.4 do not know it, so use
+///   [`ProducerBuilder::language`] with `LanguageCode::JAVA` for them.
+///
+/// ```no_run
+/// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+/// use rmq_std::{Message, Producer};
+/// let producer = Producer::builder()
+///     .namesrv_addr("127.0.0.1:9876")
+///     .producer_group("pg-demo")
+///     .start()
+///     .await?;
+/// let r = producer.send(Message::new("TopicA", "hello")).await?;
+/// println!("{} -> {:?}", r.msg_id, r.queue);
+/// producer.shutdown().await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct ProducerBuilder {
+    cfg: ProducerConfig,
+}
+
+impl Default for ProducerBuilder {
+    fn default() -> Self {
+        ProducerBuilder {
+            cfg: ProducerConfig {
+                namesrv_addr: Vec::new(),
+                producer_group: "DEFAULT_PRODUCER".to_owned(),
+                instance_name: format!("{}#{}", std::process::id(), clock::unix_millis()),
+                send_msg_timeout: Duration::from_millis(3000),
+                retry_times_when_send_failed: 2,
+                retry_times_when_send_async_failed: 2,
+                retry_another_broker_when_not_store_ok: false,
+                compress_msg_body_over_howmuch: DEFAULT_COMPRESS_OVER,
+                max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
+                send_latency_fault_enable: true,
+                fault_profile: FaultProfile::Adaptive,
+                serialize_type: SerializeType::JSON,
+                version: version::V5_3_3,
+                language: LanguageCode::RUST,
+                poll_name_server_interval: clock::to_std(POLL_NAME_SERVER_INTERVAL),
+                heartbeat_broker_interval: clock::to_std(HEARTBEAT_BROKER_INTERVAL),
+                max_requests_in_flight: 2048,
+                adaptive: RUNTIME_ADAPTIVE,
+            },
+        }
+    }
+}
+
+impl ProducerBuilder {
+    /// NameServer addresses; `a:9876;b:9876` is split on `;` (call again to add more).
+    #[must_use]
+    pub fn namesrv_addr(mut self, addrs: &str) -> Self {
+        self.cfg.namesrv_addr.extend(
+            addrs
+                .split(';')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned),
+        );
+        self
+    }
+
+    /// Producer group (default `DEFAULT_PRODUCER`).
+    #[must_use]
+    pub fn producer_group(mut self, group: &str) -> Self {
+        self.cfg.producer_group = group.to_owned();
+        self
+    }
+
+    /// Instance name (default `<pid>#<unix ms>`).
+    #[must_use]
+    pub fn instance_name(mut self, name: &str) -> Self {
+        self.cfg.instance_name = name.to_owned();
+        self
+    }
+
+    /// `sendMsgTimeout` (default 3 s): the total budget of a send, all attempts included.
+    #[must_use]
+    pub fn send_msg_timeout(mut self, t: Duration) -> Self {
+        self.cfg.send_msg_timeout = t;
+        self
+    }
+
+    /// `retryTimesWhenSendFailed` (default 2).
+    #[must_use]
+    pub fn retry_times_when_send_failed(mut self, n: u8) -> Self {
+        self.cfg.retry_times_when_send_failed = n;
+        self
+    }
+
+    /// `retryTimesWhenSendAsyncFailed` (default 2).
+    #[must_use]
+    pub fn retry_times_when_send_async_failed(mut self, n: u8) -> Self {
+        self.cfg.retry_times_when_send_async_failed = n;
+        self
+    }
+
+    /// `retryAnotherBrokerWhenNotStoreOK` (default false).
+    #[must_use]
+    pub fn retry_another_broker_when_not_store_ok(mut self, on: bool) -> Self {
+        self.cfg.retry_another_broker_when_not_store_ok = on;
+        self
+    }
+
+    /// `compressMsgBodyOverHowmuch` (default 4096): zlib level 5 at or above this size.
+    #[must_use]
+    pub fn compress_msg_body_over_howmuch(mut self, bytes: usize) -> Self {
+        self.cfg.compress_msg_body_over_howmuch = bytes;
+        self
+    }
+
+    /// `maxMessageSize` (default 4 MiB; the body only).
+    #[must_use]
+    pub fn max_message_size(mut self, bytes: usize) -> Self {
+        self.cfg.max_message_size = bytes;
+        self
+    }
+
+    /// `sendLatencyFaultEnable` (our default: on; Java's: off).
+    #[must_use]
+    pub fn send_latency_fault_enable(mut self, on: bool) -> Self {
+        self.cfg.send_latency_fault_enable = on;
+        self
+    }
+
+    /// The fault policy used when `send_latency_fault_enable` is on (default Adaptive).
+    #[must_use]
+    pub fn fault_profile(mut self, p: FaultProfile) -> Self {
+        self.cfg.fault_profile = p;
+        self
+    }
+
+    /// Header serialize type (default JSON).
+    #[must_use]
+    pub fn serialize_type(mut self, t: SerializeType) -> Self {
+        self.cfg.serialize_type = t;
+        self
+    }
+
+    /// Remoting `version` sent (default 5.3.3 = 479; keep ≥ 401 for standard route JSON).
+    #[must_use]
+    pub fn version(mut self, v: i32) -> Self {
+        self.cfg.version = v;
+        self
+    }
+
+    /// Language sent (default RUST).
+    #[must_use]
+    pub fn language(mut self, l: LanguageCode) -> Self {
+        self.cfg.language = l;
+        self
+    }
+
+    /// `pollNameServerInterval` (default 30 s).
+    #[must_use]
+    pub fn poll_name_server_interval(mut self, t: Duration) -> Self {
+        self.cfg.poll_name_server_interval = t;
+        self
+    }
+
+    /// `heartbeatBrokerInterval` (default 30 s).
+    #[must_use]
+    pub fn heartbeat_broker_interval(mut self, t: Duration) -> Self {
+        self.cfg.heartbeat_broker_interval = t;
+        self
+    }
+
+    /// Requests in flight per connection (default 2048, at most
+    /// [`crate::conn::INFLIGHT_CAP`]); further requests wait for a slot within their deadline.
+    #[must_use]
+    pub fn max_requests_in_flight(mut self, n: usize) -> Self {
+        self.cfg.max_requests_in_flight = n;
+        self
+    }
+
+    /// Parameters of the Adaptive policy (default [`RUNTIME_ADAPTIVE`]).
+    #[must_use]
+    pub fn adaptive_config(mut self, a: AdaptiveConfig) -> Self {
+        self.cfg.adaptive = a;
+        self
+    }
+
+    /// The configuration as it stands.
+    pub fn config(&self) -> &ProducerConfig {
+        &self.cfg
+    }
+
+    /// Checks the configuration and starts the producer (its refresh and heartbeat tasks).
+    /// Nothing is connected until the first send.
+    ///
+    /// # Errors
+    /// [`ConfigError`].
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub async fn start(self) -> Result<Producer, ConfigError> {
+        if self.cfg.namesrv_addr.is_empty() {
+            return Err(ConfigError::NoNameServer);
+        }
+        validate_group(&self.cfg.producer_group, GROUP_MAX_LEN).map_err(ConfigError::Group)?;
+        if self.cfg.instance_name.trim().is_empty() {
+            return Err(ConfigError::InstanceName);
+        }
+        Ok(Producer::start(self.cfg))
+    }
+}

@@ -1,0 +1,536 @@
+//! One multiplexed TCP connection per address, driven by one task.
+//!
+//! The task owns the socket (TCP_NODELAY on): it writes the frames queued by callers, cuts
+//! incoming bytes into frames with the core [`FrameReader`], and hands each response to the
+//! caller registered under its opaque in the connection's [`Inflight`] table. Callers wait
+//! on a oneshot with their own deadline; on timeout they cancel their entry, and whoever takes
+//! the entry out of the table (response, timeout, lost connection) finishes the request, so
+//! each request ends exactly once.
+//!
+//! When the connection is lost (EOF, reset, write error, malformed frame) the task fails
+//! **every** request in flight on it at once with [`TransportError::ConnectionClosed`] and
+//! marks itself closed; the [`Pool`] reconnects on the next request, with back-off.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::{Buf, Bytes, BytesMut};
+use rmq_core::producer::{Backoff, CONNECT_TIMEOUT};
+use rmq_core::retry::TransportError;
+use rmq_core::time::{Duration, Instant};
+use rmq_core::wire::{
+    CommandHeader, CommandRepr, ExtFields, Frame, FrameReader, SerializeType, flag,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::net::TcpStream;
+use tokio::sync::{Semaphore, mpsc, oneshot};
+use tracing::{debug, warn};
+
+use crate::clock;
+use crate::shared::{Counter, Counters, Inflight};
+use crate::sync::{AtomicBool, Ordering};
+
+/// Capacity of one connection's in-flight table.
+pub const INFLIGHT_CAP: usize = 2048;
+/// Largest frame accepted from a peer (route bodies are the largest a producer sees).
+pub const MAX_RX_FRAME: usize = 8 << 20;
+/// How often expired entries are swept (a safety net: callers time out on their own).
+const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_millis(1000);
+/// Grace after a deadline before the sweeper fails an entry (Java scans with +1 s).
+const SWEEP_GRACE: Duration = Duration::from_millis(1000);
+
+/// What a request ends with: the whole response frame, or a transport failure.
+pub type Reply = Result<Bytes, TransportError>;
+type Waiter = oneshot::Sender<Reply>;
+
+struct Outgoing {
+    head: Vec<u8>,
+    body: Bytes,
+    written: Option<oneshot::Sender<Result<(), TransportError>>>,
+}
+
+enum Cmd {
+    Send(Outgoing),
+    Close,
+}
+
+/// A handle on one connection (cheap to clone through `Arc`).
+pub struct Conn {
+    id: u32,
+    addr: String,
+    tx: mpsc::UnboundedSender<Cmd>,
+    inflight: Arc<Inflight<Waiter, INFLIGHT_CAP>>,
+    permits: Arc<Semaphore>,
+    closed: Arc<AtomicBool>,
+}
+
+/// How to encode requests.
+#[derive(Clone, Copy, Debug)]
+pub struct Encoding {
+    /// Header format.
+    pub serialize_type: SerializeType,
+    /// Remoting `version` sent.
+    pub version: i32,
+    /// Language sent.
+    pub language: rmq_core::wire::LanguageCode,
+}
+
+/// A parsed response frame.
+pub struct Response {
+    frame: Bytes,
+}
+
+impl Response {
+    /// The header (the frame was validated by the reader).
+    pub fn header(&self) -> Option<CommandHeader<'_>> {
+        CommandHeader::parse(&Frame::new_unchecked(&self.frame[..])).ok()
+    }
+
+    /// The body.
+    pub fn body(&self) -> &[u8] {
+        Frame::new_unchecked(&self.frame[..]).body_ref()
+    }
+
+    /// The response code (or -1 if the header cannot be read).
+    pub fn code(&self) -> i32 {
+        self.header().map_or(-1, |h| h.code())
+    }
+
+    /// The remark, if any.
+    pub fn remark(&self) -> Option<String> {
+        let h = self.header()?;
+        let r = h.remark()?;
+        if let Some(s) = r.as_str() {
+            return Some(s.to_owned());
+        }
+        let mut buf = vec![0u8; r.unescaped_len().ok()?];
+        r.unescape_into(&mut buf).ok().map(str::to_owned)
+    }
+}
+
+impl Conn {
+    /// Address this connection goes to.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// Whether the connection task has ended.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire) || self.tx.is_closed()
+    }
+
+    /// Requests in flight.
+    pub fn in_flight(&self) -> usize {
+        self.inflight.len()
+    }
+
+    fn encode<E: ExtFields>(
+        enc: Encoding,
+        mut cmd: CommandRepr<'_, E>,
+        body_len: usize,
+    ) -> Result<Vec<u8>, TransportError> {
+        cmd.language = enc.language;
+        let mut head = vec![0u8; 8 + cmd.buffer_len(enc.serialize_type)];
+        let n = cmd
+            .emit_frame_prefix_and_header(enc.serialize_type, body_len, &mut head)
+            .map_err(|_| TransportError::WriteFailed)?;
+        head.truncate(n);
+        Ok(head)
+    }
+
+    /// Sends a request built by `build(opaque)` and waits for its response until `deadline`.
+    ///
+    /// # Errors
+    /// [`TransportError::TimedOut`] at the deadline (also while waiting for a free in-flight
+    /// slot), [`TransportError::ConnectionClosed`] if the connection is lost first,
+    /// [`TransportError::WriteFailed`] if the request cannot be encoded.
+    pub async fn request<'r, E: ExtFields>(
+        &self,
+        enc: Encoding,
+        build: impl FnOnce(i32) -> CommandRepr<'r, E>,
+        body: Bytes,
+        deadline: Instant,
+    ) -> Result<Response, TransportError> {
+        let tdeadline = clock::to_tokio(deadline);
+        let _permit = match tokio::time::timeout_at(tdeadline, self.permits.acquire()).await {
+            Ok(Ok(p)) => p,
+            Ok(Err(_)) => return Err(TransportError::ConnectionClosed),
+            Err(_) => return Err(TransportError::TimedOut),
+        };
+        if self.is_closed() {
+            return Err(TransportError::ConnectionClosed);
+        }
+        let (tx, mut rx) = oneshot::channel();
+        let opaque = self
+            .inflight
+            .register(self.id, deadline + SWEEP_GRACE, tx)
+            .map_err(|_| TransportError::WriteFailed)?;
+        // Whatever happens from here on, the entry leaves the table exactly once.
+        let guard = CancelGuard {
+            inflight: &self.inflight,
+            opaque,
+            armed: true,
+        };
+        let head = match Self::encode(enc, build(opaque), body.len()) {
+            Ok(h) => h,
+            Err(e) => return Err(e),
+        };
+        if self
+            .tx
+            .send(Cmd::Send(Outgoing {
+                head,
+                body,
+                written: None,
+            }))
+            .is_err()
+        {
+            return Err(TransportError::ConnectionClosed);
+        }
+        // Re-check after queueing: a task that ended between the two checks drained the
+        // table before our insert may have landed; the guard then removes the entry.
+        let reply = match tokio::time::timeout_at(tdeadline, &mut rx).await {
+            Ok(Ok(r)) => {
+                guard.disarm();
+                r
+            }
+            Ok(Err(_)) => Err(TransportError::ConnectionClosed),
+            Err(_) => {
+                // Timed out: take the entry back unless a response or a failure got there
+                // first, in which case the reply is already (or about to be) in `rx`.
+                if guard.inflight.cancel(opaque).is_some() {
+                    guard.disarm();
+                    Err(TransportError::TimedOut)
+                } else {
+                    guard.disarm();
+                    rx.await.unwrap_or(Err(TransportError::ConnectionClosed))
+                }
+            }
+        };
+        reply.map(|frame| Response { frame })
+    }
+
+    /// Writes a oneway request (flag bit 1) and waits until it is written or `deadline`.
+    ///
+    /// # Errors
+    /// As [`Conn::request`], plus [`TransportError::WriteFailed`] when the write fails.
+    pub async fn oneway<'r, E: ExtFields>(
+        &self,
+        enc: Encoding,
+        build: impl FnOnce(i32) -> CommandRepr<'r, E>,
+        body: Bytes,
+        deadline: Instant,
+    ) -> Result<(), TransportError> {
+        if self.is_closed() {
+            return Err(TransportError::ConnectionClosed);
+        }
+        let opaque = self.inflight.untracked_opaque();
+        let mut cmd = build(opaque);
+        cmd.flag |= flag::ONEWAY;
+        let head = Self::encode(enc, cmd, body.len())?;
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Cmd::Send(Outgoing {
+                head,
+                body,
+                written: Some(tx),
+            }))
+            .map_err(|_| TransportError::ConnectionClosed)?;
+        match tokio::time::timeout_at(clock::to_tokio(deadline), rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(TransportError::ConnectionClosed),
+            Err(_) => Err(TransportError::TimedOut),
+        }
+    }
+
+    /// Asks the task to close the connection (requests in flight fail at once).
+    pub fn close(&self) {
+        let _ = self.tx.send(Cmd::Close);
+    }
+}
+
+struct CancelGuard<'a> {
+    inflight: &'a Inflight<Waiter, INFLIGHT_CAP>,
+    opaque: i32,
+    armed: bool,
+}
+
+impl CancelGuard<'_> {
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for CancelGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            // The caller went away (error path or dropped future): free the slot.
+            let _ = self.inflight.cancel(self.opaque);
+        }
+    }
+}
+
+/// Opens a connection to `addr` and spawns its task.
+///
+/// # Errors
+/// [`TransportError::ConnectFailed`] on refusal, unreachable or after [`CONNECT_TIMEOUT`].
+pub async fn connect(
+    id: u32,
+    addr: &str,
+    max_in_flight: usize,
+    counters: Arc<Counters>,
+) -> Result<Arc<Conn>, TransportError> {
+    let stream = match tokio::time::timeout(
+        clock::to_std(CONNECT_TIMEOUT),
+        TcpStream::connect(addr),
+    )
+    .await
+    {
+        Ok(Ok(s)) => s,
+        _ => return Err(TransportError::ConnectFailed),
+    };
+    let _ = stream.set_nodelay(true);
+    let (tx, rx) = mpsc::unbounded_channel();
+    let conn = Arc::new(Conn {
+        id,
+        addr: addr.to_owned(),
+        tx,
+        inflight: Arc::new(Inflight::new(1)),
+        permits: Arc::new(Semaphore::new(max_in_flight.clamp(1, INFLIGHT_CAP))),
+        closed: Arc::new(AtomicBool::new(false)),
+    });
+    let task = Task {
+        id,
+        addr: addr.to_owned(),
+        inflight: conn.inflight.clone(),
+        closed: conn.closed.clone(),
+        permits: conn.permits.clone(),
+        counters,
+    };
+    tokio::spawn(task.run(stream, rx));
+    debug!(addr, id, "connected");
+    Ok(conn)
+}
+
+struct Task {
+    id: u32,
+    addr: String,
+    inflight: Arc<Inflight<Waiter, INFLIGHT_CAP>>,
+    closed: Arc<AtomicBool>,
+    permits: Arc<Semaphore>,
+    counters: Arc<Counters>,
+}
+
+enum End {
+    Requested,
+    Lost(&'static str),
+}
+
+impl Task {
+    async fn run(self, stream: TcpStream, mut rx: mpsc::UnboundedReceiver<Cmd>) {
+        let (mut rd, wr) = stream.into_split();
+        let mut wr = BufWriter::with_capacity(64 * 1024, wr);
+        let mut reader = FrameReader::new(vec![0u8; MAX_RX_FRAME]);
+        let mut chunk = BytesMut::with_capacity(64 * 1024);
+        let mut sweep = tokio::time::interval(SWEEP_EVERY);
+        sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let end = loop {
+            tokio::select! {
+                r = rd.read_buf(&mut chunk) => match r {
+                    Ok(0) => break End::Lost("closed by peer"),
+                    Err(_) => break End::Lost("read error"),
+                    Ok(_) => {
+                        if let Err(why) = self.ingest(&mut reader, &mut chunk) {
+                            break End::Lost(why);
+                        }
+                        if chunk.capacity() - chunk.len() < 4096 {
+                            chunk.reserve(64 * 1024);
+                        }
+                    }
+                },
+                cmd = rx.recv() => {
+                    let Some(mut cmd) = cmd else { break End::Requested };
+                    // Write this frame and everything else already queued, then flush once.
+                    let mut failed = false;
+                    loop {
+                        match cmd {
+                            Cmd::Close => { failed = true; break; }
+                            Cmd::Send(out) => {
+                                let ok = wr.write_all(&out.head).await.is_ok()
+                                    && wr.write_all(&out.body).await.is_ok();
+                                if let Some(w) = out.written {
+                                    let _ = w.send(if ok { Ok(()) } else { Err(TransportError::WriteFailed) });
+                                }
+                                if !ok { failed = true; break; }
+                            }
+                        }
+                        match rx.try_recv() {
+                            Ok(c) => cmd = c,
+                            Err(_) => break,
+                        }
+                    }
+                    if failed || wr.flush().await.is_err() {
+                        break if failed { End::Requested } else { End::Lost("write error") };
+                    }
+                }
+                _ = sweep.tick() => {
+                    for (_, w) in self.inflight.expire(clock::now()) {
+                        let _ = w.send(Err(TransportError::TimedOut));
+                    }
+                }
+            }
+        };
+        self.closed.store(true, Ordering::Release);
+        self.permits.close();
+        rx.close();
+        while let Ok(cmd) = rx.try_recv() {
+            if let Cmd::Send(Outgoing {
+                written: Some(w), ..
+            }) = cmd
+            {
+                let _ = w.send(Err(TransportError::ConnectionClosed));
+            }
+        }
+        let failed = self.inflight.drain_connection(self.id);
+        match end {
+            End::Requested => debug!(addr = %self.addr, failed = failed.len(), "connection closed"),
+            End::Lost(why) => {
+                self.counters.bump(Counter::ConnectionsLost);
+                warn!(addr = %self.addr, why, failed = failed.len(), "connection lost");
+            }
+        }
+        for (_, w) in failed {
+            let _ = w.send(Err(TransportError::ConnectionClosed));
+        }
+    }
+
+    /// Cuts frames out of `chunk`; an error closes the connection.
+    fn ingest(
+        &self,
+        reader: &mut FrameReader<Vec<u8>>,
+        chunk: &mut BytesMut,
+    ) -> Result<(), &'static str> {
+        while !chunk.is_empty() {
+            let n = reader.feed(chunk).map_err(|_| "malformed frame")?;
+            chunk.advance(n);
+            if let Some(frame) = reader.take_frame() {
+                let h = CommandHeader::parse(&frame).map_err(|_| "malformed header")?;
+                if !h.is_response() {
+                    // A request from the broker (transaction check, ...): a producer without
+                    // those features ignores it, as Java does when no processor is set.
+                    continue;
+                }
+                let opaque = h.opaque();
+                match self.inflight.complete(opaque) {
+                    Some(w) => {
+                        let _ = w.send(Ok(Bytes::copy_from_slice(frame.into_inner())));
+                    }
+                    None => {
+                        self.counters.bump(Counter::LateDropped);
+                        debug!(addr = %self.addr, opaque, "late or unknown response dropped");
+                    }
+                }
+            } else if n == 0 {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+struct Slot {
+    conn: Option<Arc<Conn>>,
+    backoff: Backoff,
+    next_try: Instant,
+}
+
+/// Connections by address, reconnecting with back-off.
+pub struct Pool {
+    fast: std::sync::Mutex<HashMap<String, Arc<Conn>>>,
+    slots: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<Slot>>>>,
+    next_id: std::sync::atomic::AtomicU32,
+    max_in_flight: usize,
+    counters: Arc<Counters>,
+}
+
+impl Pool {
+    /// An empty pool.
+    pub fn new(max_in_flight: usize, counters: Arc<Counters>) -> Self {
+        Pool {
+            fast: Default::default(),
+            slots: Default::default(),
+            next_id: std::sync::atomic::AtomicU32::new(1),
+            max_in_flight,
+            counters,
+        }
+    }
+
+    /// The live connection to `addr`, connecting if needed.
+    ///
+    /// # Errors
+    /// [`TransportError::ConnectFailed`] when the connect fails or the address is in back-off
+    /// after recent failures.
+    pub async fn get(&self, addr: &str) -> Result<Arc<Conn>, TransportError> {
+        if let Some(c) = self.fast.lock().ok().and_then(|m| m.get(addr).cloned())
+            && !c.is_closed()
+        {
+            return Ok(c);
+        }
+        let slot = {
+            let mut m = self
+                .slots
+                .lock()
+                .map_err(|_| TransportError::ConnectFailed)?;
+            m.entry(addr.to_owned())
+                .or_insert_with(|| {
+                    Arc::new(tokio::sync::Mutex::new(Slot {
+                        conn: None,
+                        backoff: Backoff::new(
+                            Duration::from_millis(100),
+                            Duration::from_millis(5000),
+                        ),
+                        next_try: Instant::ZERO,
+                    }))
+                })
+                .clone()
+        };
+        let mut s = slot.lock().await;
+        if let Some(c) = &s.conn
+            && !c.is_closed()
+        {
+            return Ok(c.clone());
+        }
+        let now = clock::now();
+        if now < s.next_try {
+            return Err(TransportError::ConnectFailed);
+        }
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        match connect(id, addr, self.max_in_flight, self.counters.clone()).await {
+            Ok(c) => {
+                s.backoff.reset();
+                s.conn = Some(c.clone());
+                if let Ok(mut m) = self.fast.lock() {
+                    m.insert(addr.to_owned(), c.clone());
+                }
+                Ok(c)
+            }
+            Err(e) => {
+                s.backoff.failed();
+                s.next_try = clock::now() + s.backoff.delay();
+                s.conn = None;
+                debug!(addr, failures = s.backoff.failures(), "connect failed");
+                Err(e)
+            }
+        }
+    }
+
+    /// Closes every connection.
+    pub fn close_all(&self) {
+        if let Ok(m) = self.fast.lock() {
+            for c in m.values() {
+                c.close();
+            }
+        }
+    }
+}

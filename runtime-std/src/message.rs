@@ -1,0 +1,246 @@
+//! The message to send, and what a send returns.
+
+use std::fmt;
+
+use bytes::Bytes;
+use rmq_core::message::validate::ValidationError;
+use rmq_core::retry::{SendStatus, TransportError};
+
+/// A message to send. Build with [`Message::new`] and the `with_*` methods.
+///
+/// ```
+/// use rmq_std::Message;
+/// let m = Message::new("TopicA", "hello")
+///     .with_tags("TagA")
+///     .with_keys(["order-1", "order-2"])
+///     .with_property("region", "eu")
+///     .with_delay_level(3);
+/// assert_eq!(m.topic(), "TopicA");
+/// assert_eq!(m.body().as_ref(), b"hello");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    pub(crate) topic: String,
+    pub(crate) body: Bytes,
+    pub(crate) tags: Option<String>,
+    pub(crate) keys: Vec<String>,
+    pub(crate) properties: Vec<(String, String)>,
+    pub(crate) delay_level: Option<i32>,
+    pub(crate) flag: i32,
+    pub(crate) wait_store_msg_ok: bool,
+}
+
+impl Message {
+    /// A message for `topic` with `body`.
+    pub fn new(topic: impl Into<String>, body: impl Into<Bytes>) -> Self {
+        Message {
+            topic: topic.into(),
+            body: body.into(),
+            tags: None,
+            keys: Vec::new(),
+            properties: Vec::new(),
+            delay_level: None,
+            flag: 0,
+            wait_store_msg_ok: true,
+        }
+    }
+
+    /// Sets the tag (property `TAGS`).
+    #[must_use]
+    pub fn with_tags(mut self, tags: impl Into<String>) -> Self {
+        self.tags = Some(tags.into());
+        self
+    }
+
+    /// Sets the keys (property `KEYS`, joined by spaces).
+    #[must_use]
+    pub fn with_keys<I, S>(mut self, keys: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.keys = keys.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Adds a user property (checked at send time: reserved keys are refused).
+    #[must_use]
+    pub fn with_property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.properties.push((key.into(), value.into()));
+        self
+    }
+
+    /// Sets the delay level (1..=18; property `DELAY`).
+    #[must_use]
+    pub fn with_delay_level(mut self, level: i32) -> Self {
+        self.delay_level = Some(level);
+        self
+    }
+
+    /// Sets `Message.flag`, an application integer stored verbatim.
+    #[must_use]
+    pub fn with_flag(mut self, flag: i32) -> Self {
+        self.flag = flag;
+        self
+    }
+
+    /// Sets `waitStoreMsgOK` (property `WAIT`, default true).
+    #[must_use]
+    pub fn with_wait_store_msg_ok(mut self, wait: bool) -> Self {
+        self.wait_store_msg_ok = wait;
+        self
+    }
+
+    /// The topic.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// The body.
+    pub fn body(&self) -> &Bytes {
+        &self.body
+    }
+
+    /// The tag.
+    pub fn tags(&self) -> Option<&str> {
+        self.tags.as_deref()
+    }
+}
+
+/// A queue of a topic: (topic, broker name, queue id).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct MessageQueue {
+    /// Topic.
+    pub topic: String,
+    /// Broker name.
+    pub broker_name: String,
+    /// Queue id on that broker.
+    pub queue_id: i32,
+}
+
+/// A message the broker stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SendResult {
+    /// The status (only `SendOk` guarantees flush and replication as configured).
+    pub status: SendStatus,
+    /// The client message id (`UNIQ_KEY`); comma-joined for a batch.
+    pub msg_id: String,
+    /// The broker message id (store host + commit-log offset).
+    pub offset_msg_id: String,
+    /// Where it was stored.
+    pub queue: MessageQueue,
+    /// Consume-queue offset (of the first message of a batch).
+    pub queue_offset: i64,
+    /// Attempts made.
+    pub attempts: u8,
+}
+
+/// Why a send failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SendErrorKind {
+    /// The message was refused before any byte was sent.
+    Validation(ValidationError),
+    /// A batch was refused before any byte was sent (mixed topics, delay levels, empty).
+    InvalidBatch(&'static str),
+    /// The topic has no route (Java "No route info of this topic").
+    NoRoute,
+    /// No NameServer answered.
+    NoNameServer,
+    /// The broker answered with an error code.
+    Broker {
+        /// The response code.
+        code: i32,
+        /// The broker's remark.
+        remark: Option<String>,
+    },
+    /// The last attempt failed below the protocol.
+    Transport(TransportError),
+    /// The total send timeout passed.
+    Timeout,
+    /// The broker answered with a malformed send response.
+    Malformed,
+    /// The producer is shut down.
+    Shutdown,
+}
+
+/// A failed send: its cause, the attempts made, and whether trying again may help.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SendError {
+    pub(crate) kind: SendErrorKind,
+    pub(crate) attempts: u8,
+    pub(crate) retryable: bool,
+}
+
+impl SendError {
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn new(kind: SendErrorKind, attempts: u8) -> Self {
+        let retryable = matches!(
+            kind,
+            SendErrorKind::NoRoute
+                | SendErrorKind::NoNameServer
+                | SendErrorKind::Transport(_)
+                | SendErrorKind::Timeout
+        );
+        SendError {
+            kind,
+            attempts,
+            retryable,
+        }
+    }
+
+    /// The cause.
+    pub fn kind(&self) -> &SendErrorKind {
+        &self.kind
+    }
+
+    /// Attempts made (0 when nothing was sent).
+    pub fn attempts(&self) -> u8 {
+        self.attempts
+    }
+
+    /// Whether sending the same message again later may succeed (transport failures,
+    /// timeouts, missing routes, retryable broker codes). Validation errors never are.
+    pub fn is_retryable(&self) -> bool {
+        self.retryable
+    }
+
+    /// The broker's response code, when the broker refused the message.
+    pub fn broker_code(&self) -> Option<i32> {
+        match self.kind {
+            SendErrorKind::Broker { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for SendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            SendErrorKind::Validation(e) => write!(f, "invalid message: {e}"),
+            SendErrorKind::InvalidBatch(e) => write!(f, "invalid batch: {e}"),
+            SendErrorKind::NoRoute => f.write_str("no route info for the topic"),
+            SendErrorKind::NoNameServer => f.write_str("no NameServer answered"),
+            SendErrorKind::Broker { code, remark } => write!(
+                f,
+                "broker refused the message with code {code} ({}) after {} attempt(s)",
+                remark.as_deref().unwrap_or("no remark"),
+                self.attempts
+            ),
+            SendErrorKind::Transport(t) => {
+                write!(
+                    f,
+                    "transport failure {t:?} after {} attempt(s)",
+                    self.attempts
+                )
+            }
+            SendErrorKind::Timeout => {
+                write!(f, "send timed out after {} attempt(s)", self.attempts)
+            }
+            SendErrorKind::Malformed => f.write_str("malformed send response"),
+            SendErrorKind::Shutdown => f.write_str("producer is shut down"),
+        }
+    }
+}
+
+impl std::error::Error for SendError {}

@@ -1,0 +1,244 @@
+//! State shared between tasks, each piece a thin lock or atomic around a core type. These are
+//! public so that the loom tests (`tests/loom_*.rs`) can drive them; applications normally
+//! only read [`CountersSnapshot`] through [`crate::Producer::counters`].
+//!
+//! - [`Inflight`]: the in-flight table of one connection (core
+//!   [`PendingTable`] + [`OpaqueGen`]). A response, a timeout, a lost connection and a cancelled
+//!   caller all race to take a request's token; the table hands it out **exactly once**.
+//! - [`Faults`]: the producer's fault table and round-robin counter, lent to the core
+//!   [`SendPlan`](rmq_core::retry::SendPlan) under one lock per plan step.
+//! - [`Counters`]: monotonically increasing event counters.
+
+use rmq_core::fault::{FaultTable, UpdateRule};
+use rmq_core::pending::{InsertError, OpaqueGen, PendingTable};
+use rmq_core::select::QueueCounter;
+use rmq_core::time::Instant;
+
+use crate::sync::{AtomicU64, Mutex, Ordering, lock};
+
+/// The in-flight table of one connection: opaque → (deadline, token).
+#[derive(Debug)]
+pub struct Inflight<T, const N: usize> {
+    inner: Mutex<InflightInner<T, N>>,
+}
+
+#[derive(Debug)]
+struct InflightInner<T, const N: usize> {
+    table: PendingTable<T, N>,
+    ids: OpaqueGen,
+}
+
+impl<T, const N: usize> Inflight<T, N> {
+    /// An empty table whose opaques start at `first`.
+    pub fn new(first: i32) -> Self {
+        Inflight {
+            inner: Mutex::new(InflightInner {
+                table: PendingTable::new(),
+                ids: OpaqueGen::new(first),
+            }),
+        }
+    }
+
+    /// Registers `token` under a fresh opaque, on connection `conn`, expiring at `deadline`.
+    ///
+    /// # Errors
+    /// The token back when `N` requests are in flight.
+    pub fn register(&self, conn: u32, deadline: Instant, token: T) -> Result<i32, T> {
+        let mut g = lock(&self.inner);
+        let g = &mut *g;
+        let opaque = g.ids.next(&g.table);
+        match g.table.insert(opaque, conn, deadline, token) {
+            Ok(()) => Ok(opaque),
+            Err(e) => Err(InsertError::into_inner(e)),
+        }
+    }
+
+    /// An opaque for a request that is not tracked (oneway).
+    pub fn untracked_opaque(&self) -> i32 {
+        lock(&self.inner).ids.next_untracked()
+    }
+
+    /// A response for `opaque` arrived: its token, or `None` if the request already ended
+    /// (late or duplicate response: drop it).
+    pub fn complete(&self, opaque: i32) -> Option<T> {
+        lock(&self.inner).table.complete(opaque)
+    }
+
+    /// The caller gave up on `opaque` (timeout, cancellation): its token, or `None` if a
+    /// response (or a connection failure) got there first.
+    pub fn cancel(&self, opaque: i32) -> Option<T> {
+        lock(&self.inner).table.cancel(opaque)
+    }
+
+    /// Removes every entry expired at `now`.
+    pub fn expire(&self, now: Instant) -> Vec<(i32, T)> {
+        let mut g = lock(&self.inner);
+        let mut out = Vec::new();
+        while let Some(e) = g.table.poll_expired(now) {
+            out.push(e);
+        }
+        out
+    }
+
+    /// Removes every entry of connection `conn` (it was lost).
+    pub fn drain_connection(&self, conn: u32) -> Vec<(i32, T)> {
+        let mut g = lock(&self.inner);
+        let mut out = Vec::new();
+        while let Some(e) = g.table.drain_connection(conn) {
+            out.push(e);
+        }
+        out
+    }
+
+    /// Requests in flight.
+    pub fn len(&self) -> usize {
+        lock(&self.inner).table.len()
+    }
+
+    /// Whether nothing is in flight.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Capacity of the producer's fault table (distinct brokers tracked).
+pub const FAULT_CAPACITY: usize = 64;
+
+/// The fault table (keyed by interned broker ids) and the queue counter of one producer.
+#[derive(Debug)]
+pub struct Faults {
+    inner: Mutex<FaultState>,
+}
+
+/// What [`Faults::with`] lends out.
+#[derive(Debug)]
+pub struct FaultState {
+    /// The core fault table.
+    pub table: FaultTable<u16, FAULT_CAPACITY>,
+    /// The round-robin counter.
+    pub counter: QueueCounter,
+}
+
+impl Faults {
+    /// An empty table with `rule`, and a counter seeded with `seed`.
+    pub fn new(rule: UpdateRule, seed: u32) -> Self {
+        Faults {
+            inner: Mutex::new(FaultState {
+                table: FaultTable::new(rule),
+                counter: QueueCounter::new(seed),
+            }),
+        }
+    }
+
+    /// Runs `f` with the table locked. Keep `f` short and never await inside it.
+    pub fn with<R>(&self, f: impl FnOnce(&mut FaultState) -> R) -> R {
+        f(&mut lock(&self.inner))
+    }
+
+    /// Whether `broker` is available at `now`.
+    pub fn is_available(&self, now: Instant, broker: u16) -> bool {
+        lock(&self.inner).table.is_available(now, broker)
+    }
+}
+
+/// Event counters of one producer.
+#[derive(Debug)]
+pub struct Counters {
+    sent: AtomicU64,
+    failed: AtomicU64,
+    attempts: AtomicU64,
+    retried: AtomicU64,
+    isolated: AtomicU64,
+    late_dropped: AtomicU64,
+    connections_lost: AtomicU64,
+}
+
+/// A point-in-time copy of [`Counters`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CountersSnapshot {
+    /// Sends that returned a result (any stored status) or were written (oneway).
+    pub sent: u64,
+    /// Sends that returned an error.
+    pub failed: u64,
+    /// Attempts issued (first tries and retries).
+    pub attempts: u64,
+    /// Attempts that were retries.
+    pub retried: u64,
+    /// Times a broker went from available to isolated in the fault table.
+    pub brokers_isolated: u64,
+    /// Responses that matched no request in flight (late or unknown) and were dropped.
+    pub late_responses_dropped: u64,
+    /// Connections lost (EOF, reset, malformed frame) with the producer running.
+    pub connections_lost: u64,
+}
+
+/// Which counter to bump.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counter {
+    /// [`CountersSnapshot::sent`].
+    Sent,
+    /// [`CountersSnapshot::failed`].
+    Failed,
+    /// [`CountersSnapshot::attempts`].
+    Attempts,
+    /// [`CountersSnapshot::retried`].
+    Retried,
+    /// [`CountersSnapshot::brokers_isolated`].
+    Isolated,
+    /// [`CountersSnapshot::late_responses_dropped`].
+    LateDropped,
+    /// [`CountersSnapshot::connections_lost`].
+    ConnectionsLost,
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Counters {
+    /// All zero.
+    pub fn new() -> Self {
+        Counters {
+            sent: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            attempts: AtomicU64::new(0),
+            retried: AtomicU64::new(0),
+            isolated: AtomicU64::new(0),
+            late_dropped: AtomicU64::new(0),
+            connections_lost: AtomicU64::new(0),
+        }
+    }
+
+    fn cell(&self, c: Counter) -> &AtomicU64 {
+        match c {
+            Counter::Sent => &self.sent,
+            Counter::Failed => &self.failed,
+            Counter::Attempts => &self.attempts,
+            Counter::Retried => &self.retried,
+            Counter::Isolated => &self.isolated,
+            Counter::LateDropped => &self.late_dropped,
+            Counter::ConnectionsLost => &self.connections_lost,
+        }
+    }
+
+    /// Adds one to `c`.
+    pub fn bump(&self, c: Counter) {
+        self.cell(c).fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Reads every counter (each read is atomic; the set is not a single snapshot).
+    pub fn snapshot(&self) -> CountersSnapshot {
+        let r = |c| self.cell(c).load(Ordering::Relaxed);
+        CountersSnapshot {
+            sent: r(Counter::Sent),
+            failed: r(Counter::Failed),
+            attempts: r(Counter::Attempts),
+            retried: r(Counter::Retried),
+            brokers_isolated: r(Counter::Isolated),
+            late_responses_dropped: r(Counter::LateDropped),
+            connections_lost: r(Counter::ConnectionsLost),
+        }
+    }
+}

@@ -1,0 +1,411 @@
+//! rmq-std's tokio `Producer` against a real Apache RocketMQ (5.3.3 and the 4.9 line), every
+//! message read back with the official Java client (the Verifier).
+//!
+//! One cluster per test function: starting one takes 10–20 s.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use rmq_std::core::wire::LanguageCode;
+use rmq_std::{
+    FaultProfile, Message, MessageQueue, Producer, SendErrorKind, SendResult, SendStatus,
+};
+use rmq_tests::broker::{Cluster, ClusterOptions, Version, verifier_read};
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// `create_topic`, retried while the brokers are still registering with the NameServer.
+fn create_topic(cluster: &Cluster, topic: &str) {
+    let t0 = Instant::now();
+    loop {
+        match cluster.create_topic(topic, 4) {
+            Ok(()) => return,
+            Err(e) if t0.elapsed() < Duration::from_secs(60) => {
+                eprintln!("create_topic {topic}: {e}; retrying");
+                std::thread::sleep(Duration::from_secs(2));
+            }
+            Err(e) => panic!("create_topic {topic}: {e}"),
+        }
+    }
+}
+
+fn check_ok(r: &SendResult, topic: &str) {
+    assert_eq!(r.status, SendStatus::SendOk, "{r:?}");
+    assert_eq!(r.queue.topic, topic);
+    assert!(r.queue_offset >= 0, "{r:?}");
+    assert_eq!(r.msg_id.len(), 32, "UNIQ_KEY is 32 hex chars: {r:?}");
+    assert!(!r.offset_msg_id.is_empty(), "{r:?}");
+}
+
+/// Every send flavour on one single-broker cluster, then one read-back.
+fn features(version: Version) {
+    let cluster = Cluster::start(version, ClusterOptions::default()).expect("cluster");
+    let topic = "RmqStdFeatures";
+    create_topic(&cluster, topic);
+    let ns = cluster.namesrv_addr().to_string();
+    let rt = runtime();
+    // Expected on read-back: body -> (send result if any, tags).
+    let mut expect: BTreeMap<Vec<u8>, Option<SendResult>> = BTreeMap::new();
+    let big: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+
+    rt.block_on(async {
+        let p = Producer::builder()
+            .namesrv_addr(&ns)
+            .producer_group("rmq-std-it")
+            .language(LanguageCode::RUST)
+            .start()
+            .await
+            .expect("producer");
+
+        // Validation: nothing is sent, the error is typed and not retryable.
+        let e = p.send(Message::new(topic, "")).await.unwrap_err();
+        assert!(matches!(e.kind(), SendErrorKind::Validation(_)), "{e:?}");
+        assert_eq!(e.attempts(), 0);
+        assert!(!e.is_retryable());
+        let e = p
+            .send(Message::new(topic, "x").with_property("UNIQ_KEY", "forged"))
+            .await
+            .unwrap_err();
+        assert!(matches!(e.kind(), SendErrorKind::Validation(_)), "{e:?}");
+
+        // SYNC.
+        for i in 0..10 {
+            let body = format!("sync-{i}");
+            let r = p
+                .send(
+                    Message::new(topic, body.clone())
+                        .with_tags("TagS")
+                        .with_keys([format!("k-{i}")])
+                        .with_property("p", format!("v{i}")),
+                )
+                .await
+                .expect("sync send");
+            check_ok(&r, topic);
+            assert_eq!(r.queue.broker_name, "broker-a");
+            expect.insert(body.into_bytes(), Some(r));
+        }
+
+        // ASYNC, many concurrent, as spawned futures.
+        let mut handles = Vec::new();
+        for i in 0..300 {
+            let body = format!("async-{i}");
+            let fut = p.send_async(Message::new(topic, body.clone()).with_tags("TagA"));
+            handles.push((body, tokio::spawn(fut)));
+        }
+        for (body, h) in handles {
+            let r = h.await.expect("join").expect("async send");
+            check_ok(&r, topic);
+            expect.insert(body.into_bytes(), Some(r));
+        }
+
+        // ASYNC with a callback.
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        for i in 0..5 {
+            let body = format!("callback-{i}");
+            let tx = tx.clone();
+            let b = body.clone();
+            p.send_with_callback(Message::new(topic, body), move |r| {
+                let _ = tx.send((b, r));
+            });
+        }
+        drop(tx);
+        while let Some((body, r)) = rx.recv().await {
+            let r = r.expect("callback send");
+            check_ok(&r, topic);
+            expect.insert(body.into_bytes(), Some(r));
+        }
+
+        // ONEWAY.
+        for i in 0..20 {
+            let body = format!("oneway-{i}");
+            p.send_oneway(Message::new(topic, body.clone()))
+                .await
+                .expect("oneway");
+            expect.insert(body.into_bytes(), None);
+        }
+
+        // To a given queue.
+        let q2 = MessageQueue {
+            topic: topic.to_owned(),
+            broker_name: "broker-a".to_owned(),
+            queue_id: 2,
+        };
+        for i in 0..3 {
+            let body = format!("toq-{i}");
+            let r = p
+                .send_to_queue(Message::new(topic, body.clone()), &q2)
+                .await
+                .expect("send_to_queue");
+            check_ok(&r, topic);
+            assert_eq!(r.queue, q2);
+            expect.insert(body.into_bytes(), Some(r));
+        }
+
+        // Ordered by selector and by sharding key: one queue, increasing offsets.
+        let mut last = -1;
+        for i in 0..5 {
+            let body = format!("ordered-{i}");
+            let r = p
+                .send_ordered(Message::new(topic, body.clone()), |n| 7 % n)
+                .await
+                .expect("ordered");
+            check_ok(&r, topic);
+            assert_eq!(r.queue.queue_id, 3, "7 % 4");
+            assert!(r.queue_offset > last);
+            last = r.queue_offset;
+            expect.insert(body.into_bytes(), Some(r));
+        }
+        let mut queues = BTreeSet::new();
+        let mut last = -1;
+        for i in 0..5 {
+            let body = format!("sharded-{i}");
+            let r = p
+                .send_sharded(Message::new(topic, body.clone()), "order-42")
+                .await
+                .expect("sharded");
+            check_ok(&r, topic);
+            queues.insert(r.queue.queue_id);
+            assert!(r.queue_offset > last);
+            last = r.queue_offset;
+            expect.insert(body.into_bytes(), Some(r));
+        }
+        assert_eq!(queues.len(), 1, "one sharding key, one queue");
+
+        // Batch.
+        let batch: Vec<Message> = (0..10)
+            .map(|i| Message::new(topic, format!("batch-{i}")).with_tags("TagB"))
+            .collect();
+        let r = p.send_batch(batch).await.expect("batch");
+        assert_eq!(r.status, SendStatus::SendOk);
+        let ids: Vec<&str> = r.msg_id.split(',').collect();
+        assert_eq!(ids.len(), 10, "{r:?}");
+        for i in 0..10 {
+            expect.insert(format!("batch-{i}").into_bytes(), None);
+        }
+        let batch_ids: BTreeSet<String> = ids.iter().map(|s| s.to_string()).collect();
+
+        // Compressed (20 000 bytes >= 4096).
+        let r = p
+            .send(Message::new(topic, big.clone()))
+            .await
+            .expect("compressed");
+        check_ok(&r, topic);
+        expect.insert(big.clone(), Some(r));
+
+        // A topic that does not exist: the TBW102 path (autoCreateTopicEnable=true).
+        let auto = "RmqStdAutoCreated";
+        let r = p
+            .send(Message::new(auto, "auto-0"))
+            .await
+            .expect("auto-created topic");
+        check_ok(&r, auto);
+
+        let route = p.route(topic).await.expect("route");
+        assert_eq!(route.queues.len(), 4);
+        assert!(!route.from_default_topic);
+
+        let c = p.counters();
+        // 10 sync + 300 async + 5 callback + 20 oneway + 3 to-queue + 10 ordered + 1 batch
+        // + 1 compressed + 1 auto-created; the 2 validation failures.
+        assert_eq!((c.sent, c.failed), (351, 2), "{c:?}");
+        assert!(c.attempts >= c.sent, "{c:?}");
+        p.shutdown().await;
+        let e = p.send(Message::new(topic, "late")).await.unwrap_err();
+        assert!(matches!(e.kind(), SendErrorKind::Shutdown), "{e:?}");
+
+        // Read everything back with the Java client.
+        let got =
+            verifier_read(&cluster, topic, expect.len(), Duration::from_secs(5)).expect("verifier");
+        assert_eq!(got.len(), expect.len(), "read back count");
+        let mut seen_batch = BTreeSet::new();
+        for m in &got {
+            let Some(want) = expect.get(&m.body) else {
+                panic!("unexpected message {:?}", String::from_utf8_lossy(&m.body));
+            };
+            assert_eq!(m.topic, topic);
+            if let Some(r) = want {
+                assert_eq!(m.queue_id, r.queue.queue_id, "{m:?} vs {r:?}");
+                assert_eq!(m.queue_offset, r.queue_offset);
+                assert_eq!(m.msg_id, r.msg_id);
+                assert_eq!(m.offset_msg_id, r.offset_msg_id);
+            }
+            let text = String::from_utf8_lossy(&m.body);
+            if let Some(i) = text.strip_prefix("sync-") {
+                let i: u32 = i.parse().unwrap();
+                assert_eq!(m.tags.as_deref(), Some("TagS"));
+                assert_eq!(m.keys.as_deref(), Some(format!("k-{i}").as_str()));
+                assert_eq!(m.properties.get("p"), Some(&format!("v{i}")));
+            }
+            if text.starts_with("batch-") {
+                assert_eq!(m.tags.as_deref(), Some("TagB"));
+                seen_batch.insert(m.properties.get("UNIQ_KEY").cloned().unwrap_or_default());
+            }
+        }
+        assert_eq!(seen_batch, batch_ids, "batch UNIQ_KEYs");
+        assert_eq!(
+            got.iter().filter(|m| m.body == big).count(),
+            1,
+            "compressed body read back intact"
+        );
+        let auto_got = verifier_read(&cluster, auto, 1, Duration::from_secs(5)).expect("verifier");
+        assert_eq!(auto_got.len(), 1);
+        assert_eq!(auto_got[0].body, b"auto-0");
+    });
+}
+
+#[test]
+fn producer_features_5_3_3() {
+    features(Version::V5_3_3);
+}
+
+#[test]
+fn producer_features_4_9_8() {
+    features(Version::V4_9_8);
+}
+
+/// Two brokers; `kill -9` one during a stream of async sends. Every acknowledged message is
+/// read back, every failure reaches its caller, and sends after the kill land on the other
+/// broker within the retry budget.
+#[test]
+fn kill9_broker_during_async_stream_5_3_3() {
+    let mut cluster = Cluster::start(
+        Version::V5_3_3,
+        ClusterOptions {
+            brokers: 2,
+            ..ClusterOptions::default()
+        },
+    )
+    .expect("cluster");
+    let topic = "RmqStdKill";
+    create_topic(&cluster, topic);
+    let ns = cluster.namesrv_addr().to_string();
+    let rt = runtime();
+    const TOTAL: usize = 2000;
+    const KILL_AT: usize = 700;
+    let (oks, errs, after_kill_failures) = rt.block_on(async {
+        let p = Producer::builder()
+            .namesrv_addr(&ns)
+            .producer_group("rmq-std-kill")
+            .fault_profile(FaultProfile::Adaptive)
+            .start()
+            .await
+            .expect("producer");
+        // Warm up: both brokers known and connected.
+        for i in 0..8 {
+            p.send(Message::new(topic, format!("warm-{i}")))
+                .await
+                .expect("warm-up");
+        }
+        let returned = Arc::new(AtomicUsize::new(0));
+        let mut handles = Vec::with_capacity(TOTAL);
+        let mut killed_at = None;
+        for i in 0..TOTAL {
+            if i == KILL_AT {
+                cluster.kill9_broker(0);
+                killed_at = Some(Instant::now());
+            }
+            let started = Instant::now();
+            let fut = p.send_async(Message::new(topic, format!("kill-{i}")));
+            let returned = returned.clone();
+            handles.push(tokio::spawn(async move {
+                let r = fut.await;
+                returned.fetch_add(1, Ordering::Relaxed);
+                (i, started, r)
+            }));
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let killed_at = killed_at.unwrap();
+        let mut oks = Vec::new();
+        let mut errs = Vec::new();
+        let mut after_kill_failures = 0;
+        for h in handles {
+            let (i, started, r) = h.await.expect("join");
+            match r {
+                Ok(r) => oks.push((i, r)),
+                Err(e) => {
+                    if started > killed_at + Duration::from_millis(500) {
+                        after_kill_failures += 1;
+                    }
+                    errs.push((i, e));
+                }
+            }
+        }
+        assert_eq!(
+            returned.load(Ordering::Relaxed),
+            TOTAL,
+            "every send returned"
+        );
+        let c = p.counters();
+        eprintln!(
+            "kill test: {} ok, {} failed, counters {c:?}",
+            oks.len(),
+            errs.len()
+        );
+        for (i, e) in errs.iter().take(10) {
+            eprintln!("  failure #{i}: {e}");
+        }
+        assert!(c.connections_lost >= 1, "{c:?}");
+        p.shutdown().await;
+        (oks, errs, after_kill_failures)
+    });
+    assert_eq!(oks.len() + errs.len(), TOTAL);
+    assert_eq!(
+        after_kill_failures, 0,
+        "sends issued after the kill must land on the surviving broker"
+    );
+    assert!(
+        oks.iter()
+            .any(|(i, r)| *i > KILL_AT && r.queue.broker_name == "broker-b"),
+        "sends after the kill went to broker-b"
+    );
+    for (_, r) in &oks {
+        assert_eq!(r.status, SendStatus::SendOk);
+    }
+    // Restart the killed broker so that its acknowledged messages can be read back.
+    cluster.restart_broker(0).expect("restart");
+    // The Verifier only sees broker-a once it re-registered the topic with the NameServer.
+    rt.block_on(async {
+        let p = Producer::builder()
+            .namesrv_addr(&ns)
+            .producer_group("rmq-std-kill-route")
+            .start()
+            .await
+            .expect("producer");
+        let t0 = Instant::now();
+        loop {
+            let r = p.route(topic).await;
+            if let Ok(r) = &r
+                && r.queues.iter().any(|q| q.broker_name == "broker-a")
+            {
+                break;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "broker-a never re-registered: {r:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        p.shutdown().await;
+    });
+    let got =
+        verifier_read(&cluster, topic, oks.len() + 8, Duration::from_secs(10)).expect("verifier");
+    let ids: BTreeSet<&str> = got.iter().map(|m| m.msg_id.as_str()).collect();
+    let lost: Vec<_> = oks
+        .iter()
+        .filter(|(_, r)| !ids.contains(r.msg_id.as_str()))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "{} acknowledged but lost, e.g. {:?}",
+        lost.len(),
+        lost.iter().take(3).collect::<Vec<_>>()
+    );
+}
