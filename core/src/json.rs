@@ -185,9 +185,9 @@ impl<'a> JsonStr<'a> {
         let mut run = 0;
         let mut i = 0;
         while i < raw.len() {
-            if raw.get(i) != Some(&b'\\') {
-                i += 1;
-                continue;
+            match find2(raw.get(i..).unwrap_or(&[]), b'\\', b'\\') {
+                Some(off) => i += off,
+                None => break,
             }
             if !f(raw.get(run..i).unwrap_or(&[])) {
                 return Ok(false);
@@ -355,6 +355,33 @@ impl Iterator for JsonChars<'_> {
             }
         }
     }
+}
+
+/// Position of the first `a` or `b` in `hay`, eight bytes at a time (SWAR).
+#[inline]
+fn find2(hay: &[u8], a: u8, b: u8) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let (sa, sb) = (LO * u64::from(a), LO * u64::from(b));
+    let mut chunks = hay.chunks_exact(8);
+    let mut base = 0;
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        let x = u64::from_le_bytes(w);
+        let (xa, xb) = (x ^ sa, x ^ sb);
+        // Lowest set bit marks the first zero byte exactly (borrows only propagate upward).
+        let m = (xa.wrapping_sub(LO) & !xa & HI) | (xb.wrapping_sub(LO) & !xb & HI);
+        if m != 0 {
+            return Some(base + (m.trailing_zeros() / 8) as usize);
+        }
+        base += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|&x| x == a || x == b)
+        .map(|i| base + i)
 }
 
 const fn utf8_width(b: u8) -> usize {
@@ -710,7 +737,7 @@ impl<'a> Parser<'a> {
         let mut escaped = false;
         loop {
             let rest = self.input.get(self.pos..).unwrap_or(&[]);
-            let Some(off) = rest.iter().position(|&b| b == q || b == b'\\') else {
+            let Some(off) = find2(rest, q, b'\\') else {
                 self.pos = self.input.len();
                 return Err(self.err(JsonErrorKind::UnexpectedEnd));
             };
@@ -1117,7 +1144,8 @@ impl<'b> SliceWriter<'b> {
         let mut run = 0;
         let mut i = 0;
         while i < bytes.len() {
-            let b = bytes.get(i).copied().unwrap_or(0);
+            i += plain_run(bytes.get(i..).unwrap_or(&[]));
+            let Some(&b) = bytes.get(i) else { break };
             let (consumed, esc) = classify(bytes, i, b);
             match esc {
                 Esc::None => i += consumed,
@@ -1140,6 +1168,31 @@ impl<'b> SliceWriter<'b> {
         self.put(bytes.get(run..).unwrap_or(&[]));
         self.put_u8(b'"');
     }
+}
+
+/// Bytes that may start an escaped sequence (see [`classify`]).
+const MAYBE_ESCAPE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = true;
+        i += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t[0x7F] = true;
+    t[0xC2] = true;
+    t[0xE2] = true;
+    t
+};
+
+/// Length of the leading run of bytes that are certainly written unchanged.
+#[inline]
+fn plain_run(bytes: &[u8]) -> usize {
+    bytes
+        .iter()
+        .position(|&b| MAYBE_ESCAPE[usize::from(b)])
+        .unwrap_or(bytes.len())
 }
 
 enum Esc {
@@ -1181,7 +1234,10 @@ pub fn json_str_len(s: &str) -> usize {
     let mut n = 2usize;
     let mut i = 0;
     while i < bytes.len() {
-        let b = bytes.get(i).copied().unwrap_or(0);
+        let run = plain_run(bytes.get(i..).unwrap_or(&[]));
+        n += run;
+        i += run;
+        let Some(&b) = bytes.get(i) else { break };
         let (consumed, esc) = classify(bytes, i, b);
         n += match esc {
             Esc::None => consumed,
@@ -1324,6 +1380,18 @@ mod test {
             JsonErrorKind::LoneSurrogate
         );
         assert!(!lone.eq_str("\u{fffd} x"));
+    }
+
+    #[test]
+    fn find2_matches_naive() {
+        let hay = b"abcdefgh\\ijklmnopq\"rstuvwxyz0123456789\x80\xff";
+        for start in 0..hay.len() {
+            for (a, b) in [(b'"', b'\\'), (b'z', b'q'), (0x80, 0xff), (b'!', b'#')] {
+                let h = &hay[start..];
+                let naive = h.iter().position(|&x| x == a || x == b);
+                assert_eq!(find2(h, a, b), naive, "{start} {a} {b}");
+            }
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@
 //! - [`message`]: message properties, UNIQ_KEY, offsetMsgId, sysFlag, batch bodies, stored
 //!   message (PULL body) decoding and client-side validation.
 //! - [`route`]: TopicRouteData parsing and the producer's publish-queue list.
+//! - [`acl`]: ACL 1.0 request signing (HMAC-SHA1), streamed without allocating.
 //! - [`pending`]: the in-flight request table keyed by opaque, with deadlines.
 //! - [`fault`], [`select`], [`retry`]: latency fault tolerance, queue selection and the send
 //!   retry plan (Java 4.9 and 5.x profiles plus our `Adaptive` profile).
@@ -32,6 +33,8 @@
 #![warn(missing_docs)]
 #![warn(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
 
+pub mod acl;
+pub mod consumer;
 pub mod fault;
 pub mod json;
 pub mod message;

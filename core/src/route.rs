@@ -370,6 +370,11 @@ impl<const BROKERS: usize, const STR: usize> TopicRoute<BROKERS, STR> {
                         continue;
                     };
                     let addr = self.store(addr)?;
+                    // A repeated id keeps its last address, like Java's HashMap.
+                    if let Some(slot) = rec.addrs.iter_mut().find(|(i, _)| *i == id) {
+                        slot.1 = addr;
+                        continue;
+                    }
                     rec.addrs
                         .push((id, addr))
                         .map_err(|_| RouteError::TooManyAddresses)?;
@@ -669,6 +674,18 @@ mod tests {
         out.iter()
             .map(|q| (r.broker_name(q.broker).unwrap().to_string(), q.queue_id))
             .collect()
+    }
+
+    /// Fuzz finding (route_json): a repeated broker id made a route differ from itself in
+    /// `same_as`, and `addr` returned the first address where Java keeps the last.
+    #[test]
+    fn repeated_broker_id_keeps_last_address() {
+        let body = br#"{"brokerDatas":[{"brokerAddrs":{1:"10.0.0.5:10911","1":"10.0.0.6:10911"},"brokerName":"broker-a","cluster":"c"}],"queueDatas":[]}"#;
+        let r = Route::parse(body).unwrap();
+        let b = r.broker(0).unwrap();
+        assert_eq!(b.addr(1), Some("10.0.0.6:10911"));
+        assert_eq!(b.addrs().count(), 1);
+        assert!(r.same_as(&r));
     }
 
     #[test]

@@ -1,7 +1,226 @@
 //! # rmq-smoltcp
 //!
-//! Drives the [`rmq_core`] producer over smoltcp TCP sockets, with no heap.
+//! A heap-free Apache RocketMQ producer for constrained gateways: it drives the
+//! [`rmq_core`] codec, route parser, queue selection, fault table and retry plan over smoltcp
+//! TCP sockets.
+//!
+//! ## Model
+//!
+//! - **No heap, no clock, no threads.** Every buffer is lent by the caller ([`Buffers`]) or
+//!   sized by const generics; the caller passes `now` to every call.
+//! - **One topic per [`Producer`]**, looked up through the NameServer (GET_ROUTEINFO_BY_TOPIC;
+//!   a topic the NameServer does not know falls back to the `TBW102` route, as Java does) and
+//!   refreshed every [`Config::route_refresh`].
+//! - **One send in flight.** [`Producer::send`] (completion reported by
+//!   [`Producer::take_completion`]) or [`Producer::send_oneway`] (complete once written). The
+//!   retry plan, queue selection and latency fault table are the core's
+//!   ([`rmq_core::retry::SendPlan`]); retries re-select a queue and reconnect as needed.
+//! - **[`Producer::poll`] does bounded work** (two interface polls, at most a few frames read
+//!   per connection, one write step) and returns the instant it must be called again at the
+//!   latest (or earlier, when packets arrive).
+//!
+//! ## Framing guarantees
+//!
+//! Frames are staged in [`Buffers::tx`] (prefix and header) and written from there and from the
+//! message region of [`Buffers::message`] (body) with `send_slice`. A partial write or a full
+//! socket buffer (WouldBlock) leaves a cursor; the next poll resumes at that byte. No other
+//! frame is staged, on any connection, until the current one is completely written, so frames
+//! can never interleave. A half-written frame is only ever dropped together with its
+//! connection (which is then reset), never restarted on it.
+//!
+//! Incoming frames are peeked in the socket's receive ring and taken out only when complete,
+//! so [`Buffers::rx`] is shared by all connections. The socket's receive buffer and
+//! [`Buffers::rx`] must each hold the largest response (the route response: about 200 bytes
+//! of header plus 250–400 bytes of route per broker).
+//!
+//! ## Logging
+//!
+//! With the `defmt` feature, connection, route and send events are logged with `defmt`, and
+//! the public types implement `defmt::Format`.
 #![no_std]
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
+#[macro_use]
+mod log;
+mod addr;
+mod engine;
+
+pub use addr::parse_endpoint;
+pub use engine::{Producer, Stats};
 pub use rmq_core as core;
+
+use ::core::fmt;
+
+use rmq_core::producer;
+use rmq_core::retry::{RetryConfig, SendError, SendMode, SendStatus};
+use rmq_core::time::Duration;
+use rmq_core::wire::{EncodeError, version};
+use smoltcp::wire::IpEndpoint;
+
+/// Longest broker name a [`Producer`] stores.
+pub const MAX_BROKER_NAME: usize = 64;
+/// Longest offsetMsgId kept in a [`SendReceipt`] (IPv6 brokers give 56 hex digits).
+pub const MAX_MSG_ID: usize = 56;
+
+/// Producer settings. `'a` is the lifetime of the strings (usually `'static`).
+#[derive(Clone, Copy, Debug)]
+pub struct Config<'a> {
+    /// The NameServers. One is used at a time, starting at a seed-chosen index; after a
+    /// failure (connect error, reset, route timeout) the next one is tried (core
+    /// `NamesrvCursor`, Java's choice).
+    pub namesrvs: &'a [IpEndpoint],
+    /// Producer group (`a` in the send header).
+    pub producer_group: &'a str,
+    /// The topic this producer publishes to.
+    pub topic: &'a str,
+    /// Retry, selection and fault-tolerance settings (mode is set per send).
+    pub retry: RetryConfig,
+    /// `version` ordinal sent in headers.
+    pub version: i32,
+    /// TCP connect timeout (also bounded by the attempt's deadline).
+    pub connect_timeout: Duration,
+    /// Timeout of one route request.
+    pub route_timeout: Duration,
+    /// Route refresh period (Java `pollNameServerInterval`, 30 s).
+    pub route_refresh: Duration,
+    /// First wait before retrying a failed route lookup; doubles per consecutive failure
+    /// (core `Backoff`), up to 30 s.
+    pub route_retry: Duration,
+    /// A stalled half-written frame (no byte accepted for this long), or sent data the peer
+    /// does not acknowledge for this long, resets its connection.
+    pub write_stall_timeout: Duration,
+    /// First local TCP port; connections use successive ports from here (wrapping within
+    /// 49152..65535).
+    pub local_port_base: u16,
+    /// Gateway IPv4 address (first field of UNIQ_KEY).
+    pub client_ip: [u8; 4],
+    /// Per-boot random value: seeds the queue counter, UNIQ_KEY and retry entropy.
+    pub seed: u32,
+}
+
+impl<'a> Config<'a> {
+    /// Defaults: Java 4.9 profile with the latency switch on, 3 s send timeout, 2 retries.
+    pub fn new(namesrvs: &'a [IpEndpoint], producer_group: &'a str, topic: &'a str) -> Self {
+        Config {
+            namesrvs,
+            producer_group,
+            topic,
+            retry: RetryConfig::java49(SendMode::Sync),
+            version: version::V4_9_8,
+            connect_timeout: producer::CONNECT_TIMEOUT,
+            route_timeout: producer::CLIENT_API_TIMEOUT,
+            route_refresh: producer::POLL_NAME_SERVER_INTERVAL,
+            route_retry: Duration::from_millis(1000),
+            write_stall_timeout: Duration::from_millis(3000),
+            local_port_base: 49152,
+            client_ip: [0, 0, 0, 0],
+            seed: 0x5EED_1234,
+        }
+    }
+}
+
+/// Caller-owned buffers.
+#[derive(Debug)]
+pub struct Buffers<'b> {
+    /// Staging for one frame's prefix and header (route request or send header; 512 bytes
+    /// are plenty for topic, group and broker names of usual lengths).
+    pub tx: &'b mut [u8],
+    /// One received frame (shared by every connection).
+    pub rx: &'b mut [u8],
+    /// The message in flight: encoded properties plus body.
+    pub message: &'b mut [u8],
+}
+
+/// A message to publish.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Message<'m> {
+    /// Body bytes.
+    pub body: &'m [u8],
+    /// `TAGS` property.
+    pub tags: Option<&'m str>,
+    /// `KEYS` property.
+    pub keys: Option<&'m str>,
+    /// Application flag (stored verbatim).
+    pub flag: i32,
+}
+
+/// Identifies a send in [`Completion`]s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct SendId(pub u32);
+
+/// A stored message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SendReceipt {
+    /// Store status.
+    pub status: SendStatus,
+    /// Broker name the message went to.
+    pub broker: heapless::String<MAX_BROKER_NAME>,
+    /// Queue id written (from the response header; the chosen queue for oneway).
+    pub queue_id: i32,
+    /// Consume-queue offset (`None` for oneway).
+    pub queue_offset: Option<i64>,
+    /// offsetMsgId (empty for oneway).
+    pub offset_msg_id: heapless::String<MAX_MSG_ID>,
+    /// The UNIQ_KEY (client message id), upper-case hex.
+    pub msg_id: heapless::String<32>,
+    /// Attempts made.
+    pub attempts: u8,
+}
+
+/// Why a send failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum SendFailure {
+    /// The retry plan gave up (route missing, broker codes, transport failures, timeout).
+    Plan(SendError),
+    /// The request header does not fit [`Buffers::tx`].
+    Encode(EncodeError),
+}
+
+impl fmt::Display for SendFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendFailure::Plan(e) => fmt::Display::fmt(e, f),
+            SendFailure::Encode(e) => write!(f, "cannot encode the request: {e}"),
+        }
+    }
+}
+
+impl ::core::error::Error for SendFailure {}
+
+/// The end of a send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Completion {
+    /// Which send.
+    pub id: SendId,
+    /// Its result.
+    pub result: Result<SendReceipt, SendFailure>,
+}
+
+/// [`Producer::send`] refused the message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum SubmitError {
+    /// A send is in flight, a frame is half written or a completion was not taken yet.
+    Busy,
+    /// Properties plus body do not fit [`Buffers::message`].
+    TooLarge,
+    /// A tag or key contains a separator character (0x01 / 0x02).
+    InvalidProperty,
+}
+
+impl fmt::Display for SubmitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SubmitError::Busy => "a send is in flight",
+            SubmitError::TooLarge => "message does not fit the message buffer",
+            SubmitError::InvalidProperty => "tag or key contains a separator character",
+        })
+    }
+}
+
+impl ::core::error::Error for SubmitError {}

@@ -41,6 +41,10 @@ const SWEEP_GRACE: Duration = Duration::from_millis(1000);
 
 /// What a request ends with: the whole response frame, or a transport failure.
 pub type Reply = Result<Bytes, TransportError>;
+
+/// A request the server sent on one of our connections (flag bit 0 clear, e.g.
+/// NOTIFY_CONSUMER_IDS_CHANGED): the connection's address and the whole frame.
+pub type ServerRequest = (String, Bytes);
 type Waiter = oneshot::Sender<Reply>;
 
 struct Outgoing {
@@ -279,6 +283,21 @@ pub async fn connect(
     max_in_flight: usize,
     counters: Arc<Counters>,
 ) -> Result<Arc<Conn>, TransportError> {
+    connect_with(id, addr, max_in_flight, counters, None).await
+}
+
+/// [`connect`], forwarding the requests the server sends on this connection to
+/// `server_requests` (without it they are dropped).
+///
+/// # Errors
+/// As [`connect`].
+pub async fn connect_with(
+    id: u32,
+    addr: &str,
+    max_in_flight: usize,
+    counters: Arc<Counters>,
+    server_requests: Option<mpsc::UnboundedSender<ServerRequest>>,
+) -> Result<Arc<Conn>, TransportError> {
     let stream = match tokio::time::timeout(
         clock::to_std(CONNECT_TIMEOUT),
         TcpStream::connect(addr),
@@ -305,6 +324,7 @@ pub async fn connect(
         closed: conn.closed.clone(),
         permits: conn.permits.clone(),
         counters,
+        server_requests,
     };
     tokio::spawn(task.run(stream, rx));
     debug!(addr, id, "connected");
@@ -318,6 +338,7 @@ struct Task {
     closed: Arc<AtomicBool>,
     permits: Arc<Semaphore>,
     counters: Arc<Counters>,
+    server_requests: Option<mpsc::UnboundedSender<ServerRequest>>,
 }
 
 enum End {
@@ -415,8 +436,13 @@ impl Task {
             if let Some(frame) = reader.take_frame() {
                 let h = CommandHeader::parse(&frame).map_err(|_| "malformed header")?;
                 if !h.is_response() {
-                    // A request from the broker (transaction check, ...): a producer without
-                    // those features ignores it, as Java does when no processor is set.
+                    // A request from the broker (consumer ids changed, transaction check, ...):
+                    // handed to the owner's handler if there is one, else ignored, as Java does
+                    // when no processor is set.
+                    if let Some(tx) = &self.server_requests {
+                        let frame = Bytes::copy_from_slice(frame.into_inner());
+                        let _ = tx.send((self.addr.clone(), frame));
+                    }
                     continue;
                 }
                 let opaque = h.opaque();
@@ -450,6 +476,7 @@ pub struct Pool {
     next_id: std::sync::atomic::AtomicU32,
     max_in_flight: usize,
     counters: Arc<Counters>,
+    server_requests: Option<mpsc::UnboundedSender<ServerRequest>>,
 }
 
 impl Pool {
@@ -461,6 +488,19 @@ impl Pool {
             next_id: std::sync::atomic::AtomicU32::new(1),
             max_in_flight,
             counters,
+            server_requests: None,
+        }
+    }
+
+    /// An empty pool whose connections forward server-initiated requests to `server_requests`.
+    pub fn with_server_requests(
+        max_in_flight: usize,
+        counters: Arc<Counters>,
+        server_requests: mpsc::UnboundedSender<ServerRequest>,
+    ) -> Self {
+        Pool {
+            server_requests: Some(server_requests),
+            ..Pool::new(max_in_flight, counters)
         }
     }
 
@@ -506,7 +546,15 @@ impl Pool {
         let id = self
             .next_id
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        match connect(id, addr, self.max_in_flight, self.counters.clone()).await {
+        match connect_with(
+            id,
+            addr,
+            self.max_in_flight,
+            self.counters.clone(),
+            self.server_requests.clone(),
+        )
+        .await
+        {
             Ok(c) => {
                 s.backoff.reset();
                 s.conn = Some(c.clone());

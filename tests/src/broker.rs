@@ -48,6 +48,9 @@ pub enum Version {
 }
 
 impl Version {
+    /// The 4.9 line under the name the issues use; it runs 4.9.7 server jars (see above).
+    pub const V4_9_8: Version = Version::V4_9;
+
     /// The Maven version of every jar: "5.3.3" or "4.9.7".
     pub fn name(self) -> &'static str {
         match self {
@@ -110,6 +113,9 @@ pub struct ClusterOptions {
     pub start_timeout: Duration,
     /// Optional extra readiness check, see [`ReadyProbe`].
     pub ready_probe: Option<ReadyProbe>,
+    /// Files written into every broker's `ROCKETMQ_HOME` before it starts, as
+    /// `(path relative to the home folder, contents)`; e.g. 4.9's `conf/plain_acl.yml`.
+    pub broker_home_files: Vec<(String, String)>,
 }
 
 impl Default for ClusterOptions {
@@ -123,6 +129,7 @@ impl Default for ClusterOptions {
             broker_heap_mb: 512,
             start_timeout: Duration::from_secs(120),
             ready_probe: None,
+            broker_home_files: Vec::new(),
         }
     }
 }
@@ -416,6 +423,14 @@ impl Cluster {
         let text = self.broker_conf(i);
         let node = &mut self.brokers[i];
         prepare_home(self.version, &node.dir)?;
+        for (rel, contents) in &self.options.broker_home_files {
+            let path = node.home().join(rel);
+            if let Some(parent) = path.parent() {
+                fs::create_dir_all(parent)
+                    .map_err(|e| HarnessError::new(format!("create {}: {e}", parent.display())))?;
+            }
+            write(&path, contents)?;
+        }
         let conf = node.dir.join("broker.conf");
         write(&conf, &text)?;
         let heap = self.options.broker_heap_mb;
@@ -700,4 +715,15 @@ impl Drop for Cluster {
             jvm.kill9();
         }
     }
+}
+
+/// Downloads (Maven) and compiles everything a [`Cluster`] of `version` and its Java tools
+/// need, without starting anything. Tests that later run inside a network namespace with no
+/// route to Maven Central call this first, outside it.
+pub fn prefetch(version: Version) -> Result<(), HarnessError> {
+    jars::require_tool(&jars::jdk_tool("java"), "-version")?;
+    jars::lib_dir(version, jars::Part::Server)?;
+    jars::lib_dir(version, jars::Part::Client)?;
+    jars::java_classes(version)?;
+    Ok(())
 }

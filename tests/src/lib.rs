@@ -1,11 +1,14 @@
 //! Test support: the real-broker harness, fault-injection peers and the policy simulator.
 //!
+//! - [`blocking`]: a minimal blocking producer over `std::net::TcpStream` built from rmq-core
+//!   (no runtime), used by the interop suite.
 //! - [`broker`]: starts a genuine Apache RocketMQ NameServer and brokers (5.3.3, or 4.9.7 for
 //!   the 4.9 line) from Maven Central jars, plus the Java-side reference tools (`Verifier`,
 //!   `JavaProducer`).
 //! - [`relay`]: a recording TCP relay that captures every remoting frame in both directions.
 //! - [`sim`]: the deterministic fault-tolerance policy simulator (`rmq-sim`).
 
+pub mod blocking;
 pub mod broker;
 pub mod relay;
 pub mod sim;

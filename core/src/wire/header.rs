@@ -228,6 +228,18 @@ enum Key {
 }
 
 fn json_key(k: JsonStr<'_>) -> Key {
+    if !k.has_escapes() {
+        return match k.raw() {
+            b"code" => Key::Code,
+            b"extFields" => Key::ExtFields,
+            b"flag" => Key::Flag,
+            b"language" => Key::Language,
+            b"opaque" => Key::Opaque,
+            b"remark" => Key::Remark,
+            b"version" => Key::Version,
+            _ => Key::Other,
+        };
+    }
     const KEYS: [(&str, Key); 7] = [
         ("code", Key::Code),
         ("extFields", Key::ExtFields),

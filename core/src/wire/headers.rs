@@ -94,12 +94,22 @@ slot!(bool, |f, _s, _k| Ok(f.parse_bool()), |me| ExtValue::Bool(
 ));
 
 /// One pass over the ext fields: `slots[i]` = value of `keys[i]` (last occurrence wins).
+///
+/// Senders usually write keys in declaration order, so the search starts after the previous
+/// match and wraps around: typically one comparison per field.
 fn collect<'a>(h: &CommandHeader<'a>, keys: &[&str], slots: &mut [Option<FieldStr<'a>>]) {
+    let n = keys.len();
+    let mut next = 0;
     for (k, v) in h.ext_iter() {
-        if let Some(i) = keys.iter().position(|key| k.eq_str(key))
-            && let Some(slot) = slots.get_mut(i)
-        {
-            *slot = Some(v);
+        for step in 0..n {
+            let i = (next + step) % n;
+            if keys.get(i).is_some_and(|key| k.eq_str(key)) {
+                if let Some(slot) = slots.get_mut(i) {
+                    *slot = Some(v);
+                }
+                next = i + 1;
+                break;
+            }
         }
     }
 }

@@ -220,7 +220,7 @@ impl core::error::Error for EncodeError {}
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum FieldError {
-    /// A required key is missing (Java: "the custom field <x> is null").
+    /// A required key is missing (Java: "the custom field `<x>` is null").
     Missing(&'static str),
     /// A value does not parse as the field's type.
     Invalid(&'static str),

@@ -1,0 +1,587 @@
+use super::*;
+use crate::wire::{CommandRepr, Frame, SerializeType, version};
+use proptest::prelude::*;
+use std::string::String;
+use std::vec::Vec as StdVec;
+
+fn response(code: i32, ext: &[(&str, &str)], buf: &mut [u8]) -> usize {
+    let cmd = CommandRepr::response(ResponseCode(code), 5, version::V5_3_3, Some(ext));
+    cmd.emit_frame_prefix_and_header(SerializeType::JSON, 0, buf)
+        .unwrap()
+}
+
+fn pull(code: i32, ext: &[(&str, &str)]) -> Result<PullResult, PullError> {
+    let mut buf = [0u8; 512];
+    let n = response(code, ext, &mut buf);
+    let f = Frame::new_checked(&buf[..n]).unwrap();
+    let h = CommandHeader::parse(&f).unwrap();
+    parse_pull_response(&h)
+}
+
+const PULL_EXT: [(&str, &str); 4] = [
+    ("suggestWhichBrokerId", "1"),
+    ("nextBeginOffset", "42"),
+    ("minOffset", "3"),
+    ("maxOffset", "50"),
+];
+
+#[test]
+fn pull_status_mapping() {
+    for (code, st) in [
+        (0, PullStatus::Found),
+        (19, PullStatus::NoNewMsg),
+        (20, PullStatus::NoMatchedMsg),
+        (21, PullStatus::OffsetIllegal),
+    ] {
+        let r = pull(code, &PULL_EXT).unwrap();
+        assert_eq!(r.status, st);
+        assert_eq!(r.next_begin_offset, 42);
+        assert_eq!(r.min_offset, 3);
+        assert_eq!(r.max_offset, 50);
+        assert_eq!(r.suggest_which_broker_id, 1);
+        assert_eq!(r.offset_delta, None);
+    }
+    let mut ext = PULL_EXT.to_vec();
+    ext.push(("offsetDelta", "-7"));
+    assert_eq!(pull(0, &ext).unwrap().offset_delta, Some(-7));
+}
+
+#[test]
+fn pull_errors() {
+    let e = pull(215, &[]).unwrap_err();
+    assert_eq!(e, PullError::Broker(ResponseCode::FLOW_CONTROL));
+    assert_eq!(
+        e.retry_delay(PULL_EXCEPTION_DELAY_V5),
+        Duration::from_millis(20)
+    );
+    let e = pull(24, &PULL_EXT).unwrap_err();
+    assert_eq!(e, PullError::Broker(ResponseCode::SUBSCRIPTION_NOT_EXIST));
+    assert_eq!(
+        e.retry_delay(PULL_EXCEPTION_DELAY_V4),
+        Duration::from_millis(3000)
+    );
+    let e = pull(19, &PULL_EXT[..1]).unwrap_err();
+    assert_eq!(e, PullError::Header(FieldError::Missing("nextBeginOffset")));
+    let e = pull(
+        0,
+        &[
+            ("suggestWhichBrokerId", "x"),
+            ("nextBeginOffset", "1"),
+            ("minOffset", "0"),
+            ("maxOffset", "1"),
+        ],
+    )
+    .unwrap_err();
+    assert_eq!(
+        e,
+        PullError::Header(FieldError::Invalid("suggestWhichBrokerId"))
+    );
+}
+
+#[test]
+fn pull_request_header() {
+    let mut req = PullRequest {
+        group: "g",
+        topic: "T",
+        broker_name: "broker-a",
+        queue_id: 3,
+        offset: 17,
+        max_msgs: 32,
+        commit_offset: Some(0),
+        suspend: Some(BROKER_SUSPEND_MAX_TIME),
+        expression: TagExpression::new("a || b"),
+        sub_version: 99,
+    };
+    // commitOffset 0 does not set COMMIT_OFFSET (Java: only when the memory offset is > 0).
+    assert_eq!(req.sys_flag(), 0x2 | 0x4);
+    req.commit_offset = Some(5);
+    let h = req.header();
+    assert_eq!(h.sys_flag, 0x1 | 0x2 | 0x4);
+    assert_eq!(h.commit_offset, 5);
+    assert_eq!(h.suspend_timeout_millis, 15_000);
+    assert_eq!(h.subscription, Some("a || b"));
+    assert_eq!(h.expression_type, Some("TAG"));
+    assert_eq!(h.queue_offset, 17);
+    assert_eq!(h.max_msg_nums, 32);
+    assert_eq!(h.bname, Some("broker-a"));
+    assert_eq!(
+        req.rpc_timeout(Duration::from_millis(10)),
+        CONSUMER_TIMEOUT_WHEN_SUSPEND
+    );
+    req.suspend = None;
+    req.commit_offset = None;
+    req.expression = TagExpression::new("");
+    assert_eq!(req.sys_flag(), 0x4);
+    assert_eq!(req.header().suspend_timeout_millis, 0);
+    assert_eq!(req.header().subscription, Some("*"));
+    assert_eq!(
+        req.rpc_timeout(Duration::from_millis(10)),
+        Duration::from_millis(10)
+    );
+}
+
+#[test]
+fn tag_expressions() {
+    let all = TagExpression::new("*");
+    assert!(all.is_all());
+    assert_eq!(all.tags().count(), 0);
+    assert!(all.matches(None));
+    assert!(all.matches(Some("x")));
+    assert!(TagExpression::new("").is_all());
+    assert_eq!(TagExpression::new("").sub_string(), "*");
+
+    let e = TagExpression::new(" TagA ||  || TagB||TagA ");
+    assert!(!e.is_all());
+    assert_eq!(e.tags().collect::<StdVec<_>>(), ["TagA", "TagB"]);
+    // WIRE.md §8: "TagA" -> 2598919.
+    assert_eq!(
+        e.codes().collect::<StdVec<_>>(),
+        [2_598_919, java_string_hash("TagB")]
+    );
+    assert!(e.matches(Some("TagA")));
+    assert!(e.matches(Some("TagB")));
+    assert!(!e.matches(Some("TagC")));
+    assert!(!e.matches(Some(" TagA")));
+    assert!(!e.matches(None));
+
+    // Java's split on "||" is left to right: "a|||b" gives "a" and "|b".
+    let odd = TagExpression::new("a|||b");
+    assert_eq!(odd.tags().collect::<StdVec<_>>(), ["a", "|b"]);
+    // " * " is not SUB_ALL in Java: a tag named "*".
+    assert_eq!(
+        TagExpression::new(" * ").tags().collect::<StdVec<_>>(),
+        ["*"]
+    );
+    // Only separators: empty tag set, the client keeps everything.
+    let none = TagExpression::new("||");
+    assert!(!none.is_all());
+    assert!(none.matches(None));
+}
+
+#[test]
+fn heartbeat_body() {
+    let subs = [
+        Subscription {
+            topic: "T1",
+            expression: TagExpression::new("*"),
+            sub_version: 1_700_000_000_000,
+        },
+        Subscription {
+            topic: "T2",
+            expression: TagExpression::new("TagA || TagB"),
+            sub_version: 5,
+        },
+    ];
+    let consumers = [ConsumerData {
+        group: "cg",
+        consume_type: ConsumeType::Passively,
+        message_model: MessageModel::Clustering,
+        consume_from_where: ConsumeFromWhere::FirstOffset,
+        subscriptions: &subs,
+    }];
+    let mut buf = [0u8; 1024];
+    let n = write_heartbeat(
+        "10.0.0.1@1#2",
+        &consumers,
+        &[],
+        HeartbeatFlavor::V4,
+        &mut buf,
+    )
+    .unwrap();
+    let expected = concat!(
+        r#"{"clientID":"10.0.0.1@1#2","consumerDataSet":[{"consumeFromWhere":"CONSUME_FROM_FIRST_OFFSET","#,
+        r#""consumeType":"CONSUME_PASSIVELY","groupName":"cg","messageModel":"CLUSTERING","#,
+        r#""subscriptionDataSet":[{"classFilterMode":false,"codeSet":[],"expressionType":"TAG","#,
+        r#""subString":"*","subVersion":1700000000000,"tagsSet":[],"topic":"T1"},"#,
+        r#"{"classFilterMode":false,"codeSet":[2598919,2598920],"expressionType":"TAG","#,
+        r#""subString":"TagA || TagB","subVersion":5,"tagsSet":["TagA","TagB"],"topic":"T2"}],"#,
+        r#""unitMode":false}],"producerDataSet":[{"groupName":"CLIENT_INNER_PRODUCER"}]}"#
+    );
+    assert_eq!(core::str::from_utf8(&buf[..n]).unwrap(), expected);
+
+    let n = write_heartbeat("c", &[], &["pg"], HeartbeatFlavor::V5, &mut buf).unwrap();
+    assert_eq!(
+        core::str::from_utf8(&buf[..n]).unwrap(),
+        r#"{"clientID":"c","consumerDataSet":[],"heartbeatFingerprint":0,"producerDataSet":[{"groupName":"CLIENT_INNER_PRODUCER"},{"groupName":"pg"}],"withoutSub":false}"#
+    );
+    for short in 0..n {
+        assert!(
+            write_heartbeat("c", &[], &["pg"], HeartbeatFlavor::V5, &mut buf[..short]).is_err()
+        );
+    }
+}
+
+#[test]
+fn consumer_list() {
+    let mut out = heapless::Vec::<&str, 4>::new();
+    parse_consumer_list(
+        br#"{"consumerIdList":["10.0.0.2@1","10.0.0.1@2"]}"#,
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!(out.as_slice(), ["10.0.0.2@1", "10.0.0.1@2"]);
+    parse_consumer_list(br#"{ "consumerIdList" : [ ] }"#, &mut out).unwrap();
+    assert!(out.is_empty());
+    let mut small = heapless::Vec::<&str, 1>::new();
+    assert_eq!(
+        parse_consumer_list(br#"{"consumerIdList":["a","b"]}"#, &mut small),
+        Err(ConsumerListError::Full)
+    );
+    for bad in [
+        &br#"{}"#[..],
+        br#"{"consumerIdList":["a""#,
+        br#"{"consumerIdList":["a" "b"]}"#,
+        b"\xff",
+    ] {
+        assert_eq!(
+            parse_consumer_list(bad, &mut out),
+            Err(ConsumerListError::Malformed)
+        );
+    }
+}
+
+/// Java's AllocateMessageQueueAveragely, transcribed with Java `int` arithmetic and list calls.
+fn java_avg(mq_all: &[u32], cid_all: &[&str], current: &str) -> StdVec<u32> {
+    let mut result = StdVec::new();
+    let Some(index) = cid_all.iter().position(|c| *c == current) else {
+        return result;
+    };
+    let (index, n, c) = (index as i32, mq_all.len() as i32, cid_all.len() as i32);
+    let m = n % c;
+    let average_size = if n <= c {
+        1
+    } else if m > 0 && index < m {
+        n / c + 1
+    } else {
+        n / c
+    };
+    let start_index = if m > 0 && index < m {
+        index * average_size
+    } else {
+        index * average_size + m
+    };
+    let range = average_size.min(n - start_index);
+    for i in 0..range {
+        result.push(mq_all[((start_index + i) % n) as usize]);
+    }
+    result
+}
+
+/// Java's AllocateMessageQueueAveragelyByCircle, transcribed.
+#[allow(clippy::needless_range_loop)]
+fn java_circle(mq_all: &[u32], cid_all: &[&str], current: &str) -> StdVec<u32> {
+    let mut result = StdVec::new();
+    let Some(index) = cid_all.iter().position(|c| *c == current) else {
+        return result;
+    };
+    for i in index..mq_all.len() {
+        if i % cid_all.len() == index {
+            result.push(mq_all[i]);
+        }
+    }
+    result
+}
+
+fn alloc(s: AllocateStrategy, n: usize, cids: &[&str], me: &str) -> StdVec<u32> {
+    let queues: StdVec<u32> = (0..n as u32).collect();
+    let mut out = heapless::Vec::<u32, 256>::new();
+    allocate(s, &queues, cids, me, &mut out).unwrap();
+    out.to_vec()
+}
+
+#[test]
+fn allocation_examples() {
+    // STRATEGY.md §9.5: N = 8, C = 3.
+    let cids = ["c0", "c1", "c2"];
+    assert_eq!(
+        alloc(AllocateStrategy::Averagely, 8, &cids, "c0"),
+        [0, 1, 2]
+    );
+    assert_eq!(
+        alloc(AllocateStrategy::Averagely, 8, &cids, "c1"),
+        [3, 4, 5]
+    );
+    assert_eq!(alloc(AllocateStrategy::Averagely, 8, &cids, "c2"), [6, 7]);
+    assert_eq!(
+        alloc(AllocateStrategy::AveragelyByCircle, 8, &cids, "c1"),
+        [1, 4, 7]
+    );
+    // Fewer queues than consumers: the last ones get nothing.
+    assert_eq!(
+        alloc(AllocateStrategy::Averagely, 2, &cids, "c2"),
+        [] as [u32; 0]
+    );
+    assert_eq!(alloc(AllocateStrategy::Averagely, 2, &cids, "c1"), [1]);
+    // Not a member: empty, not an error.
+    assert_eq!(
+        alloc(AllocateStrategy::Averagely, 8, &cids, "zz"),
+        [] as [u32; 0]
+    );
+
+    let mut out = heapless::Vec::<u32, 2>::new();
+    assert_eq!(
+        allocate(
+            AllocateStrategy::Averagely,
+            &[1u32, 2, 3],
+            &["a"],
+            "a",
+            &mut out
+        ),
+        Err(AllocateError::Full)
+    );
+    assert_eq!(
+        allocate(AllocateStrategy::Averagely, &[1u32], &["a"], "", &mut out),
+        Err(AllocateError::EmptyConsumerId)
+    );
+    assert_eq!(
+        allocate::<u32, 2>(AllocateStrategy::Averagely, &[], &["a"], "a", &mut out),
+        Err(AllocateError::NoQueues)
+    );
+    assert_eq!(
+        allocate(AllocateStrategy::Averagely, &[1u32], &[], "a", &mut out),
+        Err(AllocateError::NoConsumers)
+    );
+}
+
+#[test]
+fn java_sort_orders() {
+    let mut q = [
+        MessageQueue::new("T", "b", 0),
+        MessageQueue::new("T", "a", 10),
+        MessageQueue::new("S", "z", 5),
+        MessageQueue::new("T", "a", 2),
+    ];
+    sort_queues(&mut q);
+    assert_eq!(
+        q,
+        [
+            MessageQueue::new("S", "z", 5),
+            MessageQueue::new("T", "a", 2),
+            MessageQueue::new("T", "a", 10),
+            MessageQueue::new("T", "b", 0),
+        ]
+    );
+    // UTF-16 order: a supplementary character (surrogate 0xD800..) sorts before U+FF61,
+    // although its UTF-8 bytes sort after.
+    let mut ids = ["\u{FF61}", "\u{10000}", "B", "A"];
+    sort_consumer_ids(&mut ids);
+    assert_eq!(ids, ["A", "B", "\u{10000}", "\u{FF61}"]);
+}
+
+proptest! {
+    #[test]
+    fn allocation_matches_java_and_partitions(n in 1usize..70, c in 1usize..12) {
+        let names: StdVec<String> = (0..c).map(|i| std::format!("cid-{i:02}")).collect();
+        let cids: StdVec<&str> = names.iter().map(String::as_str).collect();
+        let queues: StdVec<u32> = (0..n as u32).collect();
+        for s in [AllocateStrategy::Averagely, AllocateStrategy::AveragelyByCircle] {
+            let mut seen = std::vec![0u32; n];
+            for me in &cids {
+                let got = alloc(s, n, &cids, me);
+                let want = match s {
+                    AllocateStrategy::Averagely => java_avg(&queues, &cids, me),
+                    AllocateStrategy::AveragelyByCircle => java_circle(&queues, &cids, me),
+                };
+                prop_assert_eq!(&got, &want);
+                for q in got { seen[q as usize] += 1; }
+            }
+            prop_assert!(seen.iter().all(|&x| x == 1), "{:?}", seen);
+        }
+        // Shares differ by at most one.
+        let sizes: StdVec<usize> = cids.iter().map(|me| alloc(AllocateStrategy::Averagely, n, &cids, me).len()).collect();
+        prop_assert!(sizes.iter().max().unwrap() - sizes.iter().min().unwrap() <= 1);
+    }
+
+    #[test]
+    fn tracker_committable_is_lowest_unacked(acks in proptest::collection::vec(any::<prop::sample::Index>(), 0..40), n in 1usize..40, start in 0i64..1000) {
+        let mut t = QueueTracker::<64>::new(start);
+        let offs: StdVec<i64> = (0..n as i64).map(|i| start + 2 * i).collect();
+        for &o in &offs { t.push(o, 10).unwrap(); }
+        t.advance(start + 2 * n as i64 + 5);
+        let mut pending: std::collections::BTreeSet<i64> = offs.iter().copied().collect();
+        let mut last = i64::MIN;
+        for a in acks {
+            let o = offs[a.index(offs.len())];
+            prop_assert_eq!(t.ack(o), pending.remove(&o));
+            let want = pending.first().copied().unwrap_or(start + 2 * n as i64 + 5);
+            prop_assert_eq!(t.committable(), want);
+            prop_assert!(t.committable() >= last);
+            last = t.committable();
+            prop_assert_eq!(t.cached_count(), pending.len());
+            prop_assert_eq!(t.cached_bytes(), 10 * pending.len() as u64);
+        }
+    }
+
+    #[test]
+    fn averagely_range_never_panics(n in any::<usize>(), c in any::<usize>(), i in any::<usize>()) {
+        if let Some(r) = averagely_range(n, c, i) {
+            prop_assert!(r.start <= r.end);
+            prop_assert!(r.end <= n.max(r.start));
+        }
+        let _ = by_circle_indices(n.min(1000), c, i).count();
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Push { gap: u8, size: u32 },
+    Ack(prop::sample::Index),
+    Advance(u8),
+    Reset(u16),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0u8..4, 0u32..(3 << 20)).prop_map(|(gap, size)| Op::Push { gap, size }),
+        3 => any::<prop::sample::Index>().prop_map(Op::Ack),
+        1 => (0u8..5).prop_map(Op::Advance),
+        1 => any::<u16>().prop_map(Op::Reset),
+    ]
+}
+
+proptest! {
+    /// QueueTracker against a trivial model (an ordered map plus the next offset), with Java's
+    /// flow-control formulas evaluated on the model.
+    #[test]
+    fn tracker_matches_model(start in 0i64..100, ops in proptest::collection::vec(op(), 0..200)) {
+        const CAP: usize = 48;
+        let limits = FlowLimits { max_cached_msgs: 20, max_cached_mib: 30, max_span: 60, delay: FLOW_CONTROL_DELAY };
+        let mut t = QueueTracker::<CAP>::new(start);
+        let mut model: std::collections::BTreeMap<i64, u32> = std::collections::BTreeMap::new();
+        let mut next = start;
+        for op in ops {
+            match op {
+                Op::Push { gap, size } => {
+                    let off = next + i64::from(gap);
+                    let r = t.push(off, size);
+                    if model.len() == CAP {
+                        prop_assert_eq!(r, Err(TrackError::Full));
+                    } else {
+                        prop_assert_eq!(r, Ok(()));
+                        model.insert(off, size);
+                        next = off + 1;
+                    }
+                    prop_assert_eq!(t.push(next - 1, 1).is_err(), true);
+                }
+                Op::Ack(i) => {
+                    if model.is_empty() {
+                        prop_assert!(!t.ack(next));
+                    } else {
+                        let off = *model.keys().nth(i.index(model.len())).unwrap();
+                        prop_assert!(t.ack(off));
+                        model.remove(&off);
+                        prop_assert!(!t.ack(off));
+                    }
+                }
+                Op::Advance(d) => {
+                    t.advance(next + i64::from(d) - 2);
+                    next = next.max(next + i64::from(d) - 2);
+                }
+                Op::Reset(o) => {
+                    t.reset(i64::from(o));
+                    model.clear();
+                    next = i64::from(o);
+                }
+            }
+            prop_assert_eq!(t.next_offset(), next);
+            prop_assert_eq!(t.committable(), model.keys().next().copied().unwrap_or(next));
+            prop_assert_eq!(t.cached_count(), model.len());
+            let bytes: u64 = model.values().map(|v| u64::from(*v)).sum();
+            prop_assert_eq!(t.cached_bytes(), bytes);
+            let span = match (model.keys().next(), model.keys().next_back()) {
+                (Some(a), Some(b)) => (b - a) as u64,
+                _ => 0,
+            };
+            prop_assert_eq!(t.span(), span);
+            let want = if model.len() > 20 {
+                Some(FlowReason::Count)
+            } else if bytes / (1024 * 1024) > 30 {
+                Some(FlowReason::Size)
+            } else if span > 60 {
+                Some(FlowReason::Span)
+            } else if model.len() >= CAP {
+                Some(FlowReason::Capacity)
+            } else {
+                None
+            };
+            prop_assert_eq!(t.flow_reason(&limits, 32), want);
+            let decision = t.flow(&limits, 32);
+            match want {
+                Some(_) => prop_assert_eq!(decision, FlowDecision::DelayPull(FLOW_CONTROL_DELAY)),
+                None => prop_assert_eq!(decision, FlowDecision::Pull(32.min((CAP - model.len()) as u32))),
+            }
+        }
+    }
+}
+
+#[test]
+fn tracker_offsets() {
+    let mut t = QueueTracker::<8>::new(100);
+    assert_eq!(t.committable(), 100);
+    assert_eq!(t.commit_due(), Some(100));
+    t.mark_committed(100);
+    assert_eq!(t.commit_due(), None);
+    t.push(100, 5).unwrap();
+    t.push(103, 7).unwrap(); // 101, 102 filtered out on the client
+    assert_eq!(t.push(103, 1), Err(TrackError::NotAscending));
+    t.advance(104);
+    assert_eq!(t.next_offset(), 104);
+    t.advance(90); // never backwards
+    assert_eq!(t.next_offset(), 104);
+    assert_eq!(t.span(), 3);
+    assert_eq!(t.cached_bytes(), 12);
+    assert!(t.ack(103));
+    assert!(!t.ack(103));
+    assert_eq!(t.committable(), 100);
+    assert!(t.ack(100));
+    assert_eq!(t.committable(), 104);
+    assert_eq!(t.commit_due(), Some(104));
+    t.push(104, 1).unwrap();
+    t.reset(50);
+    assert_eq!(t.cached_count(), 0);
+    assert_eq!(t.committable(), 50);
+    let mut full = QueueTracker::<2>::new(0);
+    full.push(0, 1).unwrap();
+    full.push(1, 1).unwrap();
+    assert_eq!(full.push(2, 1), Err(TrackError::Full));
+}
+
+#[test]
+fn flow_control_thresholds() {
+    let limits = FlowLimits::default();
+    let mut t = QueueTracker::<1100>::new(0);
+    for o in 0..1000 {
+        t.push(o, 1).unwrap();
+    }
+    // Java: cachedMessageCount > 1000 delays; exactly 1000 still pulls.
+    assert_eq!(t.flow(&limits, 32), FlowDecision::Pull(32));
+    t.push(1000, 1).unwrap();
+    assert_eq!(t.flow_reason(&limits, 32), Some(FlowReason::Count));
+    assert_eq!(
+        t.flow(&limits, 32),
+        FlowDecision::DelayPull(Duration::from_millis(50))
+    );
+
+    // Size: whole MiB must exceed 100.
+    let mut s = QueueTracker::<8>::new(0);
+    s.push(0, 100 * 1024 * 1024).unwrap();
+    s.push(1, 1024 * 1024 - 1).unwrap();
+    assert_eq!(s.flow_reason(&limits, 32), None);
+    assert_eq!(s.flow(&limits, 32), FlowDecision::Pull(6)); // capped by free slots
+    s.push(2, 1).unwrap();
+    assert_eq!(s.flow_reason(&limits, 32), Some(FlowReason::Size));
+
+    // Span: last - first > 2000.
+    let mut sp = QueueTracker::<8>::new(0);
+    sp.push(0, 1).unwrap();
+    sp.push(2000, 1).unwrap();
+    assert_eq!(sp.flow_reason(&limits, 32), None);
+    sp.push(2001, 1).unwrap();
+    assert_eq!(sp.flow_reason(&limits, 32), Some(FlowReason::Span));
+    assert!(sp.ack(0));
+    assert_eq!(sp.flow_reason(&limits, 32), None);
+
+    let mut cap = QueueTracker::<1>::new(0);
+    cap.push(0, 1).unwrap();
+    assert_eq!(cap.flow_reason(&limits, 32), Some(FlowReason::Capacity));
+}

@@ -1,0 +1,79 @@
+//! A rough throughput check of the codec (not a benchmark harness). Run with
+//! `cargo test -p rmq-core --release --test codec_speed -- --ignored --nocapture`.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use rmq_core::wire::headers::{SendMessageRequestHeader, SendMessageRequestHeaderV2};
+use rmq_core::wire::{
+    CommandHeader, CommandRepr, Frame, RequestCode, Scratch, SerializeType, version,
+};
+
+const PROPS: &str = "TAGS\u{1}TagA\u{2}KEYS\u{1}order-1\u{2}WAIT\u{1}true\u{2}UNIQ_KEY\u{1}C0A8010A30391B6D3586000F42400007\u{2}";
+
+#[test]
+#[ignore = "timing only; run in release with --ignored --nocapture"]
+fn send_v2_codec_speed() {
+    let header = SendMessageRequestHeaderV2(SendMessageRequestHeader {
+        producer_group: "pg-demo",
+        topic: "TopicTest",
+        default_topic: "TBW102",
+        default_topic_queue_nums: 4,
+        queue_id: 1,
+        sys_flag: 0,
+        born_timestamp: 1_700_000_000_000,
+        flag: 0,
+        properties: Some(PROPS),
+        reconsume_times: Some(0),
+        unit_mode: Some(false),
+        batch: Some(false),
+        max_reconsume_times: None,
+        broker_name: Some("broker-a"),
+    });
+    const N: u32 = 100_000;
+    let types = match std::env::var("RMQ_BENCH_TYPE").as_deref() {
+        Ok("json") => &[SerializeType::JSON][..],
+        Ok("rocketmq") => &[SerializeType::ROCKETMQ][..],
+        _ => &[SerializeType::JSON, SerializeType::ROCKETMQ][..],
+    };
+    for &ty in types {
+        let mut buf = [0u8; 1024];
+        let mut n = 0;
+        let (mut enc, mut parse, mut dec) = (u128::MAX, u128::MAX, u128::MAX);
+        // Best of several rounds: the machine may be shared.
+        for _ in 0..7 {
+            let t = Instant::now();
+            for i in 0..N {
+                let cmd = CommandRepr::request(
+                    RequestCode::SEND_MESSAGE_V2,
+                    i as i32,
+                    version::V5_3_3,
+                    Some(black_box(&header)),
+                );
+                n = cmd.emit_frame_prefix_and_header(ty, 0, &mut buf).unwrap();
+                black_box(&buf);
+            }
+            enc = enc.min(t.elapsed().as_nanos() / u128::from(N));
+            let t = Instant::now();
+            for _ in 0..N {
+                let f = Frame::new_checked(black_box(&buf[..n])).unwrap();
+                black_box(CommandHeader::parse(&f).unwrap());
+            }
+            parse = parse.min(t.elapsed().as_nanos() / u128::from(N));
+            let t = Instant::now();
+            let mut scratch = [0u8; 256];
+            for _ in 0..N {
+                let f = Frame::new_checked(black_box(&buf[..n])).unwrap();
+                let p = CommandHeader::parse(&f).unwrap();
+                let h = SendMessageRequestHeaderV2::decode(&p, &mut Scratch::new(&mut scratch))
+                    .unwrap();
+                black_box(h);
+            }
+            dec = dec.min(t.elapsed().as_nanos() / u128::from(N));
+        }
+        println!(
+            "{ty:?}: header {} bytes: encode {enc} ns, parse header {parse} ns, parse + typed decode {dec} ns",
+            n - 8
+        );
+    }
+}
