@@ -85,18 +85,30 @@ struct Stats {
     errors: AtomicU64,
 }
 
-async fn run_sync(producer: &Arc<DefaultMQProducer>, a: &Args, body: &Arc<Vec<u8>>, n: u64) -> Arc<Stats> {
+async fn run_sync(
+    producer: &Arc<DefaultMQProducer>,
+    a: &Args,
+    body: &Arc<Vec<u8>>,
+    n: u64,
+) -> Arc<Stats> {
     let stats = Arc::new(Stats::default());
     let next = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
     for _ in 0..a.conc {
-        let (producer, stats, next, body, a) =
-            (producer.clone(), stats.clone(), next.clone(), body.clone(), a.clone());
+        let (producer, stats, next, body, a) = (
+            producer.clone(),
+            stats.clone(),
+            next.clone(),
+            body.clone(),
+            a.clone(),
+        );
         tasks.push(tokio::spawn(async move {
             let mut local = Vec::new();
             while next.fetch_add(1, Ordering::Relaxed) < n {
                 let t0 = Instant::now();
-                let r = producer.send_with_timeout(message(&a.topic, &body), a.timeout_ms).await;
+                let r = producer
+                    .send_with_timeout(message(&a.topic, &body), a.timeout_ms)
+                    .await;
                 local.push(t0.elapsed().as_micros() as u64);
                 match r {
                     Ok(Some(res)) if res.send_status == SendStatus::SendOk => {}
@@ -114,7 +126,12 @@ async fn run_sync(producer: &Arc<DefaultMQProducer>, a: &Args, body: &Arc<Vec<u8
     stats
 }
 
-async fn run_async(producer: &Arc<DefaultMQProducer>, a: &Args, body: &Arc<Vec<u8>>, n: u64) -> Arc<Stats> {
+async fn run_async(
+    producer: &Arc<DefaultMQProducer>,
+    a: &Args,
+    body: &Arc<Vec<u8>>,
+    n: u64,
+) -> Arc<Stats> {
     let stats = Arc::new(Stats::default());
     let sem = Arc::new(Semaphore::new(a.conc));
     for _ in 0..n {
@@ -140,7 +157,11 @@ async fn run_async(producer: &Arc<DefaultMQProducer>, a: &Args, body: &Arc<Vec<u
             .await;
         if r.is_err() {
             stats.errors.fetch_add(1, Ordering::Relaxed);
-            stats.lat_us.lock().unwrap().push(t0.elapsed().as_micros() as u64);
+            stats
+                .lat_us
+                .lock()
+                .unwrap()
+                .push(t0.elapsed().as_micros() as u64);
             sem.add_permits(1);
         }
     }
@@ -180,7 +201,10 @@ fn main() {
     )
     .expect("client runtime");
 
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio");
     rt.block_on(async {
         let mut producer = DefaultMQProducer::builder(client_runtime.clone())
             .producer_group(a.group.clone())
