@@ -57,6 +57,8 @@ mod message;
 mod producer;
 pub mod shared;
 pub mod sync;
+#[cfg(not(loom))]
+mod zlib;
 
 #[cfg(not(loom))]
 pub use config::{ConfigError, FaultProfile, ProducerBuilder, ProducerConfig, RUNTIME_ADAPTIVE};

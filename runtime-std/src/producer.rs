@@ -533,10 +533,7 @@ impl Producer {
             self.inner.cfg.compress_msg_body_over_howmuch,
             false,
         ) {
-            body = Bytes::from(miniz_oxide::deflate::compress_to_vec_zlib(
-                &body,
-                COMPRESSION_LEVEL,
-            ));
+            body = Bytes::from(crate::zlib::compress_zlib(&body, COMPRESSION_LEVEL));
             sys_flag |= bits;
         }
         Ok(Prepared {
