@@ -62,6 +62,23 @@ pub struct Conn {
     inflight: Arc<Inflight<Waiter, INFLIGHT_CAP>>,
     permits: Arc<Semaphore>,
     closed: Arc<AtomicBool>,
+    rx_capacity: Arc<std::sync::atomic::AtomicUsize>,
+    /// When a response last matched a request in flight (core ms).
+    last_matched: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// A snapshot of one connection's buffers and table, for tests (memory bounds).
+#[doc(hidden)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnStats {
+    /// Address.
+    pub addr: String,
+    /// Whether the connection task has ended.
+    pub closed: bool,
+    /// Requests in flight.
+    pub in_flight: usize,
+    /// Capacity of the socket read chunk (the frame buffer is a fixed [`MAX_RX_FRAME`]).
+    pub rx_chunk_capacity: usize,
 }
 
 /// How to encode requests.
@@ -124,6 +141,17 @@ impl Conn {
         self.inflight.len()
     }
 
+    /// Buffers and table of this connection (tests).
+    #[doc(hidden)]
+    pub fn stats(&self) -> ConnStats {
+        ConnStats {
+            addr: self.addr.clone(),
+            closed: self.is_closed(),
+            in_flight: self.in_flight(),
+            rx_chunk_capacity: self.rx_capacity.load(std::sync::atomic::Ordering::Relaxed),
+        }
+    }
+
     fn encode<E: ExtFields>(
         enc: Encoding,
         mut cmd: CommandRepr<'_, E>,
@@ -161,6 +189,7 @@ impl Conn {
             return Err(TransportError::ConnectionClosed);
         }
         let (tx, mut rx) = oneshot::channel();
+        let sent_at = clock::now();
         let opaque = self
             .inflight
             .register(self.id, deadline + SWEEP_GRACE, tx)
@@ -199,6 +228,7 @@ impl Conn {
                 // first, in which case the reply is already (or about to be) in `rx`.
                 if guard.inflight.cancel(opaque).is_some() {
                     guard.disarm();
+                    self.close_if_unresponsive(sent_at);
                     Err(TransportError::TimedOut)
                 } else {
                     guard.disarm();
@@ -245,6 +275,18 @@ impl Conn {
     /// Asks the task to close the connection (requests in flight fail at once).
     pub fn close(&self) {
         let _ = self.tx.send(Cmd::Close);
+    }
+
+    /// A request sent at `sent_at` timed out: if no response has matched any request on this
+    /// connection since then, the peer is unresponsive (hung, stalled mid-frame, answering
+    /// only garbage opaques), so the connection is closed and the next request reconnects.
+    /// A connection that keeps answering other requests is kept (one slow request).
+    fn close_if_unresponsive(&self, sent_at: Instant) {
+        let last = self.last_matched.load(std::sync::atomic::Ordering::Acquire);
+        if last < sent_at.millis() {
+            warn!(addr = %self.addr, "no response since the request was sent: closing the connection");
+            self.close();
+        }
     }
 }
 
@@ -297,6 +339,8 @@ pub async fn connect(
         inflight: Arc::new(Inflight::new(1)),
         permits: Arc::new(Semaphore::new(max_in_flight.clamp(1, INFLIGHT_CAP))),
         closed: Arc::new(AtomicBool::new(false)),
+        rx_capacity: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        last_matched: Arc::new(std::sync::atomic::AtomicU64::new(0)),
     });
     let task = Task {
         id,
@@ -305,6 +349,8 @@ pub async fn connect(
         closed: conn.closed.clone(),
         permits: conn.permits.clone(),
         counters,
+        rx_capacity: conn.rx_capacity.clone(),
+        last_matched: conn.last_matched.clone(),
     };
     tokio::spawn(task.run(stream, rx));
     debug!(addr, id, "connected");
@@ -318,6 +364,8 @@ struct Task {
     closed: Arc<AtomicBool>,
     permits: Arc<Semaphore>,
     counters: Arc<Counters>,
+    rx_capacity: Arc<std::sync::atomic::AtomicUsize>,
+    last_matched: Arc<std::sync::atomic::AtomicU64>,
 }
 
 enum End {
@@ -345,6 +393,7 @@ impl Task {
                         if chunk.capacity() - chunk.len() < 4096 {
                             chunk.reserve(64 * 1024);
                         }
+                        self.rx_capacity.store(chunk.capacity(), std::sync::atomic::Ordering::Relaxed);
                     }
                 },
                 cmd = rx.recv() => {
@@ -422,6 +471,8 @@ impl Task {
                 let opaque = h.opaque();
                 match self.inflight.complete(opaque) {
                     Some(w) => {
+                        self.last_matched
+                            .fetch_max(clock::now().millis(), std::sync::atomic::Ordering::AcqRel);
                         let _ = w.send(Ok(Bytes::copy_from_slice(frame.into_inner())));
                     }
                     None => {
@@ -523,6 +574,15 @@ impl Pool {
                 Err(e)
             }
         }
+    }
+
+    /// Every connection the pool holds (tests).
+    #[doc(hidden)]
+    pub fn stats(&self) -> Vec<ConnStats> {
+        self.fast
+            .lock()
+            .map(|m| m.values().map(|c| c.stats()).collect())
+            .unwrap_or_default()
     }
 
     /// Closes every connection.

@@ -253,6 +253,12 @@ impl Producer {
         self.inner.counters.snapshot()
     }
 
+    /// Buffers and in-flight tables of the producer's connections (tests: memory bounds).
+    #[doc(hidden)]
+    pub fn connection_stats(&self) -> Vec<crate::conn::ConnStats> {
+        self.inner.pool.stats()
+    }
+
     /// Sends `msg` and waits for the broker (SYNC: up to `1 + retry_times_when_send_failed`
     /// attempts, retrying transport failures and retryable broker codes).
     ///
