@@ -63,6 +63,7 @@ pub struct Conn {
     permits: Arc<Semaphore>,
     closed: Arc<AtomicBool>,
     rx_capacity: Arc<std::sync::atomic::AtomicUsize>,
+    acl: Option<Arc<crate::AclConfig>>,
     /// When a response last matched a request in flight (core ms).
     last_matched: Arc<std::sync::atomic::AtomicU64>,
 }
@@ -152,7 +153,32 @@ impl Conn {
         }
     }
 
+    /// Encodes the frame prefix and header of `cmd`, signed with the connection's ACL
+    /// credentials (over its ext fields and `body`) when it has some.
     fn encode<E: ExtFields>(
+        &self,
+        enc: Encoding,
+        cmd: CommandRepr<'_, E>,
+        body: &[u8],
+    ) -> Result<Vec<u8>, TransportError> {
+        let Some(acl) = &self.acl else {
+            return Self::encode_plain(enc, cmd, body.len());
+        };
+        let signed = rmq_core::acl::SignedFields::sign(&acl.credentials(), cmd.ext, body)
+            .map_err(|_| TransportError::WriteFailed)?;
+        let cmd = CommandRepr {
+            code: cmd.code,
+            language: cmd.language,
+            version: cmd.version,
+            opaque: cmd.opaque,
+            flag: cmd.flag,
+            remark: cmd.remark,
+            ext: Some(signed),
+        };
+        Self::encode_plain(enc, cmd, body.len())
+    }
+
+    fn encode_plain<E: ExtFields>(
         enc: Encoding,
         mut cmd: CommandRepr<'_, E>,
         body_len: usize,
@@ -200,7 +226,7 @@ impl Conn {
             opaque,
             armed: true,
         };
-        let head = match Self::encode(enc, build(opaque), body.len()) {
+        let head = match self.encode(enc, build(opaque), &body) {
             Ok(h) => h,
             Err(e) => return Err(e),
         };
@@ -256,7 +282,7 @@ impl Conn {
         let opaque = self.inflight.untracked_opaque();
         let mut cmd = build(opaque);
         cmd.flag |= flag::ONEWAY;
-        let head = Self::encode(enc, cmd, body.len())?;
+        let head = self.encode(enc, cmd, &body)?;
         let (tx, rx) = oneshot::channel();
         self.tx
             .send(Cmd::Send(Outgoing {
@@ -320,6 +346,7 @@ pub async fn connect(
     addr: &str,
     max_in_flight: usize,
     counters: Arc<Counters>,
+    acl: Option<Arc<crate::AclConfig>>,
 ) -> Result<Arc<Conn>, TransportError> {
     let stream = match tokio::time::timeout(
         clock::to_std(CONNECT_TIMEOUT),
@@ -340,6 +367,7 @@ pub async fn connect(
         permits: Arc::new(Semaphore::new(max_in_flight.clamp(1, INFLIGHT_CAP))),
         closed: Arc::new(AtomicBool::new(false)),
         rx_capacity: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        acl,
         last_matched: Arc::new(std::sync::atomic::AtomicU64::new(0)),
     });
     let task = Task {
@@ -501,6 +529,7 @@ pub struct Pool {
     next_id: std::sync::atomic::AtomicU32,
     max_in_flight: usize,
     counters: Arc<Counters>,
+    acl: Option<Arc<crate::AclConfig>>,
 }
 
 impl Pool {
@@ -512,7 +541,15 @@ impl Pool {
             next_id: std::sync::atomic::AtomicU32::new(1),
             max_in_flight,
             counters,
+            acl: None,
         }
+    }
+
+    /// Signs every request of every connection with `acl` (ACL 1.0).
+    #[must_use]
+    pub fn with_acl(mut self, acl: Option<crate::AclConfig>) -> Self {
+        self.acl = acl.map(Arc::new);
+        self
     }
 
     /// The live connection to `addr`, connecting if needed.
@@ -557,7 +594,15 @@ impl Pool {
         let id = self
             .next_id
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        match connect(id, addr, self.max_in_flight, self.counters.clone()).await {
+        match connect(
+            id,
+            addr,
+            self.max_in_flight,
+            self.counters.clone(),
+            self.acl.clone(),
+        )
+        .await
+        {
             Ok(c) => {
                 s.backoff.reset();
                 s.conn = Some(c.clone());

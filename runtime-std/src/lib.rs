@@ -39,7 +39,9 @@ mod producer;
 pub mod shared;
 pub mod sync;
 
-pub use config::{ConfigError, FaultProfile, ProducerBuilder, ProducerConfig, RUNTIME_ADAPTIVE};
+pub use config::{
+    AclConfig, ConfigError, FaultProfile, ProducerBuilder, ProducerConfig, RUNTIME_ADAPTIVE,
+};
 pub use message::{Message, MessageQueue, SendError, SendErrorKind, SendResult};
 pub use producer::{Producer, RouteInfo};
 pub use rmq_core as core;

@@ -35,7 +35,9 @@ use tracing::{Instrument, debug, debug_span, info_span, warn};
 use crate::clock;
 use crate::config::{ProducerBuilder, ProducerConfig};
 use crate::conn::{Encoding, Pool, Response};
-use crate::message::{Message, MessageQueue, SendError, SendErrorKind, SendResult};
+use crate::message::{
+    Message, MessageQueue, SendError, SendErrorKind, SendResult, is_auth_failure,
+};
 use crate::shared::{Counter, Counters, CountersSnapshot, Faults};
 use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering, lock};
 
@@ -191,7 +193,7 @@ impl Producer {
                 language: cfg.language,
             },
             client_id,
-            pool: Pool::new(cfg.max_requests_in_flight, counters.clone()),
+            pool: Pool::new(cfg.max_requests_in_flight, counters.clone()).with_acl(cfg.acl.clone()),
             counters,
             faults: Faults::new(profile.update_rule(), clock::random_u32()),
             routes: Mutex::new(HashMap::new()),
@@ -662,6 +664,13 @@ impl Producer {
                     );
                     let (outcome, st, rk) = self.attempt(&p, &att, mode).instrument(span).await;
                     debug!(?outcome, "attempt ended");
+                    if let AttemptOutcome::Response(code) = outcome
+                        && is_auth_failure(code, rk.as_deref())
+                    {
+                        // The same credentials fail the same way on every broker: no retry.
+                        let kind = SendErrorKind::Authentication { code, remark: rk };
+                        return Err(SendError::new(kind, att.number));
+                    }
                     if let Some(s) = st {
                         stored.push(s);
                     }
