@@ -51,6 +51,20 @@ pub const POLL_NAME_SERVER_INTERVAL: Duration = Duration::from_millis(30_000);
 /// `heartbeatBrokerInterval` default.
 pub const HEARTBEAT_BROKER_INTERVAL: Duration = Duration::from_millis(30_000);
 
+/// Least time between two route refreshes triggered by failed sends of one topic (the
+/// periodic refresh runs regardless).
+pub const ERROR_REFRESH_MIN_GAP: Duration = Duration::from_millis(1000);
+
+/// Whether a failed send should trigger a route refresh now, given the last one triggered
+/// that way: at most one per [`ERROR_REFRESH_MIN_GAP`], so that a dead broker failing many
+/// sends does not flood the NameServer.
+pub fn error_refresh_due(last: Option<crate::time::Instant>, now: crate::time::Instant) -> bool {
+    match last {
+        None => true,
+        Some(l) => now.saturating_duration_since(l) >= ERROR_REFRESH_MIN_GAP,
+    }
+}
+
 /// The sysFlag bits a send adds for compression, or `None` when the body stays as it is:
 /// non-batch bodies of at least `threshold` bytes are zlib-compressed and flagged
 /// `COMPRESSED | ZLIB` (`0x301`, WIRE.md §10). Batches are never compressed.
@@ -363,6 +377,17 @@ mod tests {
     use super::*;
     use crate::wire::{CommandRepr, Frame, ResponseCode, SerializeType, version};
     use core::net::Ipv4Addr;
+
+    #[test]
+    fn error_refresh_is_rate_limited() {
+        use crate::time::Instant;
+        assert!(error_refresh_due(None, Instant::from_millis(5)));
+        let last = Some(Instant::from_millis(10_000));
+        assert!(!error_refresh_due(last, Instant::from_millis(10_999)));
+        assert!(error_refresh_due(last, Instant::from_millis(11_000)));
+        // A clock that did not move (or an out-of-order call) never panics.
+        assert!(!error_refresh_due(last, Instant::from_millis(0)));
+    }
 
     #[test]
     fn compression_threshold_is_inclusive_and_skips_batches() {

@@ -215,7 +215,6 @@ impl Conn {
             return Err(TransportError::ConnectionClosed);
         }
         let (tx, mut rx) = oneshot::channel();
-        let sent_at = clock::now();
         let opaque = self
             .inflight
             .register(self.id, deadline + SWEEP_GRACE, tx)
@@ -254,7 +253,6 @@ impl Conn {
                 // first, in which case the reply is already (or about to be) in `rx`.
                 if guard.inflight.cancel(opaque).is_some() {
                     guard.disarm();
-                    self.close_if_unresponsive(sent_at);
                     Err(TransportError::TimedOut)
                 } else {
                     guard.disarm();
@@ -303,16 +301,13 @@ impl Conn {
         let _ = self.tx.send(Cmd::Close);
     }
 
-    /// A request sent at `sent_at` timed out: if no response has matched any request on this
-    /// connection since then, the peer is unresponsive (hung, stalled mid-frame, answering
-    /// only garbage opaques), so the connection is closed and the next request reconnects.
-    /// A connection that keeps answering other requests is kept (one slow request).
-    fn close_if_unresponsive(&self, sent_at: Instant) {
-        let last = self.last_matched.load(std::sync::atomic::Ordering::Acquire);
-        if last < sent_at.millis() {
-            warn!(addr = %self.addr, "no response since the request was sent: closing the connection");
-            self.close();
-        }
+    /// Whether a response matched a request in flight on this connection at or after `t`.
+    /// A request that timed out on a connection where nothing answered since it was sent
+    /// points at an unresponsive peer (hung, stalled mid-frame, answering only unknown
+    /// opaques): the caller should [`Conn::close`] it (Java closes on every timeout,
+    /// `clientCloseSocketIfTimeout`; one slow request among answered ones keeps it).
+    pub fn answered_since(&self, t: Instant) -> bool {
+        self.last_matched.load(std::sync::atomic::Ordering::Acquire) >= t.millis()
     }
 }
 
@@ -337,7 +332,14 @@ impl Drop for CancelGuard<'_> {
     }
 }
 
-/// Opens a connection to `addr` and spawns its task.
+/// Per-connection options beyond the defaults: request signing.
+#[derive(Clone, Debug, Default)]
+pub struct ConnOptions {
+    /// Sign every request with these ACL 1.0 credentials.
+    pub acl: Option<Arc<crate::AclConfig>>,
+}
+
+/// Opens a plain connection to `addr` and spawns its task.
 ///
 /// # Errors
 /// [`TransportError::ConnectFailed`] on refusal, unreachable or after [`CONNECT_TIMEOUT`].
@@ -346,7 +348,20 @@ pub async fn connect(
     addr: &str,
     max_in_flight: usize,
     counters: Arc<Counters>,
-    acl: Option<Arc<crate::AclConfig>>,
+) -> Result<Arc<Conn>, TransportError> {
+    connect_with(id, addr, max_in_flight, counters, &ConnOptions::default()).await
+}
+
+/// [`connect`] with [`ConnOptions`].
+///
+/// # Errors
+/// As [`connect`].
+pub async fn connect_with(
+    id: u32,
+    addr: &str,
+    max_in_flight: usize,
+    counters: Arc<Counters>,
+    opts: &ConnOptions,
 ) -> Result<Arc<Conn>, TransportError> {
     let stream = match tokio::time::timeout(
         clock::to_std(CONNECT_TIMEOUT),
@@ -367,7 +382,7 @@ pub async fn connect(
         permits: Arc::new(Semaphore::new(max_in_flight.clamp(1, INFLIGHT_CAP))),
         closed: Arc::new(AtomicBool::new(false)),
         rx_capacity: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
-        acl,
+        acl: opts.acl.clone(),
         last_matched: Arc::new(std::sync::atomic::AtomicU64::new(0)),
     });
     let task = Task {
@@ -529,7 +544,7 @@ pub struct Pool {
     next_id: std::sync::atomic::AtomicU32,
     max_in_flight: usize,
     counters: Arc<Counters>,
-    acl: Option<Arc<crate::AclConfig>>,
+    opts: ConnOptions,
 }
 
 impl Pool {
@@ -541,14 +556,14 @@ impl Pool {
             next_id: std::sync::atomic::AtomicU32::new(1),
             max_in_flight,
             counters,
-            acl: None,
+            opts: ConnOptions::default(),
         }
     }
 
     /// Signs every request of every connection with `acl` (ACL 1.0).
     #[must_use]
     pub fn with_acl(mut self, acl: Option<crate::AclConfig>) -> Self {
-        self.acl = acl.map(Arc::new);
+        self.opts.acl = acl.map(Arc::new);
         self
     }
 
@@ -594,12 +609,12 @@ impl Pool {
         let id = self
             .next_id
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        match connect(
+        match connect_with(
             id,
             addr,
             self.max_in_flight,
             self.counters.clone(),
-            self.acl.clone(),
+            &self.opts,
         )
         .await
         {

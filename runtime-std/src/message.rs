@@ -176,6 +176,7 @@ pub enum SendErrorKind {
 /// NO_PERMISSION (16) with "check signature failed." or an authentication message, 4.9
 /// answers SYSTEM_ERROR (1) with the text of an `AclException`; 5.3.3 says "User:<key> is not
 /// found." for an unknown access key and "username cannot be null." for an unsigned request.
+#[cfg_attr(loom, allow(dead_code))]
 pub(crate) fn is_auth_failure(code: i32, remark: Option<&str>) -> bool {
     if code != 1 && code != 16 {
         return false;
@@ -204,6 +205,7 @@ pub struct SendError {
 }
 
 impl SendError {
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn new(kind: SendErrorKind, attempts: u8) -> Self {
         let retryable = matches!(
             kind,

@@ -16,7 +16,7 @@ use rmq_core::message::{BatchMessage, PropertiesEncoder, UniqKeyGenerator, encod
 use rmq_core::producer::{
     CLIENT_API_TIMEOUT, COMPRESSION_LEVEL, DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS,
     HeartbeatFlavor, NamesrvCursor, SendRequest, SendResponse, compression_flags,
-    parse_send_response, write_client_id, write_heartbeat,
+    error_refresh_due, parse_send_response, write_client_id, write_heartbeat,
 };
 use rmq_core::retry::{
     Attempt, AttemptOutcome, SendEnv, SendErrorKind as CoreKind, SendMode, SendPlan, Step,
@@ -118,6 +118,7 @@ struct Inner {
     counters: Arc<Counters>,
     faults: Faults,
     routes: Mutex<HashMap<String, Arc<TopicInfo>>>,
+    error_refreshes: Mutex<HashMap<String, rmq_core::time::Instant>>,
     brokers: Mutex<Brokers>,
     uniq: Mutex<UniqKeyGenerator>,
     namesrv: Mutex<NamesrvCursor>,
@@ -197,6 +198,7 @@ impl Producer {
             counters,
             faults: Faults::new(profile.update_rule(), clock::random_u32()),
             routes: Mutex::new(HashMap::new()),
+            error_refreshes: Mutex::new(HashMap::new()),
             brokers: Mutex::new(Brokers::default()),
             uniq: Mutex::new(UniqKeyGenerator::new(
                 ip,
@@ -618,6 +620,43 @@ impl Producer {
         mode: SendMode,
         target: Target,
     ) -> Result<SendResult, SendError> {
+        let topic = p.topic.clone();
+        let r = self.drive_plan(p, mode, target).await;
+        if let Err(e) = &r
+            && !matches!(
+                e.kind(),
+                SendErrorKind::Validation(_) | SendErrorKind::InvalidBatch(_)
+            )
+        {
+            self.refresh_after_error(topic);
+        }
+        r
+    }
+
+    /// A failed send refreshes its topic's route in the background (rate-limited per topic).
+    fn refresh_after_error(&self, topic: String) {
+        let now = clock::now();
+        {
+            let mut last = lock(&self.inner.error_refreshes);
+            if !error_refresh_due(last.get(&topic).copied(), now) {
+                return;
+            }
+            last.insert(topic.clone(), now);
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = this.refresh_route(&topic).await {
+                debug!(topic, ?e, "route refresh after a failed send failed");
+            }
+        });
+    }
+
+    async fn drive_plan(
+        &self,
+        p: Prepared,
+        mode: SendMode,
+        target: Target,
+    ) -> Result<SendResult, SendError> {
         let info = self
             .topic_info(&p.topic)
             .await
@@ -837,7 +876,16 @@ impl Producer {
             .await
         {
             Ok(r) => r,
-            Err(e) => return transport(e),
+            Err(e) => {
+                if e == TransportError::TimedOut && !conn.answered_since(att.started) {
+                    warn!(
+                        addr,
+                        "nothing answered on the connection since the request: closing it"
+                    );
+                    conn.close();
+                }
+                return transport(e);
+            }
         };
         let Some(h) = resp.header() else {
             return transport(TransportError::ConnectionClosed);

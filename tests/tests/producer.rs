@@ -208,6 +208,26 @@ fn features(version: Version) {
             .expect("auto-created topic");
         check_ok(&r, auto);
 
+        // The binary (ROCKETMQ) header format, with a Java-language producer.
+        let pb = Producer::builder()
+            .namesrv_addr(&ns)
+            .producer_group("rmq-std-it-bin")
+            .serialize_type(rmq_std::core::wire::SerializeType::ROCKETMQ)
+            .language(LanguageCode::JAVA)
+            .start()
+            .await
+            .expect("producer");
+        for i in 0..3 {
+            let body = format!("binary-{i}");
+            let r = pb
+                .send(Message::new(topic, body.clone()).with_tags("TagR"))
+                .await
+                .expect("ROCKETMQ-format send");
+            check_ok(&r, topic);
+            expect.insert(body.into_bytes(), Some(r));
+        }
+        pb.shutdown().await;
+
         let route = p.route(topic).await.expect("route");
         assert_eq!(route.queues.len(), 4);
         assert!(!route.from_default_topic);
@@ -238,8 +258,8 @@ fn features(version: Version) {
                 assert_eq!(m.offset_msg_id, r.offset_msg_id);
             }
             let text = String::from_utf8_lossy(&m.body);
-            if text.starts_with("sync-") {
-                let i: u32 = text[5..].parse().unwrap();
+            if let Some(i) = text.strip_prefix("sync-") {
+                let i: u32 = i.parse().unwrap();
                 assert_eq!(m.tags.as_deref(), Some("TagS"));
                 assert_eq!(m.keys.as_deref(), Some(format!("k-{i}").as_str()));
                 assert_eq!(m.properties.get("p"), Some(&format!("v{i}")));

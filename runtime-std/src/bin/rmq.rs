@@ -1,1 +1,627 @@
+//! `rmq`: send, inspect routes, benchmark, and a self-contained demo against Apache RocketMQ.
+//!
+//! ```text
+//! rmq demo                              # starts a local RocketMQ if none answers on :9876
+//! rmq --namesrv 127.0.0.1:9876 send --topic T "hello"
+//! rmq --namesrv 127.0.0.1:9876 route T
+//! rmq --namesrv 127.0.0.1:9876 bench --topic T --mode async --concurrency 256 --count 100000
+//! ```
+
+#[cfg(loom)]
 fn main() {}
+
+#[cfg(not(loom))]
+fn main() -> std::process::ExitCode {
+    cli::main()
+}
+
+#[cfg(not(loom))]
+mod cli {
+    use std::net::{SocketAddr, TcpStream};
+    use std::process::ExitCode;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::time::{Duration, Instant};
+
+    use clap::{Parser, Subcommand, ValueEnum};
+    use hdrhistogram::Histogram;
+    use indicatif::{ProgressBar, ProgressStyle};
+    use rmq_std::{Message, Producer, SendError};
+    use tokio::sync::Semaphore;
+
+    #[derive(Parser, Debug)]
+    #[command(
+        name = "rmq",
+        version,
+        about = "Apache RocketMQ producer client (Rust)"
+    )]
+    struct Cli {
+        /// NameServer address(es), `;`-separated.
+        #[arg(long, global = true, env = "RMQ_NAMESRV")]
+        namesrv: Option<String>,
+        /// Producer group.
+        #[arg(long, global = true, default_value = "rmq-cli")]
+        group: String,
+        /// sendMsgTimeout in milliseconds.
+        #[arg(long, global = true, default_value_t = 3000)]
+        timeout_ms: u64,
+        #[command(subcommand)]
+        cmd: Cmd,
+    }
+
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+    enum Mode {
+        Sync,
+        Async,
+        Oneway,
+    }
+
+    #[derive(Subcommand, Debug)]
+    enum Cmd {
+        /// Send one message.
+        Send {
+            /// Topic.
+            #[arg(long)]
+            topic: String,
+            /// Tag.
+            #[arg(long)]
+            tags: Option<String>,
+            /// Keys (repeatable).
+            #[arg(long)]
+            keys: Vec<String>,
+            /// User property `k=v` (repeatable).
+            #[arg(long = "prop")]
+            props: Vec<String>,
+            /// Delay level (1..=18).
+            #[arg(long)]
+            delay_level: Option<i32>,
+            /// How to send.
+            #[arg(long, value_enum, default_value_t = Mode::Sync)]
+            mode: Mode,
+            /// Body text.
+            body: String,
+        },
+        /// Show a topic's route (brokers and publish queues).
+        Route {
+            /// Topic.
+            topic: String,
+        },
+        /// Measure throughput and latency.
+        Bench {
+            /// Topic.
+            #[arg(long, default_value = "rmq-bench")]
+            topic: String,
+            /// How to send.
+            #[arg(long, value_enum, default_value_t = Mode::Async)]
+            mode: Mode,
+            /// Body size in bytes.
+            #[arg(long, default_value_t = 256)]
+            size: usize,
+            /// Sends in flight (async) or sending tasks (sync, oneway).
+            #[arg(long, default_value_t = 64)]
+            concurrency: usize,
+            /// Stop after this many messages.
+            #[arg(long)]
+            count: Option<u64>,
+            /// Stop after this many seconds (default 10 when no --count).
+            #[arg(long)]
+            duration: Option<u64>,
+        },
+        /// Publish a telemetry stream; starts a local RocketMQ first when none answers on
+        /// 127.0.0.1:9876 and no --namesrv is given.
+        Demo {
+            /// Topic.
+            #[arg(long, default_value = "rmq-demo-telemetry")]
+            topic: String,
+            /// Messages to publish.
+            #[arg(long, default_value_t = 5000)]
+            count: u64,
+            /// Simulated devices (message keys; ordered per device by sharding key).
+            #[arg(long, default_value_t = 16)]
+            devices: u32,
+        },
+    }
+
+    pub fn main() -> ExitCode {
+        let cli = Cli::parse();
+        let rt = match tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                eprintln!("rmq: cannot start the tokio runtime: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        match rt.block_on(run(cli)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("rmq: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    }
+
+    type Res = Result<(), Box<dyn std::error::Error>>;
+
+    async fn producer(cli: &Cli, namesrv: &str) -> Result<Producer, Box<dyn std::error::Error>> {
+        Ok(Producer::builder()
+            .namesrv_addr(namesrv)
+            .producer_group(&cli.group)
+            .send_msg_timeout(Duration::from_millis(cli.timeout_ms))
+            .start()
+            .await?)
+    }
+
+    fn need_namesrv(cli: &Cli) -> Result<String, Box<dyn std::error::Error>> {
+        cli.namesrv
+            .clone()
+            .ok_or_else(|| "no NameServer: pass --namesrv host:9876 (or set RMQ_NAMESRV)".into())
+    }
+
+    async fn run(cli: Cli) -> Res {
+        match &cli.cmd {
+            Cmd::Send {
+                topic,
+                tags,
+                keys,
+                props,
+                delay_level,
+                mode,
+                body,
+            } => {
+                let p = producer(&cli, &need_namesrv(&cli)?).await?;
+                let mut m = Message::new(topic.clone(), body.clone().into_bytes());
+                if let Some(t) = tags {
+                    m = m.with_tags(t.clone());
+                }
+                if !keys.is_empty() {
+                    m = m.with_keys(keys.clone());
+                }
+                for kv in props {
+                    let (k, v) = kv
+                        .split_once('=')
+                        .ok_or_else(|| format!("--prop {kv:?}: expected k=v"))?;
+                    m = m.with_property(k, v);
+                }
+                if let Some(l) = delay_level {
+                    m = m.with_delay_level(*l);
+                }
+                let r = match mode {
+                    Mode::Sync => p.send(m).await.map(Some),
+                    Mode::Async => p.send_async(m).await.map(Some),
+                    Mode::Oneway => p.send_oneway(m).await.map(|()| None),
+                };
+                p.shutdown().await;
+                match r? {
+                    Some(r) => println!(
+                        "{:?} msgId={} offsetMsgId={} broker={} queue={} offset={} attempts={}",
+                        r.status,
+                        r.msg_id,
+                        r.offset_msg_id,
+                        r.queue.broker_name,
+                        r.queue.queue_id,
+                        r.queue_offset,
+                        r.attempts
+                    ),
+                    None => println!("written (oneway)"),
+                }
+                Ok(())
+            }
+            Cmd::Route { topic } => {
+                let p = producer(&cli, &need_namesrv(&cli)?).await?;
+                let r = p.route(topic).await;
+                p.shutdown_timeout(Duration::ZERO).await;
+                let r = r?;
+                if r.from_default_topic {
+                    println!("topic {topic} does not exist; the TBW102 template route applies");
+                }
+                for (name, addr) in &r.brokers {
+                    println!("broker {name} master {}", addr.as_deref().unwrap_or("-"));
+                }
+                let mut per: std::collections::BTreeMap<&str, Vec<i32>> = Default::default();
+                for q in &r.queues {
+                    per.entry(&q.broker_name).or_default().push(q.queue_id);
+                }
+                for (b, qs) in per {
+                    println!("  {b}: write queues {qs:?}");
+                }
+                Ok(())
+            }
+            Cmd::Bench {
+                topic,
+                mode,
+                size,
+                concurrency,
+                count,
+                duration,
+            } => {
+                let p = producer(&cli, &need_namesrv(&cli)?).await?;
+                let limit = match (count, duration) {
+                    (Some(n), _) => Limit::Count(*n),
+                    (None, Some(s)) => Limit::Time(Duration::from_secs(*s)),
+                    (None, None) => Limit::Time(Duration::from_secs(10)),
+                };
+                let report = bench(&p, topic, *mode, *size, *concurrency, limit, "bench").await;
+                p.shutdown().await;
+                report.print();
+                Ok(())
+            }
+            Cmd::Demo {
+                topic,
+                count,
+                devices,
+            } => demo(&cli, topic, *count, *devices).await,
+        }
+    }
+
+    #[derive(Clone, Copy, Debug)]
+    enum Limit {
+        Count(u64),
+        Time(Duration),
+    }
+
+    struct Report {
+        label: &'static str,
+        ok: u64,
+        failed: u64,
+        elapsed: Duration,
+        hist: Histogram<u64>,
+        first_error: Option<String>,
+        counters: rmq_std::CountersSnapshot,
+    }
+
+    impl Report {
+        fn print(&self) {
+            let secs = self.elapsed.as_secs_f64().max(1e-9);
+            println!(
+                "{}: {} ok, {} failed in {:.2} s = {:.0} msgs/s",
+                self.label,
+                self.ok,
+                self.failed,
+                secs,
+                self.ok as f64 / secs
+            );
+            if !self.hist.is_empty() {
+                let q = |v: f64| self.hist.value_at_quantile(v) as f64 / 1000.0;
+                println!(
+                    "latency ms: p50 {:.2}  p90 {:.2}  p99 {:.2}  p99.9 {:.2}  max {:.2}",
+                    q(0.5),
+                    q(0.9),
+                    q(0.99),
+                    q(0.999),
+                    self.hist.max() as f64 / 1000.0
+                );
+            }
+            let (cpu, rss_kib) = usage();
+            println!(
+                "client: cpu {:.2} s ({:.1} µs/msg), peak RSS {:.1} MiB",
+                cpu.as_secs_f64(),
+                cpu.as_secs_f64() * 1e6 / (self.ok.max(1) as f64),
+                rss_kib as f64 / 1024.0
+            );
+            let c = &self.counters;
+            println!(
+                "counters: attempts {} retried {} brokers isolated {} late responses {} connections lost {}",
+                c.attempts,
+                c.retried,
+                c.brokers_isolated,
+                c.late_responses_dropped,
+                c.connections_lost
+            );
+            if let Some(e) = &self.first_error {
+                println!("first error: {e}");
+            }
+        }
+    }
+
+    /// Client CPU time (user + system) and peak RSS in KiB, from getrusage(2).
+    #[allow(unsafe_code)]
+    fn usage() -> (Duration, u64) {
+        // SAFETY: getrusage only writes into the zero-initialised struct we own and pass by
+        // pointer; RUSAGE_SELF is a valid `who`.
+        let ru = unsafe {
+            let mut ru: libc::rusage = std::mem::zeroed();
+            if libc::getrusage(libc::RUSAGE_SELF, &mut ru) != 0 {
+                return (Duration::ZERO, 0);
+            }
+            ru
+        };
+        let tv = |t: libc::timeval| {
+            Duration::from_secs(t.tv_sec.max(0) as u64)
+                + Duration::from_micros(t.tv_usec.max(0) as u64)
+        };
+        (
+            tv(ru.ru_utime) + tv(ru.ru_stime),
+            ru.ru_maxrss.max(0) as u64,
+        )
+    }
+
+    fn progress(limit: Limit, label: &str) -> ProgressBar {
+        let (len, unit) = match limit {
+            Limit::Count(n) => (n, "msgs"),
+            Limit::Time(d) => (d.as_millis() as u64, "ms"),
+        };
+        let pb = ProgressBar::new(len);
+        let tpl = format!(
+            "{label} [{{elapsed_precise}}] {{bar:40.cyan/blue}} {{pos}}/{{len}} {unit} {{msg}}"
+        );
+        if let Ok(style) = ProgressStyle::with_template(&tpl) {
+            pb.set_style(style.progress_chars("=> "));
+        }
+        pb
+    }
+
+    /// Runs the benchmark loop: `concurrency` sends in flight until `limit`.
+    async fn bench(
+        p: &Producer,
+        topic: &str,
+        mode: Mode,
+        size: usize,
+        concurrency: usize,
+        limit: Limit,
+        label: &'static str,
+    ) -> Report {
+        let body = bytes::Bytes::from(vec![b'x'; size.max(1)]);
+        let started = Instant::now();
+        let issued = Arc::new(AtomicU64::new(0));
+        let ok = Arc::new(AtomicU64::new(0));
+        let failed = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let first_error = Arc::new(std::sync::Mutex::new(None::<String>));
+        let pb = progress(limit, label);
+        let take = {
+            let issued = issued.clone();
+            let stop = stop.clone();
+            move || -> bool {
+                if stop.load(Ordering::Relaxed) {
+                    return false;
+                }
+                match limit {
+                    Limit::Count(n) => issued.fetch_add(1, Ordering::Relaxed) < n,
+                    Limit::Time(d) => started.elapsed() < d,
+                }
+            }
+        };
+        let mut workers = Vec::new();
+        for _ in 0..concurrency.max(1) {
+            let (p, topic, body) = (p.clone(), topic.to_owned(), body.clone());
+            let (ok, failed, first_error, take) = (
+                ok.clone(),
+                failed.clone(),
+                first_error.clone(),
+                take.clone(),
+            );
+            workers.push(tokio::spawn(async move {
+                let mut hist =
+                    Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds");
+                while take() {
+                    let m = Message::new(topic.clone(), body.clone());
+                    let t0 = Instant::now();
+                    let r: Result<(), SendError> = match mode {
+                        Mode::Sync => p.send(m).await.map(|_| ()),
+                        Mode::Async => p.send_async(m).await.map(|_| ()),
+                        Mode::Oneway => p.send_oneway(m).await,
+                    };
+                    let us = t0.elapsed().as_micros() as u64;
+                    match r {
+                        Ok(()) => {
+                            ok.fetch_add(1, Ordering::Relaxed);
+                            let _ = hist.record(us.max(1));
+                        }
+                        Err(e) => {
+                            failed.fetch_add(1, Ordering::Relaxed);
+                            let mut g = first_error.lock().unwrap_or_else(|p| p.into_inner());
+                            if g.is_none() {
+                                *g = Some(e.to_string());
+                            }
+                        }
+                    }
+                }
+                hist
+            }));
+        }
+        // Progress updates while the workers run.
+        let ticker = {
+            let (pb, ok, failed) = (pb.clone(), ok.clone(), failed.clone());
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    let done = ok.load(Ordering::Relaxed) + failed.load(Ordering::Relaxed);
+                    match limit {
+                        Limit::Count(_) => pb.set_position(done),
+                        Limit::Time(_) => pb.set_position(started.elapsed().as_millis() as u64),
+                    }
+                    let secs = started.elapsed().as_secs_f64().max(1e-9);
+                    pb.set_message(format!(
+                        "{:.0} msgs/s, {} failed",
+                        ok.load(Ordering::Relaxed) as f64 / secs,
+                        failed.load(Ordering::Relaxed)
+                    ));
+                }
+            })
+        };
+        let mut hist =
+            Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds");
+        for w in workers {
+            if let Ok(h) = w.await {
+                let _ = hist.add(h);
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        ticker.abort();
+        pb.finish_and_clear();
+        let first_error = first_error.lock().ok().and_then(|g| g.clone());
+        Report {
+            label,
+            ok: ok.load(Ordering::Relaxed),
+            failed: failed.load(Ordering::Relaxed),
+            elapsed: started.elapsed(),
+            hist,
+            first_error,
+            counters: p.counters(),
+        }
+    }
+
+    fn answers(addr: &str) -> bool {
+        addr.parse::<SocketAddr>()
+            .ok()
+            .is_some_and(|a| TcpStream::connect_timeout(&a, Duration::from_millis(500)).is_ok())
+    }
+
+    #[cfg(feature = "demo")]
+    type Local = Option<rmq_tests::broker::Cluster>;
+    #[cfg(not(feature = "demo"))]
+    type Local = Option<()>;
+
+    #[cfg(feature = "demo")]
+    fn start_local() -> Result<(String, Local), Box<dyn std::error::Error>> {
+        use rmq_tests::broker::{Cluster, ClusterOptions, Version};
+        println!(
+            "No NameServer on 127.0.0.1:9876: starting a local Apache RocketMQ 5.3.3 (NameServer + broker, \
+             jars from Maven Central on first use; 10-60 s)..."
+        );
+        let spinner = ProgressBar::new_spinner();
+        spinner.enable_steady_tick(Duration::from_millis(120));
+        spinner.set_message("starting RocketMQ");
+        let t0 = Instant::now();
+        let cluster = Cluster::start(Version::V5_3_3, ClusterOptions::default())?;
+        spinner.finish_and_clear();
+        let ns = cluster.namesrv_addr().to_string();
+        println!(
+            "RocketMQ is up in {:.1} s: NameServer {ns}, broker {} (logs in {})",
+            t0.elapsed().as_secs_f64(),
+            cluster.broker_addr(0),
+            cluster.run_dir().display()
+        );
+        Ok((ns, Some(cluster)))
+    }
+
+    #[cfg(not(feature = "demo"))]
+    fn start_local() -> Result<(String, Local), Box<dyn std::error::Error>> {
+        Err(
+            "no NameServer answers on 127.0.0.1:9876; pass --namesrv, or rebuild with \
+             `cargo run -p rmq-std --features demo -- demo` to start a local RocketMQ"
+                .into(),
+        )
+    }
+
+    async fn demo(cli: &Cli, topic: &str, count: u64, devices: u32) -> Res {
+        let (ns, local): (String, Local) = match &cli.namesrv {
+            Some(ns) => (ns.clone(), None),
+            None if answers("127.0.0.1:9876") => {
+                println!("Using the RocketMQ NameServer on 127.0.0.1:9876");
+                ("127.0.0.1:9876".to_owned(), None)
+            }
+            None => tokio::task::block_in_place(start_local)?,
+        };
+        let p = producer(cli, &ns).await?;
+        let route = p.route(topic).await?;
+        println!(
+            "Topic {topic}: {} write queues on {} broker(s){}",
+            route.queues.len(),
+            route.brokers.len(),
+            if route.from_default_topic {
+                " (auto-created on first send)"
+            } else {
+                ""
+            }
+        );
+        println!(
+            "Publishing {count} telemetry readings from {devices} devices (ordered per device)..."
+        );
+        let pb = progress(Limit::Count(count), "telemetry");
+        let sem = Arc::new(Semaphore::new(64));
+        let started = Instant::now();
+        let ok = Arc::new(AtomicU64::new(0));
+        let failed = Arc::new(AtomicU64::new(0));
+        let hist = Arc::new(std::sync::Mutex::new(
+            Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds"),
+        ));
+        let mut tasks = Vec::with_capacity(count as usize);
+        for i in 0..count {
+            let Ok(permit) = sem.clone().acquire_owned().await else {
+                break;
+            };
+            let device = format!("device-{:03}", i % u64::from(devices.max(1)));
+            let reading = format!(
+                r#"{{"device":"{device}","seq":{},"ts":{},"temperature_c":{:.2},"humidity_pct":{:.1}}}"#,
+                i / u64::from(devices.max(1)),
+                rmq_std::clock::unix_millis(),
+                20.0 + ((i * 7) % 100) as f64 / 10.0,
+                40.0 + ((i * 13) % 300) as f64 / 10.0,
+            );
+            let m = Message::new(topic, reading)
+                .with_tags("telemetry")
+                .with_keys([device.clone()]);
+            let (p, ok, failed, hist, pb) = (
+                p.clone(),
+                ok.clone(),
+                failed.clone(),
+                hist.clone(),
+                pb.clone(),
+            );
+            tasks.push(tokio::spawn(async move {
+                let t0 = Instant::now();
+                let r = p.send_sharded(m, &device).await;
+                drop(permit);
+                match r {
+                    Ok(_) => {
+                        ok.fetch_add(1, Ordering::Relaxed);
+                        if let Ok(mut h) = hist.lock() {
+                            let _ = h.record((t0.elapsed().as_micros() as u64).max(1));
+                        }
+                    }
+                    Err(e) => {
+                        if failed.fetch_add(1, Ordering::Relaxed) == 0 {
+                            pb.println(format!("first failure: {e}"));
+                        }
+                    }
+                }
+                pb.inc(1);
+            }));
+        }
+        for t in tasks {
+            let _ = t.await;
+        }
+        pb.finish_and_clear();
+        let hist = hist
+            .lock()
+            .map(|h| h.clone())
+            .unwrap_or_else(|p| p.into_inner().clone());
+        let report = Report {
+            label: "telemetry",
+            ok: ok.load(Ordering::Relaxed),
+            failed: failed.load(Ordering::Relaxed),
+            elapsed: started.elapsed(),
+            hist,
+            first_error: None,
+            counters: p.counters(),
+        };
+        p.shutdown().await;
+        report.print();
+        let after = {
+            let p = producer(cli, &ns).await?;
+            let r = p.route(topic).await;
+            p.shutdown_timeout(Duration::ZERO).await;
+            r
+        };
+        if let Ok(r) = after {
+            println!(
+                "Topic {topic} now has {} queue(s) on {:?}",
+                r.queues.len(),
+                r.brokers.iter().map(|b| b.0.as_str()).collect::<Vec<_>>()
+            );
+        }
+        if local.is_some() {
+            println!("Stopping the local RocketMQ.");
+        }
+        // Dropping the cluster (feature `demo`) kills its JVMs.
+        let _ = local;
+        if report.failed > 0 {
+            return Err(format!("{} message(s) failed", report.failed).into());
+        }
+        Ok(())
+    }
+}
