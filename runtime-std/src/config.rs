@@ -131,6 +131,8 @@ pub struct ProducerConfig {
     pub adaptive: AdaptiveConfig,
     /// ACL credentials: when set, every request is signed (see [`ProducerBuilder::acl`]).
     pub acl: Option<AclConfig>,
+    /// TLS to brokers (see [`ProducerBuilder::tls`]).
+    pub tls: Option<crate::tls::TlsConfig>,
 }
 
 /// The runtime's default [`AdaptiveConfig`]: the core defaults with a per-attempt cap of at
@@ -221,6 +223,7 @@ impl Default for ProducerBuilder {
                 max_requests_in_flight: 2048,
                 adaptive: RUNTIME_ADAPTIVE,
                 acl: None,
+                tls: None,
             },
         }
     }
@@ -372,6 +375,16 @@ impl ProducerBuilder {
             secret_key: secret_key.to_owned(),
             security_token: security_token.map(str::to_owned),
         });
+        self
+    }
+
+    /// Connects to brokers over TLS with `tls` (rustls): e.g.
+    /// `TlsConfig::with_ca_pem(ca_pem)?` to trust a private CA. NameServers stay plain TCP
+    /// unless [`crate::TlsConfig::name_server_too`] is set. A failed handshake fails the
+    /// attempt with `TransportError::ConnectFailed`.
+    #[must_use]
+    pub fn tls(mut self, tls: crate::tls::TlsConfig) -> Self {
+        self.cfg.tls = Some(tls);
         self
     }
 

@@ -21,7 +21,7 @@ use rmq_core::time::{Duration, Instant};
 use rmq_core::wire::{
     CommandHeader, CommandRepr, ExtFields, Frame, FrameReader, SerializeType, flag,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tracing::{debug, warn};
@@ -332,11 +332,13 @@ impl Drop for CancelGuard<'_> {
     }
 }
 
-/// Per-connection options beyond the defaults: request signing.
+/// Per-connection options beyond the defaults: request signing, TLS.
 #[derive(Clone, Debug, Default)]
 pub struct ConnOptions {
     /// Sign every request with these ACL 1.0 credentials.
     pub acl: Option<Arc<crate::AclConfig>>,
+    /// Run the connection over TLS (handshake right after the TCP connect).
+    pub tls: Option<Arc<crate::tls::TlsConfig>>,
 }
 
 /// Opens a plain connection to `addr` and spawns its task.
@@ -373,6 +375,19 @@ pub async fn connect_with(
         _ => return Err(TransportError::ConnectFailed),
     };
     let _ = stream.set_nodelay(true);
+    let mut plain = Some(stream);
+    let tls = match (&opts.tls, plain.take_if(|_| opts.tls.is_some())) {
+        (Some(t), Some(stream)) => match tokio::time::timeout(
+            clock::to_std(CONNECT_TIMEOUT),
+            crate::tls::handshake(t, addr, stream),
+        )
+        .await
+        {
+            Ok(Ok(s)) => Some(s),
+            _ => return Err(TransportError::ConnectFailed),
+        },
+        _ => None,
+    };
     let (tx, rx) = mpsc::unbounded_channel();
     let conn = Arc::new(Conn {
         id,
@@ -395,8 +410,17 @@ pub async fn connect_with(
         rx_capacity: conn.rx_capacity.clone(),
         last_matched: conn.last_matched.clone(),
     };
-    tokio::spawn(task.run(stream, rx));
-    debug!(addr, id, "connected");
+    match tls {
+        Some(s) => {
+            let (rd, wr) = tokio::io::split(s);
+            tokio::spawn(task.run(rd, wr, rx));
+        }
+        None => {
+            let (rd, wr) = plain.ok_or(TransportError::ConnectFailed)?.into_split();
+            tokio::spawn(task.run(rd, wr, rx));
+        }
+    }
+    debug!(addr, id, tls = opts.tls.is_some(), "connected");
     Ok(conn)
 }
 
@@ -417,8 +441,11 @@ enum End {
 }
 
 impl Task {
-    async fn run(self, stream: TcpStream, mut rx: mpsc::UnboundedReceiver<Cmd>) {
-        let (mut rd, wr) = stream.into_split();
+    async fn run<R, W>(self, mut rd: R, wr: W, mut rx: mpsc::UnboundedReceiver<Cmd>)
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
         let mut wr = BufWriter::with_capacity(64 * 1024, wr);
         let mut reader = FrameReader::new(vec![0u8; MAX_RX_FRAME]);
         let mut chunk = BytesMut::with_capacity(64 * 1024);
@@ -545,6 +572,8 @@ pub struct Pool {
     max_in_flight: usize,
     counters: Arc<Counters>,
     opts: ConnOptions,
+    /// Addresses reached without TLS even when `opts.tls` is set.
+    plain: Vec<String>,
 }
 
 impl Pool {
@@ -557,7 +586,21 @@ impl Pool {
             max_in_flight,
             counters,
             opts: ConnOptions::default(),
+            plain: Vec::new(),
         }
+    }
+
+    /// Uses TLS to every address except `plain` (the NameServers, unless the TLS config
+    /// applies to them too).
+    #[must_use]
+    pub fn with_tls(mut self, tls: Option<crate::tls::TlsConfig>, plain: &[String]) -> Self {
+        if let Some(t) = &tls
+            && !t.applies_to_name_server()
+        {
+            self.plain.extend(plain.iter().cloned());
+        }
+        self.opts.tls = tls.map(Arc::new);
+        self
     }
 
     /// Signs every request of every connection with `acl` (ACL 1.0).
@@ -609,15 +652,17 @@ impl Pool {
         let id = self
             .next_id
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        match connect_with(
-            id,
-            addr,
-            self.max_in_flight,
-            self.counters.clone(),
-            &self.opts,
-        )
-        .await
-        {
+        let plain_opts;
+        let opts = if self.opts.tls.is_some() && self.plain.iter().any(|p| p == addr) {
+            plain_opts = ConnOptions {
+                tls: None,
+                ..self.opts.clone()
+            };
+            &plain_opts
+        } else {
+            &self.opts
+        };
+        match connect_with(id, addr, self.max_in_flight, self.counters.clone(), opts).await {
             Ok(c) => {
                 s.backoff.reset();
                 s.conn = Some(c.clone());

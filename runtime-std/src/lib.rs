@@ -43,6 +43,8 @@ mod message;
 mod producer;
 pub mod shared;
 pub mod sync;
+#[cfg(not(loom))]
+pub mod tls;
 
 #[cfg(not(loom))]
 pub use config::{
@@ -54,3 +56,5 @@ pub use producer::{Producer, RouteInfo};
 pub use rmq_core as core;
 pub use rmq_core::retry::{SendStatus, TransportError};
 pub use shared::CountersSnapshot;
+#[cfg(not(loom))]
+pub use tls::{TlsConfig, TlsError};

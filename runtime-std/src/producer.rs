@@ -194,7 +194,9 @@ impl Producer {
                 language: cfg.language,
             },
             client_id,
-            pool: Pool::new(cfg.max_requests_in_flight, counters.clone()).with_acl(cfg.acl.clone()),
+            pool: Pool::new(cfg.max_requests_in_flight, counters.clone())
+                .with_acl(cfg.acl.clone())
+                .with_tls(cfg.tls.clone(), &cfg.namesrv_addr),
             counters,
             faults: Faults::new(profile.update_rule(), clock::random_u32()),
             routes: Mutex::new(HashMap::new()),
