@@ -78,17 +78,19 @@ fn tls_to_an_enforcing_broker_5_3_3() {
     let pki = pki(&dir);
     let o = ClusterOptions {
         broker_jvm_args: vec![
-        "-Dtls.server.mode=enforcing".into(),
-        "-Dtls.test.mode.enable=false".into(),
-        "-Dtls.server.need.client.auth=none".into(),
-        format!("-Dtls.server.certPath={}", pki.cert_path.display()),
-        format!("-Dtls.server.keyPath={}", pki.key_path.display()),
-        // Keep a machine-wide /etc/rocketmq/tls.properties out of the test.
-        format!(
-            "-Dtls.config.file={}",
-            dir.join("none.properties").display()
-        ),
-    ];
+            "-Dtls.server.mode=enforcing".into(),
+            "-Dtls.test.mode.enable=false".into(),
+            "-Dtls.server.need.client.auth=none".into(),
+            format!("-Dtls.server.certPath={}", pki.cert_path.display()),
+            format!("-Dtls.server.keyPath={}", pki.key_path.display()),
+            // Keep a machine-wide /etc/rocketmq/tls.properties out of the test.
+            format!(
+                "-Dtls.config.file={}",
+                dir.join("none.properties").display()
+            ),
+        ],
+        ..ClusterOptions::default()
+    };
     let cluster = Cluster::start(Version::V5_3_3, o).expect("start TLS cluster");
     let ns = cluster.namesrv_addr().to_string();
     let rt = tokio::runtime::Builder::new_multi_thread()
