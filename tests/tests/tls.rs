@@ -1,4 +1,5 @@
-//! TLS from the rmq-std `Producer` (rustls) to a REAL 5.3.3 broker in TLS-enforcing mode.
+//! TLS from the rmq-std `Producer` (rustls) to a REAL broker (5.3.3 and the 4.9 line) in
+//! TLS-enforcing mode.
 //!
 //! The test makes a CA and a server certificate for 127.0.0.1 with rcgen, and starts the broker
 //! with the JVM system properties of `TlsSystemConfig`: `tls.server.mode=enforcing`,
@@ -72,9 +73,8 @@ async fn producer(ns: &str, group: &str, tls: Option<TlsConfig>) -> Producer {
     b.start().await.expect("producer")
 }
 
-#[test]
-fn tls_to_an_enforcing_broker_5_3_3() {
-    let dir = std::env::temp_dir().join(format!("rmq-tls-{}", std::process::id()));
+fn run(v: Version) {
+    let dir = std::env::temp_dir().join(format!("rmq-tls-{}-{}", std::process::id(), v.name()));
     let pki = pki(&dir);
     let o = ClusterOptions {
         broker_jvm_args: vec![
@@ -91,7 +91,7 @@ fn tls_to_an_enforcing_broker_5_3_3() {
         ],
         ..ClusterOptions::default()
     };
-    let cluster = Cluster::start(Version::V5_3_3, o).expect("start TLS cluster");
+    let cluster = Cluster::start(v, o).expect("start TLS cluster");
     let ns = cluster.namesrv_addr().to_string();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -167,4 +167,14 @@ fn tls_to_an_enforcing_broker_5_3_3() {
         }
     });
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn tls_to_an_enforcing_broker_5_3_3() {
+    run(Version::V5_3_3);
+}
+
+#[test]
+fn tls_to_an_enforcing_broker_4_9() {
+    run(Version::V4_9);
 }
