@@ -15,6 +15,19 @@
 //! - [`shared`]: the only state shared between tasks (in-flight table, fault table,
 //!   counters), built from the primitives of `sync` (std, or loom under `--cfg loom`).
 //!
+//! ## Deliberate differences from the Java client
+//!
+//! - `send_latency_fault_enable` defaults to **on** with the Adaptive policy (Java: off), with
+//!   a per-attempt cap of at least 1 s ([`RUNTIME_ADAPTIVE`]); the core's tighter default cap
+//!   turns bursts behind a cold broker into duplicate sends.
+//! - The language sent is RUST (12, known to brokers from 4.9.4); set JAVA for older ones.
+//! - A lost connection fails every request in flight on it at once (Java 4.9 waits for the
+//!   timeouts on a peer FIN); late and unknown responses are counted.
+//! - One total deadline also bounds async retries; async retries re-select a queue (Java keeps
+//!   the old queue id and broker name); a failed oneway write is reported.
+//! - A failed send triggers a background route refresh of its topic (at most one per second).
+//! - UNIQ_KEY timestamps use UTC month starts (the broker never interprets them).
+//!
 //! ```no_run
 //! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
 //! use rmq_std::{Message, Producer};

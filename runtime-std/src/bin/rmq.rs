@@ -42,6 +42,9 @@ mod cli {
         /// Producer group.
         #[arg(long, global = true, default_value = "rmq-cli")]
         group: String,
+        /// Log spans and events to stderr (`-v` debug, `-vv` trace; or set RUST_LOG).
+        #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+        verbose: u8,
         /// sendMsgTimeout in milliseconds.
         #[arg(long, global = true, default_value_t = 3000)]
         timeout_ms: u64,
@@ -124,6 +127,17 @@ mod cli {
 
     pub fn main() -> ExitCode {
         let cli = Cli::parse();
+        let level = match cli.verbose {
+            0 => "warn",
+            1 => "rmq_std=debug,info",
+            _ => "rmq_std=trace,debug",
+        };
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .try_init();
         let rt = match tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()

@@ -1,0 +1,96 @@
+//! The `rmq` binary against scripted fake peers: `route`, `send` and a short `bench`.
+#![cfg(not(loom))]
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+
+fn rmq(args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rmq"))
+        .args(args)
+        .env_remove("RMQ_NAMESRV")
+        .output()
+        .expect("run rmq");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn route_send_and_bench() {
+    let (a, a_seen) = peer(broker(0)).await;
+    let (ns, _) = peer(namesrv(vec![("T", route_json(&[("broker-a", &a, 3)]))])).await;
+    let run = |args: Vec<String>| {
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            rmq(&args)
+        })
+    };
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+
+    let (ok, out) = run(s(&["--namesrv", &ns, "route", "T"])).await.unwrap();
+    assert!(ok, "{out}");
+    assert!(
+        out.contains(&format!("broker broker-a master {a}")),
+        "{out}"
+    );
+    assert!(out.contains("broker-a: write queues [0, 1, 2]"), "{out}");
+
+    let (ok, out) = run(s(&[
+        "--namesrv",
+        &ns,
+        "send",
+        "--topic",
+        "T",
+        "--tags",
+        "TagC",
+        "--prop",
+        "k=v",
+        "hello",
+    ]))
+    .await
+    .unwrap();
+    assert!(ok, "{out}");
+    assert!(out.starts_with("SendOk msgId="), "{out}");
+    let sent = a_seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.code == SEND_V2)
+        .cloned()
+        .collect::<Vec<_>>();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].body, b"hello");
+    assert!(sent[0].get("i").unwrap().contains("k\u{1}v"));
+
+    let (ok, out) = run(s(&[
+        "--namesrv",
+        &ns,
+        "bench",
+        "--topic",
+        "T",
+        "--mode",
+        "async",
+        "--size",
+        "100",
+        "--concurrency",
+        "8",
+        "--count",
+        "200",
+    ]))
+    .await
+    .unwrap();
+    assert!(ok, "{out}");
+    assert!(out.contains("bench: 200 ok, 0 failed"), "{out}");
+    assert!(out.contains("latency ms: p50"), "{out}");
+    assert!(out.contains("peak RSS"), "{out}");
+
+    let (ok, out) = run(s(&["route", "T"])).await.unwrap();
+    assert!(!ok, "no NameServer given: {out}");
+    assert!(out.contains("--namesrv"), "{out}");
+}
