@@ -169,8 +169,17 @@ async fn run(case: &str, script: Script, expect: Expect) {
             }
         }
     }
-    let stats = p.connection_stats();
     let bad_addr = rig.bad.addr().to_string();
+    // A close requested by the producer (unresponsive peer) is carried out by the connection
+    // task: give it a moment.
+    let mut stats = p.connection_stats();
+    for _ in 0..50 {
+        if expect == Expect::Stored || stats.iter().any(|c| c.addr == bad_addr && c.closed) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        stats = p.connection_stats();
+    }
     let bad_conn = stats.iter().find(|c| c.addr == bad_addr);
     eprintln!("{case}: connections {stats:?}, counters {:?}", p.counters());
     match expect {
