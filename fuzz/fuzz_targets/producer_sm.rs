@@ -332,7 +332,7 @@ fuzz_target!(|data: &[u8]| {
             }
             1 => {
                 let d = u64::from(it.next().unwrap_or(0));
-                w.now = w.now + Duration::from_millis(d * d);
+                w.now += Duration::from_millis(d * d);
                 w.expire();
             }
             2 => {
@@ -376,7 +376,7 @@ fuzz_target!(|data: &[u8]| {
     }
     // Drain: the clock passes every deadline; everything ends.
     for _ in 0..16 {
-        w.now = w.now + Duration::from_millis(60_000);
+        w.now += Duration::from_millis(60_000);
         w.expire();
         w.check();
     }
