@@ -283,6 +283,7 @@ pub struct PullResult {
 
 /// A pull answer that is not a [`PullResult`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PullError {
     /// Any other response code (`MQBrokerException` in Java), e.g. FLOW_CONTROL (215),
     /// SUBSCRIPTION_NOT_EXIST (24), SYSTEM_ERROR (1).
@@ -418,6 +419,7 @@ pub enum AllocateStrategy {
 /// Why an allocation failed (Java throws `IllegalArgumentException` for the first three).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum AllocateError {
     /// `currentCID` is empty.
     EmptyConsumerId,
@@ -587,6 +589,7 @@ pub enum FlowReason {
 /// Errors of [`QueueTracker`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum TrackError {
     /// The in-flight set is full.
     Full,
@@ -981,6 +984,7 @@ pub fn parse_consumer_list<'b, const N: usize>(
 /// Errors of [`parse_consumer_list`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum ConsumerListError {
     /// Not the expected JSON (or a client id with escapes, which client ids never have).
     Malformed,

@@ -12,7 +12,8 @@ if command -v llvm-size >/dev/null; then sizes=$(llvm-size -A "$elf"); else size
 echo "$sizes" | grep -E '^(section|\.text|\.rodata|\.data|\.bss|\.uninit|Total)'
 sec() { echo "$sizes" | awk -v s="$1" '$1 == s { print $2 }'; }
 text=$(( $(sec .text) + $(sec .rodata) ))
-ram=$(( $(sec .data) + $(sec .bss) + ${UNINIT:-$(sec .uninit || echo 0)} ))
+uninit=$(sec .uninit)
+ram=$(( $(sec .data) + $(sec .bss) + ${uninit:-0} ))
 echo "flash code (.text+.rodata): $text bytes (budget 65536)"
 echo "static RAM (.data+.bss+.uninit): $ram bytes (budget 24576)"
 if (( text > 65536 || ram > 24576 )); then

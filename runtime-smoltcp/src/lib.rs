@@ -44,14 +44,15 @@
 #[macro_use]
 mod log;
 mod addr;
-mod producer;
+mod engine;
 
 pub use addr::parse_endpoint;
-pub use producer::{Producer, Stats};
+pub use engine::{Producer, Stats};
 pub use rmq_core as core;
 
 use ::core::fmt;
 
+use rmq_core::producer;
 use rmq_core::retry::{RetryConfig, SendError, SendMode, SendStatus};
 use rmq_core::time::Duration;
 use rmq_core::wire::{EncodeError, version};
@@ -65,8 +66,10 @@ pub const MAX_MSG_ID: usize = 56;
 /// Producer settings. `'a` is the lifetime of the strings (usually `'static`).
 #[derive(Clone, Copy, Debug)]
 pub struct Config<'a> {
-    /// The NameServer.
-    pub namesrv: IpEndpoint,
+    /// The NameServers. One is used at a time, starting at a seed-chosen index; after a
+    /// failure (connect error, reset, route timeout) the next one is tried (core
+    /// `NamesrvCursor`, Java's choice).
+    pub namesrvs: &'a [IpEndpoint],
     /// Producer group (`a` in the send header).
     pub producer_group: &'a str,
     /// The topic this producer publishes to.
@@ -81,9 +84,11 @@ pub struct Config<'a> {
     pub route_timeout: Duration,
     /// Route refresh period (Java `pollNameServerInterval`, 30 s).
     pub route_refresh: Duration,
-    /// Wait before retrying a failed route lookup.
+    /// First wait before retrying a failed route lookup; doubles per consecutive failure
+    /// (core `Backoff`), up to 30 s.
     pub route_retry: Duration,
-    /// A stalled half-written frame (no byte accepted for this long) resets its connection.
+    /// A stalled half-written frame (no byte accepted for this long), or sent data the peer
+    /// does not acknowledge for this long, resets its connection.
     pub write_stall_timeout: Duration,
     /// First local TCP port; connections use successive ports from here (wrapping within
     /// 49152..65535).
@@ -96,16 +101,16 @@ pub struct Config<'a> {
 
 impl<'a> Config<'a> {
     /// Defaults: Java 4.9 profile with the latency switch on, 3 s send timeout, 2 retries.
-    pub fn new(namesrv: IpEndpoint, producer_group: &'a str, topic: &'a str) -> Self {
+    pub fn new(namesrvs: &'a [IpEndpoint], producer_group: &'a str, topic: &'a str) -> Self {
         Config {
-            namesrv,
+            namesrvs,
             producer_group,
             topic,
             retry: RetryConfig::java49(SendMode::Sync),
             version: version::V4_9_8,
-            connect_timeout: Duration::from_millis(3000),
-            route_timeout: Duration::from_millis(3000),
-            route_refresh: Duration::from_secs(30),
+            connect_timeout: producer::CONNECT_TIMEOUT,
+            route_timeout: producer::CLIENT_API_TIMEOUT,
+            route_refresh: producer::POLL_NAME_SERVER_INTERVAL,
             route_retry: Duration::from_millis(1000),
             write_stall_timeout: Duration::from_millis(3000),
             local_port_base: 49152,

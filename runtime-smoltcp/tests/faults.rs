@@ -6,7 +6,10 @@ mod support;
 use rmq_core::retry::{SendErrorKind, SendStatus, TransportError};
 use rmq_core::time::Duration;
 use rmq_smoltcp::SendFailure;
-use support::{GwSizes, Sim, body};
+use smoltcp::wire::{IpAddress, IpEndpoint};
+use support::{GwSizes, NS_PORT, PEER_IP, Sim, body};
+
+const DEAD_NAMESRV: [IpEndpoint; 1] = [IpEndpoint::new(IpAddress::Ipv4(PEER_IP), 1)];
 
 fn check_props(p: &str) {
     assert!(p.contains("TAGS\u{1}TagA"), "{p:?}");
@@ -49,9 +52,30 @@ fn route_lookup_then_sync_and_oneway_sends() {
     assert_eq!(sim.peer.route_requests, 1);
     assert_eq!(sim.peer.framing_errors, 0);
     let st = sim.producer.stats();
+    assert!(
+        sim.immediate_polls * 50 < sim.polls,
+        "poll asked to run again at once {} times out of {}",
+        sim.immediate_polls,
+        sim.polls
+    );
     assert_eq!(st.connects, 2, "one NameServer and one broker connection");
     assert_eq!(st.connect_failures, 0);
     assert_eq!(st.connections_lost, 0);
+}
+
+#[test]
+fn idle_connections_survive() {
+    let mut sim = Sim::new(GwSizes::default(), |_| {});
+    sim.send_and_wait(b"a", false, 5_000).result.unwrap();
+    sim.run_until(40_000, |_| false);
+    sim.send_and_wait(b"b", false, 5_000).result.unwrap();
+    let st = sim.producer.stats();
+    assert_eq!(st.connections_lost, 0, "{st:?}");
+    assert_eq!(st.connects, 2, "{st:?}");
+    assert_eq!(
+        sim.peer.route_requests, 2,
+        "one lookup plus one 30 s refresh"
+    );
 }
 
 #[test]
@@ -199,6 +223,12 @@ fn broker_goes_away_and_comes_back() {
     let want: Vec<Vec<u8>> = (0..8).map(|i| body(i, 100)).collect();
     assert_eq!(sim.stored_bodies(), want);
     assert_eq!(sim.peer.framing_errors, 0);
+    assert!(
+        sim.immediate_polls * 50 < sim.polls,
+        "poll asked to run again at once {} times out of {}",
+        sim.immediate_polls,
+        sim.polls
+    );
     let st = sim.producer.stats();
     assert!(st.connect_failures >= 3, "{st:?}");
     assert!(st.connections_lost >= 1, "{st:?}");
@@ -238,11 +268,141 @@ fn stalled_half_written_frame_resets_its_connection() {
 #[test]
 fn no_route_fails_after_the_send_timeout() {
     let mut sim = Sim::new(GwSizes::default(), |c| {
-        c.namesrv.port = 1; // nothing listens there
+        c.namesrvs = &DEAD_NAMESRV; // nothing listens there
         c.retry.send_timeout = Duration::from_millis(800);
     });
     let c = sim.send_and_wait(b"x", false, 5_000);
     assert!(c.result.is_err());
     assert!(sim.now < 2_000);
     assert_eq!(sim.peer.sends_seen, 0);
+}
+
+#[test]
+fn silent_peer_is_detected_by_missing_acks() {
+    // The network turns into a black hole: no RST, no FIN, nothing. Unacknowledged data
+    // resets the connection after the stall timeout; once packets flow again a new
+    // connection carries the next message.
+    let mut sim = Sim::new(GwSizes::default(), |c| {
+        c.write_stall_timeout = Duration::from_millis(1000);
+        c.retry.send_timeout = Duration::from_millis(2500);
+    });
+    sim.send_and_wait(b"before", false, 5_000).result.unwrap();
+    sim.wire.borrow_mut().drop_every = [Some(1), Some(1)];
+    let c = sim.send_and_wait(b"into the void", false, 10_000);
+    assert!(c.result.is_err(), "{:?}", c.result);
+    let lost = sim.producer.stats().connections_lost;
+    assert!(lost >= 1, "{:?}", sim.producer.stats());
+    sim.wire.borrow_mut().drop_every = [None, None];
+    sim.send_and_wait(b"after", false, 10_000)
+        .result
+        .expect("a new connection works");
+    let bodies = sim.stored_bodies();
+    assert_eq!(bodies.first().map(Vec::as_slice), Some(&b"before"[..]));
+    assert_eq!(bodies.last().map(Vec::as_slice), Some(&b"after"[..]));
+    assert_eq!(sim.peer.framing_errors, 0);
+}
+
+/// A small deterministic generator for the sweep below.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+#[test]
+fn sweep_of_buffer_sizes_loss_and_slow_reads_never_corrupts_a_frame() {
+    for seed in 0..24u64 {
+        let mut g = Lcg(seed);
+        let sizes = GwSizes {
+            sock_tx: 64 + g.next(1500) as usize,
+            message: 4096,
+            ..GwSizes::default()
+        };
+        let mut sim = Sim::new(sizes, |c| {
+            c.retry.send_timeout = Duration::from_secs(60);
+            c.route_timeout = Duration::from_secs(20);
+            c.write_stall_timeout = Duration::from_secs(20);
+        });
+        let loss = [g.next(4), g.next(4)].map(|k| (k > 0).then(|| 3 + k as u32 * 2));
+        sim.wire.borrow_mut().drop_every = loss;
+        sim.peer.read_limit = (g.next(2) == 0).then(|| 1 + g.next(64) as usize);
+        sim.peer.reply_delay_ms = g.next(50);
+        let lens: Vec<usize> = (0..8).map(|_| 1 + g.next(3000) as usize).collect();
+        for (i, &len) in lens.iter().enumerate() {
+            let c = sim.send_and_wait(&body(i, len), false, 120_000);
+            c.result.unwrap_or_else(|e| {
+                panic!(
+                    "seed {seed}: message {i} failed: {e} {:?}",
+                    sim.producer.stats()
+                )
+            });
+        }
+        let want: Vec<Vec<u8>> = lens.iter().enumerate().map(|(i, &l)| body(i, l)).collect();
+        assert_eq!(sim.stored_bodies(), want, "seed {seed}");
+        assert_eq!(sim.peer.framing_errors, 0, "seed {seed}");
+    }
+}
+
+#[test]
+fn dead_namesrv_is_skipped_for_the_next_one() {
+    // Both orders: whichever the seed picks first, the route comes from the live one.
+    for seed in [1u32 << 8, 2 << 8] {
+        static BOTH: [IpEndpoint; 2] = [
+            IpEndpoint::new(IpAddress::Ipv4(PEER_IP), 1),
+            IpEndpoint::new(IpAddress::Ipv4(PEER_IP), NS_PORT),
+        ];
+        let mut sim = Sim::new(GwSizes::default(), |c| {
+            c.namesrvs = &BOTH;
+            c.seed = seed;
+        });
+        let r = sim.send_and_wait(b"via the live NameServer", false, 10_000);
+        r.result.expect("send ok");
+        assert_eq!(sim.peer.route_requests, 1);
+        assert!(sim.producer.stats().connect_failures <= 1);
+    }
+}
+
+#[test]
+fn unknown_topic_uses_the_tbw102_route_capped_at_four_queues() {
+    let mut sim = Sim::new(GwSizes::default(), |c| {
+        c.route_refresh = Duration::from_millis(1000)
+    });
+    sim.peer.unknown_topic = true;
+    for i in 0..12 {
+        sim.send_and_wait(&body(i, 50), false, 5_000)
+            .result
+            .unwrap();
+    }
+    assert_eq!(sim.peer.route_topics[..2], ["Telemetry", "TBW102"]);
+    let mut qs: Vec<i32> = sim.peer.stored.iter().map(|s| s.queue_id).collect();
+    qs.sort_unstable();
+    qs.dedup();
+    assert_eq!(
+        qs,
+        vec![0, 1, 2, 3],
+        "defaultTopicQueueNums caps the 8 queues of TBW102"
+    );
+    // Once the topic exists, the next refresh uses its own route.
+    sim.peer.unknown_topic = false;
+    sim.run_until(1_500, |_| false);
+    assert_eq!(
+        sim.peer.route_topics.last().map(String::as_str),
+        Some("Telemetry")
+    );
+    assert!(
+        sim.peer
+            .route_topics
+            .iter()
+            .filter(|t| *t == "Telemetry")
+            .count()
+            >= 2,
+        "{:?}",
+        sim.peer.route_topics
+    );
 }

@@ -41,6 +41,10 @@ const SWEEP_GRACE: Duration = Duration::from_millis(1000);
 
 /// What a request ends with: the whole response frame, or a transport failure.
 pub type Reply = Result<Bytes, TransportError>;
+
+/// A request the server sent on one of our connections (flag bit 0 clear, e.g.
+/// NOTIFY_CONSUMER_IDS_CHANGED): the connection's address and the whole frame.
+pub type ServerRequest = (String, Bytes);
 type Waiter = oneshot::Sender<Reply>;
 
 struct Outgoing {
@@ -332,13 +336,15 @@ impl Drop for CancelGuard<'_> {
     }
 }
 
-/// Per-connection options beyond the defaults: request signing, TLS.
+/// Per-connection options beyond the defaults: request signing, TLS, server requests.
 #[derive(Clone, Debug, Default)]
 pub struct ConnOptions {
     /// Sign every request with these ACL 1.0 credentials.
     pub acl: Option<Arc<crate::AclConfig>>,
     /// Run the connection over TLS (handshake right after the TCP connect).
     pub tls: Option<Arc<crate::tls::TlsConfig>>,
+    /// Forward the requests the server sends on the connection here (else they are dropped).
+    pub server_requests: Option<mpsc::UnboundedSender<ServerRequest>>,
 }
 
 /// Opens a plain connection to `addr` and spawns its task.
@@ -409,6 +415,7 @@ pub async fn connect_with(
         counters,
         rx_capacity: conn.rx_capacity.clone(),
         last_matched: conn.last_matched.clone(),
+        server_requests: opts.server_requests.clone(),
     };
     match tls {
         Some(s) => {
@@ -433,6 +440,7 @@ struct Task {
     counters: Arc<Counters>,
     rx_capacity: Arc<std::sync::atomic::AtomicUsize>,
     last_matched: Arc<std::sync::atomic::AtomicU64>,
+    server_requests: Option<mpsc::UnboundedSender<ServerRequest>>,
 }
 
 enum End {
@@ -534,8 +542,13 @@ impl Task {
             if let Some(frame) = reader.take_frame() {
                 let h = CommandHeader::parse(&frame).map_err(|_| "malformed header")?;
                 if !h.is_response() {
-                    // A request from the broker (transaction check, ...): a producer without
-                    // those features ignores it, as Java does when no processor is set.
+                    // A request from the broker (consumer ids changed, transaction check, ...):
+                    // handed to the owner's handler if there is one, else ignored, as Java does
+                    // when no processor is set.
+                    if let Some(tx) = &self.server_requests {
+                        let frame = Bytes::copy_from_slice(frame.into_inner());
+                        let _ = tx.send((self.addr.clone(), frame));
+                    }
                     continue;
                 }
                 let opaque = h.opaque();
@@ -588,6 +601,17 @@ impl Pool {
             opts: ConnOptions::default(),
             plain: Vec::new(),
         }
+    }
+
+    /// An empty pool whose connections forward server-initiated requests to `server_requests`.
+    pub fn with_server_requests(
+        max_in_flight: usize,
+        counters: Arc<Counters>,
+        server_requests: mpsc::UnboundedSender<ServerRequest>,
+    ) -> Self {
+        let mut p = Pool::new(max_in_flight, counters);
+        p.opts.server_requests = Some(server_requests);
+        p
     }
 
     /// Uses TLS to every address except `plain` (the NameServers, unless the TLS config

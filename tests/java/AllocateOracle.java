@@ -1,9 +1,10 @@
 // Prints the official Java client's queue allocation for given inputs, as RebalanceImpl does it:
 // Collections.sort on the queues and on the consumer ids, then strategy.allocate for each id.
 //
-// usage: AllocateOracle <AVG|AVG_BY_CIRCLE> <cid>[,<cid>...] <topic>/<broker>/<queueId>...
-// Output: one line per consumer id, in the order given:
-//   RMQA <cid> <topic>/<broker>/<queueId>,...     (empty list: nothing after the cid)
+// usage: AllocateOracle <case> [-- <case>]...
+//   case: <AVG|AVG_BY_CIRCLE> <cid>[,<cid>...] <topic>/<broker>/<queueId>...
+// Output: one line per case and consumer id, in the order given:
+//   RMQA <case index> <cid> <topic>/<broker>/<queueId>,...   (nothing after the cid if empty)
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
@@ -15,22 +16,39 @@ import org.apache.rocketmq.common.message.MessageQueue;
 
 public final class AllocateOracle {
     public static void main(String[] args) {
-        if (args.length < 3) {
-            System.err.println("usage: AllocateOracle <AVG|AVG_BY_CIRCLE> <cids> <topic/broker/qid>...");
+        List<List<String>> cases = new ArrayList<>();
+        List<String> cur = new ArrayList<>();
+        for (String a : args) {
+            if (a.equals("--")) {
+                cases.add(cur);
+                cur = new ArrayList<>();
+            } else {
+                cur.add(a);
+            }
+        }
+        cases.add(cur);
+        for (int c = 0; c < cases.size(); c++) {
+            run(c, cases.get(c));
+        }
+    }
+
+    private static void run(int index, List<String> args) {
+        if (args.size() < 3) {
+            System.err.println("usage: AllocateOracle <AVG|AVG_BY_CIRCLE> <cids> <topic/broker/qid>... [-- ...]");
             System.exit(2);
         }
         AllocateMessageQueueStrategy strategy;
-        if (args[0].equals("AVG")) {
+        if (args.get(0).equals("AVG")) {
             strategy = new AllocateMessageQueueAveragely();
-        } else if (args[0].equals("AVG_BY_CIRCLE")) {
+        } else if (args.get(0).equals("AVG_BY_CIRCLE")) {
             strategy = new AllocateMessageQueueAveragelyByCircle();
         } else {
-            throw new IllegalArgumentException("unknown strategy " + args[0]);
+            throw new IllegalArgumentException("unknown strategy " + args.get(0));
         }
-        List<String> given = Arrays.asList(args[1].split(","));
+        List<String> given = Arrays.asList(args.get(1).split(","));
         List<MessageQueue> mqAll = new ArrayList<>();
-        for (int i = 2; i < args.length; i++) {
-            String[] p = args[i].split("/");
+        for (int i = 2; i < args.size(); i++) {
+            String[] p = args.get(i).split("/");
             mqAll.add(new MessageQueue(p[0], p[1], Integer.parseInt(p[2])));
         }
         Collections.sort(mqAll);
@@ -38,7 +56,7 @@ public final class AllocateOracle {
         Collections.sort(cidAll);
         for (String cid : given) {
             List<MessageQueue> mine = strategy.allocate("oracle_group", cid, mqAll, cidAll);
-            StringBuilder sb = new StringBuilder("RMQA ").append(cid).append(' ');
+            StringBuilder sb = new StringBuilder("RMQA ").append(index).append(' ').append(cid).append(' ');
             for (int i = 0; i < mine.size(); i++) {
                 MessageQueue q = mine.get(i);
                 if (i > 0) {

@@ -5,8 +5,10 @@
 //! device `tap0` (169.254.1.1/16, `route_localnet`; see `tests/netns/tap.sh`), the real
 //! NameServer and broker on 127.0.0.1, and a smoltcp interface on the TAP (169.254.1.2, default
 //! route via 169.254.1.1) driving `rmq_smoltcp::Producer`. The gateway publishes 1,000
-//! telemetry messages; the Java verifier reads them back and every one must be there exactly
-//! once, with the body, keys, tags, UNIQ_KEY, queue and offset the gateway was told.
+//! telemetry messages; halfway through, the broker is killed (`kill -9`): a send fails with a
+//! retryable transport error, the broker is restarted, and the gateway reconnects and publishes
+//! the rest. The Java verifier reads them back and every one must be there exactly once, with
+//! the body, keys, tags, UNIQ_KEY, queue and offset the gateway was told.
 //! Needs root (for `unshare -n` and the TAP device), a JDK and Maven, like the other
 //! real-broker tests.
 
@@ -16,9 +18,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
-use rmq_core::retry::SendStatus;
+use rmq_core::retry::{SendErrorKind, SendStatus};
 use rmq_core::time::Instant;
-use rmq_smoltcp::{Buffers, Config, Message, Producer, SendReceipt};
+use rmq_smoltcp::{Buffers, Config, Message, Producer, SendFailure, SendReceipt};
 use rmq_tests::broker::{Cluster, ClusterOptions, Version, prefetch, verifier_read};
 use smoltcp::iface::{Config as IfaceConfig, Interface, SocketSet};
 use smoltcp::phy::{Medium, TunTapInterface, wait as phy_wait};
@@ -92,7 +94,7 @@ fn inner_gateway_in_netns() {
     }
     setup_tap();
     let t0 = StdInstant::now();
-    let cluster = Cluster::start(VERSION, ClusterOptions::default()).expect("cluster start");
+    let mut cluster = Cluster::start(VERSION, ClusterOptions::default()).expect("cluster start");
     cluster.create_topic(TOPIC, 4).expect("create topic");
     eprintln!("cluster ready in {:?}", t0.elapsed());
 
@@ -129,11 +131,11 @@ fn inner_gateway_in_netns() {
         panic!("IPv4 NameServer expected")
     };
     let [a, b, c, d] = ns_ip.octets();
-    let mut cfg = Config::new(
-        IpEndpoint::new(IpAddress::v4(a, b, c, d), ns_addr.port()),
-        "smol-gateway",
-        TOPIC,
-    );
+    let namesrvs: &'static [IpEndpoint] = Box::leak(Box::new([IpEndpoint::new(
+        IpAddress::v4(a, b, c, d),
+        ns_addr.port(),
+    )]));
+    let mut cfg = Config::new(namesrvs, "smol-gateway", TOPIC);
     cfg.client_ip = [169, 254, 1, 2];
     let bufs = Buffers {
         tx: leak(512),
@@ -147,51 +149,85 @@ fn inner_gateway_in_netns() {
         .as_millis() as i64;
     p.set_unix_time(now(), unix_ms);
 
+    let mut send_one = |i: usize| -> Result<SendReceipt, SendFailure> {
+        let b = body(i);
+        let key = format!("seq-{i}");
+        let msg = Message {
+            body: b.as_bytes(),
+            tags: Some("telemetry"),
+            keys: Some(&key),
+            flag: 0,
+        };
+        let deadline = StdInstant::now() + StdDuration::from_secs(30);
+        while !p.can_send() {
+            assert!(
+                StdInstant::now() < deadline,
+                "producer stuck: {:?}",
+                p.stats()
+            );
+            p.poll(now(), &mut iface, &mut dev, &mut sockets);
+            phy_wait(fd, Some(smoltcp::time::Duration::from_millis(5))).unwrap();
+        }
+        let id = p.send(now(), &msg).expect("submit");
+        loop {
+            assert!(
+                StdInstant::now() < deadline,
+                "send {i} never completed: {:?}",
+                p.stats()
+            );
+            let t = now();
+            let wake = p.poll(t, &mut iface, &mut dev, &mut sockets);
+            if let Some(c) = p.take_completion() {
+                assert_eq!(c.id, id);
+                return c.result;
+            }
+            let delay_ms = wake.map_or(50, |w| w.millis().saturating_sub(t.millis()).min(50));
+            if delay_ms > 0 {
+                phy_wait(fd, Some(smoltcp::time::Duration::from_millis(delay_ms))).unwrap();
+            }
+        }
+    };
+
     let mut receipts: Vec<SendReceipt> = Vec::with_capacity(COUNT);
     let t_send = StdInstant::now();
-    let deadline = StdInstant::now() + StdDuration::from_secs(300);
-    let mut next = 0usize;
-    let mut in_flight = None;
-    while receipts.len() < COUNT {
-        assert!(
-            StdInstant::now() < deadline,
-            "gave up after {} messages: {:?}",
-            receipts.len(),
-            p.stats()
-        );
-        if in_flight.is_none() && p.can_send() {
-            let b = body(next);
-            let key = format!("seq-{next}");
-            let msg = Message {
-                body: b.as_bytes(),
-                tags: Some("telemetry"),
-                keys: Some(&key),
-                flag: 0,
-            };
-            in_flight = Some(p.send(now(), &msg).expect("submit"));
+    for i in 0..COUNT / 2 {
+        let r = send_one(i).unwrap_or_else(|e| panic!("message {i} failed: {e}"));
+        assert_eq!(r.status, SendStatus::SendOk);
+        receipts.push(r);
+    }
+    let first_half = t_send.elapsed();
+
+    // The broker goes away (kill -9) and comes back on the same address.
+    cluster.kill9_broker(0);
+    match send_one(COUNT / 2) {
+        Err(SendFailure::Plan(e)) => {
+            assert!(e.is_retryable(), "{e}");
+            assert!(
+                matches!(e.kind(), SendErrorKind::Transport(_)),
+                "a dead broker is a transport failure: {e}"
+            );
         }
-        let t = now();
-        let wake = p.poll(t, &mut iface, &mut dev, &mut sockets);
-        if let Some(c) = p.take_completion() {
-            assert_eq!(Some(c.id), in_flight);
-            in_flight = None;
-            let r = c
-                .result
-                .unwrap_or_else(|e| panic!("message {next} failed: {e} ({:?})", p.stats()));
-            assert_eq!(r.status, SendStatus::SendOk);
-            receipts.push(r);
-            next += 1;
-            continue;
-        }
-        let delay_ms = wake.map_or(50, |w| w.millis().saturating_sub(t.millis()).min(50));
-        if delay_ms > 0 {
-            phy_wait(fd, Some(smoltcp::time::Duration::from_millis(delay_ms))).unwrap();
-        }
+        other => panic!("a send to a killed broker must fail, got {other:?}"),
+    }
+    let t_restart = StdInstant::now();
+    cluster.restart_broker(0).expect("broker restart");
+    eprintln!("broker restarted in {:?}", t_restart.elapsed());
+    let t_second = StdInstant::now();
+    for i in COUNT / 2..COUNT {
+        let r = send_one(i).unwrap_or_else(|e| panic!("message {i} failed after the restart: {e}"));
+        assert_eq!(r.status, SendStatus::SendOk);
+        receipts.push(r);
     }
     let st = p.stats();
     eprintln!(
-        "gateway published {COUNT} messages in {:?}: {st:?}",
-        t_send.elapsed()
+        "gateway published {COUNT} messages: first {} in {first_half:?}, last {} in {:?} after the restart; {st:?}",
+        COUNT / 2,
+        COUNT - COUNT / 2,
+        t_second.elapsed()
+    );
+    assert!(
+        st.connects >= 3,
+        "a new broker connection after the restart: {st:?}"
     );
 
     let got = verifier_read(&cluster, TOPIC, COUNT, StdDuration::from_secs(5)).expect("verifier");

@@ -422,6 +422,98 @@ proptest! {
     }
 }
 
+#[derive(Clone, Debug)]
+enum Op {
+    Push { gap: u8, size: u32 },
+    Ack(prop::sample::Index),
+    Advance(u8),
+    Reset(u16),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0u8..4, 0u32..(3 << 20)).prop_map(|(gap, size)| Op::Push { gap, size }),
+        3 => any::<prop::sample::Index>().prop_map(Op::Ack),
+        1 => (0u8..5).prop_map(Op::Advance),
+        1 => any::<u16>().prop_map(Op::Reset),
+    ]
+}
+
+proptest! {
+    /// QueueTracker against a trivial model (an ordered map plus the next offset), with Java's
+    /// flow-control formulas evaluated on the model.
+    #[test]
+    fn tracker_matches_model(start in 0i64..100, ops in proptest::collection::vec(op(), 0..200)) {
+        const CAP: usize = 48;
+        let limits = FlowLimits { max_cached_msgs: 20, max_cached_mib: 30, max_span: 60, delay: FLOW_CONTROL_DELAY };
+        let mut t = QueueTracker::<CAP>::new(start);
+        let mut model: std::collections::BTreeMap<i64, u32> = std::collections::BTreeMap::new();
+        let mut next = start;
+        for op in ops {
+            match op {
+                Op::Push { gap, size } => {
+                    let off = next + i64::from(gap);
+                    let r = t.push(off, size);
+                    if model.len() == CAP {
+                        prop_assert_eq!(r, Err(TrackError::Full));
+                    } else {
+                        prop_assert_eq!(r, Ok(()));
+                        model.insert(off, size);
+                        next = off + 1;
+                    }
+                    prop_assert_eq!(t.push(next - 1, 1).is_err(), true);
+                }
+                Op::Ack(i) => {
+                    if model.is_empty() {
+                        prop_assert!(!t.ack(next));
+                    } else {
+                        let off = *model.keys().nth(i.index(model.len())).unwrap();
+                        prop_assert!(t.ack(off));
+                        model.remove(&off);
+                        prop_assert!(!t.ack(off));
+                    }
+                }
+                Op::Advance(d) => {
+                    t.advance(next + i64::from(d) - 2);
+                    next = next.max(next + i64::from(d) - 2);
+                }
+                Op::Reset(o) => {
+                    t.reset(i64::from(o));
+                    model.clear();
+                    next = i64::from(o);
+                }
+            }
+            prop_assert_eq!(t.next_offset(), next);
+            prop_assert_eq!(t.committable(), model.keys().next().copied().unwrap_or(next));
+            prop_assert_eq!(t.cached_count(), model.len());
+            let bytes: u64 = model.values().map(|v| u64::from(*v)).sum();
+            prop_assert_eq!(t.cached_bytes(), bytes);
+            let span = match (model.keys().next(), model.keys().next_back()) {
+                (Some(a), Some(b)) => (b - a) as u64,
+                _ => 0,
+            };
+            prop_assert_eq!(t.span(), span);
+            let want = if model.len() > 20 {
+                Some(FlowReason::Count)
+            } else if bytes / (1024 * 1024) > 30 {
+                Some(FlowReason::Size)
+            } else if span > 60 {
+                Some(FlowReason::Span)
+            } else if model.len() >= CAP {
+                Some(FlowReason::Capacity)
+            } else {
+                None
+            };
+            prop_assert_eq!(t.flow_reason(&limits, 32), want);
+            let decision = t.flow(&limits, 32);
+            match want {
+                Some(_) => prop_assert_eq!(decision, FlowDecision::DelayPull(FLOW_CONTROL_DELAY)),
+                None => prop_assert_eq!(decision, FlowDecision::Pull(32.min((CAP - model.len()) as u32))),
+            }
+        }
+    }
+}
+
 #[test]
 fn tracker_offsets() {
     let mut t = QueueTracker::<8>::new(100);

@@ -20,6 +20,7 @@ pub const NS_PORT: u16 = 9876;
 pub const BROKER_PORT: u16 = 10911;
 pub const PEER_IP: Ipv4Address = Ipv4Address::new(10, 0, 0, 1);
 pub const GW_IP: Ipv4Address = Ipv4Address::new(10, 0, 0, 2);
+pub const NAMESRVS: [IpEndpoint; 1] = [IpEndpoint::new(IpAddress::Ipv4(PEER_IP), NS_PORT)];
 
 /// The wire between the two ends: one packet queue per direction, with scripted loss.
 #[derive(Default)]
@@ -151,6 +152,10 @@ pub struct Peer {
     /// Send requests seen (stored or not).
     pub sends_seen: u32,
     pub route_requests: u32,
+    /// Answer TOPIC_NOT_EXIST for every topic but TBW102 (the topic is not created yet).
+    pub unknown_topic: bool,
+    /// Topics asked for, in order.
+    pub route_topics: Vec<String>,
     pub stored: Vec<Stored>,
     /// Frames that did not parse: must stay 0 (framing never corrupted).
     pub framing_errors: u32,
@@ -189,6 +194,8 @@ impl Peer {
             error_on_sends: Vec::new(),
             sends_seen: 0,
             route_requests: 0,
+            unknown_topic: false,
+            route_topics: Vec::new(),
             stored: Vec::new(),
             framing_errors: 0,
             next_offset: 0,
@@ -276,8 +283,21 @@ impl Peer {
         match h.request_code().0 {
             105 => {
                 self.route_requests += 1;
+                let topic = h
+                    .get("topic")
+                    .and_then(|t| t.as_str())
+                    .unwrap_or("")
+                    .to_string();
+                self.route_topics.push(topic.clone());
+                if self.unknown_topic && topic != "TBW102" {
+                    let f = response(17, opaque, &[], b"");
+                    self.conns[i].replies.push_back((now, f));
+                    return true;
+                }
+                // TBW102 has 8 queues here; a new topic gets min(4, 8) of them.
+                let queues = if topic == "TBW102" { 8 } else { 4 };
                 let body = format!(
-                    "{{\"brokerDatas\":[{{\"brokerAddrs\":{{\"0\":\"{PEER_IP}:{BROKER_PORT}\"}},\"brokerName\":\"broker-a\",\"cluster\":\"DefaultCluster\"}}],\"filterServerTable\":{{}},\"queueDatas\":[{{\"brokerName\":\"broker-a\",\"perm\":6,\"readQueueNums\":4,\"topicSysFlag\":0,\"writeQueueNums\":4}}]}}"
+                    "{{\"brokerDatas\":[{{\"brokerAddrs\":{{\"0\":\"{PEER_IP}:{BROKER_PORT}\"}},\"brokerName\":\"broker-a\",\"cluster\":\"DefaultCluster\"}}],\"filterServerTable\":{{}},\"queueDatas\":[{{\"brokerName\":\"broker-a\",\"perm\":6,\"readQueueNums\":{queues},\"topicSysFlag\":0,\"writeQueueNums\":{queues}}}]}}"
                 );
                 let f = response(0, opaque, &[], body.as_bytes());
                 self.conns[i].replies.push_back((now, f));
@@ -377,6 +397,9 @@ pub struct Sim {
     pub producer: Gw,
     pub peer: Peer,
     pub completions: Vec<Completion>,
+    /// Polls that asked to be called again at once.
+    pub immediate_polls: u64,
+    pub polls: u64,
 }
 
 fn leak(n: usize) -> &'static mut [u8] {
@@ -394,11 +417,7 @@ impl Sim {
         let mut sockets = SocketSet::new(vec![]);
         let ns = sockets.add(tcp_socket(sizes.sock_rx, 512));
         let b0 = sockets.add(tcp_socket(sizes.sock_rx, sizes.sock_tx));
-        let mut cfg = Config::new(
-            IpEndpoint::new(IpAddress::Ipv4(PEER_IP), NS_PORT),
-            "pg-gateway",
-            "Telemetry",
-        );
+        let mut cfg = Config::new(&NAMESRVS, "pg-gateway", "Telemetry");
         cfg.client_ip = [10, 0, 0, 2];
         tweak(&mut cfg);
         let bufs = Buffers {
@@ -417,6 +436,8 @@ impl Sim {
             producer,
             peer,
             completions: Vec::new(),
+            immediate_polls: 0,
+            polls: 0,
         }
     }
 
@@ -428,6 +449,10 @@ impl Sim {
             &mut self.dev,
             &mut self.sockets,
         );
+        self.polls += 1;
+        if next == Some(Instant::from_millis(self.now)) {
+            self.immediate_polls += 1;
+        }
         if let Some(n) = next {
             assert!(
                 n.millis() >= self.now,

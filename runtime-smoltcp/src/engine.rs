@@ -4,14 +4,15 @@ use heapless::{String, Vec};
 use rmq_core::fault::FaultTable;
 use rmq_core::message::properties::PropertiesError;
 use rmq_core::message::{EncodeProperties, PropertiesEncoder, UniqKeyGenerator};
+use rmq_core::producer::{
+    Backoff, DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, NamesrvCursor, SendRequest, SendResponse,
+    parse_send_response,
+};
 use rmq_core::retry::{Attempt, AttemptOutcome, SendEnv, SendMode, SendPlan, Step, TransportError};
 use rmq_core::route::{PublishQueueRef, TopicRoute};
 use rmq_core::select::{PublishQueue, QueueCounter};
-use rmq_core::time::Instant;
-use rmq_core::wire::headers::{
-    GetRouteInfoRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
-    SendMessageResponseHeader,
-};
+use rmq_core::time::{Duration, Instant};
+use rmq_core::wire::headers::GetRouteInfoRequestHeader;
 use rmq_core::wire::{
     CommandHeader, CommandRepr, EncodeError, Frame, FrameReader, PREFIX_LEN, RequestCode,
     ResponseCode, SerializeType, flag,
@@ -26,12 +27,10 @@ use crate::{
     SendReceipt, SubmitError, parse_endpoint,
 };
 
+/// Longest wait between route lookups after failures.
+const MAX_ROUTE_RETRY: Duration = Duration::from_secs(30);
 /// Frames read per connection per [`Producer::poll`].
 const MAX_FRAMES_PER_POLL: usize = 4;
-/// `defaultTopicQueueNums` (Java default).
-const DEFAULT_TOPIC_QUEUE_NUMS: i32 = 4;
-/// The auto-create template topic.
-const DEFAULT_TOPIC: &str = "TBW102";
 
 /// Counters for tests and field diagnostics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -68,6 +67,21 @@ enum ConnState {
 struct Conn {
     handle: SocketHandle,
     state: ConnState,
+    /// Bytes waiting for the peer's ACK at the last check.
+    unacked: usize,
+    /// Last time the peer acknowledged something (or nothing was outstanding).
+    acked_at: Instant,
+}
+
+impl Conn {
+    const fn new(handle: SocketHandle) -> Self {
+        Conn {
+            handle,
+            state: ConnState::Idle,
+            unacked: 0,
+            acked_at: Instant::ZERO,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -220,6 +234,9 @@ pub struct Producer<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROU
     have_route: bool,
     route_fallback: bool,
     route: RouteState,
+    /// Back-off between failed route lookups (connect failures, timeouts, errors).
+    route_backoff: Backoff,
+    ns_cursor: NamesrvCursor,
     tx_frame: Option<TxFrame>,
     job: Option<Job>,
     done: Option<Completion>,
@@ -299,17 +316,25 @@ fn decode<const B: usize, const S: usize>(bytes: &[u8], from_ns: bool) -> Incomi
             route,
         };
     }
-    let info = SendMessageResponseHeader::decode(&h, &mut Default::default())
-        .ok()
-        .map(|r| {
+    // A status code without msgId/queueId/queueOffset still ends the attempt with its code;
+    // the receipt then lacks the offsets.
+    let info = match parse_send_response(&h, &mut Default::default()) {
+        Ok(SendResponse::Stored {
+            offset_msg_id,
+            queue_id,
+            queue_offset,
+            ..
+        }) => {
             let mut msg_id = String::new();
-            let _ = msg_id.push_str(r.msg_id);
-            RespInfo {
-                queue_id: r.queue_id,
-                queue_offset: r.queue_offset,
+            let _ = msg_id.push_str(offset_msg_id);
+            Some(RespInfo {
+                queue_id,
+                queue_offset,
                 msg_id,
-            }
-        });
+            })
+        }
+        _ => None,
+    };
     Incoming::Send {
         opaque: h.opaque(),
         code,
@@ -336,15 +361,9 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             tx: bufs.tx,
             rx: bufs.rx,
             msg: bufs.message,
-            ns: Conn {
-                handle: ns,
-                state: ConnState::Idle,
-            },
+            ns: Conn::new(ns),
             slots: brokers.map(|handle| Slot {
-                conn: Conn {
-                    handle,
-                    state: ConnState::Idle,
-                },
+                conn: Conn::new(handle),
                 name: String::new(),
                 endpoint: None,
             }),
@@ -359,6 +378,8 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             route: RouteState::Idle {
                 next: Instant::ZERO,
             },
+            route_backoff: Backoff::new(cfg.route_retry, MAX_ROUTE_RETRY),
+            ns_cursor: NamesrvCursor::new(seed >> 8),
             tx_frame: None,
             job: None,
             done: None,
@@ -529,12 +550,19 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
     ) -> Option<Instant> {
         let mut d = iface.poll_at(smol(now), sockets).map(unsmol);
         for c in core::iter::once(&self.ns).chain(self.slots.iter().map(|s| &s.conn)) {
-            if let ConnState::Connecting { deadline } = c.state {
-                d = earliest(d, deadline);
+            match c.state {
+                ConnState::Connecting { deadline } => d = earliest(d, deadline),
+                ConnState::Up if c.unacked > 0 => {
+                    d = earliest(d, c.acked_at.saturating_add(self.cfg.write_stall_timeout));
+                }
+                _ => {}
             }
         }
         match self.route {
-            RouteState::Idle { next } => d = earliest(d, next),
+            // A due lookup waits for the NameServer connection or the tx stage; packets, not
+            // the clock, unblock it.
+            RouteState::Idle { next } if next > now => d = earliest(d, next),
+            RouteState::Idle { .. } => {}
             RouteState::InFlight { deadline, .. } => d = earliest(d, deadline),
         }
         if let Some(f) = &self.tx_frame {
@@ -629,10 +657,9 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         }
         match target {
             Target::NameServer => {
+                self.ns_cursor.failed();
                 if let RouteState::InFlight { .. } = self.route {
-                    self.route = RouteState::Idle {
-                        next: now.saturating_add(self.cfg.route_retry),
-                    };
+                    self.route_failed(now);
                 }
             }
             Target::Broker(i) => {
@@ -640,9 +667,10 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
                     return;
                 };
                 let on_it = match job.phase {
-                    Phase::Connect(a) | Phase::Write(a, _) | Phase::Await(a, _) => {
-                        a.queue.broker == i
-                    }
+                    // An idle connection that dropped before this attempt used it is simply
+                    // reopened: the attempt is not charged.
+                    Phase::Connect(a) => a.queue.broker == i && was != ConnState::Up,
+                    Phase::Write(a, _) | Phase::Await(a, _) => a.queue.broker == i,
                     Phase::Route => false,
                 };
                 if on_it {
@@ -765,9 +793,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
                             self.route = RouteState::Idle { next: now };
                         } else {
                             self.route_fallback = false;
-                            self.route = RouteState::Idle {
-                                next: now.saturating_add(self.cfg.route_retry),
-                            };
+                            self.route_failed(now);
                         }
                     }
                 }
@@ -798,11 +824,11 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
     fn apply_route(&mut self, now: Instant, route: &TopicRoute<BROKERS, ROUTE_STR>) {
         let mut refs: Vec<PublishQueueRef, QUEUES> = Vec::new();
         let cap = self.route_fallback.then_some(DEFAULT_TOPIC_QUEUE_NUMS);
+        // The next lookup asks for the topic itself again (it may exist by then).
+        self.route_fallback = false;
         if route.publish_queues(cap, &mut refs).is_err() {
             warn!("route rejected");
-            self.route = RouteState::Idle {
-                next: now.saturating_add(self.cfg.route_retry),
-            };
+            self.route_failed(now);
             return;
         }
         // Route broker index -> slot. Keep slots whose name is still in the route.
@@ -856,13 +882,18 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             }
         }
         self.have_route = !self.sel.queues.is_empty();
+        if self.have_route {
+            self.route_backoff.reset();
+        } else {
+            self.route_backoff.failed();
+        }
         self.stats.route_updates += 1;
         debug!("route: {=usize} queues", self.sel.queues.len());
         self.route = RouteState::Idle {
             next: now.saturating_add(if self.have_route {
                 self.cfg.route_refresh
             } else {
-                self.cfg.route_retry
+                self.route_backoff.delay()
             }),
         };
     }
@@ -877,11 +908,15 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             let Some(conn) = self.conn_mut(target) else {
                 continue;
             };
-            let st = sockets.get_mut::<tcp::Socket<'_>>(conn.handle).state();
+            let sock = sockets.get_mut::<tcp::Socket<'_>>(conn.handle);
+            let st = sock.state();
+            let unacked = sock.send_queue();
             match conn.state {
                 ConnState::Connecting { deadline } => {
                     if st == tcp::State::Established {
                         conn.state = ConnState::Up;
+                        conn.unacked = 0;
+                        conn.acked_at = now;
                         self.stats.connects += 1;
                         debug!("connected");
                     } else if st == tcp::State::Closed || now >= deadline {
@@ -889,7 +924,17 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
                     }
                 }
                 ConnState::Up => {
+                    if unacked == 0 || unacked < conn.unacked {
+                        conn.acked_at = now;
+                    }
+                    conn.unacked = unacked;
+                    let silent = unacked > 0
+                        && now >= conn.acked_at.saturating_add(self.cfg.write_stall_timeout);
                     if st != tcp::State::Established {
+                        self.fail_conn(now, sockets, target, TransportError::ConnectionClosed);
+                    } else if silent {
+                        // Data outstanding and no ACK for the stall timeout: a vanished peer.
+                        warn!("no ACK from the peer, resetting the connection");
                         self.fail_conn(now, sockets, target, TransportError::ConnectionClosed);
                     }
                 }
@@ -902,16 +947,9 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         if let RouteState::InFlight { deadline, .. } = self.route
             && now >= deadline
         {
+            // A NameServer that does not answer: drop it and try the next one.
             warn!("route request timed out");
-            self.route = RouteState::Idle {
-                next: now.saturating_add(self.cfg.route_retry),
-            };
-            if self
-                .tx_frame
-                .is_some_and(|f| f.target == Target::NameServer)
-            {
-                self.fail_conn(now, sockets, Target::NameServer, TransportError::TimedOut);
-            }
+            self.fail_conn(now, sockets, Target::NameServer, TransportError::TimedOut);
         }
         if let Some(f) = self.tx_frame
             && now >= f.last_progress.saturating_add(self.cfg.write_stall_timeout)
@@ -952,6 +990,13 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         }
     }
 
+    fn route_failed(&mut self, now: Instant) {
+        self.route_backoff.failed();
+        self.route = RouteState::Idle {
+            next: now.saturating_add(self.route_backoff.delay()),
+        };
+    }
+
     fn next_opaque(&mut self) -> i32 {
         self.opaque = if self.opaque >= i32::MAX - 1 {
             1
@@ -971,17 +1016,14 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         match self.ns.state {
             ConnState::Idle => {
                 let deadline = now.saturating_add(self.cfg.connect_timeout);
-                if !self.connect(
-                    now,
-                    iface,
-                    sockets,
-                    Target::NameServer,
-                    self.cfg.namesrv,
-                    deadline,
-                ) {
-                    self.route = RouteState::Idle {
-                        next: now.saturating_add(self.cfg.route_retry),
-                    };
+                let servers = self.cfg.namesrvs;
+                let ep = servers.get(self.ns_cursor.current(servers.len())).copied();
+                let ok = ep.is_some_and(|ep| {
+                    self.connect(now, iface, sockets, Target::NameServer, ep, deadline)
+                });
+                if !ok {
+                    self.ns_cursor.failed();
+                    self.route_failed(now);
                 }
             }
             ConnState::Connecting { .. } => {}
@@ -1105,28 +1147,17 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             .get(..job.props_len)
             .and_then(|p| core::str::from_utf8(p).ok())
             .unwrap_or("");
-        let hdr = SendMessageRequestHeaderV2(SendMessageRequestHeader {
-            producer_group: self.cfg.producer_group,
-            topic: self.cfg.topic,
-            default_topic: DEFAULT_TOPIC,
-            default_topic_queue_nums: DEFAULT_TOPIC_QUEUE_NUMS,
-            queue_id: a.queue.queue_id,
-            sys_flag: 0,
-            born_timestamp: job.born,
-            flag: job.flag,
-            properties: Some(props),
-            reconsume_times: Some(0),
-            unit_mode: Some(false),
-            batch: Some(false),
-            max_reconsume_times: None,
-            broker_name: Some(slot.name.as_str()),
-        });
-        let mut repr = CommandRepr::request(
-            RequestCode::SEND_MESSAGE_V2,
-            opaque,
-            self.cfg.version,
-            Some(&hdr),
-        );
+        let req = SendRequest::new(
+            self.cfg.producer_group,
+            self.cfg.topic,
+            a.queue.queue_id,
+            slot.name.as_str(),
+            props,
+            job.born,
+        )
+        .flag(job.flag);
+        let hdr = req.header();
+        let mut repr = CommandRepr::request(req.code(), opaque, self.cfg.version, Some(&hdr));
         if job.mode == SendMode::Oneway {
             repr.flag = flag::ONEWAY;
         }

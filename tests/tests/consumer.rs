@@ -1,0 +1,606 @@
+//! The rmq-std long-polling pull consumer against a real RocketMQ (5.3.3 and the 4.9 line):
+//!
+//! - messages sent by the official Java producer are consumed with exact content (plain, with
+//!   tags filtered, zlib-compressed);
+//! - two consumers of one group split the queues exactly as Java's AllocateMessageQueueAveragely
+//!   does: compared with the Java client's own allocation class run on the same inputs
+//!   (`tests/java/AllocateOracle.java`), also on synthetic multi-broker inputs;
+//! - when one consumer leaves, the other takes its queues within one rebalance;
+//! - a restart resumes from the committed offset: nothing lost, duplicates only at or above the
+//!   committable offset (lowest unacknowledged) of their queue;
+//! - a consumer that does not acknowledge stops pulling at Java's thresholds (flow control)
+//!   instead of buffering the whole queue.
+//!
+//! One cluster per version; each scenario uses its own topic and group.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::time::{Duration, Instant};
+
+use rmq_core::consumer::{
+    AllocateStrategy, ConsumeFromWhere, MessageQueue as CoreQueue, allocate, sort_consumer_ids,
+    sort_queues,
+};
+use rmq_core::wire::version;
+use rmq_std::MessageQueue;
+use rmq_std::consumer::{ConsumedMessage, Consumer};
+use rmq_tests::broker::{Cluster, ClusterOptions, JavaProducer, SendLine, Version};
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+fn client_version(v: Version) -> i32 {
+    match v {
+        Version::V5_3_3 => version::V5_3_3,
+        Version::V4_9 => version::V4_9_8,
+    }
+}
+
+async fn consumer(cluster: &Cluster, group: &str, topic: &str, expr: &str) -> Consumer {
+    Consumer::builder()
+        .namesrv_addr(&cluster.namesrv_addr().to_string())
+        .group(group)
+        .subscribe(topic, expr)
+        .consume_from(ConsumeFromWhere::FirstOffset)
+        .version(client_version(cluster.version()))
+        .start()
+        .await
+        .expect("consumer start")
+}
+
+/// Polls until `want` messages arrived or `limit` passed.
+async fn collect(c: &Consumer, want: usize, limit: Duration, ack: bool) -> Vec<ConsumedMessage> {
+    let t0 = Instant::now();
+    let mut got = Vec::new();
+    while got.len() < want && t0.elapsed() < limit {
+        let batch = c.poll(64, Duration::from_millis(500)).await;
+        if ack {
+            c.ack_all(&batch);
+        }
+        got.extend(batch);
+    }
+    got
+}
+
+fn sent_ok(lines: &[SendLine], n: usize) {
+    assert_eq!(lines.len(), n, "{lines:?}");
+    assert!(lines.iter().all(|s| s.status == "SEND_OK"), "{lines:?}");
+}
+
+type Allocation = BTreeMap<String, Vec<MessageQueue>>;
+
+/// Java's allocation (RebalanceImpl sorting + the strategy) for each case
+/// `(strategy, cids, queues)`, per cid; one JVM for all cases.
+fn java_allocations(
+    cluster: &Cluster,
+    cases: &[(&str, Vec<String>, Vec<MessageQueue>)],
+) -> Vec<Allocation> {
+    let mut args = Vec::new();
+    for (i, (strategy, cids, queues)) in cases.iter().enumerate() {
+        if i > 0 {
+            args.push("--".to_owned());
+        }
+        args.push((*strategy).to_owned());
+        args.push(cids.join(","));
+        args.extend(
+            queues
+                .iter()
+                .map(|q| format!("{}/{}/{}", q.topic, q.broker_name, q.queue_id)),
+        );
+    }
+    let out = cluster
+        .run_java_tool("AllocateOracle", &args, Duration::from_secs(60))
+        .expect("AllocateOracle");
+    let mut maps = vec![Allocation::new(); cases.len()];
+    for line in out.lines().filter_map(|l| l.strip_prefix("RMQA ")) {
+        let mut parts = line.splitn(3, ' ');
+        let case: usize = parts.next().and_then(|c| c.parse().ok()).expect("case");
+        let cid = parts.next().expect("cid");
+        let list = parts.next().unwrap_or("");
+        let qs = list
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                let p: Vec<&str> = s.split('/').collect();
+                MessageQueue {
+                    topic: p[0].to_owned(),
+                    broker_name: p[1].to_owned(),
+                    queue_id: p[2].parse().expect("queue id"),
+                }
+            })
+            .collect();
+        maps[case].insert(cid.to_owned(), qs);
+    }
+    for (m, (_, cids, _)) in maps.iter().zip(cases) {
+        assert_eq!(m.len(), cids.len(), "oracle output:\n{out}");
+    }
+    maps
+}
+
+/// rmq-core's allocation on the same inputs, in the same shape.
+fn rust_allocation(
+    strategy: AllocateStrategy,
+    cids: &[String],
+    queues: &[MessageQueue],
+) -> Allocation {
+    let mut qs: Vec<CoreQueue<'_>> = queues
+        .iter()
+        .map(|q| CoreQueue::new(&q.topic, &q.broker_name, q.queue_id))
+        .collect();
+    sort_queues(&mut qs);
+    let mut ids: Vec<&str> = cids.iter().map(String::as_str).collect();
+    sort_consumer_ids(&mut ids);
+    let mut map = BTreeMap::new();
+    for me in cids {
+        let mut out = heapless::Vec::<CoreQueue<'_>, 256>::new();
+        allocate(strategy, &qs, &ids, me, &mut out).expect("allocate");
+        map.insert(
+            me.clone(),
+            out.iter()
+                .map(|q| MessageQueue {
+                    topic: q.topic.to_owned(),
+                    broker_name: q.broker_name.to_owned(),
+                    queue_id: q.queue_id,
+                })
+                .collect(),
+        );
+    }
+    map
+}
+
+fn synthetic_queues() -> Vec<MessageQueue> {
+    let mut v = Vec::new();
+    // Deliberately unsorted: Java sorts by topic, broker name (string order), queue id.
+    for (topic, broker, n) in [
+        ("TopicB", "broker-b", 3),
+        ("TopicA", "broker-10", 2),
+        ("TopicA", "broker-a", 5),
+        ("TopicA", "broker-b", 4),
+    ] {
+        for q in (0..n).rev() {
+            v.push(MessageQueue {
+                topic: topic.to_owned(),
+                broker_name: broker.to_owned(),
+                queue_id: q,
+            });
+        }
+    }
+    v
+}
+
+fn check_allocation_oracle(cluster: &Cluster) {
+    let queues = synthetic_queues();
+    let cid_sets: [&[&str]; 4] = [
+        &["10.0.0.9@5", "10.0.0.10@1", "10.0.0.2@7"],
+        &["b@1", "a@2"],
+        &[
+            "c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9", "c10", "c11", "c12", "c13",
+            "c14", "c15", "c16", "c17",
+        ],
+        &["only@1"],
+    ];
+    let mut cases = Vec::new();
+    let mut rust = Vec::new();
+    for cids in cid_sets {
+        let cids: Vec<String> = cids.iter().map(|s| (*s).to_owned()).collect();
+        for (name, s) in [
+            ("AVG", AllocateStrategy::Averagely),
+            ("AVG_BY_CIRCLE", AllocateStrategy::AveragelyByCircle),
+        ] {
+            rust.push(rust_allocation(s, &cids, &queues));
+            cases.push((name, cids.clone(), queues.clone()));
+        }
+    }
+    let java = java_allocations(cluster, &cases);
+    for ((r, j), (name, cids, _)) in rust.iter().zip(&java).zip(&cases) {
+        assert_eq!(r, j, "{name} {cids:?}");
+    }
+}
+
+fn scenario_content(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
+    let topic = "ConsContent";
+    cluster.create_topic(topic, 4).expect("create topic");
+    let a = JavaProducer::new(topic, 20)
+        .body("hello-{i}")
+        .tags("TagA")
+        .keys("key-{i}")
+        .prop("p1", "v{i}")
+        .run(cluster)
+        .expect("java producer A");
+    sent_ok(&a, 20);
+    let b = JavaProducer::new(topic, 5)
+        .body("other-{i}")
+        .tags("TagB")
+        .run(cluster)
+        .expect("java producer B");
+    sent_ok(&b, 5);
+    let z = JavaProducer::new(topic, 3)
+        .size(6000)
+        .tags("TagZ")
+        .compress_over(4096)
+        .run(cluster)
+        .expect("java producer Z");
+    sent_ok(&z, 3);
+
+    rt.block_on(async {
+        let c = consumer(cluster, "cg_content", topic, "TagA || TagZ").await;
+        let got = collect(&c, 23, Duration::from_secs(60), true).await;
+        // Nothing more (TagB is filtered) within a short extra wait.
+        let extra = c.poll(64, Duration::from_secs(2)).await;
+        assert!(extra.is_empty(), "unexpected extra messages: {extra:?}");
+        assert_eq!(got.len(), 23, "{got:?}");
+        let by_id: BTreeMap<&str, &ConsumedMessage> =
+            got.iter().map(|m| (m.msg_id.as_str(), m)).collect();
+        for s in &a {
+            let i = s.index;
+            let m = by_id
+                .get(s.msg_id.as_deref().expect("msg id"))
+                .unwrap_or_else(|| panic!("TagA message {i} missing"));
+            assert_eq!(m.body.as_ref(), format!("hello-{i}").as_bytes());
+            assert_eq!(m.tags(), Some("TagA"));
+            assert_eq!(m.keys(), Some(format!("key-{i}").as_str()));
+            assert_eq!(m.property("p1"), Some(format!("v{i}").as_str()));
+            assert_eq!(Some(m.queue.queue_id), s.queue_id);
+            assert_eq!(Some(m.queue_offset), s.queue_offset);
+            assert_eq!(Some(m.queue.broker_name.as_str()), s.broker_name.as_deref());
+            assert_eq!(Some(&m.offset_msg_id), s.offset_msg_id.as_ref());
+            assert_eq!(m.queue.topic, topic);
+        }
+        for s in &z {
+            let i = s.index as usize;
+            let m = by_id
+                .get(s.msg_id.as_deref().expect("msg id"))
+                .unwrap_or_else(|| panic!("compressed message {i} missing"));
+            let want: Vec<u8> = (0..6000).map(|j| b'a' + ((i + j) % 26) as u8).collect();
+            assert_eq!(m.body.as_ref(), &want[..], "compressed body {i}");
+            assert_eq!(m.tags(), Some("TagZ"));
+        }
+        assert!(got.iter().all(|m| m.tags() != Some("TagB")));
+        assert_eq!(c.in_flight(), 0);
+        c.shutdown().await;
+    });
+}
+
+fn scenario_rebalance(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
+    let topic = "ConsBalance";
+    cluster.create_topic(topic, 8).expect("create topic");
+    let group = "cg_balance";
+    let (c1, c2) = rt.block_on(async {
+        let c1 = consumer(cluster, group, topic, "*").await;
+        let c2 = consumer(cluster, group, topic, "*").await;
+        (c1, c2)
+    });
+    // Wait until the two views are consistent: 8 queues, disjoint, both non-empty.
+    let t0 = Instant::now();
+    loop {
+        let (a, b) = (c1.assigned_queues(), c2.assigned_queues());
+        let all: HashSet<_> = a.iter().chain(&b).cloned().collect();
+        if a.len() + b.len() == 8 && all.len() == 8 && !a.is_empty() && !b.is_empty() {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(45),
+            "no stable split: {a:?} / {b:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    eprintln!(
+        "[{}] split after {:?}",
+        cluster.version().name(),
+        t0.elapsed()
+    );
+    let cids = vec![c1.client_id().to_owned(), c2.client_id().to_owned()];
+    let mut queues: Vec<MessageQueue> = c1
+        .assigned_queues()
+        .into_iter()
+        .chain(c2.assigned_queues())
+        .collect();
+    queues.reverse();
+    let java = java_allocations(cluster, &[("AVG", cids, queues)]).remove(0);
+    assert_eq!(
+        java.get(c1.client_id()),
+        Some(&c1.assigned_queues()),
+        "{java:?}"
+    );
+    assert_eq!(
+        java.get(c2.client_id()),
+        Some(&c2.assigned_queues()),
+        "{java:?}"
+    );
+    assert_eq!(c1.assigned_queues().len(), 4);
+
+    // Messages go to both consumers, each only from its own queues.
+    let sent = JavaProducer::new(topic, 16)
+        .body("bal-{i}")
+        .run(cluster)
+        .expect("java producer");
+    sent_ok(&sent, 16);
+    rt.block_on(async {
+        let t0 = Instant::now();
+        let (mut g1, mut g2) = (Vec::new(), Vec::new());
+        while g1.len() + g2.len() < 16 && t0.elapsed() < Duration::from_secs(60) {
+            let (b1, b2) = tokio::join!(
+                c1.poll(64, Duration::from_millis(300)),
+                c2.poll(64, Duration::from_millis(300))
+            );
+            c1.ack_all(&b1);
+            c2.ack_all(&b2);
+            g1.extend(b1);
+            g2.extend(b2);
+        }
+        assert_eq!(g1.len() + g2.len(), 16);
+        let a1 = c1.assigned_queues();
+        let a2 = c2.assigned_queues();
+        assert!(g1.iter().all(|m| a1.contains(&m.queue)));
+        assert!(g2.iter().all(|m| a2.contains(&m.queue)));
+        let bodies: BTreeSet<Vec<u8>> = g1.iter().chain(&g2).map(|m| m.body.to_vec()).collect();
+        assert_eq!(bodies.len(), 16);
+    });
+
+    // c2 leaves: c1 takes every queue within one rebalance period.
+    let rebalance = c1.config().rebalance_interval;
+    rt.block_on(c2.shutdown());
+    let t0 = Instant::now();
+    while c1.assigned_queues().len() != 8 {
+        assert!(
+            t0.elapsed() < rebalance + Duration::from_secs(10),
+            "c1 did not take over within one rebalance: {:?}",
+            c1.assigned_queues()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!(
+        "[{}] takeover after {:?}; notifications {}",
+        cluster.version().name(),
+        t0.elapsed(),
+        c1.stats().notifications
+    );
+    assert!(
+        c1.stats().notifications > 0,
+        "no NOTIFY_CONSUMER_IDS_CHANGED seen: {:?}",
+        c1.stats()
+    );
+    rt.block_on(c1.shutdown());
+}
+
+/// The same takeover with broker notifications switched off for the group
+/// (`updateSubGroup -a false`): only the 20 s rebalance timer can move the queues.
+fn scenario_timer_rebalance(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
+    let topic = "ConsBalance";
+    let group = "cg_timer";
+    let ns = cluster.namesrv_addr().to_string();
+    let out = cluster
+        .mqadmin(&[
+            "updateSubGroup",
+            "-n",
+            &ns,
+            "-c",
+            rmq_tests::broker::CLUSTER_NAME,
+            "-g",
+            group,
+            "-a",
+            "false",
+        ])
+        .expect("updateSubGroup");
+    assert!(out.contains("success"), "updateSubGroup: {out}");
+    let (c1, c2) = rt.block_on(async {
+        let c1 = consumer(cluster, group, topic, "*").await;
+        let c2 = consumer(cluster, group, topic, "*").await;
+        (c1, c2)
+    });
+    let rebalance = c1.config().rebalance_interval;
+    let t0 = Instant::now();
+    while !(c1.assigned_queues().len() == 4 && c2.assigned_queues().len() == 4) {
+        assert!(
+            t0.elapsed() < rebalance + Duration::from_secs(10),
+            "no split within one rebalance: {:?} / {:?}",
+            c1.assigned_queues(),
+            c2.assigned_queues()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let split = t0.elapsed();
+    rt.block_on(c2.shutdown());
+    let t0 = Instant::now();
+    while c1.assigned_queues().len() != 8 {
+        assert!(
+            t0.elapsed() < rebalance + Duration::from_secs(10),
+            "c1 did not take over within one rebalance: {:?}",
+            c1.assigned_queues()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!(
+        "[{}] timer rebalance: split after {split:?}, takeover after {:?}, {:?}",
+        cluster.version().name(),
+        t0.elapsed(),
+        c1.stats()
+    );
+    rt.block_on(c1.shutdown());
+}
+
+fn keys(msgs: &[ConsumedMessage]) -> BTreeSet<(i32, i64)> {
+    msgs.iter()
+        .map(|m| (m.queue.queue_id, m.queue_offset))
+        .collect()
+}
+
+/// Phase 1 crashes (its runtime is dropped: no shutdown commit, no unregister) after the
+/// periodic commit ran; phase 2 must resume from that commit. Phase 2 acknowledges everything and
+/// shuts down cleanly; phase 3 must then find nothing left.
+fn scenario_restart(cluster: &Cluster) {
+    let topic = "ConsRestart";
+    cluster.create_topic(topic, 4).expect("create topic");
+    let sent = JavaProducer::new(topic, 40)
+        .body("r-{i}")
+        .run(cluster)
+        .expect("java producer");
+    sent_ok(&sent, 40);
+    let group = "cg_restart";
+
+    let crash_rt = rt();
+    let (first, acked, committable) = crash_rt.block_on(async {
+        let c = consumer(cluster, group, topic, "*").await;
+        let got = collect(&c, 40, Duration::from_secs(60), false).await;
+        assert_eq!(got.len(), 40);
+        // Acknowledge all but offsets 3, 8, … of every queue.
+        let mut acked = BTreeSet::new();
+        for m in &got {
+            if m.queue_offset % 5 != 3 {
+                assert!(c.ack(m));
+                acked.insert((m.queue.queue_id, m.queue_offset));
+            }
+        }
+        let mut committable = BTreeMap::new();
+        for q in c.assigned_queues() {
+            committable.insert(q.queue_id, c.committable_offset(&q).expect("owned"));
+        }
+        // Wait for the periodic commit (every 5 s) of the 4 queues.
+        let before = c.stats().commits;
+        let t0 = Instant::now();
+        while c.stats().commits < before + 4 {
+            assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", c.stats());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        (got, acked, committable)
+    });
+    drop(crash_rt); // "kill -9": tasks and sockets go away, nothing else is sent.
+
+    let rt2 = rt();
+    let second = rt2.block_on(async {
+        let c = consumer(cluster, group, topic, "*").await;
+        // Until every message not acknowledged before the crash came again (or a minute).
+        let unacked: BTreeSet<(i32, i64)> = keys(&first).difference(&acked).copied().collect();
+        let t0 = Instant::now();
+        let mut got = Vec::new();
+        while !unacked.is_subset(&keys(&got)) && t0.elapsed() < Duration::from_secs(60) {
+            let batch = c.poll(64, Duration::from_millis(500)).await;
+            c.ack_all(&batch);
+            got.extend(batch);
+        }
+        // Anything else that arrives is a duplicate too; give it a moment.
+        let more = c.poll(64, Duration::from_secs(2)).await;
+        c.ack_all(&more);
+        got.extend(more);
+        c.shutdown().await;
+        got
+    });
+    let all = keys(&first);
+    let second_keys = keys(&second);
+    // Nothing lost: every unacknowledged message comes again.
+    for k in &all {
+        assert!(
+            acked.contains(k) || second_keys.contains(k),
+            "message {k:?} lost"
+        );
+    }
+    // Duplicates only inside the window: at or above the committed offset of the queue.
+    for (qid, off) in second_keys.intersection(&acked) {
+        assert!(
+            *off >= committable[qid],
+            "acked message {qid}/{off} below the committed offset {} came again",
+            committable[qid]
+        );
+    }
+    assert!(second_keys.len() < 40, "everything was redelivered");
+
+    // Phase 3: the clean shutdown committed everything.
+    let third = rt2.block_on(async {
+        let c = consumer(cluster, group, topic, "*").await;
+        let got = c.poll(64, Duration::from_secs(3)).await;
+        c.shutdown().await;
+        got
+    });
+    assert!(
+        third.is_empty(),
+        "redelivered after a clean shutdown: {third:?}"
+    );
+}
+
+fn scenario_flow_control(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
+    let topic = "ConsFlow";
+    cluster.create_topic(topic, 1).expect("create topic");
+    let n = 1300usize;
+    // Start the consumer first and wait for its assignment: the NameServer then knows the
+    // 1-queue route, and the Java producer cannot fall back to the 4-queue TBW102 template.
+    let c = rt.block_on(consumer(cluster, "cg_flow", topic, "*"));
+    let t0 = Instant::now();
+    while c.assigned_queues().len() != 1 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no route for {topic}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        c.request_rebalance();
+    }
+    // Sync sends: 1300 async sends make a loaded broker answer "[TIMEOUT_CLEAN_QUEUE]broker busy".
+    let sent = JavaProducer::new(topic, n as u64)
+        .size(64)
+        .run(cluster)
+        .expect("java producer");
+    sent_ok(&sent, n);
+    rt.block_on(async {
+        // Do not poll: the pull loop must stop at Java's count threshold (1000), i.e. after at
+        // most one batch more (1000 + 32).
+        let t0 = Instant::now();
+        while c.stats().flow_control_delays == 0 && t0.elapsed() < Duration::from_secs(60) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let inflight = c.in_flight();
+        let stats = c.stats();
+        assert!(stats.flow_control_delays > 0, "{stats:?}");
+        assert!(
+            (1001..=1032).contains(&inflight),
+            "in flight {inflight}, {stats:?}"
+        );
+        assert_eq!(stats.delivered as usize, inflight);
+        // Acknowledging lets the rest through.
+        let got = collect(&c, n, Duration::from_secs(60), true).await;
+        assert_eq!(got.len(), n);
+        let offsets: BTreeSet<i64> = got.iter().map(|m| m.queue_offset).collect();
+        assert_eq!(offsets.len(), n);
+        c.shutdown().await;
+    });
+}
+
+/// The two versions run one after the other: two clusters plus their JVMs at once overload a
+/// small build box (Java producer timeouts).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn run_all(version: Version) {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let t0 = Instant::now();
+    let cluster = Cluster::start(version, ClusterOptions::default()).expect("cluster start");
+    eprintln!("[{}] cluster up in {:?}", version.name(), t0.elapsed());
+    let rt = rt();
+    check_allocation_oracle(&cluster);
+    scenario_content(&cluster, &rt);
+    eprintln!("[{}] content ok at {:?}", version.name(), t0.elapsed());
+    scenario_rebalance(&cluster, &rt);
+    eprintln!("[{}] rebalance ok at {:?}", version.name(), t0.elapsed());
+    scenario_timer_rebalance(&cluster, &rt);
+    eprintln!(
+        "[{}] timer rebalance ok at {:?}",
+        version.name(),
+        t0.elapsed()
+    );
+    scenario_restart(&cluster);
+    eprintln!("[{}] restart ok at {:?}", version.name(), t0.elapsed());
+    scenario_flow_control(&cluster, &rt);
+    eprintln!("[{}] flow control ok at {:?}", version.name(), t0.elapsed());
+}
+
+#[test]
+fn consumer_on_5_3_3() {
+    run_all(Version::V5_3_3);
+}
+
+#[test]
+fn consumer_on_4_9() {
+    run_all(Version::V4_9);
+}
