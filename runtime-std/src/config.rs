@@ -37,6 +37,8 @@ pub enum ConfigError {
     Group(rmq_core::message::validate::ValidationError),
     /// The instance name is empty.
     InstanceName,
+    /// ACL is configured with an empty access key.
+    AclAccessKey,
 }
 
 impl fmt::Display for ConfigError {
@@ -45,11 +47,48 @@ impl fmt::Display for ConfigError {
             ConfigError::NoNameServer => f.write_str("no name server address, please set it"),
             ConfigError::Group(e) => write!(f, "invalid producer group: {e}"),
             ConfigError::InstanceName => f.write_str("instance name is empty"),
+            ConfigError::AclAccessKey => f.write_str("ACL access key is empty"),
         }
     }
 }
 
 impl std::error::Error for ConfigError {}
+
+/// ACL 1.0 credentials (`AclClientRPCHook`): every request is signed with them. The secret
+/// key never leaves the process and is not shown by `Debug`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AclConfig {
+    /// `AccessKey`.
+    pub access_key: String,
+    /// The secret key.
+    pub secret_key: String,
+    /// Optional `SecurityToken`.
+    pub security_token: Option<String>,
+}
+
+impl AclConfig {
+    /// The credentials as the core signs with them.
+    pub fn credentials(&self) -> rmq_core::acl::Credentials<'_> {
+        rmq_core::acl::Credentials {
+            access_key: &self.access_key,
+            secret_key: &self.secret_key,
+            security_token: self.security_token.as_deref(),
+        }
+    }
+}
+
+impl fmt::Debug for AclConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AclConfig")
+            .field("access_key", &self.access_key)
+            .field("secret_key", &"<redacted>")
+            .field(
+                "security_token",
+                &self.security_token.as_ref().map(|_| "<redacted>"),
+            )
+            .finish()
+    }
+}
 
 /// The settled configuration of a producer.
 #[derive(Clone, Debug)]
@@ -90,6 +129,10 @@ pub struct ProducerConfig {
     pub max_requests_in_flight: usize,
     /// Parameters of [`FaultProfile::Adaptive`] (see [`ProducerBuilder::adaptive_config`]).
     pub adaptive: AdaptiveConfig,
+    /// ACL credentials: when set, every request is signed (see [`ProducerBuilder::acl`]).
+    pub acl: Option<AclConfig>,
+    /// TLS to brokers (see [`ProducerBuilder::tls`]).
+    pub tls: Option<crate::tls::TlsConfig>,
 }
 
 /// The runtime's default [`AdaptiveConfig`]: the core defaults with a per-attempt cap of at
@@ -179,6 +222,8 @@ impl Default for ProducerBuilder {
                 heartbeat_broker_interval: clock::to_std(HEARTBEAT_BROKER_INTERVAL),
                 max_requests_in_flight: 2048,
                 adaptive: RUNTIME_ADAPTIVE,
+                acl: None,
+                tls: None,
             },
         }
     }
@@ -318,6 +363,31 @@ impl ProducerBuilder {
         self
     }
 
+    /// Signs every request with ACL 1.0 credentials (Java `AclClientRPCHook`): `AccessKey`,
+    /// the optional `SecurityToken` and `Signature` (HMAC-SHA1 over the sorted ext-field
+    /// values and the body actually sent) are added to the request's ext fields. A broker that
+    /// refuses the credentials fails the send at once with
+    /// [`crate::SendErrorKind::Authentication`] (not retried: the same keys fail the same way).
+    #[must_use]
+    pub fn acl(mut self, access_key: &str, secret_key: &str, security_token: Option<&str>) -> Self {
+        self.cfg.acl = Some(AclConfig {
+            access_key: access_key.to_owned(),
+            secret_key: secret_key.to_owned(),
+            security_token: security_token.map(str::to_owned),
+        });
+        self
+    }
+
+    /// Connects to brokers over TLS with `tls` (rustls): e.g.
+    /// `TlsConfig::with_ca_pem(ca_pem)?` to trust a private CA. NameServers stay plain TCP
+    /// unless [`crate::TlsConfig::name_server_too`] is set. A failed handshake fails the
+    /// attempt with `TransportError::ConnectFailed`.
+    #[must_use]
+    pub fn tls(mut self, tls: crate::tls::TlsConfig) -> Self {
+        self.cfg.tls = Some(tls);
+        self
+    }
+
     /// The configuration as it stands.
     pub fn config(&self) -> &ProducerConfig {
         &self.cfg
@@ -338,6 +408,14 @@ impl ProducerBuilder {
         validate_group(&self.cfg.producer_group, GROUP_MAX_LEN).map_err(ConfigError::Group)?;
         if self.cfg.instance_name.trim().is_empty() {
             return Err(ConfigError::InstanceName);
+        }
+        if self
+            .cfg
+            .acl
+            .as_ref()
+            .is_some_and(|a| a.access_key.is_empty())
+        {
+            return Err(ConfigError::AclAccessKey);
         }
         Ok(Producer::start(self.cfg))
     }

@@ -21,7 +21,7 @@ use rmq_core::time::{Duration, Instant};
 use rmq_core::wire::{
     CommandHeader, CommandRepr, ExtFields, Frame, FrameReader, SerializeType, flag,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tracing::{debug, warn};
@@ -66,6 +66,24 @@ pub struct Conn {
     inflight: Arc<Inflight<Waiter, INFLIGHT_CAP>>,
     permits: Arc<Semaphore>,
     closed: Arc<AtomicBool>,
+    rx_capacity: Arc<std::sync::atomic::AtomicUsize>,
+    acl: Option<Arc<crate::AclConfig>>,
+    /// When a response last matched a request in flight (core ms).
+    last_matched: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// A snapshot of one connection's buffers and table, for tests (memory bounds).
+#[doc(hidden)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnStats {
+    /// Address.
+    pub addr: String,
+    /// Whether the connection task has ended.
+    pub closed: bool,
+    /// Requests in flight.
+    pub in_flight: usize,
+    /// Capacity of the socket read chunk (the frame buffer is a fixed [`MAX_RX_FRAME`]).
+    pub rx_chunk_capacity: usize,
 }
 
 /// How to encode requests.
@@ -128,7 +146,43 @@ impl Conn {
         self.inflight.len()
     }
 
+    /// Buffers and table of this connection (tests).
+    #[doc(hidden)]
+    pub fn stats(&self) -> ConnStats {
+        ConnStats {
+            addr: self.addr.clone(),
+            closed: self.is_closed(),
+            in_flight: self.in_flight(),
+            rx_chunk_capacity: self.rx_capacity.load(std::sync::atomic::Ordering::Relaxed),
+        }
+    }
+
+    /// Encodes the frame prefix and header of `cmd`, signed with the connection's ACL
+    /// credentials (over its ext fields and `body`) when it has some.
     fn encode<E: ExtFields>(
+        &self,
+        enc: Encoding,
+        cmd: CommandRepr<'_, E>,
+        body: &[u8],
+    ) -> Result<Vec<u8>, TransportError> {
+        let Some(acl) = &self.acl else {
+            return Self::encode_plain(enc, cmd, body.len());
+        };
+        let signed = rmq_core::acl::SignedFields::sign(&acl.credentials(), cmd.ext, body)
+            .map_err(|_| TransportError::WriteFailed)?;
+        let cmd = CommandRepr {
+            code: cmd.code,
+            language: cmd.language,
+            version: cmd.version,
+            opaque: cmd.opaque,
+            flag: cmd.flag,
+            remark: cmd.remark,
+            ext: Some(signed),
+        };
+        Self::encode_plain(enc, cmd, body.len())
+    }
+
+    fn encode_plain<E: ExtFields>(
         enc: Encoding,
         mut cmd: CommandRepr<'_, E>,
         body_len: usize,
@@ -175,7 +229,7 @@ impl Conn {
             opaque,
             armed: true,
         };
-        let head = match Self::encode(enc, build(opaque), body.len()) {
+        let head = match self.encode(enc, build(opaque), &body) {
             Ok(h) => h,
             Err(e) => return Err(e),
         };
@@ -230,7 +284,7 @@ impl Conn {
         let opaque = self.inflight.untracked_opaque();
         let mut cmd = build(opaque);
         cmd.flag |= flag::ONEWAY;
-        let head = Self::encode(enc, cmd, body.len())?;
+        let head = self.encode(enc, cmd, &body)?;
         let (tx, rx) = oneshot::channel();
         self.tx
             .send(Cmd::Send(Outgoing {
@@ -249,6 +303,15 @@ impl Conn {
     /// Asks the task to close the connection (requests in flight fail at once).
     pub fn close(&self) {
         let _ = self.tx.send(Cmd::Close);
+    }
+
+    /// Whether a response matched a request in flight on this connection at or after `t`.
+    /// A request that timed out on a connection where nothing answered since it was sent
+    /// points at an unresponsive peer (hung, stalled mid-frame, answering only unknown
+    /// opaques): the caller should [`Conn::close`] it (Java closes on every timeout,
+    /// `clientCloseSocketIfTimeout`; one slow request among answered ones keeps it).
+    pub fn answered_since(&self, t: Instant) -> bool {
+        self.last_matched.load(std::sync::atomic::Ordering::Acquire) >= t.millis()
     }
 }
 
@@ -273,7 +336,18 @@ impl Drop for CancelGuard<'_> {
     }
 }
 
-/// Opens a connection to `addr` and spawns its task.
+/// Per-connection options beyond the defaults: request signing, TLS, server requests.
+#[derive(Clone, Debug, Default)]
+pub struct ConnOptions {
+    /// Sign every request with these ACL 1.0 credentials.
+    pub acl: Option<Arc<crate::AclConfig>>,
+    /// Run the connection over TLS (handshake right after the TCP connect).
+    pub tls: Option<Arc<crate::tls::TlsConfig>>,
+    /// Forward the requests the server sends on the connection here (else they are dropped).
+    pub server_requests: Option<mpsc::UnboundedSender<ServerRequest>>,
+}
+
+/// Opens a plain connection to `addr` and spawns its task.
 ///
 /// # Errors
 /// [`TransportError::ConnectFailed`] on refusal, unreachable or after [`CONNECT_TIMEOUT`].
@@ -283,11 +357,10 @@ pub async fn connect(
     max_in_flight: usize,
     counters: Arc<Counters>,
 ) -> Result<Arc<Conn>, TransportError> {
-    connect_with(id, addr, max_in_flight, counters, None).await
+    connect_with(id, addr, max_in_flight, counters, &ConnOptions::default()).await
 }
 
-/// [`connect`], forwarding the requests the server sends on this connection to
-/// `server_requests` (without it they are dropped).
+/// [`connect`] with [`ConnOptions`].
 ///
 /// # Errors
 /// As [`connect`].
@@ -296,7 +369,7 @@ pub async fn connect_with(
     addr: &str,
     max_in_flight: usize,
     counters: Arc<Counters>,
-    server_requests: Option<mpsc::UnboundedSender<ServerRequest>>,
+    opts: &ConnOptions,
 ) -> Result<Arc<Conn>, TransportError> {
     let stream = match tokio::time::timeout(
         clock::to_std(CONNECT_TIMEOUT),
@@ -308,6 +381,19 @@ pub async fn connect_with(
         _ => return Err(TransportError::ConnectFailed),
     };
     let _ = stream.set_nodelay(true);
+    let mut plain = Some(stream);
+    let tls = match (&opts.tls, plain.take_if(|_| opts.tls.is_some())) {
+        (Some(t), Some(stream)) => match tokio::time::timeout(
+            clock::to_std(CONNECT_TIMEOUT),
+            crate::tls::handshake(t, addr, stream),
+        )
+        .await
+        {
+            Ok(Ok(s)) => Some(s),
+            _ => return Err(TransportError::ConnectFailed),
+        },
+        _ => None,
+    };
     let (tx, rx) = mpsc::unbounded_channel();
     let conn = Arc::new(Conn {
         id,
@@ -316,6 +402,9 @@ pub async fn connect_with(
         inflight: Arc::new(Inflight::new(1)),
         permits: Arc::new(Semaphore::new(max_in_flight.clamp(1, INFLIGHT_CAP))),
         closed: Arc::new(AtomicBool::new(false)),
+        rx_capacity: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        acl: opts.acl.clone(),
+        last_matched: Arc::new(std::sync::atomic::AtomicU64::new(0)),
     });
     let task = Task {
         id,
@@ -324,10 +413,21 @@ pub async fn connect_with(
         closed: conn.closed.clone(),
         permits: conn.permits.clone(),
         counters,
-        server_requests,
+        rx_capacity: conn.rx_capacity.clone(),
+        last_matched: conn.last_matched.clone(),
+        server_requests: opts.server_requests.clone(),
     };
-    tokio::spawn(task.run(stream, rx));
-    debug!(addr, id, "connected");
+    match tls {
+        Some(s) => {
+            let (rd, wr) = tokio::io::split(s);
+            tokio::spawn(task.run(rd, wr, rx));
+        }
+        None => {
+            let (rd, wr) = plain.ok_or(TransportError::ConnectFailed)?.into_split();
+            tokio::spawn(task.run(rd, wr, rx));
+        }
+    }
+    debug!(addr, id, tls = opts.tls.is_some(), "connected");
     Ok(conn)
 }
 
@@ -338,6 +438,8 @@ struct Task {
     closed: Arc<AtomicBool>,
     permits: Arc<Semaphore>,
     counters: Arc<Counters>,
+    rx_capacity: Arc<std::sync::atomic::AtomicUsize>,
+    last_matched: Arc<std::sync::atomic::AtomicU64>,
     server_requests: Option<mpsc::UnboundedSender<ServerRequest>>,
 }
 
@@ -347,8 +449,11 @@ enum End {
 }
 
 impl Task {
-    async fn run(self, stream: TcpStream, mut rx: mpsc::UnboundedReceiver<Cmd>) {
-        let (mut rd, wr) = stream.into_split();
+    async fn run<R, W>(self, mut rd: R, wr: W, mut rx: mpsc::UnboundedReceiver<Cmd>)
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
         let mut wr = BufWriter::with_capacity(64 * 1024, wr);
         let mut reader = FrameReader::new(vec![0u8; MAX_RX_FRAME]);
         let mut chunk = BytesMut::with_capacity(64 * 1024);
@@ -366,6 +471,7 @@ impl Task {
                         if chunk.capacity() - chunk.len() < 4096 {
                             chunk.reserve(64 * 1024);
                         }
+                        self.rx_capacity.store(chunk.capacity(), std::sync::atomic::Ordering::Relaxed);
                     }
                 },
                 cmd = rx.recv() => {
@@ -448,6 +554,8 @@ impl Task {
                 let opaque = h.opaque();
                 match self.inflight.complete(opaque) {
                     Some(w) => {
+                        self.last_matched
+                            .fetch_max(clock::now().millis(), std::sync::atomic::Ordering::AcqRel);
                         let _ = w.send(Ok(Bytes::copy_from_slice(frame.into_inner())));
                     }
                     None => {
@@ -476,7 +584,9 @@ pub struct Pool {
     next_id: std::sync::atomic::AtomicU32,
     max_in_flight: usize,
     counters: Arc<Counters>,
-    server_requests: Option<mpsc::UnboundedSender<ServerRequest>>,
+    opts: ConnOptions,
+    /// Addresses reached without TLS even when `opts.tls` is set.
+    plain: Vec<String>,
 }
 
 impl Pool {
@@ -488,7 +598,8 @@ impl Pool {
             next_id: std::sync::atomic::AtomicU32::new(1),
             max_in_flight,
             counters,
-            server_requests: None,
+            opts: ConnOptions::default(),
+            plain: Vec::new(),
         }
     }
 
@@ -498,10 +609,29 @@ impl Pool {
         counters: Arc<Counters>,
         server_requests: mpsc::UnboundedSender<ServerRequest>,
     ) -> Self {
-        Pool {
-            server_requests: Some(server_requests),
-            ..Pool::new(max_in_flight, counters)
+        let mut p = Pool::new(max_in_flight, counters);
+        p.opts.server_requests = Some(server_requests);
+        p
+    }
+
+    /// Uses TLS to every address except `plain` (the NameServers, unless the TLS config
+    /// applies to them too).
+    #[must_use]
+    pub fn with_tls(mut self, tls: Option<crate::tls::TlsConfig>, plain: &[String]) -> Self {
+        if let Some(t) = &tls
+            && !t.applies_to_name_server()
+        {
+            self.plain.extend(plain.iter().cloned());
         }
+        self.opts.tls = tls.map(Arc::new);
+        self
+    }
+
+    /// Signs every request of every connection with `acl` (ACL 1.0).
+    #[must_use]
+    pub fn with_acl(mut self, acl: Option<crate::AclConfig>) -> Self {
+        self.opts.acl = acl.map(Arc::new);
+        self
     }
 
     /// The live connection to `addr`, connecting if needed.
@@ -546,15 +676,17 @@ impl Pool {
         let id = self
             .next_id
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        match connect_with(
-            id,
-            addr,
-            self.max_in_flight,
-            self.counters.clone(),
-            self.server_requests.clone(),
-        )
-        .await
-        {
+        let plain_opts;
+        let opts = if self.opts.tls.is_some() && self.plain.iter().any(|p| p == addr) {
+            plain_opts = ConnOptions {
+                tls: None,
+                ..self.opts.clone()
+            };
+            &plain_opts
+        } else {
+            &self.opts
+        };
+        match connect_with(id, addr, self.max_in_flight, self.counters.clone(), opts).await {
             Ok(c) => {
                 s.backoff.reset();
                 s.conn = Some(c.clone());
@@ -571,6 +703,15 @@ impl Pool {
                 Err(e)
             }
         }
+    }
+
+    /// Every connection the pool holds (tests).
+    #[doc(hidden)]
+    pub fn stats(&self) -> Vec<ConnStats> {
+        self.fast
+            .lock()
+            .map(|m| m.values().map(|c| c.stats()).collect())
+            .unwrap_or_default()
     }
 
     /// Closes every connection.

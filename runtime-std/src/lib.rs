@@ -58,13 +58,19 @@ mod producer;
 pub mod shared;
 pub mod sync;
 #[cfg(not(loom))]
+pub mod tls;
+#[cfg(not(loom))]
 mod zlib;
 
 #[cfg(not(loom))]
-pub use config::{ConfigError, FaultProfile, ProducerBuilder, ProducerConfig, RUNTIME_ADAPTIVE};
+pub use config::{
+    AclConfig, ConfigError, FaultProfile, ProducerBuilder, ProducerConfig, RUNTIME_ADAPTIVE,
+};
 pub use message::{Message, MessageQueue, SendError, SendErrorKind, SendResult};
 #[cfg(not(loom))]
 pub use producer::{Producer, RouteInfo};
 pub use rmq_core as core;
 pub use rmq_core::retry::{SendStatus, TransportError};
 pub use shared::CountersSnapshot;
+#[cfg(not(loom))]
+pub use tls::{TlsConfig, TlsError};

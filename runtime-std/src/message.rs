@@ -162,6 +162,38 @@ pub enum SendErrorKind {
     Malformed,
     /// The producer is shut down.
     Shutdown,
+    /// The broker refused the ACL credentials (wrong access key or secret, missing or bad
+    /// signature, or no credentials for a broker that requires them). Not retried.
+    Authentication {
+        /// The response code (NO_PERMISSION 16 on 5.x, SYSTEM_ERROR 1 on 4.9).
+        code: i32,
+        /// The broker's remark.
+        remark: Option<String>,
+    },
+}
+
+/// Whether a refusal with `code` and `remark` is an authentication failure: 5.x answers
+/// NO_PERMISSION (16) with "check signature failed." or an authentication message, 4.9
+/// answers SYSTEM_ERROR (1) with the text of an `AclException`; 5.3.3 says "User:<key> is not
+/// found." for an unknown access key and "username cannot be null." for an unsigned request.
+#[cfg_attr(loom, allow(dead_code))]
+pub(crate) fn is_auth_failure(code: i32, remark: Option<&str>) -> bool {
+    if code != 1 && code != 16 {
+        return false;
+    }
+    let Some(r) = remark else { return false };
+    let r = r.to_ascii_lowercase();
+    [
+        "signature",
+        "aclexception",
+        "authenticat",
+        "accesskey",
+        "access key",
+        "user:",
+        "username",
+    ]
+    .iter()
+    .any(|w| r.contains(w))
 }
 
 /// A failed send: its cause, the attempts made, and whether trying again may help.
@@ -208,7 +240,9 @@ impl SendError {
     /// The broker's response code, when the broker refused the message.
     pub fn broker_code(&self) -> Option<i32> {
         match self.kind {
-            SendErrorKind::Broker { code, .. } => Some(code),
+            SendErrorKind::Broker { code, .. } | SendErrorKind::Authentication { code, .. } => {
+                Some(code)
+            }
             _ => None,
         }
     }
@@ -239,8 +273,42 @@ impl fmt::Display for SendError {
             }
             SendErrorKind::Malformed => f.write_str("malformed send response"),
             SendErrorKind::Shutdown => f.write_str("producer is shut down"),
+            SendErrorKind::Authentication { code, remark } => write!(
+                f,
+                "authentication failed: the broker refused the ACL credentials with code {code} \
+                 ({}); check the access key and secret key",
+                remark.as_deref().unwrap_or("no remark")
+            ),
         }
     }
 }
 
 impl std::error::Error for SendError {}
+
+#[cfg(test)]
+mod tests {
+    use super::is_auth_failure;
+
+    #[test]
+    fn authentication_remarks_of_real_brokers() {
+        // Remarks seen from the real 5.3.3 broker (tests/tests/std_acl.rs).
+        assert!(is_auth_failure(16, Some("check signature failed.")));
+        assert!(is_auth_failure(
+            16,
+            Some("User:nobodyKnowsMe is not found.")
+        ));
+        assert!(is_auth_failure(16, Some("username cannot be null.")));
+        assert!(is_auth_failure(
+            1,
+            Some("org.apache.rocketmq.acl.common.AclException: Check signature failed")
+        ));
+        // Not authentication: other codes, other remarks, no remark.
+        assert!(!is_auth_failure(
+            16,
+            Some("the broker[broker-a] sending message is forbidden")
+        ));
+        assert!(!is_auth_failure(13, Some("check signature failed.")));
+        assert!(!is_auth_failure(1, None));
+        assert!(!is_auth_failure(14, Some("service not available now")));
+    }
+}

@@ -35,7 +35,9 @@ use tracing::{Instrument, debug, debug_span, info_span, warn};
 use crate::clock;
 use crate::config::{ProducerBuilder, ProducerConfig};
 use crate::conn::{Encoding, Pool, Response};
-use crate::message::{Message, MessageQueue, SendError, SendErrorKind, SendResult};
+use crate::message::{
+    Message, MessageQueue, SendError, SendErrorKind, SendResult, is_auth_failure,
+};
 use crate::shared::{Counter, Counters, CountersSnapshot, Faults};
 use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering, lock};
 
@@ -192,7 +194,9 @@ impl Producer {
                 language: cfg.language,
             },
             client_id,
-            pool: Pool::new(cfg.max_requests_in_flight, counters.clone()),
+            pool: Pool::new(cfg.max_requests_in_flight, counters.clone())
+                .with_acl(cfg.acl.clone())
+                .with_tls(cfg.tls.clone(), &cfg.namesrv_addr),
             counters,
             faults: Faults::new(profile.update_rule(), clock::random_u32()),
             routes: Mutex::new(HashMap::new()),
@@ -253,6 +257,12 @@ impl Producer {
     /// The event counters.
     pub fn counters(&self) -> CountersSnapshot {
         self.inner.counters.snapshot()
+    }
+
+    /// Buffers and in-flight tables of the producer's connections (tests: memory bounds).
+    #[doc(hidden)]
+    pub fn connection_stats(&self) -> Vec<crate::conn::ConnStats> {
+        self.inner.pool.stats()
     }
 
     /// Sends `msg` and waits for the broker (SYNC: up to `1 + retry_times_when_send_failed`
@@ -692,6 +702,13 @@ impl Producer {
                     );
                     let (outcome, st, rk) = self.attempt(&p, &att, mode).instrument(span).await;
                     debug!(?outcome, "attempt ended");
+                    if let AttemptOutcome::Response(code) = outcome
+                        && is_auth_failure(code, rk.as_deref())
+                    {
+                        // The same credentials fail the same way on every broker: no retry.
+                        let kind = SendErrorKind::Authentication { code, remark: rk };
+                        return Err(SendError::new(kind, att.number));
+                    }
                     if let Some(s) = st {
                         stored.push(s);
                     }
@@ -858,7 +875,16 @@ impl Producer {
             .await
         {
             Ok(r) => r,
-            Err(e) => return transport(e),
+            Err(e) => {
+                if e == TransportError::TimedOut && !conn.answered_since(att.started) {
+                    warn!(
+                        addr,
+                        "nothing answered on the connection since the request: closing it"
+                    );
+                    conn.close();
+                }
+                return transport(e);
+            }
         };
         let Some(h) = resp.header() else {
             return transport(TransportError::ConnectionClosed);

@@ -116,6 +116,9 @@ pub struct ClusterOptions {
     /// Files written into every broker's `ROCKETMQ_HOME` before it starts, as
     /// `(path relative to the home folder, contents)`; e.g. 4.9's `conf/plain_acl.yml`.
     pub broker_home_files: Vec<(String, String)>,
+    /// Extra JVM arguments for every broker, before the main class (e.g. `-Dtls.server.mode=
+    /// enforcing`: TLS is configured through system properties).
+    pub broker_jvm_args: Vec<String>,
 }
 
 impl Default for ClusterOptions {
@@ -130,6 +133,7 @@ impl Default for ClusterOptions {
             start_timeout: Duration::from_secs(120),
             ready_probe: None,
             broker_home_files: Vec::new(),
+            broker_jvm_args: Vec::new(),
         }
     }
 }
@@ -440,6 +444,7 @@ impl Cluster {
             format!("-XX:MaxDirectMemorySize={heap}m"),
         ];
         args.extend(common_jvm_flags(&node.home(), "broker"));
+        args.extend(self.options.broker_jvm_args.iter().cloned());
         args.extend([
             "-cp".into(),
             jars::classpath_of(&self.server_lib),

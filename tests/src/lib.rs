@@ -5,10 +5,12 @@
 //! - [`broker`]: starts a genuine Apache RocketMQ NameServer and brokers (5.3.3, or 4.9.7 for
 //!   the 4.9 line) from Maven Central jars, plus the Java-side reference tools (`Verifier`,
 //!   `JavaProducer`).
+//! - [`hostile`]: scripted fake NameServer and brokers for fault injection (hostile peers).
 //! - [`relay`]: a recording TCP relay that captures every remoting frame in both directions.
 //! - [`sim`]: the deterministic fault-tolerance policy simulator (`rmq-sim`).
 
 pub mod blocking;
 pub mod broker;
+pub mod hostile;
 pub mod relay;
 pub mod sim;

@@ -1,0 +1,180 @@
+//! TLS from the rmq-std `Producer` (rustls) to a REAL broker (5.3.3 and the 4.9 line) in
+//! TLS-enforcing mode.
+//!
+//! The test makes a CA and a server certificate for 127.0.0.1 with rcgen, and starts the broker
+//! with the JVM system properties of `TlsSystemConfig`: `tls.server.mode=enforcing`,
+//! `tls.test.mode.enable=false`, `tls.server.certPath` / `tls.server.keyPath` (PKCS#8 PEM),
+//! `tls.server.need.client.auth=none`. The NameServer stays plain TCP (and the broker registers
+//! with it over plain TCP, `tls.enable` being off), so the producer uses TLS to brokers only.
+//!
+//! - TLS with the right CA: SEND_OK;
+//! - plain TCP to the same broker: a typed transport error, within the send timeout;
+//! - TLS trusting another CA: the handshake fails, `Transport(ConnectFailed)`.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose, SanType};
+use rmq_std::{Message, Producer, SendErrorKind, SendStatus, TlsConfig, TransportError};
+use rmq_tests::broker::{Cluster, ClusterOptions, Version};
+
+const TOPIC: &str = "TlsTopic";
+
+struct Pki {
+    ca_pem: String,
+    cert_path: PathBuf,
+    key_path: PathBuf,
+}
+
+fn ca() -> (rcgen::Certificate, KeyPair) {
+    let key = KeyPair::generate().expect("CA key");
+    let mut p = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.distinguished_name.push(DnType::CommonName, "rmq test CA");
+    p.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    (p.self_signed(&key).expect("CA cert"), key)
+}
+
+fn pki(dir: &std::path::Path) -> Pki {
+    std::fs::create_dir_all(dir).expect("cert dir");
+    let (ca, ca_key) = ca();
+    let key = KeyPair::generate().expect("server key");
+    let mut p = CertificateParams::new(vec!["localhost".to_string()]).expect("server params");
+    p.subject_alt_names
+        .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+    p.distinguished_name.push(DnType::CommonName, "127.0.0.1");
+    let cert = p.signed_by(&key, &ca, &ca_key).expect("server cert");
+    let cert_path = dir.join("server.pem");
+    let key_path = dir.join("server.key");
+    // The chain: server certificate, then the CA.
+    std::fs::write(&cert_path, format!("{}{}", cert.pem(), ca.pem())).expect("write cert");
+    // rcgen serializes the private key as PKCS#8 ("BEGIN PRIVATE KEY"), what Netty expects.
+    std::fs::write(&key_path, key.serialize_pem()).expect("write key");
+    Pki {
+        ca_pem: ca.pem(),
+        cert_path,
+        key_path,
+    }
+}
+
+async fn producer(ns: &str, group: &str, tls: Option<TlsConfig>) -> Producer {
+    let mut b = Producer::builder()
+        .namesrv_addr(ns)
+        .producer_group(group)
+        .send_msg_timeout(Duration::from_secs(3));
+    if let Some(t) = tls {
+        b = b.tls(t);
+    }
+    b.start().await.expect("producer")
+}
+
+fn run(v: Version) {
+    let dir = std::env::temp_dir().join(format!("rmq-tls-{}-{}", std::process::id(), v.name()));
+    let pki = pki(&dir);
+    let o = ClusterOptions {
+        broker_jvm_args: vec![
+            "-Dtls.server.mode=enforcing".into(),
+            "-Dtls.test.mode.enable=false".into(),
+            "-Dtls.server.need.client.auth=none".into(),
+            format!("-Dtls.server.certPath={}", pki.cert_path.display()),
+            format!("-Dtls.server.keyPath={}", pki.key_path.display()),
+            // Keep a machine-wide /etc/rocketmq/tls.properties out of the test.
+            format!(
+                "-Dtls.config.file={}",
+                dir.join("none.properties").display()
+            ),
+        ],
+        ..ClusterOptions::default()
+    };
+    let cluster = Cluster::start(v, o).expect("start TLS cluster");
+    let ns = cluster.namesrv_addr().to_string();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let tls = TlsConfig::with_ca_pem(pki.ca_pem.as_bytes()).expect("CA");
+        let p = producer(&ns, "pg_tls", Some(tls)).await;
+        let mut first = None;
+        for _ in 0..30 {
+            match p.send(Message::new(TOPIC, "over TLS")).await {
+                Ok(r) => {
+                    first = Some(r);
+                    break;
+                }
+                Err(e) => {
+                    eprintln!("first TLS send: {e}; retrying");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        }
+        let r = first.unwrap_or_else(|| panic!("no TLS send succeeded\n{}", cluster.log_tail(60)));
+        assert_eq!(r.status, SendStatus::SendOk);
+        for i in 0..20 {
+            let r = p
+                .send(Message::new(TOPIC, format!("over TLS {i}")))
+                .await
+                .unwrap_or_else(|e| panic!("TLS send {i}: {e}"));
+            assert_eq!(r.status, SendStatus::SendOk);
+        }
+        let big: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 256) as u8).collect();
+        let r = p
+            .send(Message::new(TOPIC, big))
+            .await
+            .expect("large body over TLS");
+        assert_eq!(r.status, SendStatus::SendOk);
+        assert_eq!(p.counters().connections_lost, 0);
+
+        // Plain TCP to the enforcing broker: refused, typed, within the send timeout.
+        let plain = producer(&ns, "pg_plain", None).await;
+        let t0 = Instant::now();
+        let e = plain
+            .send(Message::new(TOPIC, "plain"))
+            .await
+            .expect_err("an enforcing broker refuses plain TCP");
+        eprintln!("plain TCP: {e} after {:?}", t0.elapsed());
+        assert!(
+            matches!(
+                e.kind(),
+                SendErrorKind::Transport(_) | SendErrorKind::Timeout
+            ),
+            "{e:?}"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(3) + Duration::from_millis(700));
+
+        // TLS trusting another CA: the handshake fails.
+        let (other, _) = ca();
+        let wrong = TlsConfig::with_ca_pem(other.pem().as_bytes()).expect("other CA");
+        let w = producer(&ns, "pg_wrong_ca", Some(wrong)).await;
+        let e = w
+            .send(Message::new(TOPIC, "untrusted"))
+            .await
+            .expect_err("the broker's certificate is not trusted");
+        eprintln!("wrong CA: {e}");
+        assert_eq!(
+            e.kind(),
+            &SendErrorKind::Transport(TransportError::ConnectFailed),
+            "{e:?}"
+        );
+        for x in [p, plain, w] {
+            x.shutdown_timeout(Duration::from_millis(500)).await;
+        }
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn tls_to_an_enforcing_broker_5_3_3() {
+    run(Version::V5_3_3);
+}
+
+#[test]
+fn tls_to_an_enforcing_broker_4_9() {
+    run(Version::V4_9);
+}
