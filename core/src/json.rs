@@ -245,6 +245,15 @@ impl<'a> JsonStr<'a> {
     /// [`JsonErrorKind::BufferTooSmall`] if it does not fit (see [`JsonStr::unescaped_len`]),
     /// escape errors, or [`JsonErrorKind::InvalidUtf8`].
     pub fn unescape_into<'b>(&self, buf: &'b mut [u8]) -> Result<&'b str> {
+        let pos = self.unescape_bytes_into(buf)?;
+        let out = buf.get(..pos).unwrap_or(&[]);
+        core::str::from_utf8(out)
+            .map_err(|e| JsonError::new(JsonErrorKind::InvalidUtf8, e.valid_up_to()))
+    }
+
+    /// As [`JsonStr::unescape_into`] but without the final UTF-8 check; returns the number
+    /// of bytes written to the front of `buf`.
+    pub(crate) fn unescape_bytes_into(&self, buf: &mut [u8]) -> Result<usize> {
         let mut pos = 0usize;
         let mut overflow = false;
         self.walk(|c| {
@@ -266,9 +275,7 @@ impl<'a> JsonStr<'a> {
         if overflow {
             return Err(JsonError::new(JsonErrorKind::BufferTooSmall, 0));
         }
-        let out = buf.get(..pos).unwrap_or(&[]);
-        core::str::from_utf8(out)
-            .map_err(|e| JsonError::new(JsonErrorKind::InvalidUtf8, e.valid_up_to()))
+        Ok(pos)
     }
 
     /// Iterates over the decoded characters. Malformed UTF-8 or escapes yield
@@ -384,6 +391,34 @@ fn find2(hay: &[u8], a: u8, b: u8) -> Option<usize> {
         .map(|i| base + i)
 }
 
+/// Index of the first `q` or backslash in `b` at or after `i` (SWAR, eight bytes at a time,
+/// reading straight from the input rather than a sub-slice).
+#[inline]
+fn find_quote_or_escape(b: &[u8], mut i: usize, q: u8) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let (sq, sb) = (LO * u64::from(q), LO * u64::from(b'\\'));
+    while let Some(w) = i.checked_add(8).and_then(|end| b.get(i..end)) {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(w);
+        let x = u64::from_le_bytes(a);
+        let (xq, xb) = (x ^ sq, x ^ sb);
+        // Lowest set bit marks the first zero byte exactly (borrows only propagate upward).
+        let m = (xq.wrapping_sub(LO) & !xq & HI) | (xb.wrapping_sub(LO) & !xb & HI);
+        if m != 0 {
+            return Some(i + (m.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    while let Some(&c) = b.get(i) {
+        if c == q || c == b'\\' {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
+}
+
 const fn utf8_width(b: u8) -> usize {
     match b {
         0x00..=0x7F => 1,
@@ -462,6 +497,274 @@ pub fn parse_i64_ascii(s: &[u8]) -> Option<i64> {
         v = v.checked_mul(10)?.checked_sub(i64::from(d - b'0'))?;
     }
     if neg { Some(v) } else { v.checked_neg() }
+}
+
+/// A value yielded by [`FlatScan`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FlatValue<'a> {
+    /// A string value.
+    Str(JsonStr<'a>),
+    /// A number or boolean literal's source text.
+    Literal(&'a [u8]),
+    /// `null`.
+    Null,
+}
+
+/// Fast iteration over the text of an object that [`Parser`] has already accepted and whose
+/// values are all scalars (strings, numbers, booleans, `null`); it yields the same keys and
+/// values as the parser would, without re-validating. On any other input it may stop early or
+/// yield meaningless pairs, but never panics or loops forever.
+#[derive(Clone, Debug)]
+pub(crate) struct FlatScan<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+const fn is_ws(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0C | 0x08)
+}
+
+impl<'a> FlatScan<'a> {
+    /// A scanner positioned before the object's `{`.
+    pub(crate) const fn new(b: &'a [u8]) -> Self {
+        FlatScan { b, pos: 0 }
+    }
+
+    /// Skips whitespace and structural bytes between tokens (`{`, `,`, `:`).
+    fn skip(&mut self) {
+        while let Some(&c) = self.b.get(self.pos) {
+            if is_ws(c) || matches!(c, b',' | b':' | b'{') {
+                self.pos += 1;
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// `self.pos` is at the opening quote `q`.
+    fn string(&mut self, q: u8) -> JsonStr<'a> {
+        let start = self.pos.saturating_add(1);
+        let mut i = start;
+        let mut escaped = false;
+        loop {
+            match find_quote_or_escape(self.b, i, q) {
+                Some(at) => {
+                    i = at;
+                    if self.b.get(i) == Some(&q) {
+                        break;
+                    }
+                    // A validated escape: the byte after the backslash is never a quote or
+                    // backslash that ends/starts anything (`\u` hex digits are neither).
+                    escaped = true;
+                    i = i.saturating_add(2);
+                }
+                None => {
+                    i = self.b.len();
+                    break;
+                }
+            }
+        }
+        self.pos = i.saturating_add(1);
+        JsonStr {
+            raw: self.b.get(start..i).unwrap_or(&[]),
+            escaped,
+        }
+    }
+
+    /// A bare key or literal: up to whitespace or a structural byte.
+    fn bare(&mut self) -> &'a [u8] {
+        let start = self.pos;
+        while let Some(&c) = self.b.get(self.pos) {
+            if is_ws(c) || matches!(c, b',' | b':' | b'}' | b']') {
+                break;
+            }
+            self.pos += 1;
+        }
+        self.b.get(start..self.pos).unwrap_or(&[])
+    }
+
+    /// The next `(key, value)` pair, or `None` at the closing `}`.
+    pub(crate) fn next_pair(&mut self) -> Option<(JsonStr<'a>, FlatValue<'a>)> {
+        self.skip();
+        let key = match *self.b.get(self.pos)? {
+            b'}' => return None,
+            q @ (b'"' | b'\'') => self.string(q),
+            _ => {
+                let k = self.bare();
+                if k.is_empty() {
+                    return None;
+                }
+                JsonStr::from_raw(k)
+            }
+        };
+        self.skip();
+        let value = match *self.b.get(self.pos)? {
+            q @ (b'"' | b'\'') => FlatValue::Str(self.string(q)),
+            b'n' => {
+                self.bare();
+                FlatValue::Null
+            }
+            _ => {
+                let v = self.bare();
+                if v.is_empty() {
+                    return None;
+                }
+                FlatValue::Literal(v)
+            }
+        };
+        Some((key, value))
+    }
+}
+
+/// A strict scanner for the compact JSON that Java (fastjson) writes: no whitespace,
+/// double-quoted keys, values that are strings, integers, `true`/`false`/`null`, or (via
+/// [`Compact::flat_object`]) an object of such values.
+///
+/// Everything it accepts, [`Parser`] accepts with the same tokens; anything else (whitespace,
+/// single quotes, bare keys, fractions, arrays, any error) makes a method return `None`, and
+/// the caller falls back to [`Parser`], which then decides (and reports errors).
+#[derive(Clone, Debug)]
+pub(crate) struct Compact<'a> {
+    b: &'a [u8],
+    pos: usize,
+    first: bool,
+}
+
+impl<'a> Compact<'a> {
+    /// A scanner at the start of `b`.
+    pub(crate) const fn new(b: &'a [u8]) -> Self {
+        Compact {
+            b,
+            pos: 0,
+            first: true,
+        }
+    }
+
+    /// The next byte.
+    pub(crate) fn peek(&self) -> Option<u8> {
+        self.b.get(self.pos).copied()
+    }
+
+    /// Consumes `{`.
+    pub(crate) fn object_start(&mut self) -> Option<()> {
+        if self.peek()? != b'{' {
+            return None;
+        }
+        self.pos += 1;
+        self.first = true;
+        Some(())
+    }
+
+    /// Inside an object: `Some(Some(key))` (with its `:` consumed), `Some(None)` after the
+    /// closing `}`, `None` outside the subset.
+    pub(crate) fn next_key(&mut self) -> Option<Option<JsonStr<'a>>> {
+        let mut c = self.peek()?;
+        if !self.first {
+            match c {
+                b',' => {
+                    self.pos += 1;
+                    c = self.peek()?;
+                }
+                b'}' => {
+                    self.pos += 1;
+                    return Some(None);
+                }
+                _ => return None,
+            }
+        }
+        self.first = false;
+        match c {
+            // Also after a trailing comma, which the parser accepts too.
+            b'}' => {
+                self.pos += 1;
+                Some(None)
+            }
+            b'"' => {
+                let k = self.string()?;
+                if self.peek()? != b':' {
+                    return None;
+                }
+                self.pos += 1;
+                Some(Some(k))
+            }
+            _ => None,
+        }
+    }
+
+    /// `self.pos` is at `"`; validates escapes exactly like the parser.
+    fn string(&mut self) -> Option<JsonStr<'a>> {
+        let start = self.pos.checked_add(1)?;
+        let mut i = start;
+        let mut escaped = false;
+        loop {
+            i = find_quote_or_escape(self.b, i, b'"')?;
+            if self.b.get(i) == Some(&b'"') {
+                let raw = self.b.get(start..i)?;
+                self.pos = i + 1;
+                return Some(JsonStr { raw, escaped });
+            }
+            escaped = true;
+            match self.b.get(i.checked_add(1)?)? {
+                b'"' | b'\\' | b'/' | b'\'' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
+                b'u' => {
+                    hex4(self.b, i + 2)?;
+                    i += 6;
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    fn literal(&mut self, word: &[u8], tok: Token<'a>) -> Option<Token<'a>> {
+        let end = self.pos.checked_add(word.len())?;
+        if self.b.get(self.pos..end)? != word {
+            return None;
+        }
+        self.pos = end;
+        Some(tok)
+    }
+
+    /// A scalar value: string, integer (no fraction or exponent), `true`, `false`, `null`.
+    pub(crate) fn next_scalar(&mut self) -> Option<Token<'a>> {
+        match self.peek()? {
+            b'"' => Some(Token::Str(self.string()?)),
+            b'-' | b'0'..=b'9' => {
+                let start = self.pos;
+                if self.peek() == Some(b'-') {
+                    self.pos += 1;
+                }
+                let digits = self.pos;
+                while matches!(self.peek(), Some(b'0'..=b'9')) {
+                    self.pos += 1;
+                }
+                if self.pos == digits || matches!(self.peek(), Some(b'.' | b'e' | b'E')) {
+                    return None;
+                }
+                Some(Token::Number(JsonNumber {
+                    raw: self.b.get(start..self.pos)?,
+                }))
+            }
+            b't' => self.literal(b"true", Token::Bool(true)),
+            b'f' => self.literal(b"false", Token::Bool(false)),
+            b'n' => self.literal(b"null", Token::Null),
+            _ => None,
+        }
+    }
+
+    /// An object whose values are all scalars; returns its text from `{` to `}`.
+    pub(crate) fn flat_object(&mut self) -> Option<&'a [u8]> {
+        let start = self.pos;
+        self.object_start()?;
+        while self.next_key()?.is_some() {
+            self.next_scalar()?;
+        }
+        self.b.get(start..self.pos)
+    }
+
+    /// Whether the whole input has been consumed.
+    pub(crate) const fn at_end(&self) -> bool {
+        self.pos == self.b.len()
+    }
 }
 
 /// A JSON number token, kept as its source text.
@@ -736,12 +1039,11 @@ impl<'a> Parser<'a> {
         let start = self.pos;
         let mut escaped = false;
         loop {
-            let rest = self.input.get(self.pos..).unwrap_or(&[]);
-            let Some(off) = find2(rest, q, b'\\') else {
+            let Some(at) = find_quote_or_escape(self.input, self.pos, q) else {
                 self.pos = self.input.len();
                 return Err(self.err(JsonErrorKind::UnexpectedEnd));
             };
-            self.pos += off;
+            self.pos = at;
             if self.peek() == Some(q) {
                 let raw = self.input.get(start..self.pos).unwrap_or(&[]);
                 self.pos += 1;
@@ -844,6 +1146,11 @@ impl<'a> Parser<'a> {
     /// # Errors
     /// [`JsonErrorKind::UnexpectedToken`] if the next token is a key or a container end.
     pub fn next_value(&mut self) -> Result<Token<'a>> {
+        if self.state == State::Value {
+            // Fast path (the usual case after a key): same as `next_token` in this state.
+            self.skip_ws();
+            return self.value();
+        }
         match self.next_token()? {
             Some(Token::Key(_) | Token::ObjectEnd | Token::ArrayEnd) => {
                 Err(self.err(JsonErrorKind::UnexpectedToken))
@@ -915,11 +1222,38 @@ impl<'a> Parser<'a> {
         if !self.in_object() || !matches!(self.state, State::KeyOrEnd | State::CommaOrEnd) {
             return Err(self.err(JsonErrorKind::UnexpectedToken));
         }
-        match self.next_token()? {
-            Some(Token::Key(k)) => Ok(Some(k)),
-            Some(Token::ObjectEnd) => Ok(None),
-            _ => Err(self.err(JsonErrorKind::UnexpectedToken)),
+        // Inlined `next_token` for these two states (same acceptance, same error offsets).
+        self.skip_ws();
+        if self.state == State::CommaOrEnd {
+            match self.peek() {
+                Some(b',') => {
+                    self.pos += 1;
+                    self.state = State::KeyOrEnd;
+                    self.skip_ws();
+                }
+                Some(b'}') => {
+                    self.pos += 1;
+                    self.pop();
+                    return Ok(None);
+                }
+                Some(_) => return Err(self.err(JsonErrorKind::UnexpectedByte)),
+                None => return Err(self.err(JsonErrorKind::UnexpectedEnd)),
+            }
         }
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            self.pop();
+            return Ok(None);
+        }
+        let key = self.key()?;
+        self.skip_ws();
+        match self.peek() {
+            Some(b':') => self.pos += 1,
+            Some(_) => return Err(self.err(JsonErrorKind::UnexpectedByte)),
+            None => return Err(self.err(JsonErrorKind::UnexpectedEnd)),
+        }
+        self.state = State::Value;
+        Ok(Some(key))
     }
 
     /// Inside an array: `true` if another element follows (then read or skip it), `false`

@@ -1,7 +1,7 @@
 //! Command headers: decoding ([`CommandHeader`], both formats) and encoding
 //! ([`CommandRepr`] + [`ExtFields`]).
 
-use crate::json::{JsonStr, Parser};
+use crate::json::{Compact, FlatScan, FlatValue, JsonStr, Parser};
 use crate::json::{SliceWriter, Token, i64_dec_len, json_str_len};
 
 use super::frame::{MAX_HEADER_LEN, MAX_TOTAL_LENGTH, PREFIX_LEN};
@@ -59,9 +59,17 @@ impl<'a> CommandHeader<'a> {
     /// [`DecodeError::Json`], [`DecodeError::FieldType`], [`DecodeError::BadExtValue`],
     /// [`DecodeError::MissingOpaque`].
     pub fn parse_json(header: &'a [u8]) -> Result<Self, DecodeError> {
-        let mut p = Parser::new(header);
-        p.expect_object_start()?;
-        let mut h = CommandHeader {
+        // Java writes compact JSON: try the strict fast scanner first. It accepts only input
+        // the full parser accepts with the same result; on anything else the full parser
+        // runs from the start and decides.
+        if let Some(h) = Self::parse_json_compact(header) {
+            return Ok(h);
+        }
+        Self::parse_json_full(header)
+    }
+
+    const fn json_default() -> Self {
+        CommandHeader {
             code: 0,
             language: LanguageCode::JAVA,
             version: 0,
@@ -70,39 +78,53 @@ impl<'a> CommandHeader<'a> {
             remark: None,
             ext: None,
             serialize_type: SerializeType::JSON,
-        };
+        }
+    }
+
+    fn parse_json_compact(header: &'a [u8]) -> Option<Self> {
+        let mut c = Compact::new(header);
+        c.object_start()?;
+        let mut h = Self::json_default();
+        let mut have_opaque = false;
+        while let Some(k) = c.next_key()? {
+            match json_key(k) {
+                Key::ExtFields => {
+                    h.ext = if c.peek()? == b'{' {
+                        Some(ExtMap {
+                            bytes: c.flat_object()?,
+                            json: true,
+                        })
+                    } else if c.next_scalar()? == Token::Null {
+                        None
+                    } else {
+                        return None;
+                    };
+                }
+                Key::Other => {
+                    c.next_scalar()?;
+                }
+                key => {
+                    let tok = c.next_scalar()?;
+                    h.apply_json_scalar(key, tok, &mut have_opaque).ok()?;
+                }
+            }
+        }
+        (c.at_end() && have_opaque).then_some(h)
+    }
+
+    fn parse_json_full(header: &'a [u8]) -> Result<Self, DecodeError> {
+        let mut p = Parser::new(header);
+        p.expect_object_start()?;
+        let mut h = Self::json_default();
         let mut have_opaque = false;
         while let Some(k) = p.next_key()? {
             match json_key(k) {
-                Key::Code => h.code = json_int(&mut p, "code")?,
-                Key::Flag => h.flag = json_int(&mut p, "flag")?,
-                Key::Version => h.version = json_int(&mut p, "version")?,
-                Key::Opaque => {
-                    if let Some(v) = json_int_opt(&mut p, "opaque")? {
-                        h.opaque = v;
-                        have_opaque = true;
-                    }
-                }
-                Key::Language => {
-                    h.language = match p.next_value()? {
-                        Token::Str(s) => language_from_json(s),
-                        Token::Null => LanguageCode::JAVA,
-                        Token::Number(n) => n
-                            .as_i64()
-                            .and_then(|v| u8::try_from(v).ok())
-                            .map_or(LanguageCode::UNKNOWN, LanguageCode),
-                        _ => return Err(DecodeError::FieldType("language")),
-                    }
-                }
-                Key::Remark => {
-                    h.remark = match p.next_value()? {
-                        Token::Str(s) => Some(FieldStr::json(s)),
-                        Token::Null => None,
-                        _ => return Err(DecodeError::FieldType("remark")),
-                    }
-                }
                 Key::ExtFields => h.ext = parse_json_ext(&mut p, header)?,
                 Key::Other => p.skip_value()?,
+                key => {
+                    let tok = p.next_value()?;
+                    h.apply_json_scalar(key, tok, &mut have_opaque)?;
+                }
             }
         }
         p.finish()?;
@@ -110,6 +132,46 @@ impl<'a> CommandHeader<'a> {
             return Err(DecodeError::MissingOpaque);
         }
         Ok(h)
+    }
+
+    /// Stores the value of one of the scalar top-level keys.
+    fn apply_json_scalar(
+        &mut self,
+        key: Key,
+        tok: Token<'a>,
+        have_opaque: &mut bool,
+    ) -> Result<(), DecodeError> {
+        match key {
+            Key::Code => self.code = json_int(tok, "code")?,
+            Key::Flag => self.flag = json_int(tok, "flag")?,
+            Key::Version => self.version = json_int(tok, "version")?,
+            Key::Opaque => {
+                if let Some(v) = json_int_opt(tok, "opaque")? {
+                    self.opaque = v;
+                    *have_opaque = true;
+                }
+            }
+            Key::Language => {
+                self.language = match tok {
+                    Token::Str(s) => language_from_json(s),
+                    Token::Null => LanguageCode::JAVA,
+                    Token::Number(n) => n
+                        .as_i64()
+                        .and_then(|v| u8::try_from(v).ok())
+                        .map_or(LanguageCode::UNKNOWN, LanguageCode),
+                    _ => return Err(DecodeError::FieldType("language")),
+                }
+            }
+            Key::Remark => {
+                self.remark = match tok {
+                    Token::Str(s) => Some(FieldStr::json(s)),
+                    Token::Null => None,
+                    _ => return Err(DecodeError::FieldType("remark")),
+                }
+            }
+            Key::ExtFields | Key::Other => {}
+        }
+        Ok(())
     }
 
     /// Decodes a ROCKETMQ binary header (WIRE.md §3). Lengths are signed; negative or
@@ -257,8 +319,8 @@ fn json_key(k: JsonStr<'_>) -> Key {
     Key::Other
 }
 
-fn json_int_opt(p: &mut Parser<'_>, name: &'static str) -> Result<Option<i32>, DecodeError> {
-    let v = match p.next_value()? {
+fn json_int_opt(tok: Token<'_>, name: &'static str) -> Result<Option<i32>, DecodeError> {
+    let v = match tok {
         Token::Number(n) => n.as_i32(),
         Token::Str(s) => s.parse_i32(),
         Token::Null => return Ok(None),
@@ -267,8 +329,8 @@ fn json_int_opt(p: &mut Parser<'_>, name: &'static str) -> Result<Option<i32>, D
     v.map(Some).ok_or(DecodeError::FieldType(name))
 }
 
-fn json_int(p: &mut Parser<'_>, name: &'static str) -> Result<i32, DecodeError> {
-    Ok(json_int_opt(p, name)?.unwrap_or(0))
+fn json_int(tok: Token<'_>, name: &'static str) -> Result<i32, DecodeError> {
+    Ok(json_int_opt(tok, name)?.unwrap_or(0))
 }
 
 fn language_from_json(s: JsonStr<'_>) -> LanguageCode {
@@ -357,9 +419,9 @@ impl<'a> ExtMap<'a> {
     pub fn iter(&self) -> ExtIter<'a> {
         ExtIter {
             inner: if self.json {
-                let mut p = Parser::new(self.bytes);
-                let ok = p.expect_object_start().is_ok();
-                IterInner::Json(ok.then_some(p))
+                // The object was validated by `parse_json_ext` (only scalar values), so the
+                // fast scanner yields exactly what the parser would.
+                IterInner::Json(FlatScan::new(self.bytes))
             } else {
                 IterInner::Binary(Rd {
                     b: self.bytes,
@@ -394,7 +456,7 @@ pub struct ExtIter<'a> {
 }
 
 enum IterInner<'a> {
-    Json(Option<Parser<'a>>),
+    Json(FlatScan<'a>),
     Binary(Rd<'a>),
 }
 
@@ -402,29 +464,15 @@ impl<'a> Iterator for ExtIter<'a> {
     type Item = (FieldStr<'a>, FieldStr<'a>);
     fn next(&mut self) -> Option<Self::Item> {
         match &mut self.inner {
-            IterInner::Json(slot) => loop {
-                let p = slot.as_mut()?;
-                let (k, v) = match p.next_key() {
-                    Ok(Some(k)) => match p.next_value() {
-                        Ok(v) => (k, v),
-                        Err(_) => break None,
-                    },
-                    _ => break None,
-                };
+            IterInner::Json(scan) => loop {
+                let (k, v) = scan.next_pair()?;
                 let v = match v {
-                    Token::Str(s) => FieldStr::json(s),
-                    Token::Number(n) => FieldStr::json_literal(n.raw()),
-                    Token::Bool(true) => FieldStr::json_literal(b"true"),
-                    Token::Bool(false) => FieldStr::json_literal(b"false"),
-                    Token::Null => continue,
-                    _ => break None,
+                    FlatValue::Str(s) => FieldStr::json(s),
+                    FlatValue::Literal(raw) => FieldStr::json_literal(raw),
+                    FlatValue::Null => continue,
                 };
                 return Some((FieldStr::json(k), v));
-            }
-            .or_else(|| {
-                *slot = None;
-                None
-            }),
+            },
             IterInner::Binary(r) => loop {
                 if r.pos >= r.b.len() {
                     return None;
