@@ -842,3 +842,158 @@ impl<'r, E: ExtFields> CommandRepr<'r, E> {
         Ok(PREFIX_LEN + h)
     }
 }
+
+#[cfg(test)]
+mod fast_path_tests {
+    use super::*;
+    use std::vec::Vec;
+
+    /// Reference ext iteration with the full parser (what `ExtIter` did before `FlatScan`).
+    fn ext_by_parser<'a>(bytes: &'a [u8]) -> Vec<(FieldStr<'a>, FieldStr<'a>)> {
+        let mut out = Vec::new();
+        let mut p = Parser::new(bytes);
+        if p.expect_object_start().is_err() {
+            return out;
+        }
+        while let Ok(Some(k)) = p.next_key() {
+            let v = match p.next_value() {
+                Ok(Token::Str(s)) => FieldStr::json(s),
+                Ok(Token::Number(n)) => FieldStr::json_literal(n.raw()),
+                Ok(Token::Bool(true)) => FieldStr::json_literal(b"true"),
+                Ok(Token::Bool(false)) => FieldStr::json_literal(b"false"),
+                Ok(Token::Null) => continue,
+                _ => break,
+            };
+            out.push((FieldStr::json(k), v));
+        }
+        out
+    }
+
+    /// The compact fast path must agree with the full parser whenever it accepts, and the
+    /// flat ext scanner must yield what the parser yields.
+    fn check(input: &[u8]) {
+        let full = CommandHeader::parse_json_full(input);
+        if let Some(fast) = CommandHeader::parse_json_compact(input) {
+            assert_eq!(Ok(fast), full, "{:?}", core::str::from_utf8(input));
+        }
+        if let Ok(h) = CommandHeader::parse_json(input) {
+            assert_eq!(Ok(h), full);
+            if let Some(e) = h.ext_fields() {
+                let fast: Vec<_> = e.iter().collect();
+                assert_eq!(
+                    fast,
+                    ext_by_parser(e.raw()),
+                    "{:?}",
+                    core::str::from_utf8(input)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn fast_path_examples() {
+        let cases: &[&str] = &[
+            r#"{"code":10,"opaque":1}"#,
+            r#"{"code":"10","opaque":"1","flag":null,"version":-3}"#,
+            r#"{"opaque":1,"extFields":{"a":"x\u0001y","b":1,"c":true,"d":null,"e\"f":"g\\"}}"#,
+            r#"{"opaque":1,"extFields":{},"remark":"r\n","language":"JAVA"}"#,
+            r#"{"opaque":1,"extFields":{"a":1,},"x":2,}"#,
+            r#"{ "opaque" : 1 , "extFields" : { 'a' : 'b' , c : 1.5e3 , "d" : false } }"#,
+            r#"{"opaque":1,"extFields":{"a":[1]}}"#,
+            r#"{"opaque":1,"code":1.5}"#,
+            r#"{"opaque":1,"extFields":null,"other":{"x":[1,2]}}"#,
+            r#"{"opaque":1} "#,
+            r#"{"opaque":1}x"#,
+            r#"{"opaque":1,"language":7,"remark":null}"#,
+            r#"{"opaque":null}"#,
+            r#"{"opaque":1,"extFields":{"a":"\x"}}"#,
+            r#"{"opaque":1,"extFields":{"a":"\u12"}}"#,
+        ];
+        for c in cases {
+            check(c.as_bytes());
+        }
+        // The fast path does take the common compact form.
+        let ok = br#"{"code":310,"extFields":{"a":"pg","i":"K\u0001V"},"flag":0,"opaque":7}"#;
+        assert!(CommandHeader::parse_json_compact(ok).is_some());
+        // ... and leaves anything with whitespace to the full parser.
+        assert!(CommandHeader::parse_json_compact(br#"{"opaque": 7}"#).is_none());
+        assert_eq!(
+            CommandHeader::parse_json(br#"{"opaque": 7}"#).map(|h| h.opaque()),
+            Ok(7)
+        );
+    }
+
+    const PIECES: &[&str] = &[
+        "{",
+        "}",
+        "[",
+        "]",
+        ":",
+        ",",
+        " ",
+        "\"code\"",
+        "\"opaque\"",
+        "\"extFields\"",
+        "\"flag\"",
+        "\"language\"",
+        "\"remark\"",
+        "\"version\"",
+        "\"a\"",
+        "'b'",
+        "c",
+        "1",
+        "-2",
+        "1.5",
+        "2e3",
+        "-",
+        "\"x\\u0001y\"",
+        "\"\\\"\"",
+        "\"\\q\"",
+        "\"\\u12\"",
+        "\"",
+        "null",
+        "true",
+        "false",
+        "nul",
+        "\"JAVA\"",
+        "\"7\"",
+        "\\",
+    ];
+
+    proptest::proptest! {
+        #[test]
+        fn fast_path_agrees_with_parser(ix in proptest::collection::vec(0..PIECES.len(), 0..40)) {
+            let mut s = std::string::String::new();
+            for i in ix {
+                s.push_str(PIECES[i]);
+            }
+            check(s.as_bytes());
+        }
+
+        #[test]
+        fn fast_path_agrees_on_shaped_input(
+            pairs in proptest::collection::vec((0..PIECES.len(), 0..PIECES.len()), 0..12),
+            ext in proptest::collection::vec((0..PIECES.len(), 0..PIECES.len()), 0..8),
+        ) {
+            // Mostly well-formed objects, so the accepting paths get exercised.
+            let mut s = std::string::String::from("{\"opaque\":1,\"extFields\":{");
+            for (n, (k, v)) in ext.iter().enumerate() {
+                if n > 0 {
+                    s.push(',');
+                }
+                s.push_str(PIECES[*k]);
+                s.push(':');
+                s.push_str(PIECES[*v]);
+            }
+            s.push('}');
+            for (k, v) in pairs {
+                s.push(',');
+                s.push_str(PIECES[k]);
+                s.push(':');
+                s.push_str(PIECES[v]);
+            }
+            s.push('}');
+            check(s.as_bytes());
+        }
+    }
+}
