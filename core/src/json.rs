@@ -254,28 +254,33 @@ impl<'a> JsonStr<'a> {
     /// As [`JsonStr::unescape_into`] but without the final UTF-8 check; returns the number
     /// of bytes written to the front of `buf`.
     pub(crate) fn unescape_bytes_into(&self, buf: &mut [u8]) -> Result<usize> {
-        let mut pos = 0usize;
-        let mut overflow = false;
-        self.walk(|c| {
-            match pos
-                .checked_add(c.len())
-                .and_then(|end| buf.get_mut(pos..end))
-            {
-                Some(dst) => {
-                    dst.copy_from_slice(c);
-                    pos += c.len();
-                    true
-                }
-                None => {
-                    overflow = true;
-                    false
-                }
-            }
-        })?;
-        if overflow {
-            return Err(JsonError::new(JsonErrorKind::BufferTooSmall, 0));
+        let too_small = JsonError::new(JsonErrorKind::BufferTooSmall, 0);
+        let raw = self.raw;
+        let mut out = 0usize;
+        let mut put = |bytes: &[u8], out: &mut usize| -> Result<()> {
+            let end = out.checked_add(bytes.len()).ok_or(too_small)?;
+            buf.get_mut(*out..end)
+                .ok_or(too_small)?
+                .copy_from_slice(bytes);
+            *out = end;
+            Ok(())
+        };
+        if !self.escaped {
+            put(raw, &mut out)?;
+            return Ok(out);
         }
-        Ok(pos)
+        let mut i = 0;
+        loop {
+            let at = find_quote_or_escape(raw, i, b'\\').unwrap_or(raw.len());
+            put(raw.get(i..at).unwrap_or(&[]), &mut out)?;
+            if at >= raw.len() {
+                return Ok(out);
+            }
+            let (c, next) = decode_escape(raw, at)?;
+            let mut tmp = [0u8; 4];
+            put(c.encode_utf8(&mut tmp).as_bytes(), &mut out)?;
+            i = next;
+        }
     }
 
     /// Iterates over the decoded characters. Malformed UTF-8 or escapes yield
@@ -524,6 +529,21 @@ const fn is_ws(c: u8) -> bool {
     matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0C | 0x08)
 }
 
+/// Byte classes for [`FlatScan`]: 1 = skipped between tokens (whitespace, `{`, `,`, `:`),
+/// 2 = ends a bare token (whitespace, `,`, `:`, `}`, `]`).
+const FLAT_CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        let c = i as u8;
+        let skip = is_ws(c) || c == b'{' || c == b',' || c == b':';
+        let stop = is_ws(c) || c == b',' || c == b':' || c == b'}' || c == b']';
+        t[i] = (skip as u8) | ((stop as u8) << 1);
+        i += 1;
+    }
+    t
+};
+
 impl<'a> FlatScan<'a> {
     /// A scanner positioned before the object's `{`.
     pub(crate) const fn new(b: &'a [u8]) -> Self {
@@ -533,15 +553,15 @@ impl<'a> FlatScan<'a> {
     /// Skips whitespace and structural bytes between tokens (`{`, `,`, `:`).
     fn skip(&mut self) {
         while let Some(&c) = self.b.get(self.pos) {
-            if is_ws(c) || matches!(c, b',' | b':' | b'{') {
-                self.pos += 1;
-            } else {
+            if FLAT_CLASS[usize::from(c)] & 1 == 0 {
                 break;
             }
+            self.pos += 1;
         }
     }
 
     /// `self.pos` is at the opening quote `q`.
+    #[inline]
     fn string(&mut self, q: u8) -> JsonStr<'a> {
         let start = self.pos.saturating_add(1);
         let mut i = start;
@@ -575,7 +595,7 @@ impl<'a> FlatScan<'a> {
     fn bare(&mut self) -> &'a [u8] {
         let start = self.pos;
         while let Some(&c) = self.b.get(self.pos) {
-            if is_ws(c) || matches!(c, b',' | b':' | b'}' | b']') {
+            if FLAT_CLASS[usize::from(c)] & 2 != 0 {
                 break;
             }
             self.pos += 1;
