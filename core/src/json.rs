@@ -403,10 +403,9 @@ fn find_quote_or_escape(b: &[u8], mut i: usize, q: u8) -> Option<usize> {
     const LO: u64 = 0x0101_0101_0101_0101;
     const HI: u64 = 0x8080_8080_8080_8080;
     let (sq, sb) = (LO * u64::from(q), LO * u64::from(b'\\'));
-    while let Some(w) = i.checked_add(8).and_then(|end| b.get(i..end)) {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(w);
-        let x = u64::from_le_bytes(a);
+    let mut rest = b.get(i..)?;
+    while let Some(w) = rest.first_chunk::<8>() {
+        let x = u64::from_le_bytes(*w);
         let (xq, xb) = (x ^ sq, x ^ sb);
         // Lowest set bit marks the first zero byte exactly (borrows only propagate upward).
         let m = (xq.wrapping_sub(LO) & !xq & HI) | (xb.wrapping_sub(LO) & !xb & HI);
@@ -414,14 +413,11 @@ fn find_quote_or_escape(b: &[u8], mut i: usize, q: u8) -> Option<usize> {
             return Some(i + (m.trailing_zeros() / 8) as usize);
         }
         i += 8;
+        rest = rest.get(8..).unwrap_or(&[]);
     }
-    while let Some(&c) = b.get(i) {
-        if c == q || c == b'\\' {
-            return Some(i);
-        }
-        i += 1;
-    }
-    None
+    rest.iter()
+        .position(|&c| c == q || c == b'\\')
+        .map(|k| i + k)
 }
 
 const fn utf8_width(b: u8) -> usize {
@@ -434,19 +430,31 @@ const fn utf8_width(b: u8) -> usize {
     }
 }
 
-fn hex4(raw: &[u8], at: usize) -> Option<u32> {
-    let digits = raw.get(at..at.checked_add(4)?)?;
-    let mut v = 0u32;
-    for &d in digits {
-        let n = match d {
-            b'0'..=b'9' => d - b'0',
-            b'a'..=b'f' => d - b'a' + 10,
-            b'A'..=b'F' => d - b'A' + 10,
-            _ => return None,
-        };
-        v = (v << 4) | u32::from(n);
+/// Hex digit values; 0xFF for non-digits.
+const HEX_VAL: [u8; 256] = {
+    let mut t = [0xFFu8; 256];
+    let mut i = 0u8;
+    while i < 10 {
+        t[(b'0' + i) as usize] = i;
+        i += 1;
     }
-    Some(v)
+    let mut i = 0u8;
+    while i < 6 {
+        t[(b'a' + i) as usize] = 10 + i;
+        t[(b'A' + i) as usize] = 10 + i;
+        i += 1;
+    }
+    t
+};
+
+fn hex4(raw: &[u8], at: usize) -> Option<u32> {
+    let [a, b, c, d]: [u8; 4] = raw.get(at..at.checked_add(4)?)?.try_into().ok()?;
+    let v = |x: u8| HEX_VAL[usize::from(x)];
+    let (a, b, c, d) = (v(a), v(b), v(c), v(d));
+    if (a | b | c | d) & 0xF0 != 0 {
+        return None;
+    }
+    Some((u32::from(a) << 12) | (u32::from(b) << 8) | (u32::from(c) << 4) | u32::from(d))
 }
 
 /// Decodes the escape starting at `raw[i] == b'\\'`; returns the char and the index after it.
