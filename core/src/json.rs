@@ -612,6 +612,7 @@ impl<'a> FlatScan<'a> {
     }
 
     /// The next `(key, value)` pair, or `None` at the closing `}`.
+    #[inline]
     pub(crate) fn next_pair(&mut self) -> Option<(JsonStr<'a>, FlatValue<'a>)> {
         self.skip();
         let key = match *self.b.get(self.pos)? {

@@ -265,6 +265,25 @@ impl<'a> CommandHeader<'a> {
     pub fn get(&self, key: &str) -> Option<FieldStr<'a>> {
         self.ext.and_then(|e| e.get(key))
     }
+    /// Calls `f` for each ext field, exactly as [`CommandHeader::ext_iter`] yields them, in a
+    /// tight loop (used by the typed headers' `decode`).
+    pub(crate) fn for_each_ext(&self, mut f: impl FnMut(FieldStr<'a>, FieldStr<'a>)) {
+        let Some(e) = self.ext else { return };
+        if !e.json {
+            e.iter().for_each(|(k, v)| f(k, v));
+            return;
+        }
+        let mut scan = FlatScan::new(e.bytes);
+        while let Some((k, v)) = scan.next_pair() {
+            let v = match v {
+                FlatValue::Str(s) => FieldStr::json(s),
+                FlatValue::Literal(raw) => FieldStr::json_literal(raw),
+                FlatValue::Null => continue,
+            };
+            f(FieldStr::json(k), v);
+        }
+    }
+
     /// Iterates over the ext fields (empty if none).
     pub fn ext_iter(&self) -> ExtIter<'a> {
         match self.ext {
