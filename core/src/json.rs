@@ -204,11 +204,13 @@ impl<'a> JsonStr<'a> {
     }
 
     /// Whether the decoded string equals `s`. Malformed escapes compare unequal.
+    #[inline]
     pub fn eq_str(&self, s: &str) -> bool {
         self.eq_bytes(s.as_bytes())
     }
 
     /// Whether the decoded string's UTF-8 bytes equal `s`.
+    #[inline]
     pub fn eq_bytes(&self, s: &[u8]) -> bool {
         if !self.escaped {
             return self.raw == s;
@@ -559,6 +561,7 @@ impl<'a> FlatScan<'a> {
     }
 
     /// Skips whitespace and structural bytes between tokens (`{`, `,`, `:`).
+    #[inline]
     fn skip(&mut self) {
         while let Some(&c) = self.b.get(self.pos) {
             if FLAT_CLASS[usize::from(c)] & 1 == 0 {
@@ -600,6 +603,7 @@ impl<'a> FlatScan<'a> {
     }
 
     /// A bare key or literal: up to whitespace or a structural byte.
+    #[inline]
     fn bare(&mut self) -> &'a [u8] {
         let start = self.pos;
         while let Some(&c) = self.b.get(self.pos) {
@@ -686,6 +690,7 @@ impl<'a> Compact<'a> {
 
     /// Inside an object: `Some(Some(key))` (with its `:` consumed), `Some(None)` after the
     /// closing `}`, `None` outside the subset.
+    #[inline]
     pub(crate) fn next_key(&mut self) -> Option<Option<JsonStr<'a>>> {
         let mut c = self.peek()?;
         if !self.first {
@@ -721,6 +726,7 @@ impl<'a> Compact<'a> {
     }
 
     /// `self.pos` is at `"`; validates escapes exactly like the parser.
+    #[inline]
     fn string(&mut self) -> Option<JsonStr<'a>> {
         let start = self.pos.checked_add(1)?;
         let mut i = start;
@@ -754,6 +760,7 @@ impl<'a> Compact<'a> {
     }
 
     /// A scalar value: string, integer (no fraction or exponent), `true`, `false`, `null`.
+    #[inline]
     pub(crate) fn next_scalar(&mut self) -> Option<Token<'a>> {
         match self.peek()? {
             b'"' => Some(Token::Str(self.string()?)),
