@@ -204,11 +204,13 @@ impl<'a> JsonStr<'a> {
     }
 
     /// Whether the decoded string equals `s`. Malformed escapes compare unequal.
+    #[inline]
     pub fn eq_str(&self, s: &str) -> bool {
         self.eq_bytes(s.as_bytes())
     }
 
     /// Whether the decoded string's UTF-8 bytes equal `s`.
+    #[inline]
     pub fn eq_bytes(&self, s: &[u8]) -> bool {
         if !self.escaped {
             return self.raw == s;
@@ -245,30 +247,42 @@ impl<'a> JsonStr<'a> {
     /// [`JsonErrorKind::BufferTooSmall`] if it does not fit (see [`JsonStr::unescaped_len`]),
     /// escape errors, or [`JsonErrorKind::InvalidUtf8`].
     pub fn unescape_into<'b>(&self, buf: &'b mut [u8]) -> Result<&'b str> {
-        let mut pos = 0usize;
-        let mut overflow = false;
-        self.walk(|c| {
-            match pos
-                .checked_add(c.len())
-                .and_then(|end| buf.get_mut(pos..end))
-            {
-                Some(dst) => {
-                    dst.copy_from_slice(c);
-                    pos += c.len();
-                    true
-                }
-                None => {
-                    overflow = true;
-                    false
-                }
-            }
-        })?;
-        if overflow {
-            return Err(JsonError::new(JsonErrorKind::BufferTooSmall, 0));
-        }
+        let pos = self.unescape_bytes_into(buf)?;
         let out = buf.get(..pos).unwrap_or(&[]);
         core::str::from_utf8(out)
             .map_err(|e| JsonError::new(JsonErrorKind::InvalidUtf8, e.valid_up_to()))
+    }
+
+    /// As [`JsonStr::unescape_into`] but without the final UTF-8 check; returns the number
+    /// of bytes written to the front of `buf`.
+    pub(crate) fn unescape_bytes_into(&self, buf: &mut [u8]) -> Result<usize> {
+        let too_small = JsonError::new(JsonErrorKind::BufferTooSmall, 0);
+        let raw = self.raw;
+        let mut out = 0usize;
+        let mut put = |bytes: &[u8], out: &mut usize| -> Result<()> {
+            let end = out.checked_add(bytes.len()).ok_or(too_small)?;
+            buf.get_mut(*out..end)
+                .ok_or(too_small)?
+                .copy_from_slice(bytes);
+            *out = end;
+            Ok(())
+        };
+        if !self.escaped {
+            put(raw, &mut out)?;
+            return Ok(out);
+        }
+        let mut i = 0;
+        loop {
+            let at = find_quote_or_escape(raw, i, b'\\').unwrap_or(raw.len());
+            put(raw.get(i..at).unwrap_or(&[]), &mut out)?;
+            if at >= raw.len() {
+                return Ok(out);
+            }
+            let (c, next) = decode_escape(raw, at)?;
+            let mut tmp = [0u8; 4];
+            put(c.encode_utf8(&mut tmp).as_bytes(), &mut out)?;
+            i = next;
+        }
     }
 
     /// Iterates over the decoded characters. Malformed UTF-8 or escapes yield
@@ -384,6 +398,30 @@ fn find2(hay: &[u8], a: u8, b: u8) -> Option<usize> {
         .map(|i| base + i)
 }
 
+/// Index of the first `q` or backslash in `b` at or after `i` (SWAR, eight bytes at a time,
+/// reading straight from the input rather than a sub-slice).
+#[inline]
+fn find_quote_or_escape(b: &[u8], mut i: usize, q: u8) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let (sq, sb) = (LO * u64::from(q), LO * u64::from(b'\\'));
+    let mut rest = b.get(i..)?;
+    while let Some(w) = rest.first_chunk::<8>() {
+        let x = u64::from_le_bytes(*w);
+        let (xq, xb) = (x ^ sq, x ^ sb);
+        // Lowest set bit marks the first zero byte exactly (borrows only propagate upward).
+        let m = (xq.wrapping_sub(LO) & !xq & HI) | (xb.wrapping_sub(LO) & !xb & HI);
+        if m != 0 {
+            return Some(i + (m.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+        rest = rest.get(8..).unwrap_or(&[]);
+    }
+    rest.iter()
+        .position(|&c| c == q || c == b'\\')
+        .map(|k| i + k)
+}
+
 const fn utf8_width(b: u8) -> usize {
     match b {
         0x00..=0x7F => 1,
@@ -394,19 +432,31 @@ const fn utf8_width(b: u8) -> usize {
     }
 }
 
-fn hex4(raw: &[u8], at: usize) -> Option<u32> {
-    let digits = raw.get(at..at.checked_add(4)?)?;
-    let mut v = 0u32;
-    for &d in digits {
-        let n = match d {
-            b'0'..=b'9' => d - b'0',
-            b'a'..=b'f' => d - b'a' + 10,
-            b'A'..=b'F' => d - b'A' + 10,
-            _ => return None,
-        };
-        v = (v << 4) | u32::from(n);
+/// Hex digit values; 0xFF for non-digits.
+const HEX_VAL: [u8; 256] = {
+    let mut t = [0xFFu8; 256];
+    let mut i = 0u8;
+    while i < 10 {
+        t[(b'0' + i) as usize] = i;
+        i += 1;
     }
-    Some(v)
+    let mut i = 0u8;
+    while i < 6 {
+        t[(b'a' + i) as usize] = 10 + i;
+        t[(b'A' + i) as usize] = 10 + i;
+        i += 1;
+    }
+    t
+};
+
+fn hex4(raw: &[u8], at: usize) -> Option<u32> {
+    let [a, b, c, d]: [u8; 4] = raw.get(at..at.checked_add(4)?)?.try_into().ok()?;
+    let v = |x: u8| HEX_VAL[usize::from(x)];
+    let (a, b, c, d) = (v(a), v(b), v(c), v(d));
+    if (a | b | c | d) & 0xF0 != 0 {
+        return None;
+    }
+    Some((u32::from(a) << 12) | (u32::from(b) << 8) | (u32::from(c) << 4) | u32::from(d))
 }
 
 /// Decodes the escape starting at `raw[i] == b'\\'`; returns the char and the index after it.
@@ -462,6 +512,295 @@ pub fn parse_i64_ascii(s: &[u8]) -> Option<i64> {
         v = v.checked_mul(10)?.checked_sub(i64::from(d - b'0'))?;
     }
     if neg { Some(v) } else { v.checked_neg() }
+}
+
+/// A value yielded by [`FlatScan`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FlatValue<'a> {
+    /// A string value.
+    Str(JsonStr<'a>),
+    /// A number or boolean literal's source text.
+    Literal(&'a [u8]),
+    /// `null`.
+    Null,
+}
+
+/// Fast iteration over the text of an object that [`Parser`] has already accepted and whose
+/// values are all scalars (strings, numbers, booleans, `null`); it yields the same keys and
+/// values as the parser would, without re-validating. On any other input it may stop early or
+/// yield meaningless pairs, but never panics or loops forever.
+#[derive(Clone, Debug)]
+pub(crate) struct FlatScan<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+const fn is_ws(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0C | 0x08)
+}
+
+/// Byte classes for [`FlatScan`]: 1 = skipped between tokens (whitespace, `{`, `,`, `:`),
+/// 2 = ends a bare token (whitespace, `,`, `:`, `}`, `]`).
+const FLAT_CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        let c = i as u8;
+        let skip = is_ws(c) || c == b'{' || c == b',' || c == b':';
+        let stop = is_ws(c) || c == b',' || c == b':' || c == b'}' || c == b']';
+        t[i] = (skip as u8) | ((stop as u8) << 1);
+        i += 1;
+    }
+    t
+};
+
+impl<'a> FlatScan<'a> {
+    /// A scanner positioned before the object's `{`.
+    pub(crate) const fn new(b: &'a [u8]) -> Self {
+        FlatScan { b, pos: 0 }
+    }
+
+    /// Skips whitespace and structural bytes between tokens (`{`, `,`, `:`).
+    #[inline]
+    fn skip(&mut self) {
+        while let Some(&c) = self.b.get(self.pos) {
+            if FLAT_CLASS[usize::from(c)] & 1 == 0 {
+                break;
+            }
+            self.pos += 1;
+        }
+    }
+
+    /// `self.pos` is at the opening quote `q`.
+    #[inline]
+    fn string(&mut self, q: u8) -> JsonStr<'a> {
+        let start = self.pos.saturating_add(1);
+        let mut i = start;
+        let mut escaped = false;
+        loop {
+            match find_quote_or_escape(self.b, i, q) {
+                Some(at) => {
+                    i = at;
+                    if self.b.get(i) == Some(&q) {
+                        break;
+                    }
+                    // A validated escape: the byte after the backslash is never a quote or
+                    // backslash that ends/starts anything (`\u` hex digits are neither).
+                    escaped = true;
+                    i = i.saturating_add(2);
+                }
+                None => {
+                    i = self.b.len();
+                    break;
+                }
+            }
+        }
+        self.pos = i.saturating_add(1);
+        JsonStr {
+            raw: self.b.get(start..i).unwrap_or(&[]),
+            escaped,
+        }
+    }
+
+    /// A bare key or literal: up to whitespace or a structural byte.
+    #[inline]
+    fn bare(&mut self) -> &'a [u8] {
+        let start = self.pos;
+        while let Some(&c) = self.b.get(self.pos) {
+            if FLAT_CLASS[usize::from(c)] & 2 != 0 {
+                break;
+            }
+            self.pos += 1;
+        }
+        self.b.get(start..self.pos).unwrap_or(&[])
+    }
+
+    /// The next `(key, value)` pair, or `None` at the closing `}`.
+    #[inline]
+    pub(crate) fn next_pair(&mut self) -> Option<(JsonStr<'a>, FlatValue<'a>)> {
+        self.skip();
+        let key = match *self.b.get(self.pos)? {
+            b'}' => return None,
+            q @ (b'"' | b'\'') => self.string(q),
+            _ => {
+                let k = self.bare();
+                if k.is_empty() {
+                    return None;
+                }
+                JsonStr::from_raw(k)
+            }
+        };
+        self.skip();
+        let value = match *self.b.get(self.pos)? {
+            q @ (b'"' | b'\'') => FlatValue::Str(self.string(q)),
+            b'n' => {
+                self.bare();
+                FlatValue::Null
+            }
+            _ => {
+                let v = self.bare();
+                if v.is_empty() {
+                    return None;
+                }
+                FlatValue::Literal(v)
+            }
+        };
+        Some((key, value))
+    }
+}
+
+/// A strict scanner for the compact JSON that Java (fastjson) writes: no whitespace,
+/// double-quoted keys, values that are strings, integers, `true`/`false`/`null`, or (via
+/// [`Compact::flat_object`]) an object of such values.
+///
+/// Everything it accepts, [`Parser`] accepts with the same tokens; anything else (whitespace,
+/// single quotes, bare keys, fractions, arrays, any error) makes a method return `None`, and
+/// the caller falls back to [`Parser`], which then decides (and reports errors).
+#[derive(Clone, Debug)]
+pub(crate) struct Compact<'a> {
+    b: &'a [u8],
+    pos: usize,
+    first: bool,
+}
+
+impl<'a> Compact<'a> {
+    /// A scanner at the start of `b`.
+    pub(crate) const fn new(b: &'a [u8]) -> Self {
+        Compact {
+            b,
+            pos: 0,
+            first: true,
+        }
+    }
+
+    /// The next byte.
+    pub(crate) fn peek(&self) -> Option<u8> {
+        self.b.get(self.pos).copied()
+    }
+
+    /// Consumes `{`.
+    pub(crate) fn object_start(&mut self) -> Option<()> {
+        if self.peek()? != b'{' {
+            return None;
+        }
+        self.pos += 1;
+        self.first = true;
+        Some(())
+    }
+
+    /// Inside an object: `Some(Some(key))` (with its `:` consumed), `Some(None)` after the
+    /// closing `}`, `None` outside the subset.
+    #[inline]
+    pub(crate) fn next_key(&mut self) -> Option<Option<JsonStr<'a>>> {
+        let mut c = self.peek()?;
+        if !self.first {
+            match c {
+                b',' => {
+                    self.pos += 1;
+                    c = self.peek()?;
+                }
+                b'}' => {
+                    self.pos += 1;
+                    return Some(None);
+                }
+                _ => return None,
+            }
+        }
+        self.first = false;
+        match c {
+            // Also after a trailing comma, which the parser accepts too.
+            b'}' => {
+                self.pos += 1;
+                Some(None)
+            }
+            b'"' => {
+                let k = self.string()?;
+                if self.peek()? != b':' {
+                    return None;
+                }
+                self.pos += 1;
+                Some(Some(k))
+            }
+            _ => None,
+        }
+    }
+
+    /// `self.pos` is at `"`; validates escapes exactly like the parser.
+    #[inline]
+    fn string(&mut self) -> Option<JsonStr<'a>> {
+        let start = self.pos.checked_add(1)?;
+        let mut i = start;
+        let mut escaped = false;
+        loop {
+            i = find_quote_or_escape(self.b, i, b'"')?;
+            if self.b.get(i) == Some(&b'"') {
+                let raw = self.b.get(start..i)?;
+                self.pos = i + 1;
+                return Some(JsonStr { raw, escaped });
+            }
+            escaped = true;
+            match self.b.get(i.checked_add(1)?)? {
+                b'"' | b'\\' | b'/' | b'\'' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
+                b'u' => {
+                    hex4(self.b, i + 2)?;
+                    i += 6;
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    fn literal(&mut self, word: &[u8], tok: Token<'a>) -> Option<Token<'a>> {
+        let end = self.pos.checked_add(word.len())?;
+        if self.b.get(self.pos..end)? != word {
+            return None;
+        }
+        self.pos = end;
+        Some(tok)
+    }
+
+    /// A scalar value: string, integer (no fraction or exponent), `true`, `false`, `null`.
+    #[inline]
+    pub(crate) fn next_scalar(&mut self) -> Option<Token<'a>> {
+        match self.peek()? {
+            b'"' => Some(Token::Str(self.string()?)),
+            b'-' | b'0'..=b'9' => {
+                let start = self.pos;
+                if self.peek() == Some(b'-') {
+                    self.pos += 1;
+                }
+                let digits = self.pos;
+                while matches!(self.peek(), Some(b'0'..=b'9')) {
+                    self.pos += 1;
+                }
+                if self.pos == digits || matches!(self.peek(), Some(b'.' | b'e' | b'E')) {
+                    return None;
+                }
+                Some(Token::Number(JsonNumber {
+                    raw: self.b.get(start..self.pos)?,
+                }))
+            }
+            b't' => self.literal(b"true", Token::Bool(true)),
+            b'f' => self.literal(b"false", Token::Bool(false)),
+            b'n' => self.literal(b"null", Token::Null),
+            _ => None,
+        }
+    }
+
+    /// An object whose values are all scalars; returns its text from `{` to `}`.
+    pub(crate) fn flat_object(&mut self) -> Option<&'a [u8]> {
+        let start = self.pos;
+        self.object_start()?;
+        while self.next_key()?.is_some() {
+            self.next_scalar()?;
+        }
+        self.b.get(start..self.pos)
+    }
+
+    /// Whether the whole input has been consumed.
+    pub(crate) const fn at_end(&self) -> bool {
+        self.pos == self.b.len()
+    }
 }
 
 /// A JSON number token, kept as its source text.
@@ -736,12 +1075,11 @@ impl<'a> Parser<'a> {
         let start = self.pos;
         let mut escaped = false;
         loop {
-            let rest = self.input.get(self.pos..).unwrap_or(&[]);
-            let Some(off) = find2(rest, q, b'\\') else {
+            let Some(at) = find_quote_or_escape(self.input, self.pos, q) else {
                 self.pos = self.input.len();
                 return Err(self.err(JsonErrorKind::UnexpectedEnd));
             };
-            self.pos += off;
+            self.pos = at;
             if self.peek() == Some(q) {
                 let raw = self.input.get(start..self.pos).unwrap_or(&[]);
                 self.pos += 1;
@@ -844,6 +1182,11 @@ impl<'a> Parser<'a> {
     /// # Errors
     /// [`JsonErrorKind::UnexpectedToken`] if the next token is a key or a container end.
     pub fn next_value(&mut self) -> Result<Token<'a>> {
+        if self.state == State::Value {
+            // Fast path (the usual case after a key): same as `next_token` in this state.
+            self.skip_ws();
+            return self.value();
+        }
         match self.next_token()? {
             Some(Token::Key(_) | Token::ObjectEnd | Token::ArrayEnd) => {
                 Err(self.err(JsonErrorKind::UnexpectedToken))
@@ -915,11 +1258,38 @@ impl<'a> Parser<'a> {
         if !self.in_object() || !matches!(self.state, State::KeyOrEnd | State::CommaOrEnd) {
             return Err(self.err(JsonErrorKind::UnexpectedToken));
         }
-        match self.next_token()? {
-            Some(Token::Key(k)) => Ok(Some(k)),
-            Some(Token::ObjectEnd) => Ok(None),
-            _ => Err(self.err(JsonErrorKind::UnexpectedToken)),
+        // Inlined `next_token` for these two states (same acceptance, same error offsets).
+        self.skip_ws();
+        if self.state == State::CommaOrEnd {
+            match self.peek() {
+                Some(b',') => {
+                    self.pos += 1;
+                    self.state = State::KeyOrEnd;
+                    self.skip_ws();
+                }
+                Some(b'}') => {
+                    self.pos += 1;
+                    self.pop();
+                    return Ok(None);
+                }
+                Some(_) => return Err(self.err(JsonErrorKind::UnexpectedByte)),
+                None => return Err(self.err(JsonErrorKind::UnexpectedEnd)),
+            }
         }
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            self.pop();
+            return Ok(None);
+        }
+        let key = self.key()?;
+        self.skip_ws();
+        match self.peek() {
+            Some(b':') => self.pos += 1,
+            Some(_) => return Err(self.err(JsonErrorKind::UnexpectedByte)),
+            None => return Err(self.err(JsonErrorKind::UnexpectedEnd)),
+        }
+        self.state = State::Value;
+        Ok(Some(key))
     }
 
     /// Inside an array: `true` if another element follows (then read or skip it), `false`

@@ -30,7 +30,15 @@ fn send_v2_codec_speed() {
         max_reconsume_times: None,
         broker_name: Some("broker-a"),
     });
-    const N: u32 = 100_000;
+    // RMQ_BENCH_N / RMQ_BENCH_ROUNDS shrink the run (e.g. for callgrind instruction counts).
+    let env_u32 = |k: &str, d: u32| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let n_iter: u32 = env_u32("RMQ_BENCH_N", 100_000).max(1);
+    let rounds = env_u32("RMQ_BENCH_ROUNDS", 7).max(1);
     let types = match std::env::var("RMQ_BENCH_TYPE").as_deref() {
         Ok("json") => &[SerializeType::JSON][..],
         Ok("rocketmq") => &[SerializeType::ROCKETMQ][..],
@@ -41,9 +49,9 @@ fn send_v2_codec_speed() {
         let mut n = 0;
         let (mut enc, mut parse, mut dec) = (u128::MAX, u128::MAX, u128::MAX);
         // Best of several rounds: the machine may be shared.
-        for _ in 0..7 {
+        for _ in 0..rounds {
             let t = Instant::now();
-            for i in 0..N {
+            for i in 0..n_iter {
                 let cmd = CommandRepr::request(
                     RequestCode::SEND_MESSAGE_V2,
                     i as i32,
@@ -53,23 +61,23 @@ fn send_v2_codec_speed() {
                 n = cmd.emit_frame_prefix_and_header(ty, 0, &mut buf).unwrap();
                 black_box(&buf);
             }
-            enc = enc.min(t.elapsed().as_nanos() / u128::from(N));
+            enc = enc.min(t.elapsed().as_nanos() / u128::from(n_iter));
             let t = Instant::now();
-            for _ in 0..N {
+            for _ in 0..n_iter {
                 let f = Frame::new_checked(black_box(&buf[..n])).unwrap();
                 black_box(CommandHeader::parse(&f).unwrap());
             }
-            parse = parse.min(t.elapsed().as_nanos() / u128::from(N));
+            parse = parse.min(t.elapsed().as_nanos() / u128::from(n_iter));
             let t = Instant::now();
             let mut scratch = [0u8; 256];
-            for _ in 0..N {
+            for _ in 0..n_iter {
                 let f = Frame::new_checked(black_box(&buf[..n])).unwrap();
                 let p = CommandHeader::parse(&f).unwrap();
                 let h = SendMessageRequestHeaderV2::decode(&p, &mut Scratch::new(&mut scratch))
                     .unwrap();
                 black_box(h);
             }
-            dec = dec.min(t.elapsed().as_nanos() / u128::from(N));
+            dec = dec.min(t.elapsed().as_nanos() / u128::from(n_iter));
         }
         println!(
             "{ty:?}: header {} bytes: encode {enc} ns, parse header {parse} ns, parse + typed decode {dec} ns",

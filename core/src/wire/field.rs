@@ -153,13 +153,19 @@ impl<'a> Scratch<'a> {
         if !f.has_escapes() {
             return f.as_str();
         }
-        let n = f.unescaped_len().ok()?;
-        if n > self.buf.len() {
-            return None;
-        }
+        // One pass: unescape into the free space, then carve off what was written. On
+        // failure (too small, bad escape) the scratch is left as free as before.
         let buf = core::mem::take(&mut self.buf);
-        let (head, tail) = buf.split_at_mut(n);
+        let n = match f.as_json_str().unescape_bytes_into(buf) {
+            Ok(n) => n,
+            Err(_) => {
+                self.buf = buf;
+                return None;
+            }
+        };
+        // `n <= buf.len()` always (the writer checks bounds).
+        let (head, tail) = buf.split_at_mut_checked(n)?;
         self.buf = tail;
-        f.unescape_into(head).ok()
+        core::str::from_utf8(head).ok()
     }
 }

@@ -1,7 +1,7 @@
 //! Command headers: decoding ([`CommandHeader`], both formats) and encoding
 //! ([`CommandRepr`] + [`ExtFields`]).
 
-use crate::json::{JsonStr, Parser};
+use crate::json::{Compact, FlatScan, FlatValue, JsonStr, Parser};
 use crate::json::{SliceWriter, Token, i64_dec_len, json_str_len};
 
 use super::frame::{MAX_HEADER_LEN, MAX_TOTAL_LENGTH, PREFIX_LEN};
@@ -59,9 +59,17 @@ impl<'a> CommandHeader<'a> {
     /// [`DecodeError::Json`], [`DecodeError::FieldType`], [`DecodeError::BadExtValue`],
     /// [`DecodeError::MissingOpaque`].
     pub fn parse_json(header: &'a [u8]) -> Result<Self, DecodeError> {
-        let mut p = Parser::new(header);
-        p.expect_object_start()?;
-        let mut h = CommandHeader {
+        // Java writes compact JSON: try the strict fast scanner first. It accepts only input
+        // the full parser accepts with the same result; on anything else the full parser
+        // runs from the start and decides.
+        if let Some(h) = Self::parse_json_compact(header) {
+            return Ok(h);
+        }
+        Self::parse_json_full(header)
+    }
+
+    const fn json_default() -> Self {
+        CommandHeader {
             code: 0,
             language: LanguageCode::JAVA,
             version: 0,
@@ -70,39 +78,53 @@ impl<'a> CommandHeader<'a> {
             remark: None,
             ext: None,
             serialize_type: SerializeType::JSON,
-        };
+        }
+    }
+
+    fn parse_json_compact(header: &'a [u8]) -> Option<Self> {
+        let mut c = Compact::new(header);
+        c.object_start()?;
+        let mut h = Self::json_default();
+        let mut have_opaque = false;
+        while let Some(k) = c.next_key()? {
+            match json_key(k) {
+                Key::ExtFields => {
+                    h.ext = if c.peek()? == b'{' {
+                        Some(ExtMap {
+                            bytes: c.flat_object()?,
+                            json: true,
+                        })
+                    } else if c.next_scalar()? == Token::Null {
+                        None
+                    } else {
+                        return None;
+                    };
+                }
+                Key::Other => {
+                    c.next_scalar()?;
+                }
+                key => {
+                    let tok = c.next_scalar()?;
+                    h.apply_json_scalar(key, tok, &mut have_opaque).ok()?;
+                }
+            }
+        }
+        (c.at_end() && have_opaque).then_some(h)
+    }
+
+    fn parse_json_full(header: &'a [u8]) -> Result<Self, DecodeError> {
+        let mut p = Parser::new(header);
+        p.expect_object_start()?;
+        let mut h = Self::json_default();
         let mut have_opaque = false;
         while let Some(k) = p.next_key()? {
             match json_key(k) {
-                Key::Code => h.code = json_int(&mut p, "code")?,
-                Key::Flag => h.flag = json_int(&mut p, "flag")?,
-                Key::Version => h.version = json_int(&mut p, "version")?,
-                Key::Opaque => {
-                    if let Some(v) = json_int_opt(&mut p, "opaque")? {
-                        h.opaque = v;
-                        have_opaque = true;
-                    }
-                }
-                Key::Language => {
-                    h.language = match p.next_value()? {
-                        Token::Str(s) => language_from_json(s),
-                        Token::Null => LanguageCode::JAVA,
-                        Token::Number(n) => n
-                            .as_i64()
-                            .and_then(|v| u8::try_from(v).ok())
-                            .map_or(LanguageCode::UNKNOWN, LanguageCode),
-                        _ => return Err(DecodeError::FieldType("language")),
-                    }
-                }
-                Key::Remark => {
-                    h.remark = match p.next_value()? {
-                        Token::Str(s) => Some(FieldStr::json(s)),
-                        Token::Null => None,
-                        _ => return Err(DecodeError::FieldType("remark")),
-                    }
-                }
                 Key::ExtFields => h.ext = parse_json_ext(&mut p, header)?,
                 Key::Other => p.skip_value()?,
+                key => {
+                    let tok = p.next_value()?;
+                    h.apply_json_scalar(key, tok, &mut have_opaque)?;
+                }
             }
         }
         p.finish()?;
@@ -110,6 +132,46 @@ impl<'a> CommandHeader<'a> {
             return Err(DecodeError::MissingOpaque);
         }
         Ok(h)
+    }
+
+    /// Stores the value of one of the scalar top-level keys.
+    fn apply_json_scalar(
+        &mut self,
+        key: Key,
+        tok: Token<'a>,
+        have_opaque: &mut bool,
+    ) -> Result<(), DecodeError> {
+        match key {
+            Key::Code => self.code = json_int(tok, "code")?,
+            Key::Flag => self.flag = json_int(tok, "flag")?,
+            Key::Version => self.version = json_int(tok, "version")?,
+            Key::Opaque => {
+                if let Some(v) = json_int_opt(tok, "opaque")? {
+                    self.opaque = v;
+                    *have_opaque = true;
+                }
+            }
+            Key::Language => {
+                self.language = match tok {
+                    Token::Str(s) => language_from_json(s),
+                    Token::Null => LanguageCode::JAVA,
+                    Token::Number(n) => n
+                        .as_i64()
+                        .and_then(|v| u8::try_from(v).ok())
+                        .map_or(LanguageCode::UNKNOWN, LanguageCode),
+                    _ => return Err(DecodeError::FieldType("language")),
+                }
+            }
+            Key::Remark => {
+                self.remark = match tok {
+                    Token::Str(s) => Some(FieldStr::json(s)),
+                    Token::Null => None,
+                    _ => return Err(DecodeError::FieldType("remark")),
+                }
+            }
+            Key::ExtFields | Key::Other => {}
+        }
+        Ok(())
     }
 
     /// Decodes a ROCKETMQ binary header (WIRE.md §3). Lengths are signed; negative or
@@ -203,6 +265,25 @@ impl<'a> CommandHeader<'a> {
     pub fn get(&self, key: &str) -> Option<FieldStr<'a>> {
         self.ext.and_then(|e| e.get(key))
     }
+    /// Calls `f` for each ext field, exactly as [`CommandHeader::ext_iter`] yields them, in a
+    /// tight loop (used by the typed headers' `decode`).
+    pub(crate) fn for_each_ext(&self, mut f: impl FnMut(FieldStr<'a>, FieldStr<'a>)) {
+        let Some(e) = self.ext else { return };
+        if !e.json {
+            e.iter().for_each(|(k, v)| f(k, v));
+            return;
+        }
+        let mut scan = FlatScan::new(e.bytes);
+        while let Some((k, v)) = scan.next_pair() {
+            let v = match v {
+                FlatValue::Str(s) => FieldStr::json(s),
+                FlatValue::Literal(raw) => FieldStr::json_literal(raw),
+                FlatValue::Null => continue,
+            };
+            f(FieldStr::json(k), v);
+        }
+    }
+
     /// Iterates over the ext fields (empty if none).
     pub fn ext_iter(&self) -> ExtIter<'a> {
         match self.ext {
@@ -257,8 +338,8 @@ fn json_key(k: JsonStr<'_>) -> Key {
     Key::Other
 }
 
-fn json_int_opt(p: &mut Parser<'_>, name: &'static str) -> Result<Option<i32>, DecodeError> {
-    let v = match p.next_value()? {
+fn json_int_opt(tok: Token<'_>, name: &'static str) -> Result<Option<i32>, DecodeError> {
+    let v = match tok {
         Token::Number(n) => n.as_i32(),
         Token::Str(s) => s.parse_i32(),
         Token::Null => return Ok(None),
@@ -267,8 +348,8 @@ fn json_int_opt(p: &mut Parser<'_>, name: &'static str) -> Result<Option<i32>, D
     v.map(Some).ok_or(DecodeError::FieldType(name))
 }
 
-fn json_int(p: &mut Parser<'_>, name: &'static str) -> Result<i32, DecodeError> {
-    Ok(json_int_opt(p, name)?.unwrap_or(0))
+fn json_int(tok: Token<'_>, name: &'static str) -> Result<i32, DecodeError> {
+    Ok(json_int_opt(tok, name)?.unwrap_or(0))
 }
 
 fn language_from_json(s: JsonStr<'_>) -> LanguageCode {
@@ -357,9 +438,9 @@ impl<'a> ExtMap<'a> {
     pub fn iter(&self) -> ExtIter<'a> {
         ExtIter {
             inner: if self.json {
-                let mut p = Parser::new(self.bytes);
-                let ok = p.expect_object_start().is_ok();
-                IterInner::Json(ok.then_some(p))
+                // The object was validated by `parse_json_ext` (only scalar values), so the
+                // fast scanner yields exactly what the parser would.
+                IterInner::Json(FlatScan::new(self.bytes))
             } else {
                 IterInner::Binary(Rd {
                     b: self.bytes,
@@ -394,7 +475,7 @@ pub struct ExtIter<'a> {
 }
 
 enum IterInner<'a> {
-    Json(Option<Parser<'a>>),
+    Json(FlatScan<'a>),
     Binary(Rd<'a>),
 }
 
@@ -402,29 +483,15 @@ impl<'a> Iterator for ExtIter<'a> {
     type Item = (FieldStr<'a>, FieldStr<'a>);
     fn next(&mut self) -> Option<Self::Item> {
         match &mut self.inner {
-            IterInner::Json(slot) => loop {
-                let p = slot.as_mut()?;
-                let (k, v) = match p.next_key() {
-                    Ok(Some(k)) => match p.next_value() {
-                        Ok(v) => (k, v),
-                        Err(_) => break None,
-                    },
-                    _ => break None,
-                };
+            IterInner::Json(scan) => loop {
+                let (k, v) = scan.next_pair()?;
                 let v = match v {
-                    Token::Str(s) => FieldStr::json(s),
-                    Token::Number(n) => FieldStr::json_literal(n.raw()),
-                    Token::Bool(true) => FieldStr::json_literal(b"true"),
-                    Token::Bool(false) => FieldStr::json_literal(b"false"),
-                    Token::Null => continue,
-                    _ => break None,
+                    FlatValue::Str(s) => FieldStr::json(s),
+                    FlatValue::Literal(raw) => FieldStr::json_literal(raw),
+                    FlatValue::Null => continue,
                 };
                 return Some((FieldStr::json(k), v));
-            }
-            .or_else(|| {
-                *slot = None;
-                None
-            }),
+            },
             IterInner::Binary(r) => loop {
                 if r.pos >= r.b.len() {
                     return None;
@@ -792,5 +859,160 @@ impl<'r, E: ExtFields> CommandRepr<'r, E> {
         f.set_total_length(total as u32);
         f.set_type_and_header_len(ty, h as u32);
         Ok(PREFIX_LEN + h)
+    }
+}
+
+#[cfg(test)]
+mod fast_path_tests {
+    use super::*;
+    use std::vec::Vec;
+
+    /// Reference ext iteration with the full parser (what `ExtIter` did before `FlatScan`).
+    fn ext_by_parser<'a>(bytes: &'a [u8]) -> Vec<(FieldStr<'a>, FieldStr<'a>)> {
+        let mut out = Vec::new();
+        let mut p = Parser::new(bytes);
+        if p.expect_object_start().is_err() {
+            return out;
+        }
+        while let Ok(Some(k)) = p.next_key() {
+            let v = match p.next_value() {
+                Ok(Token::Str(s)) => FieldStr::json(s),
+                Ok(Token::Number(n)) => FieldStr::json_literal(n.raw()),
+                Ok(Token::Bool(true)) => FieldStr::json_literal(b"true"),
+                Ok(Token::Bool(false)) => FieldStr::json_literal(b"false"),
+                Ok(Token::Null) => continue,
+                _ => break,
+            };
+            out.push((FieldStr::json(k), v));
+        }
+        out
+    }
+
+    /// The compact fast path must agree with the full parser whenever it accepts, and the
+    /// flat ext scanner must yield what the parser yields.
+    fn check(input: &[u8]) {
+        let full = CommandHeader::parse_json_full(input);
+        if let Some(fast) = CommandHeader::parse_json_compact(input) {
+            assert_eq!(Ok(fast), full, "{:?}", core::str::from_utf8(input));
+        }
+        if let Ok(h) = CommandHeader::parse_json(input) {
+            assert_eq!(Ok(h), full);
+            if let Some(e) = h.ext_fields() {
+                let fast: Vec<_> = e.iter().collect();
+                assert_eq!(
+                    fast,
+                    ext_by_parser(e.raw()),
+                    "{:?}",
+                    core::str::from_utf8(input)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn fast_path_examples() {
+        let cases: &[&str] = &[
+            r#"{"code":10,"opaque":1}"#,
+            r#"{"code":"10","opaque":"1","flag":null,"version":-3}"#,
+            r#"{"opaque":1,"extFields":{"a":"x\u0001y","b":1,"c":true,"d":null,"e\"f":"g\\"}}"#,
+            r#"{"opaque":1,"extFields":{},"remark":"r\n","language":"JAVA"}"#,
+            r#"{"opaque":1,"extFields":{"a":1,},"x":2,}"#,
+            r#"{ "opaque" : 1 , "extFields" : { 'a' : 'b' , c : 1.5e3 , "d" : false } }"#,
+            r#"{"opaque":1,"extFields":{"a":[1]}}"#,
+            r#"{"opaque":1,"code":1.5}"#,
+            r#"{"opaque":1,"extFields":null,"other":{"x":[1,2]}}"#,
+            r#"{"opaque":1} "#,
+            r#"{"opaque":1}x"#,
+            r#"{"opaque":1,"language":7,"remark":null}"#,
+            r#"{"opaque":null}"#,
+            r#"{"opaque":1,"extFields":{"a":"\x"}}"#,
+            r#"{"opaque":1,"extFields":{"a":"\u12"}}"#,
+        ];
+        for c in cases {
+            check(c.as_bytes());
+        }
+        // The fast path does take the common compact form.
+        let ok = br#"{"code":310,"extFields":{"a":"pg","i":"K\u0001V"},"flag":0,"opaque":7}"#;
+        assert!(CommandHeader::parse_json_compact(ok).is_some());
+        // ... and leaves anything with whitespace to the full parser.
+        assert!(CommandHeader::parse_json_compact(br#"{"opaque": 7}"#).is_none());
+        assert_eq!(
+            CommandHeader::parse_json(br#"{"opaque": 7}"#).map(|h| h.opaque()),
+            Ok(7)
+        );
+    }
+
+    const PIECES: &[&str] = &[
+        "{",
+        "}",
+        "[",
+        "]",
+        ":",
+        ",",
+        " ",
+        "\"code\"",
+        "\"opaque\"",
+        "\"extFields\"",
+        "\"flag\"",
+        "\"language\"",
+        "\"remark\"",
+        "\"version\"",
+        "\"a\"",
+        "'b'",
+        "c",
+        "1",
+        "-2",
+        "1.5",
+        "2e3",
+        "-",
+        "\"x\\u0001y\"",
+        "\"\\\"\"",
+        "\"\\q\"",
+        "\"\\u12\"",
+        "\"",
+        "null",
+        "true",
+        "false",
+        "nul",
+        "\"JAVA\"",
+        "\"7\"",
+        "\\",
+    ];
+
+    proptest::proptest! {
+        #[test]
+        fn fast_path_agrees_with_parser(ix in proptest::collection::vec(0..PIECES.len(), 0..40)) {
+            let mut s = std::string::String::new();
+            for i in ix {
+                s.push_str(PIECES[i]);
+            }
+            check(s.as_bytes());
+        }
+
+        #[test]
+        fn fast_path_agrees_on_shaped_input(
+            pairs in proptest::collection::vec((0..PIECES.len(), 0..PIECES.len()), 0..12),
+            ext in proptest::collection::vec((0..PIECES.len(), 0..PIECES.len()), 0..8),
+        ) {
+            // Mostly well-formed objects, so the accepting paths get exercised.
+            let mut s = std::string::String::from("{\"opaque\":1,\"extFields\":{");
+            for (n, (k, v)) in ext.iter().enumerate() {
+                if n > 0 {
+                    s.push(',');
+                }
+                s.push_str(PIECES[*k]);
+                s.push(':');
+                s.push_str(PIECES[*v]);
+            }
+            s.push('}');
+            for (k, v) in pairs {
+                s.push(',');
+                s.push_str(PIECES[k]);
+                s.push(':');
+                s.push_str(PIECES[v]);
+            }
+            s.push('}');
+            check(s.as_bytes());
+        }
     }
 }

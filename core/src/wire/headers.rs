@@ -100,7 +100,7 @@ slot!(bool, |f, _s, _k| Ok(f.parse_bool()), |me| ExtValue::Bool(
 fn collect<'a>(h: &CommandHeader<'a>, keys: &[&str], slots: &mut [Option<FieldStr<'a>>]) {
     let n = keys.len();
     let mut next = 0;
-    for (k, v) in h.ext_iter() {
+    h.for_each_ext(|k, v| {
         for step in 0..n {
             let i = (next + step) % n;
             if keys.get(i).is_some_and(|key| k.eq_str(key)) {
@@ -111,7 +111,7 @@ fn collect<'a>(h: &CommandHeader<'a>, keys: &[&str], slots: &mut [Option<FieldSt
                 break;
             }
         }
-    }
+    });
 }
 
 macro_rules! ext_header {
