@@ -21,6 +21,11 @@
 //! - [`pending`]: the in-flight request table keyed by opaque, with deadlines.
 //! - [`fault`], [`select`], [`retry`]: latency fault tolerance, queue selection and the send
 //!   retry plan (Java 4.9 and 5.x profiles plus our `Adaptive` profile).
+//! - [`producer`]: runtime-neutral producer pieces shared by both runtimes: the send request
+//!   and response mapping, compression flags, heartbeat body, client id, NameServer cursor and
+//!   reconnect back-off.
+//! - [`consumer`]: pull requests and results, tag expressions, Java's queue allocation, flow
+//!   control and per-queue offset tracking.
 //!
 //! ## Invariants
 //!
