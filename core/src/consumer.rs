@@ -487,7 +487,7 @@ pub fn by_circle_indices(
 /// Allocates this consumer's queues, as Java's strategies do: `queues` and `cids` must already
 /// be sorted ([`sort_queues`], [`sort_consumer_ids`]) — Java's `RebalanceImpl` sorts both before
 /// calling the strategy. `me` is located with `indexOf` (first match). When `me` is not in
-/// `cids`, the result is empty and `Ok` (Java logs "[BUG]").
+/// `cids`, the result is empty and `Ok` (Java logs "\[BUG\]").
 ///
 /// `out` is cleared first.
 ///
@@ -678,7 +678,7 @@ impl<const N: usize> QueueTracker<N> {
 
     /// Applies a FOUND / NO_NEW_MSG / NO_MATCHED_MSG result after its messages were
     /// [`push`](Self::push)ed: the next pull starts at `next_begin_offset` (never moving back:
-    /// a smaller value is ignored, Java logs it as "[BUG]").
+    /// a smaller value is ignored, Java logs it as "\[BUG\]").
     pub fn advance(&mut self, next_begin_offset: i64) {
         if next_begin_offset > self.next_offset {
             self.next_offset = next_begin_offset;
