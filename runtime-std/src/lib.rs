@@ -51,6 +51,7 @@ pub mod clock;
 mod config;
 #[cfg(not(loom))]
 pub mod conn;
+#[cfg(not(loom))]
 pub mod consumer;
 mod message;
 #[cfg(not(loom))]
