@@ -48,7 +48,6 @@
 //! ```
 
 use std::collections::{BTreeMap, HashMap};
-use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
@@ -64,7 +63,7 @@ use rmq_core::message::stored::CrcCheck;
 use rmq_core::message::stored::MessageId;
 use rmq_core::message::{CompressionType, StoredMessage, StoredMessages, keys};
 use rmq_core::producer::{
-    CLIENT_API_TIMEOUT, HEARTBEAT_BROKER_INTERVAL, HeartbeatFlavor, NamesrvCursor, write_client_id,
+    CLIENT_API_TIMEOUT, HEARTBEAT_BROKER_INTERVAL, HeartbeatFlavor, NamesrvCursor,
 };
 use rmq_core::route::{MASTER_ID, PublishQueueRef, TopicRoute};
 use rmq_core::wire::headers::{
@@ -470,16 +469,6 @@ impl std::fmt::Debug for Consumer {
     }
 }
 
-fn local_ip(namesrv: &str) -> IpAddr {
-    std::net::UdpSocket::bind("0.0.0.0:0")
-        .and_then(|s| {
-            s.connect(namesrv)?;
-            s.local_addr()
-        })
-        .map(|a| a.ip())
-        .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST))
-}
-
 fn response_header(r: &Response) -> Option<CommandHeader<'_>> {
     r.header()
 }
@@ -491,16 +480,10 @@ impl Consumer {
     }
 
     async fn start(cfg: ConsumerConfig) -> Consumer {
-        let ip = local_ip(
-            cfg.namesrv_addr
-                .first()
-                .map_or("127.0.0.1:9876", |s| s.as_str()),
+        let client_id = crate::producer::client_id(
+            crate::producer::local_ip(&cfg.namesrv_addr),
+            &cfg.instance_name,
         );
-        let mut idbuf = [0u8; 512];
-        let client_id = write_client_id(ip, &cfg.instance_name, &mut idbuf)
-            .ok()
-            .and_then(|n| std::str::from_utf8(&idbuf[..n]).ok().map(str::to_owned))
-            .unwrap_or_else(|| format!("{ip}@{}", cfg.instance_name));
         let (req_tx, req_rx) = mpsc::unbounded_channel();
         let (tx, rx) = mpsc::unbounded_channel();
         let inner = Arc::new(Inner {

@@ -158,7 +158,11 @@ impl Drop for ActiveGuard<'_> {
     }
 }
 
-fn local_ip(namesrv: &str) -> IpAddr {
+/// The local address that routes to the first NameServer (no packet is sent), or loopback.
+pub(crate) fn local_ip(namesrv_addrs: &[String]) -> IpAddr {
+    let namesrv = namesrv_addrs
+        .first()
+        .map_or("127.0.0.1:9876", |s| s.as_str());
     std::net::UdpSocket::bind("0.0.0.0:0")
         .and_then(|s| {
             s.connect(namesrv)?;
@@ -168,6 +172,15 @@ fn local_ip(namesrv: &str) -> IpAddr {
         .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST))
 }
 
+/// The client id (`ip@instanceName`, core `write_client_id`).
+pub(crate) fn client_id(ip: IpAddr, instance_name: &str) -> String {
+    let mut idbuf = [0u8; 512];
+    write_client_id(ip, instance_name, &mut idbuf)
+        .ok()
+        .and_then(|n| std::str::from_utf8(&idbuf[..n]).ok().map(str::to_owned))
+        .unwrap_or_else(|| format!("{ip}@{instance_name}"))
+}
+
 impl Producer {
     /// A builder with the defaults described on [`ProducerBuilder`].
     pub fn builder() -> ProducerBuilder {
@@ -175,16 +188,8 @@ impl Producer {
     }
 
     pub(crate) fn start(cfg: ProducerConfig) -> Producer {
-        let ip = local_ip(
-            cfg.namesrv_addr
-                .first()
-                .map_or("127.0.0.1:9876", |s| s.as_str()),
-        );
-        let mut idbuf = [0u8; 512];
-        let client_id = write_client_id(ip, &cfg.instance_name, &mut idbuf)
-            .ok()
-            .and_then(|n| std::str::from_utf8(&idbuf[..n]).ok().map(str::to_owned))
-            .unwrap_or_else(|| format!("{ip}@{}", cfg.instance_name));
+        let ip = local_ip(&cfg.namesrv_addr);
+        let client_id = client_id(ip, &cfg.instance_name);
         let counters = Arc::new(Counters::new());
         let profile = cfg.profile();
         let inner = Arc::new(Inner {
