@@ -139,3 +139,55 @@ pub fn parse_both_ways(ty: SerializeType, header: &[u8]) {
         exercise_header(&h);
     }
 }
+
+/// The too-small buffer sizes an encoder is tried with when its exact size is `exact`:
+/// every size in the first and the last `EDGE` bytes, and `MIDDLE` evenly spaced sizes in
+/// between, shifted by `salt` (so different inputs cover different sizes, and every size is
+/// reached over many executions). Trying *every* size made each input quadratic and the
+/// encoding targets ~100x slower than the others.
+pub fn too_small_sizes(exact: usize, salt: u64) -> impl Iterator<Item = usize> {
+    const EDGE: usize = 8;
+    const MIDDLE: usize = 8;
+    let head_end = exact.min(EDGE);
+    let tail_start = exact.saturating_sub(EDGE).max(head_end);
+    let span = tail_start - head_end;
+    let step = span.div_ceil(MIDDLE).max(1);
+    let offset = usize::try_from(salt % step as u64).unwrap_or(0);
+    (0..head_end)
+        .chain((head_end + offset..tail_start).step_by(step))
+        .chain(tail_start..exact)
+}
+
+/// A cheap, deterministic salt for [`too_small_sizes`] (FNV-1a of the input).
+pub fn salt(data: &[u8]) -> u64 {
+    data.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::too_small_sizes;
+
+    #[test]
+    fn sizes_cover_both_edges_and_stay_below_exact() {
+        for exact in 0..200 {
+            for salt in 0..8 {
+                let v: Vec<usize> = too_small_sizes(exact, salt).collect();
+                assert!(v.windows(2).all(|w| w[0] < w[1]), "{exact} {salt}: {v:?}");
+                assert!(v.iter().all(|&n| n < exact));
+                assert!(v.len() <= 8 + 8 + 8);
+                for n in 0..exact.min(8) {
+                    assert!(v.contains(&n));
+                }
+                for n in exact.saturating_sub(8)..exact {
+                    assert!(v.contains(&n));
+                }
+            }
+        }
+        // Every residue is reachable in the middle of a long buffer.
+        let all: std::collections::BTreeSet<usize> =
+            (0..1000).flat_map(|s| too_small_sizes(1000, s)).collect();
+        assert_eq!(all.len(), 1000);
+    }
+}
