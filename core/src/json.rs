@@ -422,6 +422,30 @@ fn find_quote_or_escape(b: &[u8], mut i: usize, q: u8) -> Option<usize> {
         .map(|k| i + k)
 }
 
+/// Scans a JSON string body starting at `b[start]` (just after the opening `"`): returns the
+/// index of the closing quote and whether there were escapes. Escapes are validated exactly
+/// like the parser does; `None` for a bad escape or a missing closing quote.
+#[inline(always)]
+fn scan_string(b: &[u8], start: usize) -> Option<(usize, bool)> {
+    let mut i = start;
+    let mut escaped = false;
+    loop {
+        i = find_quote_or_escape(b, i, b'"')?;
+        if *b.get(i)? == b'"' {
+            return Some((i, escaped));
+        }
+        escaped = true;
+        match b.get(i.checked_add(1)?)? {
+            b'"' | b'\\' | b'/' | b'\'' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
+            b'u' => {
+                hex4(b, i + 2)?;
+                i += 6;
+            }
+            _ => return None,
+        }
+    }
+}
+
 const fn utf8_width(b: u8) -> usize {
     match b {
         0x00..=0x7F => 1,
@@ -651,7 +675,7 @@ impl<'a> FlatScan<'a> {
 
 /// A strict scanner for the compact JSON that Java (fastjson) writes: no whitespace,
 /// double-quoted keys, values that are strings, integers, `true`/`false`/`null`, or (via
-/// [`Compact::flat_object`]) an object of such values.
+/// [`Compact::flat_object_visit`]) an object of such values.
 ///
 /// Everything it accepts, [`Parser`] accepts with the same tokens; anything else (whitespace,
 /// single quotes, bare keys, fractions, arrays, any error) makes a method return `None`, and
@@ -690,7 +714,7 @@ impl<'a> Compact<'a> {
 
     /// Inside an object: `Some(Some(key))` (with its `:` consumed), `Some(None)` after the
     /// closing `}`, `None` outside the subset.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn next_key(&mut self) -> Option<Option<JsonStr<'a>>> {
         let mut c = self.peek()?;
         if !self.first {
@@ -726,28 +750,15 @@ impl<'a> Compact<'a> {
     }
 
     /// `self.pos` is at `"`; validates escapes exactly like the parser.
-    #[inline]
+    #[inline(always)]
     fn string(&mut self) -> Option<JsonStr<'a>> {
         let start = self.pos.checked_add(1)?;
-        let mut i = start;
-        let mut escaped = false;
-        loop {
-            i = find_quote_or_escape(self.b, i, b'"')?;
-            if self.b.get(i) == Some(&b'"') {
-                let raw = self.b.get(start..i)?;
-                self.pos = i + 1;
-                return Some(JsonStr { raw, escaped });
-            }
-            escaped = true;
-            match self.b.get(i.checked_add(1)?)? {
-                b'"' | b'\\' | b'/' | b'\'' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
-                b'u' => {
-                    hex4(self.b, i + 2)?;
-                    i += 6;
-                }
-                _ => return None,
-            }
-        }
+        let (end, escaped) = scan_string(self.b, start)?;
+        self.pos = end + 1;
+        Some(JsonStr {
+            raw: self.b.get(start..end)?,
+            escaped,
+        })
     }
 
     fn literal(&mut self, word: &[u8], tok: Token<'a>) -> Option<Token<'a>> {
@@ -760,7 +771,7 @@ impl<'a> Compact<'a> {
     }
 
     /// A scalar value: string, integer (no fraction or exponent), `true`, `false`, `null`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn next_scalar(&mut self) -> Option<Token<'a>> {
         match self.peek()? {
             b'"' => Some(Token::Str(self.string()?)),
@@ -787,14 +798,75 @@ impl<'a> Compact<'a> {
         }
     }
 
-    /// An object whose values are all scalars; returns its text from `{` to `}`.
-    pub(crate) fn flat_object(&mut self) -> Option<&'a [u8]> {
+    /// An object whose values are all scalars; returns its text from `{` to `}` and hands
+    /// each pair to `f` as it goes (the same pairs [`FlatScan`] yields over that text).
+    ///
+    /// Accepts exactly what `object_start` + `next_key`/`next_scalar` accept (a trailing
+    /// comma included), in one tight loop over positions: this is the hot path of every
+    /// JSON header with a custom header.
+    #[inline]
+    pub(crate) fn flat_object_visit(
+        &mut self,
+        mut f: impl FnMut(JsonStr<'a>, FlatValue<'a>),
+    ) -> Option<&'a [u8]> {
+        let b = self.b;
         let start = self.pos;
-        self.object_start()?;
-        while self.next_key()?.is_some() {
-            self.next_scalar()?;
+        if *b.get(start)? != b'{' {
+            return None;
         }
-        self.b.get(start..self.pos)
+        let mut i = start + 1;
+        if *b.get(i)? != b'}' {
+            loop {
+                if *b.get(i)? != b'"' {
+                    return None;
+                }
+                let (k_end, k_esc) = scan_string(b, i + 1)?;
+                let key = JsonStr {
+                    raw: b.get(i + 1..k_end)?,
+                    escaped: k_esc,
+                };
+                i = k_end + 1;
+                if *b.get(i)? != b':' {
+                    return None;
+                }
+                i += 1;
+                let value = if *b.get(i)? == b'"' {
+                    let (v_end, v_esc) = scan_string(b, i + 1)?;
+                    let v = JsonStr {
+                        raw: b.get(i + 1..v_end)?,
+                        escaped: v_esc,
+                    };
+                    i = v_end + 1;
+                    FlatValue::Str(v)
+                } else {
+                    self.pos = i;
+                    let tok = self.next_scalar()?;
+                    let raw = b.get(i..self.pos)?;
+                    i = self.pos;
+                    if tok == Token::Null {
+                        FlatValue::Null
+                    } else {
+                        FlatValue::Literal(raw)
+                    }
+                };
+                f(key, value);
+                match *b.get(i)? {
+                    b',' => {
+                        i += 1;
+                        // A trailing comma (the parser accepts it too).
+                        if *b.get(i)? == b'}' {
+                            break;
+                        }
+                    }
+                    b'}' => break,
+                    _ => return None,
+                }
+            }
+        }
+        // `b[i]` is the closing `}`.
+        self.pos = i + 1;
+        self.first = false;
+        b.get(start..self.pos)
     }
 
     /// Whether the whole input has been consumed.
@@ -1476,8 +1548,35 @@ impl<'b> SliceWriter<'b> {
             .and_then(|end| self.buf.get_mut(self.pos..end))
         {
             Some(dst) => {
-                dst.copy_from_slice(bytes);
+                copy_small(dst, bytes);
                 self.pos += bytes.len();
+            }
+            None => self.overflow = true,
+        }
+    }
+
+    /// Appends `open`, `bytes`, `close` (one bounds check).
+    #[inline]
+    pub fn put_wrapped(&mut self, open: u8, bytes: &[u8], close: u8) {
+        if self.overflow {
+            return;
+        }
+        let n = bytes.len();
+        let dst = self
+            .pos
+            .checked_add(n)
+            .and_then(|e| e.checked_add(2))
+            .and_then(|end| self.buf.get_mut(self.pos..end));
+        match dst {
+            Some(dst) => {
+                if let Some((first, rest)) = dst.split_first_mut() {
+                    *first = open;
+                    if let Some((last, mid)) = rest.split_last_mut() {
+                        *last = close;
+                        copy_small(mid, bytes);
+                    }
+                }
+                self.pos += n + 2;
             }
             None => self.overflow = true,
         }
@@ -1486,57 +1585,250 @@ impl<'b> SliceWriter<'b> {
     /// Appends one byte.
     #[inline]
     pub fn put_u8(&mut self, b: u8) {
-        self.put(&[b]);
+        self.put_array(&[b]);
+    }
+
+    /// Appends a fixed-size array (one bounds check, no `memcpy` call).
+    #[inline]
+    fn put_array<const N: usize>(&mut self, bytes: &[u8; N]) {
+        if self.overflow {
+            return;
+        }
+        match self
+            .buf
+            .get_mut(self.pos..)
+            .and_then(<[u8]>::first_chunk_mut::<N>)
+        {
+            Some(dst) => {
+                *dst = *bytes;
+                self.pos += N;
+            }
+            None => self.overflow = true,
+        }
     }
 
     /// Appends a big-endian `i16`.
+    #[inline]
     pub fn put_i16_be(&mut self, v: i16) {
-        self.put(&v.to_be_bytes());
+        self.put_array(&v.to_be_bytes());
     }
 
     /// Appends a big-endian `i32`.
+    #[inline]
     pub fn put_i32_be(&mut self, v: i32) {
-        self.put(&v.to_be_bytes());
+        self.put_array(&v.to_be_bytes());
     }
 
     /// Appends `v` in decimal.
+    #[inline]
     pub fn put_i64_dec(&mut self, v: i64) {
         let mut tmp = [0u8; 20];
         let n = fmt_i64(v, &mut tmp);
         self.put(tmp.get(tmp.len() - n..).unwrap_or(&[]));
     }
 
+    /// Appends `v` in decimal preceded by its length as a big-endian `i32` (a ROCKETMQ
+    /// header value).
+    #[inline]
+    pub fn put_len_prefixed_i64_dec(&mut self, v: i64) {
+        let mut tmp = [0u8; 20];
+        let n = fmt_i64(v, &mut tmp);
+        // n <= 20: the cast is lossless.
+        self.put_i32_be(n as i32);
+        self.put(tmp.get(tmp.len() - n..).unwrap_or(&[]));
+    }
+
+    /// Reserves four bytes for a big-endian `i32` written later with
+    /// [`SliceWriter::patch_i32_be`] (a length that is only known after what follows it);
+    /// returns their offset.
+    #[inline]
+    pub fn reserve_i32(&mut self) -> usize {
+        let at = self.pos;
+        self.put(&[0; 4]);
+        at
+    }
+
+    /// Overwrites the four bytes at `at` (from [`SliceWriter::reserve_i32`]) with `v`; does
+    /// nothing after an overflow.
+    #[inline]
+    pub fn patch_i32_be(&mut self, at: usize, v: i32) {
+        if self.overflow {
+            return;
+        }
+        if let Some(dst) = at.checked_add(4).and_then(|end| self.buf.get_mut(at..end)) {
+            dst.copy_from_slice(&v.to_be_bytes());
+        }
+    }
+
     /// Appends `s` as a quoted JSON string, escaped exactly as fastjson 1.2.x writes it
     /// without BrowserCompatible (see [`json_str_len`]).
+    #[inline]
     pub fn put_json_str(&mut self, s: &str) {
-        self.put_u8(b'"');
         let bytes = s.as_bytes();
+        let plain = plain_run(bytes);
+        if plain == bytes.len() {
+            // The usual case, nothing to escape: quote, copy, quote.
+            self.put_wrapped(b'"', bytes, b'"');
+            return;
+        }
+        self.put_json_str_escaped(bytes, plain);
+    }
+
+    /// [`SliceWriter::put_json_str`] for a string with something to escape at or after
+    /// `bytes[i]` (everything before it is plain). Eight bytes at a time: every byte that may
+    /// need escaping gets an exact mark ([`exact_escape_marks`]), and only marked bytes are
+    /// looked at; plain runs between them are copied in one piece.
+    fn put_json_str_escaped(&mut self, bytes: &[u8], i: usize) {
+        self.put_u8(b'"');
+        let n = bytes.len();
         let mut run = 0;
-        let mut i = 0;
-        while i < bytes.len() {
-            i += plain_run(bytes.get(i..).unwrap_or(&[]));
-            let Some(&b) = bytes.get(i) else { break };
-            let (consumed, esc) = classify(bytes, i, b);
-            match esc {
-                Esc::None => i += consumed,
-                esc => {
-                    self.put(bytes.get(run..i).unwrap_or(&[]));
-                    match esc {
-                        Esc::Short(c) => self.put(&[b'\\', c]),
-                        Esc::Unicode(cp) => {
-                            const HEX: &[u8; 16] = b"0123456789abcdef";
-                            let h = |shift: u32| HEX[((cp >> shift) & 0xF) as usize];
-                            self.put(&[b'\\', b'u', h(12), h(8), h(4), h(0)]);
-                        }
-                        Esc::None => {}
+        // Bytes before `next` were consumed by a multi-byte sequence already handled.
+        let mut next = i;
+        let mut p = i;
+        while p < n {
+            let rest = bytes.get(p..).unwrap_or(&[]);
+            let x = match rest.first_chunk::<8>() {
+                Some(w) => u64::from_le_bytes(*w),
+                None => {
+                    let mut w = [b'a'; 8];
+                    copy_small(w.get_mut(..rest.len()).unwrap_or(&mut []), rest);
+                    u64::from_le_bytes(w)
+                }
+            };
+            let mut m = exact_escape_marks(x);
+            while m != 0 {
+                let j = p + (m.trailing_zeros() / 8) as usize;
+                m &= m - 1;
+                if j < next {
+                    continue;
+                }
+                let Some(&b) = bytes.get(j) else { break };
+                let (consumed, esc) = classify(bytes, j, b);
+                next = j + consumed;
+                match esc {
+                    Esc::None => {}
+                    Esc::Short(c) => {
+                        self.put(bytes.get(run..j).unwrap_or(&[]));
+                        self.put_array(&[b'\\', c]);
+                        run = next;
                     }
-                    i += consumed;
-                    run = i;
+                    Esc::Unicode(cp) => {
+                        self.put(bytes.get(run..j).unwrap_or(&[]));
+                        const HEX: &[u8; 16] = b"0123456789abcdef";
+                        let h = |shift: u32| HEX[usize::from((cp >> shift) & 0xF)];
+                        self.put_array(&[b'\\', b'u', h(12), h(8), h(4), h(0)]);
+                        run = next;
+                    }
                 }
             }
+            p += 8;
         }
         self.put(bytes.get(run..).unwrap_or(&[]));
         self.put_u8(b'"');
+    }
+
+    /// Appends an object key: `,` (if `comma`), the key as a JSON string, and `:`.
+    #[inline]
+    pub fn put_json_key(&mut self, key: &str, comma: bool) {
+        let kb = key.as_bytes();
+        if plain_run(kb) != kb.len() {
+            if comma {
+                self.put_u8(b',');
+            }
+            self.put_json_str(key);
+            self.put_u8(b':');
+            return;
+        }
+        // `,"key":` in one bounds check.
+        let lead = usize::from(comma);
+        self.put_with(kb.len() + 3 + lead, |d| {
+            let Some((d, tail)) = d.split_last_chunk_mut::<2>() else {
+                return;
+            };
+            *tail = *b"\":";
+            let d = match (comma, d.split_first_mut()) {
+                (true, Some((c, rest))) => {
+                    *c = b',';
+                    rest
+                }
+                (_, _) => d,
+            };
+            if let Some((q, k)) = d.split_first_mut() {
+                *q = b'"';
+                copy_small(k, kb);
+            }
+        });
+    }
+
+    /// Appends `v` in decimal inside double quotes (a JSON string holding a number).
+    #[inline]
+    pub fn put_quoted_i64(&mut self, v: i64) {
+        let mut tmp = [0u8; 22];
+        let Some((digits, close)) = tmp.split_first_chunk_mut::<21>() else {
+            return;
+        };
+        let Some(d20) = digits.last_chunk_mut::<20>() else {
+            return;
+        };
+        let n = fmt_i64(v, d20);
+        close[0] = b'"';
+        // The digits end at index 20; the opening quote goes right before them.
+        let start = 20 - n;
+        if let Some(q) = tmp.get_mut(start) {
+            *q = b'"';
+        }
+        self.put(tmp.get(start..).unwrap_or(&[]));
+    }
+
+    /// Appends exactly `n` bytes written by `f` (one bounds check for the whole piece).
+    #[inline]
+    fn put_with(&mut self, n: usize, f: impl FnOnce(&mut [u8])) {
+        if self.overflow {
+            return;
+        }
+        match self
+            .pos
+            .checked_add(n)
+            .and_then(|end| self.buf.get_mut(self.pos..end))
+        {
+            Some(dst) => {
+                f(dst);
+                self.pos += n;
+            }
+            None => self.overflow = true,
+        }
+    }
+}
+
+/// `dst.copy_from_slice(src)` for `dst.len() == src.len()`, with short copies done as one
+/// or two overlapping fixed-size moves instead of a `memcpy` call (header fields are mostly
+/// a few bytes long).
+#[inline]
+fn copy_small(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    if n != dst.len() {
+        return;
+    }
+    if (8..=16).contains(&n) {
+        if let (Some(d), Some(s)) = (dst.first_chunk_mut::<8>(), src.first_chunk::<8>()) {
+            *d = *s;
+        }
+        if let (Some(d), Some(s)) = (dst.last_chunk_mut::<8>(), src.last_chunk::<8>()) {
+            *d = *s;
+        }
+    } else if (4..8).contains(&n) {
+        if let (Some(d), Some(s)) = (dst.first_chunk_mut::<4>(), src.first_chunk::<4>()) {
+            *d = *s;
+        }
+        if let (Some(d), Some(s)) = (dst.last_chunk_mut::<4>(), src.last_chunk::<4>()) {
+            *d = *s;
+        }
+    } else if n < 4 {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = *s;
+        }
+    } else {
+        dst.copy_from_slice(src);
     }
 }
 
@@ -1556,13 +1848,78 @@ const MAYBE_ESCAPE: [bool; 256] = {
     t
 };
 
-/// Length of the leading run of bytes that are certainly written unchanged.
+/// Marks (high bit of each byte lane) the bytes of `x` that may need escaping: below 0x20,
+/// `"`, `\\`, 0x7F, and everything from 0x80 on (non-ASCII is checked byte by byte). Only the
+/// lowest mark is exact (borrows propagate upward), which is all callers use.
+#[inline]
+const fn escape_marks(x: u64) -> u64 {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let (xq, xb, xd) = (x ^ (LO * 0x22), x ^ (LO * 0x5C), x ^ (LO * 0x7F));
+    ((x.wrapping_sub(LO * 0x20) & !x)
+        | (xq.wrapping_sub(LO) & !xq)
+        | (xb.wrapping_sub(LO) & !xb)
+        | (xd.wrapping_sub(LO) & !xd)
+        | x)
+        & HI
+}
+
+/// Marks (high bit of each byte lane) exactly the bytes of `x` that may need escaping: below
+/// 0x20, `"`, `\\`, 0x7F, and every byte from 0x80 on. Unlike [`escape_marks`] every lane is
+/// exact (no borrow crosses lanes), so all marks of a word can be visited.
+#[inline]
+const fn exact_escape_marks(x: u64) -> u64 {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    const L7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
+    const fn eq(x: u64, c: u64) -> u64 {
+        let y = x ^ (LO * c);
+        !(((y & L7) + L7) | y) & HI
+    }
+    let below_space = !(((x & L7) + LO * 0x60) | x) & HI;
+    below_space | eq(x, 0x22) | eq(x, 0x5C) | eq(x, 0x7F) | (x & HI)
+}
+
+/// Length of the leading run of bytes that are certainly written unchanged. Short strings
+/// go byte by byte through [`MAYBE_ESCAPE`]; longer ones eight bytes at a time (SWAR), the
+/// tail as one overlapping chunk. A marked non-ASCII byte is looked up in the table (most are
+/// written raw) and scanning goes on after it.
 #[inline]
 fn plain_run(bytes: &[u8]) -> usize {
-    bytes
-        .iter()
-        .position(|&b| MAYBE_ESCAPE[usize::from(b)])
-        .unwrap_or(bytes.len())
+    let n = bytes.len();
+    if n < 8 {
+        return bytes
+            .iter()
+            .position(|&b| MAYBE_ESCAPE[usize::from(b)])
+            .unwrap_or(n);
+    }
+    let mut i = 0;
+    loop {
+        let (base, w) = match bytes.get(i..).and_then(<[u8]>::first_chunk::<8>) {
+            Some(w) => (i, w),
+            None if i >= n => return n,
+            None => match bytes.last_chunk::<8>() {
+                Some(w) => (n - 8, w),
+                None => return n,
+            },
+        };
+        // Lanes below `i` were already accepted (plain non-ASCII bytes are marked too, and
+        // never start a borrow, so the lowest mark left is exact).
+        let skip = (i - base) * 8;
+        let m = escape_marks(u64::from_le_bytes(*w)) & (u64::MAX << skip);
+        if m == 0 {
+            if base + 8 >= n {
+                return n;
+            }
+            i = base + 8;
+            continue;
+        }
+        i = base + (m.trailing_zeros() / 8) as usize;
+        match bytes.get(i) {
+            Some(&b) if b >= 0x80 && !MAYBE_ESCAPE[usize::from(b)] => i += 1,
+            _ => return i.min(n),
+        }
+    }
 }
 
 enum Esc {
@@ -1619,17 +1976,34 @@ pub fn json_str_len(s: &str) -> usize {
     n
 }
 
+/// "00".."99": two decimal digits per table lookup.
+const DIGITS2: &[u8; 200] = b"\
+0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
 /// Formats `v` right-aligned into `tmp`; returns the number of bytes used.
+#[inline]
 fn fmt_i64(v: i64, tmp: &mut [u8; 20]) -> usize {
     let mut u = v.unsigned_abs();
     let mut i = tmp.len();
-    loop {
+    while u >= 100 {
+        let r = (u % 100) as usize * 2;
+        u /= 100;
+        i -= 2;
+        tmp[i] = DIGITS2[r];
+        tmp[i + 1] = DIGITS2[r + 1];
+    }
+    if u >= 10 {
+        let r = u as usize * 2;
+        i -= 2;
+        tmp[i] = DIGITS2[r];
+        tmp[i + 1] = DIGITS2[r + 1];
+    } else {
         i -= 1;
-        tmp[i] = b'0' + (u % 10) as u8;
-        u /= 10;
-        if u == 0 {
-            break;
-        }
+        tmp[i] = b'0' + u as u8;
     }
     if v < 0 {
         i -= 1;
@@ -1640,11 +2014,15 @@ fn fmt_i64(v: i64, tmp: &mut [u8; 20]) -> usize {
 
 /// Number of bytes of `v` in decimal.
 pub const fn i64_dec_len(v: i64) -> usize {
-    let mut u = v.unsigned_abs();
+    let u = v.unsigned_abs();
     let mut n = if v < 0 { 2 } else { 1 };
-    while u >= 10 {
-        u /= 10;
+    let mut p: u64 = 10;
+    while u >= p {
         n += 1;
+        match p.checked_mul(10) {
+            Some(q) => p = q,
+            None => break,
+        }
     }
     n
 }
@@ -1863,6 +2241,37 @@ mod test {
             }
             let mut p = Parser::new(&data);
             let _ = p.skip_value();
+        }
+
+        /// The SWAR writer against a char-by-char model of fastjson's escaping, on strings
+        /// dense in the characters that matter (controls, quotes, U+007F..U+00A1, U+2028).
+        #[test]
+        fn writer_matches_char_model(
+            s in "[\\x00-\\x7f\u{80}-\u{a1}\u{2028}\u{2029}é中🙂]{0,40}"
+        ) {
+            let mut want = String::from("\"");
+            for c in s.chars() {
+                match c {
+                    '"' => want.push_str("\\\""),
+                    '\\' => want.push_str("\\\\"),
+                    '\u{8}' => want.push_str("\\b"),
+                    '\t' => want.push_str("\\t"),
+                    '\n' => want.push_str("\\n"),
+                    '\u{c}' => want.push_str("\\f"),
+                    '\r' => want.push_str("\\r"),
+                    '\0'..='\u{1f}' | '\u{7f}'..='\u{a0}' | '\u{2028}' => {
+                        want.push_str(&std::format!("\\u{:04x}", u32::from(c)));
+                    }
+                    c => want.push(c),
+                }
+            }
+            want.push('"');
+            let mut buf = std::vec![0u8; want.len() + 8];
+            let mut w = SliceWriter::new(&mut buf);
+            w.put_json_str(&s);
+            let n = w.finish().unwrap();
+            proptest::prop_assert_eq!(core::str::from_utf8(&buf[..n]).unwrap(), want.as_str());
+            proptest::prop_assert_eq!(json_str_len(&s), n);
         }
 
         #[test]

@@ -88,6 +88,24 @@ impl<'a> FieldStr<'a> {
     pub fn eq_str(&self, s: &str) -> bool {
         self.s.eq_str(s)
     }
+    /// [`FieldStr::eq_str`] tuned for header keys (short, almost never escaped): compares
+    /// the lengths first and short keys without a `memcmp` call.
+    #[inline]
+    pub(crate) fn eq_key(&self, key: &str) -> bool {
+        if self.has_escapes() {
+            return self.eq_str(key);
+        }
+        let (a, b) = (self.raw(), key.as_bytes());
+        if a.len() != b.len() {
+            return false;
+        }
+        match (a, b) {
+            ([x], [y]) => x == y,
+            _ if a.len() <= 8 => a.iter().zip(b).all(|(x, y)| x == y),
+            _ => a == b,
+        }
+    }
+
     /// Decoded length in bytes.
     ///
     /// # Errors

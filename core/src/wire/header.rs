@@ -46,9 +46,20 @@ impl<'a> CommandHeader<'a> {
     /// # Errors
     /// [`DecodeError::UnknownSerializeType`] or a malformed header.
     pub fn parse_bytes(ty: SerializeType, header: &'a [u8]) -> Result<Self, DecodeError> {
+        Self::parse_bytes_into(ty, header, &mut ())
+    }
+
+    /// [`CommandHeader::parse_bytes`] that also hands every ext field to `sink` during the
+    /// same pass (exactly the fields [`CommandHeader::ext_iter`] yields, in order), so a
+    /// typed header can be decoded without scanning `extFields` a second time.
+    pub(crate) fn parse_bytes_into(
+        ty: SerializeType,
+        header: &'a [u8],
+        sink: &mut impl ExtSink<'a>,
+    ) -> Result<Self, DecodeError> {
         match ty {
-            SerializeType::JSON => Self::parse_json(header),
-            SerializeType::ROCKETMQ => Self::parse_rocketmq(header),
+            SerializeType::JSON => Self::parse_json_into(header, sink),
+            SerializeType::ROCKETMQ => Self::parse_rocketmq_into(header, sink),
             SerializeType(t) => Err(DecodeError::UnknownSerializeType(t)),
         }
     }
@@ -59,13 +70,20 @@ impl<'a> CommandHeader<'a> {
     /// [`DecodeError::Json`], [`DecodeError::FieldType`], [`DecodeError::BadExtValue`],
     /// [`DecodeError::MissingOpaque`].
     pub fn parse_json(header: &'a [u8]) -> Result<Self, DecodeError> {
+        Self::parse_json_into(header, &mut ())
+    }
+
+    fn parse_json_into(header: &'a [u8], sink: &mut impl ExtSink<'a>) -> Result<Self, DecodeError> {
         // Java writes compact JSON: try the strict fast scanner first. It accepts only input
         // the full parser accepts with the same result; on anything else the full parser
         // runs from the start and decides.
-        if let Some(h) = Self::parse_json_compact(header) {
+        if let Some(h) = Self::parse_json_compact(header, sink) {
             return Ok(h);
         }
-        Self::parse_json_full(header)
+        sink.reset();
+        let h = Self::parse_json_full(header)?;
+        h.for_each_ext(|k, v| sink.field(k, v));
+        Ok(h)
     }
 
     const fn json_default() -> Self {
@@ -81,7 +99,7 @@ impl<'a> CommandHeader<'a> {
         }
     }
 
-    fn parse_json_compact(header: &'a [u8]) -> Option<Self> {
+    fn parse_json_compact(header: &'a [u8], sink: &mut impl ExtSink<'a>) -> Option<Self> {
         let mut c = Compact::new(header);
         c.object_start()?;
         let mut h = Self::json_default();
@@ -89,9 +107,19 @@ impl<'a> CommandHeader<'a> {
         while let Some(k) = c.next_key()? {
             match json_key(k) {
                 Key::ExtFields => {
+                    // A repeated `extFields` replaces the earlier one (last key wins).
+                    sink.reset();
                     h.ext = if c.peek()? == b'{' {
                         Some(ExtMap {
-                            bytes: c.flat_object()?,
+                            bytes: c.flat_object_visit(|k, v| match v {
+                                FlatValue::Str(s) => {
+                                    sink.field(FieldStr::json(k), FieldStr::json(s))
+                                }
+                                FlatValue::Literal(raw) => {
+                                    sink.field(FieldStr::json(k), FieldStr::json_literal(raw));
+                                }
+                                FlatValue::Null => {}
+                            })?,
                             json: true,
                         })
                     } else if c.next_scalar()? == Token::Null {
@@ -135,6 +163,7 @@ impl<'a> CommandHeader<'a> {
     }
 
     /// Stores the value of one of the scalar top-level keys.
+    #[inline(always)]
     fn apply_json_scalar(
         &mut self,
         key: Key,
@@ -180,6 +209,13 @@ impl<'a> CommandHeader<'a> {
     /// # Errors
     /// [`DecodeError::Truncated`], [`DecodeError::BadLength`].
     pub fn parse_rocketmq(header: &'a [u8]) -> Result<Self, DecodeError> {
+        Self::parse_rocketmq_into(header, &mut ())
+    }
+
+    fn parse_rocketmq_into(
+        header: &'a [u8],
+        sink: &mut impl ExtSink<'a>,
+    ) -> Result<Self, DecodeError> {
         let mut r = Rd { b: header, pos: 0 };
         let code = i32::from(r.i16()?);
         let language = LanguageCode(r.u8()?);
@@ -194,9 +230,13 @@ impl<'a> CommandHeader<'a> {
         let mut e = Rd { b: ext, pos: 0 };
         while e.pos < ext.len() {
             let kl = usize::try_from(e.i16()?).map_err(|_| DecodeError::BadLength)?;
-            e.bytes(kl)?;
+            let k = e.bytes(kl)?;
             let vl = e.len32()?;
-            e.bytes(vl)?;
+            let v = e.bytes(vl)?;
+            // Empty keys and values count as missing (as in `ExtIter`).
+            if !k.is_empty() && !v.is_empty() {
+                sink.field(FieldStr::binary(k), FieldStr::binary(v));
+            }
         }
         Ok(CommandHeader {
             code,
@@ -297,6 +337,71 @@ impl<'a> CommandHeader<'a> {
     }
 }
 
+/// Receives the ext fields of a header while it is parsed
+/// ([`CommandHeader::parse_bytes_into`]).
+pub(crate) trait ExtSink<'a> {
+    /// One present field, in wire order.
+    fn field(&mut self, key: FieldStr<'a>, value: FieldStr<'a>);
+    /// Forgets the fields seen so far (parsing restarted, or a later `extFields` replaces
+    /// an earlier one).
+    fn reset(&mut self);
+}
+
+/// No sink: plain parsing.
+impl<'a> ExtSink<'a> for () {
+    #[inline]
+    fn field(&mut self, _: FieldStr<'a>, _: FieldStr<'a>) {}
+    #[inline]
+    fn reset(&mut self) {}
+}
+
+/// Collects the values of known keys into slots (last occurrence wins, like Java's HashMap).
+///
+/// Senders usually write keys in declaration order, so the search starts after the previous
+/// match and wraps around: typically one comparison per field.
+pub(crate) struct Collect<'k, 's, 'a> {
+    keys: &'k [&'k str],
+    slots: &'s mut [Option<FieldStr<'a>>],
+    next: usize,
+}
+
+impl<'k, 's, 'a> Collect<'k, 's, 'a> {
+    /// A collector filling `slots[i]` with the value of `keys[i]`.
+    pub(crate) fn new(keys: &'k [&'k str], slots: &'s mut [Option<FieldStr<'a>>]) -> Self {
+        Collect {
+            keys,
+            slots,
+            next: 0,
+        }
+    }
+}
+
+impl<'a> ExtSink<'a> for Collect<'_, '_, 'a> {
+    #[inline(always)]
+    fn field(&mut self, k: FieldStr<'a>, v: FieldStr<'a>) {
+        let n = self.keys.len();
+        let mut i = self.next;
+        for _ in 0..n {
+            if i >= n {
+                i = 0;
+            }
+            if self.keys.get(i).is_some_and(|key| k.eq_key(key)) {
+                if let Some(slot) = self.slots.get_mut(i) {
+                    *slot = Some(v);
+                }
+                self.next = i + 1;
+                return;
+            }
+            i += 1;
+        }
+    }
+
+    fn reset(&mut self) {
+        self.slots.fill(None);
+        self.next = 0;
+    }
+}
+
 enum Key {
     Code,
     ExtFields,
@@ -308,6 +413,7 @@ enum Key {
     Other,
 }
 
+#[inline(always)]
 fn json_key(k: JsonStr<'_>) -> Key {
     if !k.has_escapes() {
         return match k.raw() {
@@ -548,14 +654,6 @@ impl ExtValue<'_> {
             _ => self.text_len() + 2,
         }
     }
-    fn write_text(&self, w: &mut SliceWriter<'_>) {
-        match *self {
-            ExtValue::Str(s) => w.put(s.as_bytes()),
-            ExtValue::Int(v) => w.put_i64_dec(v),
-            ExtValue::Bool(true) => w.put(b"true"),
-            ExtValue::Bool(false) => w.put(b"false"),
-        }
-    }
 }
 
 /// Receives ext fields from an [`ExtFields`] implementation.
@@ -747,20 +845,15 @@ impl<'r, E: ExtFields> CommandRepr<'r, E> {
             w.put(br#","extFields":{"#);
             struct Wr<'w, 'b>(&'w mut SliceWriter<'b>, bool);
             impl ExtVisitor for Wr<'_, '_> {
+                #[inline]
                 fn field(&mut self, key: &str, value: ExtValue<'_>) {
-                    if self.1 {
-                        self.0.put_u8(b',');
-                    }
+                    self.0.put_json_key(key, self.1);
                     self.1 = true;
-                    self.0.put_json_str(key);
-                    self.0.put_u8(b':');
                     match value {
                         ExtValue::Str(s) => self.0.put_json_str(s),
-                        v => {
-                            self.0.put_u8(b'"');
-                            v.write_text(self.0);
-                            self.0.put_u8(b'"');
-                        }
+                        ExtValue::Int(v) => self.0.put_quoted_i64(v),
+                        ExtValue::Bool(true) => self.0.put(br#""true""#),
+                        ExtValue::Bool(false) => self.0.put(br#""false""#),
                     }
                 }
             }
@@ -796,23 +889,32 @@ impl<'r, E: ExtFields> CommandRepr<'r, E> {
         let remark = self.remark.unwrap_or("");
         w.put_i32_be(i32::try_from(remark.len()).map_err(|_| EncodeError::OutOfRange("remark"))?);
         w.put(remark.as_bytes());
-        let ext_len = self.rocketmq_ext_len();
-        w.put_i32_be(i32::try_from(ext_len).map_err(|_| EncodeError::OutOfRange("extFields"))?);
+        // One pass: the map length is patched in once the entries are written.
+        let len_at = w.reserve_i32();
+        let start = w.position();
         struct Wr<'w, 'b>(&'w mut SliceWriter<'b>, bool);
         impl ExtVisitor for Wr<'_, '_> {
+            #[inline]
             fn field(&mut self, key: &str, value: ExtValue<'_>) {
                 let Ok(kl) = i16::try_from(key.len()) else {
                     self.1 = true;
                     return;
                 };
-                let Ok(vl) = i32::try_from(value.text_len()) else {
-                    self.1 = true;
-                    return;
-                };
                 self.0.put_i16_be(kl);
                 self.0.put(key.as_bytes());
-                self.0.put_i32_be(vl);
-                value.write_text(self.0);
+                match value {
+                    ExtValue::Str(s) => {
+                        let Ok(vl) = i32::try_from(s.len()) else {
+                            self.1 = true;
+                            return;
+                        };
+                        self.0.put_i32_be(vl);
+                        self.0.put(s.as_bytes());
+                    }
+                    ExtValue::Int(v) => self.0.put_len_prefixed_i64_dec(v),
+                    ExtValue::Bool(true) => self.0.put(b"\0\0\0\x04true"),
+                    ExtValue::Bool(false) => self.0.put(b"\0\0\0\x05false"),
+                }
             }
         }
         let mut wr = Wr(w, false);
@@ -820,6 +922,11 @@ impl<'r, E: ExtFields> CommandRepr<'r, E> {
         if wr.1 {
             return Err(EncodeError::OutOfRange("ext key"));
         }
+        let ext_len = w.position() - start;
+        w.patch_i32_be(
+            len_at,
+            i32::try_from(ext_len).map_err(|_| EncodeError::OutOfRange("extFields"))?,
+        );
         Ok(())
     }
 
@@ -890,9 +997,34 @@ mod fast_path_tests {
 
     /// The compact fast path must agree with the full parser whenever it accepts, and the
     /// flat ext scanner must yield what the parser yields.
+    /// Records what a parse hands to its sink.
+    #[derive(Default)]
+    struct Rec<'a>(Vec<(FieldStr<'a>, FieldStr<'a>)>);
+
+    impl<'a> ExtSink<'a> for Rec<'a> {
+        fn field(&mut self, k: FieldStr<'a>, v: FieldStr<'a>) {
+            self.0.push((k, v));
+        }
+        fn reset(&mut self) {
+            self.0.clear();
+        }
+    }
+
+    /// A one-pass parse gives the same header as a plain one, and its sink sees exactly
+    /// the fields `ext_iter` yields afterwards.
+    fn check_sink(ty: SerializeType, input: &[u8]) {
+        let mut rec = Rec::default();
+        let r = CommandHeader::parse_bytes_into(ty, input, &mut rec);
+        assert_eq!(r, CommandHeader::parse_bytes(ty, input));
+        if let Ok(h) = r {
+            assert_eq!(rec.0, h.ext_iter().collect::<Vec<_>>(), "{input:?}");
+        }
+    }
+
     fn check(input: &[u8]) {
+        check_sink(SerializeType::JSON, input);
         let full = CommandHeader::parse_json_full(input);
-        if let Some(fast) = CommandHeader::parse_json_compact(input) {
+        if let Some(fast) = CommandHeader::parse_json_compact(input, &mut ()) {
             assert_eq!(Ok(fast), full, "{:?}", core::str::from_utf8(input));
         }
         if let Ok(h) = CommandHeader::parse_json(input) {
@@ -933,9 +1065,13 @@ mod fast_path_tests {
         }
         // The fast path does take the common compact form.
         let ok = br#"{"code":310,"extFields":{"a":"pg","i":"K\u0001V"},"flag":0,"opaque":7}"#;
-        assert!(CommandHeader::parse_json_compact(ok).is_some());
+        assert!(CommandHeader::parse_json_compact(ok, &mut ()).is_some());
+        // A repeated extFields replaces the earlier one, for the sink too.
+        check(br#"{"opaque":1,"extFields":{"a":"x"},"extFields":{"b":"y"}}"#);
+        check(br#"{"opaque":1,"extFields":{"a":"x"},"extFields":null}"#);
+        check(br#"{"opaque":1,"extFields":{"a":"x"}, "extFields":{"b":"y"}}"#);
         // ... and leaves anything with whitespace to the full parser.
-        assert!(CommandHeader::parse_json_compact(br#"{"opaque": 7}"#).is_none());
+        assert!(CommandHeader::parse_json_compact(br#"{"opaque": 7}"#, &mut ()).is_none());
         assert_eq!(
             CommandHeader::parse_json(br#"{"opaque": 7}"#).map(|h| h.opaque()),
             Ok(7)
@@ -980,6 +1116,30 @@ mod fast_path_tests {
     ];
 
     proptest::proptest! {
+        #[test]
+        fn binary_sink_agrees_with_iter(
+            entries in proptest::collection::vec(
+                (proptest::collection::vec(proptest::prelude::any::<u8>(), 0..4),
+                 proptest::collection::vec(proptest::prelude::any::<u8>(), 0..4)),
+                0..6),
+            cut in 0usize..64,
+        ) {
+            let mut ext = Vec::new();
+            for (k, v) in &entries {
+                ext.extend_from_slice(&(k.len() as i16).to_be_bytes());
+                ext.extend_from_slice(k);
+                ext.extend_from_slice(&(v.len() as i32).to_be_bytes());
+                ext.extend_from_slice(v);
+            }
+            let mut h = std::vec![0, 10, 0, 1, 223, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 0];
+            h.extend_from_slice(&(ext.len() as i32).to_be_bytes());
+            h.extend_from_slice(&ext);
+            check_sink(SerializeType::ROCKETMQ, &h);
+            // And truncated anywhere (errors must agree too).
+            h.truncate(h.len().saturating_sub(cut));
+            check_sink(SerializeType::ROCKETMQ, &h);
+        }
+
         #[test]
         fn fast_path_agrees_with_parser(ix in proptest::collection::vec(0..PIECES.len(), 0..40)) {
             let mut s = std::string::String::new();

@@ -15,7 +15,11 @@
 //! Extra fields (ACL `AccessKey`/`Signature`, ...) can follow a typed header with
 //! [`Chain`](super::Chain).
 
-use super::{CommandHeader, ExtFields, ExtValue, ExtVisitor, FieldError, FieldStr, Scratch};
+use super::header::{Collect, ExtSink};
+use super::{
+    CommandHeader, ExtFields, ExtValue, ExtVisitor, FieldError, FieldStr, Frame, HeaderError,
+    Scratch,
+};
 
 impl Default for Scratch<'_> {
     fn default() -> Self {
@@ -93,25 +97,11 @@ slot!(bool, |f, _s, _k| Ok(f.parse_bool()), |me| ExtValue::Bool(
     *me
 ));
 
-/// One pass over the ext fields: `slots[i]` = value of `keys[i]` (last occurrence wins).
-///
-/// Senders usually write keys in declaration order, so the search starts after the previous
-/// match and wraps around: typically one comparison per field.
+/// Fills `slots[i]` with the value of `keys[i]` from the header's ext fields (last
+/// occurrence wins, like Java's HashMap).
 fn collect<'a>(h: &CommandHeader<'a>, keys: &[&str], slots: &mut [Option<FieldStr<'a>>]) {
-    let n = keys.len();
-    let mut next = 0;
-    h.for_each_ext(|k, v| {
-        for step in 0..n {
-            let i = (next + step) % n;
-            if keys.get(i).is_some_and(|key| k.eq_str(key)) {
-                if let Some(slot) = slots.get_mut(i) {
-                    *slot = Some(v);
-                }
-                next = i + 1;
-                break;
-            }
-        }
-    });
+    let mut c = Collect::new(keys, slots);
+    h.for_each_ext(|k, v| c.field(k, v));
 }
 
 macro_rules! ext_header {
@@ -473,6 +463,31 @@ impl<'a> SendMessageRequestHeader<'a> {
     ) -> Result<Self, FieldError> {
         let mut s: [Option<FieldStr<'a>>; 14] = [None; 14];
         collect(h, keys, &mut s);
+        Self::from_slots(s, scratch, keys)
+    }
+
+    /// Parses the frame's header and collects the ext fields in the same pass.
+    fn decode_frame_with<T: AsRef<[u8]> + ?Sized>(
+        frame: &Frame<&'a T>,
+        scratch: &mut Scratch<'a>,
+        keys: &[&'static str; 14],
+    ) -> Result<(CommandHeader<'a>, Self), HeaderError> {
+        let mut s: [Option<FieldStr<'a>>; 14] = [None; 14];
+        let h = CommandHeader::parse_bytes_into(
+            frame.serialize_type(),
+            frame.header_ref(),
+            &mut Collect::new(keys, &mut s),
+        )
+        .map_err(HeaderError::Decode)?;
+        let v = Self::from_slots(s, scratch, keys).map_err(HeaderError::Field)?;
+        Ok((h, v))
+    }
+
+    fn from_slots(
+        s: [Option<FieldStr<'a>>; 14],
+        scratch: &mut Scratch<'a>,
+        keys: &[&'static str; 14],
+    ) -> Result<Self, FieldError> {
         let [a, b, c, d, e, f, g, hh, i, j, k, m, l, n] = s;
         let [ka, kb, kc, kd, ke, kf, kg, kh, ki, kj, kk, km, kl, kn] = *keys;
         Ok(SendMessageRequestHeader {
@@ -499,6 +514,20 @@ impl<'a> SendMessageRequestHeader<'a> {
     /// [`FieldError`] naming the first bad or missing key.
     pub fn decode(h: &CommandHeader<'a>, scratch: &mut Scratch<'a>) -> Result<Self, FieldError> {
         Self::decode_with(h, scratch, &V1_KEYS)
+    }
+
+    /// Decodes a frame's command header and its V1 header in one pass over the header bytes
+    /// (the same result as [`CommandHeader::parse`] followed by
+    /// [`SendMessageRequestHeader::decode`], without scanning the ext fields twice).
+    ///
+    /// # Errors
+    /// [`HeaderError::Decode`] for a malformed header, [`HeaderError::Field`] naming the
+    /// first bad or missing key.
+    pub fn decode_frame<T: AsRef<[u8]> + ?Sized>(
+        frame: &Frame<&'a T>,
+        scratch: &mut Scratch<'a>,
+    ) -> Result<(CommandHeader<'a>, Self), HeaderError> {
+        Self::decode_frame_with(frame, scratch, &V1_KEYS)
     }
 
     fn visit<V: ExtVisitor + ?Sized>(&self, v: &mut V, keys: &[&str; 14], v2: bool) {
@@ -546,6 +575,52 @@ impl<'a> SendMessageRequestHeaderV2<'a> {
     /// [`FieldError`] naming the first bad or missing key.
     pub fn decode(h: &CommandHeader<'a>, scratch: &mut Scratch<'a>) -> Result<Self, FieldError> {
         SendMessageRequestHeader::decode_with(h, scratch, &V2_KEYS).map(SendMessageRequestHeaderV2)
+    }
+
+    /// Decodes a frame's command header and its V2 header in one pass over the header bytes
+    /// (the same result as [`CommandHeader::parse`] followed by
+    /// [`SendMessageRequestHeaderV2::decode`], without scanning the ext fields twice).
+    ///
+    /// ```
+    /// use rmq_core::wire::headers::{SendMessageRequestHeader, SendMessageRequestHeaderV2};
+    /// use rmq_core::wire::{CommandRepr, Frame, RequestCode, Scratch, SerializeType};
+    ///
+    /// let v2 = SendMessageRequestHeaderV2(SendMessageRequestHeader {
+    ///     producer_group: "pg",
+    ///     topic: "TopicTest",
+    ///     default_topic: "TBW102",
+    ///     default_topic_queue_nums: 4,
+    ///     queue_id: 1,
+    ///     sys_flag: 0,
+    ///     born_timestamp: 1_700_000_000_000,
+    ///     flag: 0,
+    ///     properties: Some("TAGS\u{1}TagA\u{2}"),
+    ///     reconsume_times: Some(0),
+    ///     unit_mode: Some(false),
+    ///     batch: Some(false),
+    ///     max_reconsume_times: None,
+    ///     broker_name: None,
+    /// });
+    /// let repr = CommandRepr::request(RequestCode::SEND_MESSAGE_V2, 7, 479, Some(&v2));
+    /// let mut buf = [0u8; 512];
+    /// let n = repr.emit_frame_prefix_and_header(SerializeType::JSON, 0, &mut buf).unwrap();
+    ///
+    /// let frame = Frame::new_checked(&buf[..n]).unwrap();
+    /// let mut space = [0u8; 64]; // `properties` has escapes in JSON
+    /// let (header, back) =
+    ///     SendMessageRequestHeaderV2::decode_frame(&frame, &mut Scratch::new(&mut space)).unwrap();
+    /// assert_eq!((header.opaque(), back), (7, v2));
+    /// ```
+    ///
+    /// # Errors
+    /// [`HeaderError::Decode`] for a malformed header, [`HeaderError::Field`] naming the
+    /// first bad or missing key.
+    pub fn decode_frame<T: AsRef<[u8]> + ?Sized>(
+        frame: &Frame<&'a T>,
+        scratch: &mut Scratch<'a>,
+    ) -> Result<(CommandHeader<'a>, Self), HeaderError> {
+        SendMessageRequestHeader::decode_frame_with(frame, scratch, &V2_KEYS)
+            .map(|(h, v)| (h, SendMessageRequestHeaderV2(v)))
     }
 }
 

@@ -215,6 +215,28 @@ impl fmt::Display for EncodeError {
 
 impl core::error::Error for EncodeError {}
 
+/// A frame's header and its typed custom header decoded in one pass (e.g.
+/// [`headers::SendMessageRequestHeaderV2::decode_frame`]) failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum HeaderError {
+    /// The command header itself is malformed.
+    Decode(DecodeError),
+    /// The header is fine but the custom header's fields are not.
+    Field(FieldError),
+}
+
+impl fmt::Display for HeaderError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HeaderError::Decode(e) => fmt::Display::fmt(e, f),
+            HeaderError::Field(e) => fmt::Display::fmt(e, f),
+        }
+    }
+}
+
+impl core::error::Error for HeaderError {}
+
 /// A typed custom header could not be built from a decoded header's ext fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]

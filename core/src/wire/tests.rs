@@ -10,6 +10,15 @@ use super::headers::*;
 use super::*;
 use crate::json::JsonErrorKind;
 
+/// `header` wrapped in a frame of type `ty` (no body).
+fn frame_of(ty: SerializeType, header: &[u8]) -> Vec<u8> {
+    let mut f = Vec::with_capacity(8 + header.len());
+    f.extend_from_slice(&((4 + header.len()) as u32).to_be_bytes());
+    f.extend_from_slice(&((u32::from(ty.0) << 24) | header.len() as u32).to_be_bytes());
+    f.extend_from_slice(header);
+    f
+}
+
 fn hex(s: &str) -> Vec<u8> {
     let s: String = s.split_whitespace().collect();
     (0..s.len())
@@ -546,7 +555,14 @@ proptest! {
                     let _ = (k.eq_str("a"), v.parse_i64(), v.unescape_into(&mut scratch));
                 }
                 let _ = p.remark().map(|r| r.chars().count());
-                let _ = SendMessageRequestHeaderV2::decode(&p, &mut Scratch::new(&mut scratch));
+                let two = SendMessageRequestHeaderV2::decode(&p, &mut Scratch::new(&mut scratch));
+                let mut scratch2 = [0u8; 64];
+                let framed = frame_of(ty, &data);
+                let one = SendMessageRequestHeaderV2::decode_frame(
+                    &Frame::new_checked(&framed[..]).unwrap(),
+                    &mut Scratch::new(&mut scratch2),
+                );
+                prop_assert_eq!(one, two.map(|v| (p, v)).map_err(HeaderError::Field));
                 let _ = PullMessageResponseHeader::decode(&p, &mut Scratch::empty());
                 let _ = SendMessageResponseHeader::decode(&p, &mut Scratch::empty());
             }
@@ -629,17 +645,25 @@ proptest! {
         if v2 {
             let v = SendMessageRequestHeaderV2(h);
             let bytes = encode(&CommandRepr::request(RequestCode::SEND_MESSAGE_V2, 1, 479, Some(&v)), ty, &[]);
-            let p = CommandHeader::parse(&Frame::new_checked(&bytes[..]).unwrap()).unwrap();
+            let frame = Frame::new_checked(&bytes[..]).unwrap();
+            let p = CommandHeader::parse(&frame).unwrap();
             let back = SendMessageRequestHeaderV2::decode(&p, &mut Scratch::new(&mut scratch)).unwrap();
+            let mut scratch2 = vec![0u8; 1024];
+            let one_pass = SendMessageRequestHeaderV2::decode_frame(&frame, &mut Scratch::new(&mut scratch2));
+            prop_assert_eq!(one_pass, Ok((p, back)));
             let mut want = h;
             want.unit_mode = Some(um.unwrap_or(false));
             want.batch = Some(batch.unwrap_or(false));
             prop_assert_eq!(back.0, want);
         } else {
             let bytes = encode(&CommandRepr::request(RequestCode::SEND_MESSAGE, 1, 479, Some(&h)), ty, &[]);
-            let p = CommandHeader::parse(&Frame::new_checked(&bytes[..]).unwrap()).unwrap();
+            let frame = Frame::new_checked(&bytes[..]).unwrap();
+            let p = CommandHeader::parse(&frame).unwrap();
             let back = SendMessageRequestHeader::decode(&p, &mut Scratch::new(&mut scratch)).unwrap();
             prop_assert_eq!(back, h);
+            let mut scratch2 = vec![0u8; 1024];
+            let one_pass = SendMessageRequestHeader::decode_frame(&frame, &mut Scratch::new(&mut scratch2));
+            prop_assert_eq!(one_pass, Ok((p, h)));
         }
     }
 
