@@ -518,6 +518,7 @@ fn decode_escape(raw: &[u8], i: usize) -> Result<(char, usize)> {
 }
 
 /// Parses an optionally signed ASCII decimal integer (Java `Long.parseLong` rules).
+#[inline]
 pub fn parse_i64_ascii(s: &[u8]) -> Option<i64> {
     let (neg, digits) = match s.split_first()? {
         (b'-', rest) => (true, rest),
@@ -526,6 +527,18 @@ pub fn parse_i64_ascii(s: &[u8]) -> Option<i64> {
     };
     if digits.is_empty() {
         return None;
+    }
+    if digits.len() <= 18 {
+        // Below 10^18: cannot overflow, no checked arithmetic needed.
+        let mut v: i64 = 0;
+        for &d in digits {
+            let x = d.wrapping_sub(b'0');
+            if x > 9 {
+                return None;
+            }
+            v = v * 10 + i64::from(x);
+        }
+        return Some(if neg { -v } else { v });
     }
     // Accumulate negatively so i64::MIN parses.
     let mut v: i64 = 0;
@@ -1627,15 +1640,76 @@ impl<'b> SliceWriter<'b> {
         self.put(tmp.get(tmp.len() - n..).unwrap_or(&[]));
     }
 
-    /// Appends `v` in decimal preceded by its length as a big-endian `i32` (a ROCKETMQ
-    /// header value).
+    /// Appends `,"key":"value"` (the comma if `comma`) in one piece if neither needs
+    /// escaping (`value_plain`: the caller knows the value is plain, e.g. digits); returns
+    /// `false`, writing nothing, if one does.
     #[inline]
-    pub fn put_len_prefixed_i64_dec(&mut self, v: i64) {
-        let mut tmp = [0u8; 20];
-        let n = fmt_i64(v, &mut tmp);
-        // n <= 20: the cast is lossless.
-        self.put_i32_be(n as i32);
-        self.put(tmp.get(tmp.len() - n..).unwrap_or(&[]));
+    pub fn put_plain_json_entry(
+        &mut self,
+        comma: bool,
+        key: &[u8],
+        value: &[u8],
+        value_plain: bool,
+    ) -> bool {
+        if plain_run(key) != key.len() || (!value_plain && plain_run(value) != value.len()) {
+            return false;
+        }
+        let lead = usize::from(comma);
+        self.put_with(lead + key.len() + value.len() + 5, |d| {
+            let d = match (comma, d.split_first_mut()) {
+                (true, Some((c, rest))) => {
+                    *c = b',';
+                    rest
+                }
+                (_, _) => d,
+            };
+            let Some((q, d)) = d.split_first_mut() else {
+                return;
+            };
+            *q = b'"';
+            let Some((k, d)) = d.split_at_mut_checked(key.len()) else {
+                return;
+            };
+            copy_small(k, key);
+            let Some((sep, d)) = d.split_first_chunk_mut::<3>() else {
+                return;
+            };
+            *sep = *b"\":\"";
+            let Some((v, close)) = d.split_at_mut_checked(value.len()) else {
+                return;
+            };
+            copy_small(v, value);
+            if let Some(c) = close.first_mut() {
+                *c = b'"';
+            }
+        });
+        true
+    }
+
+    /// Appends one ROCKETMQ ext-map entry: key length (`i16`), key, value length (`i32`),
+    /// value, with one bounds check. Returns `false` (writing nothing) if a length does not
+    /// fit its field.
+    #[inline]
+    pub fn put_binary_entry(&mut self, key: &[u8], value: &[u8]) -> bool {
+        let (Ok(kl), Ok(vl)) = (i16::try_from(key.len()), i32::try_from(value.len())) else {
+            return false;
+        };
+        self.put_with(6 + key.len() + value.len(), |d| {
+            let Some((kd, d)) = d.split_first_chunk_mut::<2>() else {
+                return;
+            };
+            *kd = kl.to_be_bytes();
+            let Some((k, d)) = d.split_at_mut_checked(key.len()) else {
+                return;
+            };
+            copy_small(k, key);
+            let Some((vd, v)) = d.split_first_chunk_mut::<4>() else {
+                return;
+            };
+            *vd = vl.to_be_bytes();
+            copy_small(v, value);
+        });
+        true
     }
 
     /// Reserves four bytes for a big-endian `i32` written later with
@@ -1986,7 +2060,7 @@ const DIGITS2: &[u8; 200] = b"\
 
 /// Formats `v` right-aligned into `tmp`; returns the number of bytes used.
 #[inline]
-fn fmt_i64(v: i64, tmp: &mut [u8; 20]) -> usize {
+pub(crate) fn fmt_i64(v: i64, tmp: &mut [u8; 20]) -> usize {
     let mut u = v.unsigned_abs();
     let mut i = tmp.len();
     while u >= 100 {

@@ -134,6 +134,7 @@ pub fn parse_both_ways(ty: SerializeType, header: &[u8]) {
     assert!(frame.body_ref().is_empty());
     let via_frame = CommandHeader::parse(&frame);
     assert_eq!(direct, via_frame);
+    check_one_pass(&frame);
     if let Ok(h) = direct {
         assert_eq!(h.serialize_type(), ty);
         exercise_header(&h);
@@ -190,4 +191,31 @@ mod tests {
             (0..1000).flat_map(|s| too_small_sizes(1000, s)).collect();
         assert_eq!(all.len(), 1000);
     }
+}
+
+/// The one-pass typed decoders (`decode_frame`) give exactly what parsing the header and then
+/// decoding the typed header gives, errors included.
+pub fn check_one_pass(frame: &Frame<&[u8]>) {
+    use rmq_core::wire::HeaderError;
+    use rmq_core::wire::headers::{SendMessageRequestHeader, SendMessageRequestHeaderV2};
+    let (mut a, mut b) = ([0u8; 256], [0u8; 256]);
+    let two = CommandHeader::parse(frame)
+        .map_err(HeaderError::Decode)
+        .and_then(|h| {
+            SendMessageRequestHeaderV2::decode(&h, &mut Scratch::new(&mut a))
+                .map(|v| (h, v))
+                .map_err(HeaderError::Field)
+        });
+    let one = SendMessageRequestHeaderV2::decode_frame(frame, &mut Scratch::new(&mut b));
+    assert_eq!(one, two, "V2 one-pass decode differs");
+    let (mut a, mut b) = ([0u8; 256], [0u8; 256]);
+    let two = CommandHeader::parse(frame)
+        .map_err(HeaderError::Decode)
+        .and_then(|h| {
+            SendMessageRequestHeader::decode(&h, &mut Scratch::new(&mut a))
+                .map(|v| (h, v))
+                .map_err(HeaderError::Field)
+        });
+    let one = SendMessageRequestHeader::decode_frame(frame, &mut Scratch::new(&mut b));
+    assert_eq!(one, two, "V1 one-pass decode differs");
 }

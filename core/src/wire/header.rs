@@ -2,7 +2,7 @@
 //! ([`CommandRepr`] + [`ExtFields`]).
 
 use crate::json::{Compact, FlatScan, FlatValue, JsonStr, Parser};
-use crate::json::{SliceWriter, Token, i64_dec_len, json_str_len};
+use crate::json::{SliceWriter, Token, fmt_i64, i64_dec_len, json_str_len};
 
 use super::frame::{MAX_HEADER_LEN, MAX_TOTAL_LENGTH, PREFIX_LEN};
 use super::{
@@ -495,26 +495,38 @@ struct Rd<'a> {
 }
 
 impl<'a> Rd<'a> {
+    #[inline(always)]
     fn bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         let end = self.pos.checked_add(n).ok_or(DecodeError::BadLength)?;
         let s = self.b.get(self.pos..end).ok_or(DecodeError::Truncated)?;
         self.pos = end;
         Ok(s)
     }
+    #[inline(always)]
     fn arr<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
-        let s = self.bytes(N)?;
-        s.try_into().map_err(|_| DecodeError::Truncated)
+        let a = *self
+            .b
+            .get(self.pos..)
+            .and_then(<[u8]>::first_chunk::<N>)
+            .ok_or(DecodeError::Truncated)?;
+        self.pos += N;
+        Ok(a)
     }
+    #[inline(always)]
     fn u8(&mut self) -> Result<u8, DecodeError> {
-        Ok(self.arr::<1>()?[0])
+        let [b] = self.arr::<1>()?;
+        Ok(b)
     }
+    #[inline(always)]
     fn i16(&mut self) -> Result<i16, DecodeError> {
         Ok(i16::from_be_bytes(self.arr()?))
     }
+    #[inline(always)]
     fn i32(&mut self) -> Result<i32, DecodeError> {
         Ok(i32::from_be_bytes(self.arr()?))
     }
     /// A signed length word: negative is an error; beyond the input is caught by `bytes`.
+    #[inline(always)]
     fn len32(&mut self) -> Result<usize, DecodeError> {
         usize::try_from(self.i32()?).map_err(|_| DecodeError::BadLength)
     }
@@ -847,8 +859,23 @@ impl<'r, E: ExtFields> CommandRepr<'r, E> {
             impl ExtVisitor for Wr<'_, '_> {
                 #[inline]
                 fn field(&mut self, key: &str, value: ExtValue<'_>) {
-                    self.0.put_json_key(key, self.1);
+                    let mut digits = [0u8; 20];
+                    let (v, plain): (&[u8], bool) = match value {
+                        ExtValue::Str(s) => (s.as_bytes(), false),
+                        ExtValue::Int(v) => {
+                            let n = fmt_i64(v, &mut digits);
+                            (digits.get(20 - n..).unwrap_or(&[]), true)
+                        }
+                        ExtValue::Bool(true) => (b"true", true),
+                        ExtValue::Bool(false) => (b"false", true),
+                    };
+                    let comma = self.1;
                     self.1 = true;
+                    // Usually nothing to escape: the whole `,"key":"value"` in one piece.
+                    if self.0.put_plain_json_entry(comma, key.as_bytes(), v, plain) {
+                        return;
+                    }
+                    self.0.put_json_key(key, comma);
                     match value {
                         ExtValue::Str(s) => self.0.put_json_str(s),
                         ExtValue::Int(v) => self.0.put_quoted_i64(v),
@@ -896,24 +923,18 @@ impl<'r, E: ExtFields> CommandRepr<'r, E> {
         impl ExtVisitor for Wr<'_, '_> {
             #[inline]
             fn field(&mut self, key: &str, value: ExtValue<'_>) {
-                let Ok(kl) = i16::try_from(key.len()) else {
-                    self.1 = true;
-                    return;
-                };
-                self.0.put_i16_be(kl);
-                self.0.put(key.as_bytes());
-                match value {
-                    ExtValue::Str(s) => {
-                        let Ok(vl) = i32::try_from(s.len()) else {
-                            self.1 = true;
-                            return;
-                        };
-                        self.0.put_i32_be(vl);
-                        self.0.put(s.as_bytes());
+                let mut digits = [0u8; 20];
+                let v: &[u8] = match value {
+                    ExtValue::Str(s) => s.as_bytes(),
+                    ExtValue::Int(v) => {
+                        let n = fmt_i64(v, &mut digits);
+                        digits.get(20 - n..).unwrap_or(&[])
                     }
-                    ExtValue::Int(v) => self.0.put_len_prefixed_i64_dec(v),
-                    ExtValue::Bool(true) => self.0.put(b"\0\0\0\x04true"),
-                    ExtValue::Bool(false) => self.0.put(b"\0\0\0\x05false"),
+                    ExtValue::Bool(true) => b"true",
+                    ExtValue::Bool(false) => b"false",
+                };
+                if !self.0.put_binary_entry(key.as_bytes(), v) {
+                    self.1 = true;
                 }
             }
         }

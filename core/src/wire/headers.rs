@@ -463,7 +463,7 @@ impl<'a> SendMessageRequestHeader<'a> {
     ) -> Result<Self, FieldError> {
         let mut s: [Option<FieldStr<'a>>; 14] = [None; 14];
         collect(h, keys, &mut s);
-        Self::from_slots(s, scratch, keys)
+        Self::from_slots(&s, scratch, keys)
     }
 
     /// Parses the frame's header and collects the ext fields in the same pass.
@@ -479,16 +479,17 @@ impl<'a> SendMessageRequestHeader<'a> {
             &mut Collect::new(keys, &mut s),
         )
         .map_err(HeaderError::Decode)?;
-        let v = Self::from_slots(s, scratch, keys).map_err(HeaderError::Field)?;
+        let v = Self::from_slots(&s, scratch, keys).map_err(HeaderError::Field)?;
         Ok((h, v))
     }
 
+    #[inline]
     fn from_slots(
-        s: [Option<FieldStr<'a>>; 14],
+        s: &[Option<FieldStr<'a>>; 14],
         scratch: &mut Scratch<'a>,
         keys: &[&'static str; 14],
     ) -> Result<Self, FieldError> {
-        let [a, b, c, d, e, f, g, hh, i, j, k, m, l, n] = s;
+        let [a, b, c, d, e, f, g, hh, i, j, k, m, l, n] = *s;
         let [ka, kb, kc, kd, ke, kf, kg, kh, ki, kj, kk, km, kl, kn] = *keys;
         Ok(SendMessageRequestHeader {
             producer_group: FieldSlot::decode(a, scratch, ka)?,
