@@ -167,6 +167,7 @@ impl<'a> JsonStr<'a> {
     }
 
     /// The string without copying, if it has no escapes and is valid UTF-8.
+    #[inline]
     pub fn as_str(&self) -> Option<&'a str> {
         if self.escaped {
             None
@@ -261,9 +262,7 @@ impl<'a> JsonStr<'a> {
         let mut out = 0usize;
         let mut put = |bytes: &[u8], out: &mut usize| -> Result<()> {
             let end = out.checked_add(bytes.len()).ok_or(too_small)?;
-            buf.get_mut(*out..end)
-                .ok_or(too_small)?
-                .copy_from_slice(bytes);
+            copy_small(buf.get_mut(*out..end).ok_or(too_small)?, bytes);
             *out = end;
             Ok(())
         };
@@ -277,6 +276,20 @@ impl<'a> JsonStr<'a> {
             put(raw.get(i..at).unwrap_or(&[]), &mut out)?;
             if at >= raw.len() {
                 return Ok(out);
+            }
+            // The common case in headers: `\u00XX` for an ASCII control character
+            // (`properties` separators), one output byte.
+            if let Some([b'u', b'0', b'0', h, l]) = raw.get(at + 1..at + 6).map(|e| {
+                let mut a = [0u8; 5];
+                copy_small(&mut a, e);
+                a
+            }) {
+                let (h, l) = (HEX_VAL[usize::from(h)], HEX_VAL[usize::from(l)]);
+                if h < 8 && l < 16 {
+                    put(&[(h << 4) | l], &mut out)?;
+                    i = at + 6;
+                    continue;
+                }
             }
             let (c, next) = decode_escape(raw, at)?;
             let mut tmp = [0u8; 4];
@@ -297,6 +310,7 @@ impl<'a> JsonStr<'a> {
 
     /// Parses the decoded string as a decimal `i64` the way Java's `Long.parseLong` does
     /// (optional `+`/`-`, ASCII digits only, no whitespace).
+    #[inline]
     pub fn parse_i64(&self) -> Option<i64> {
         if !self.escaped {
             return parse_i64_ascii(self.raw);
@@ -307,11 +321,13 @@ impl<'a> JsonStr<'a> {
     }
 
     /// As [`JsonStr::parse_i64`], range-checked to `i32` (Java `Integer.parseInt`).
+    #[inline]
     pub fn parse_i32(&self) -> Option<i32> {
         self.parse_i64().and_then(|v| i32::try_from(v).ok())
     }
 
     /// Java `Boolean.parseBoolean`: `true` only for a case-insensitive `"true"`.
+    #[inline]
     pub fn parse_bool(&self) -> bool {
         let mut tmp = [0u8; 4];
         let s: &[u8] = if self.escaped {

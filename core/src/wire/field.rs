@@ -81,6 +81,7 @@ impl<'a> FieldStr<'a> {
         self.s.raw().is_empty()
     }
     /// The string without copying, if it has no escapes and is valid UTF-8.
+    #[inline]
     pub fn as_str(&self) -> Option<&'a str> {
         self.s.as_str()
     }
@@ -125,14 +126,17 @@ impl<'a> FieldStr<'a> {
         self.s.chars()
     }
     /// Java `Long.parseLong` of the decoded string.
+    #[inline]
     pub fn parse_i64(&self) -> Option<i64> {
         self.s.parse_i64()
     }
     /// Java `Integer.parseInt` of the decoded string.
+    #[inline]
     pub fn parse_i32(&self) -> Option<i32> {
         self.s.parse_i32()
     }
     /// Java `Boolean.parseBoolean` (case-insensitive `"true"`).
+    #[inline]
     pub fn parse_bool(&self) -> bool {
         self.s.parse_bool()
     }
@@ -149,17 +153,39 @@ impl<'a> FieldStr<'a> {
 #[derive(Debug)]
 pub struct Scratch<'a> {
     buf: &'a mut [u8],
+    /// Already-validated UTF-8 that decoded strings may borrow from (see
+    /// [`Scratch::set_utf8_base`]); empty if none.
+    base: &'a str,
 }
 
 impl<'a> Scratch<'a> {
     /// A scratch area over `buf`.
     pub fn new(buf: &'a mut [u8]) -> Self {
-        Scratch { buf }
+        Scratch { buf, base: "" }
     }
     /// No scratch space: escaped strings fail to resolve.
     pub fn empty() -> Self {
-        Scratch { buf: &mut [] }
+        Scratch {
+            buf: &mut [],
+            base: "",
+        }
     }
+    /// Declares `base` (e.g. a whole header, checked once) as text that resolved strings
+    /// lying inside it may borrow without another UTF-8 check.
+    pub(crate) fn set_utf8_base(&mut self, base: &'a str) {
+        self.base = base;
+    }
+
+    /// `raw` as a `&str` if it lies inside the UTF-8 base (same memory, on char
+    /// boundaries).
+    #[inline]
+    fn from_base(&self, raw: &'a [u8]) -> Option<&'a str> {
+        let off = (raw.as_ptr() as usize).wrapping_sub(self.base.as_ptr() as usize);
+        let s = self.base.get(off..off.checked_add(raw.len())?)?;
+        // Same memory, not just equal offsets: only then are the bytes the same.
+        (s.as_ptr() == raw.as_ptr()).then_some(s)
+    }
+
     /// Bytes still free.
     pub fn remaining(&self) -> usize {
         self.buf.len()
@@ -167,9 +193,10 @@ impl<'a> Scratch<'a> {
     /// The decoded string: borrowed from the input when it has no escapes, otherwise
     /// unescaped into (and carved off) the scratch buffer. `None` if the scratch is too small
     /// or the string is malformed (invalid UTF-8, lone surrogate).
+    #[inline]
     pub fn resolve(&mut self, f: FieldStr<'a>) -> Option<&'a str> {
         if !f.has_escapes() {
-            return f.as_str();
+            return self.from_base(f.raw()).or_else(|| f.as_str());
         }
         // One pass: unescape into the free space, then carve off what was written. On
         // failure (too small, bad escape) the scratch is left as free as before.

@@ -479,6 +479,14 @@ impl<'a> SendMessageRequestHeader<'a> {
             &mut Collect::new(keys, &mut s),
         )
         .map_err(HeaderError::Decode)?;
+        // Check UTF-8 once for all the ext fields rather than once per string field (Java
+        // writes UTF-8; if this fails, each field is checked on its own as usual).
+        if let Some(text) = h
+            .ext_fields()
+            .and_then(|e| core::str::from_utf8(e.raw()).ok())
+        {
+            scratch.set_utf8_base(text);
+        }
         let v = Self::from_slots(&s, scratch, keys).map_err(HeaderError::Field)?;
         Ok((h, v))
     }
