@@ -1798,15 +1798,11 @@ impl<'b> SliceWriter<'b> {
                 match esc {
                     Esc::None => {}
                     Esc::Short(c) => {
-                        self.put(bytes.get(run..j).unwrap_or(&[]));
-                        self.put_array(&[b'\\', c]);
+                        self.put_run_then(bytes.get(run..j).unwrap_or(&[]), &[b'\\', c]);
                         run = next;
                     }
                     Esc::Unicode(cp) => {
-                        self.put(bytes.get(run..j).unwrap_or(&[]));
-                        const HEX: &[u8; 16] = b"0123456789abcdef";
-                        let h = |shift: u32| HEX[usize::from((cp >> shift) & 0xF)];
-                        self.put_array(&[b'\\', b'u', h(12), h(8), h(4), h(0)]);
+                        self.put_run_then(bytes.get(run..j).unwrap_or(&[]), &unicode_escape(cp));
                         run = next;
                     }
                 }
@@ -1815,6 +1811,19 @@ impl<'b> SliceWriter<'b> {
         }
         self.put(bytes.get(run..).unwrap_or(&[]));
         self.put_u8(b'"');
+    }
+
+    /// Appends `run` then `tail` (one bounds check).
+    #[inline]
+    fn put_run_then<const N: usize>(&mut self, run: &[u8], tail: &[u8; N]) {
+        self.put_with(run.len() + N, |d| {
+            if let Some((r, t)) = d.split_at_mut_checked(run.len()) {
+                copy_small(r, run);
+                if let Some(t) = t.first_chunk_mut::<N>() {
+                    *t = *tail;
+                }
+            }
+        });
     }
 
     /// Appends an object key: `,` (if `comma`), the key as a JSON string, and `:`.
@@ -1888,6 +1897,14 @@ impl<'b> SliceWriter<'b> {
             None => self.overflow = true,
         }
     }
+}
+
+/// `\\uXXXX` (lowercase hex) for `cp`.
+#[inline]
+fn unicode_escape(cp: u16) -> [u8; 6] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let h = |shift: u32| HEX[usize::from((cp >> shift) & 0xF)];
+    [b'\\', b'u', h(12), h(8), h(4), h(0)]
 }
 
 /// `dst.copy_from_slice(src)` for `dst.len() == src.len()`, with short copies done as one

@@ -857,7 +857,7 @@ impl<'r, E: ExtFields> CommandRepr<'r, E> {
             w.put(br#","extFields":{"#);
             struct Wr<'w, 'b>(&'w mut SliceWriter<'b>, bool);
             impl ExtVisitor for Wr<'_, '_> {
-                #[inline]
+                #[inline(always)]
                 fn field(&mut self, key: &str, value: ExtValue<'_>) {
                     let mut digits = [0u8; 20];
                     let (v, plain): (&[u8], bool) = match value {
@@ -921,7 +921,7 @@ impl<'r, E: ExtFields> CommandRepr<'r, E> {
         let start = w.position();
         struct Wr<'w, 'b>(&'w mut SliceWriter<'b>, bool);
         impl ExtVisitor for Wr<'_, '_> {
-            #[inline]
+            #[inline(always)]
             fn field(&mut self, key: &str, value: ExtValue<'_>) {
                 let mut digits = [0u8; 20];
                 let v: &[u8] = match value {

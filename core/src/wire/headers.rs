@@ -45,6 +45,7 @@ pub trait FieldSlot<'a>: Sized {
 macro_rules! slot {
     ($ty:ty, |$f:ident, $s:ident, $k:ident| $parse:expr, |$me:ident| $to:expr) => {
         impl<'a> FieldSlot<'a> for $ty {
+            #[inline]
             fn decode(
                 v: Option<FieldStr<'a>>,
                 $s: &mut Scratch<'a>,
@@ -59,6 +60,7 @@ macro_rules! slot {
             }
         }
         impl<'a> FieldSlot<'a> for Option<$ty> {
+            #[inline]
             fn decode(
                 v: Option<FieldStr<'a>>,
                 s: &mut Scratch<'a>,
