@@ -441,7 +441,8 @@ fn find_quote_or_escape(b: &[u8], mut i: usize, q: u8) -> Option<usize> {
 /// Scans a JSON string body starting at `b[start]` (just after the opening `"`): returns the
 /// index of the closing quote and whether there were escapes. Escapes are validated exactly
 /// like the parser does; `None` for a bad escape or a missing closing quote.
-#[inline(always)]
+#[cfg_attr(target_pointer_width = "64", inline(always))]
+#[cfg_attr(not(target_pointer_width = "64"), inline)]
 fn scan_string(b: &[u8], start: usize) -> Option<(usize, bool)> {
     let mut i = start;
     let mut escaped = false;
@@ -743,7 +744,8 @@ impl<'a> Compact<'a> {
 
     /// Inside an object: `Some(Some(key))` (with its `:` consumed), `Some(None)` after the
     /// closing `}`, `None` outside the subset.
-    #[inline(always)]
+    #[cfg_attr(target_pointer_width = "64", inline(always))]
+    #[cfg_attr(not(target_pointer_width = "64"), inline)]
     pub(crate) fn next_key(&mut self) -> Option<Option<JsonStr<'a>>> {
         let mut c = self.peek()?;
         if !self.first {
@@ -779,7 +781,8 @@ impl<'a> Compact<'a> {
     }
 
     /// `self.pos` is at `"`; validates escapes exactly like the parser.
-    #[inline(always)]
+    #[cfg_attr(target_pointer_width = "64", inline(always))]
+    #[cfg_attr(not(target_pointer_width = "64"), inline)]
     fn string(&mut self) -> Option<JsonStr<'a>> {
         let start = self.pos.checked_add(1)?;
         let (end, escaped) = scan_string(self.b, start)?;
@@ -800,7 +803,8 @@ impl<'a> Compact<'a> {
     }
 
     /// A scalar value: string, integer (no fraction or exponent), `true`, `false`, `null`.
-    #[inline(always)]
+    #[cfg_attr(target_pointer_width = "64", inline(always))]
+    #[cfg_attr(not(target_pointer_width = "64"), inline)]
     pub(crate) fn next_scalar(&mut self) -> Option<Token<'a>> {
         match self.peek()? {
             b'"' => Some(Token::Str(self.string()?)),
@@ -1914,6 +1918,11 @@ fn unicode_escape(cp: u16) -> [u8; 6] {
 fn copy_small(dst: &mut [u8], src: &[u8]) {
     let n = src.len();
     if n != dst.len() {
+        return;
+    }
+    // Small targets (firmware) prefer the smaller code of a plain `memcpy` call.
+    if cfg!(not(target_pointer_width = "64")) {
+        dst.copy_from_slice(src);
         return;
     }
     if (8..=16).contains(&n) {

@@ -93,6 +93,11 @@ fn round_trip(ty: SerializeType) -> usize {
         SendMessageRequestHeaderV2::decode(&parsed, &mut Scratch::new(&mut scratch)).unwrap();
     assert_eq!(back, header);
     assert_eq!(frame.body(), &body[..]);
+    // The one-pass decode too.
+    let mut scratch2 = [0u8; 256];
+    let (parsed2, back2) =
+        SendMessageRequestHeaderV2::decode_frame(&frame, &mut Scratch::new(&mut scratch2)).unwrap();
+    assert_eq!((parsed2, back2), (parsed, header));
 
     // And a response header.
     let resp = SendMessageResponseHeader {

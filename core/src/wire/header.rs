@@ -163,7 +163,8 @@ impl<'a> CommandHeader<'a> {
     }
 
     /// Stores the value of one of the scalar top-level keys.
-    #[inline(always)]
+    #[cfg_attr(target_pointer_width = "64", inline(always))]
+    #[cfg_attr(not(target_pointer_width = "64"), inline)]
     fn apply_json_scalar(
         &mut self,
         key: Key,
@@ -377,7 +378,8 @@ impl<'k, 's, 'a> Collect<'k, 's, 'a> {
 }
 
 impl<'a> ExtSink<'a> for Collect<'_, '_, 'a> {
-    #[inline(always)]
+    #[cfg_attr(target_pointer_width = "64", inline(always))]
+    #[cfg_attr(not(target_pointer_width = "64"), inline)]
     fn field(&mut self, k: FieldStr<'a>, v: FieldStr<'a>) {
         let n = self.keys.len();
         let mut i = self.next;
@@ -413,7 +415,8 @@ enum Key {
     Other,
 }
 
-#[inline(always)]
+#[cfg_attr(target_pointer_width = "64", inline(always))]
+#[cfg_attr(not(target_pointer_width = "64"), inline)]
 fn json_key(k: JsonStr<'_>) -> Key {
     if !k.has_escapes() {
         return match k.raw() {
@@ -495,14 +498,16 @@ struct Rd<'a> {
 }
 
 impl<'a> Rd<'a> {
-    #[inline(always)]
+    #[cfg_attr(target_pointer_width = "64", inline(always))]
+    #[cfg_attr(not(target_pointer_width = "64"), inline)]
     fn bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         let end = self.pos.checked_add(n).ok_or(DecodeError::BadLength)?;
         let s = self.b.get(self.pos..end).ok_or(DecodeError::Truncated)?;
         self.pos = end;
         Ok(s)
     }
-    #[inline(always)]
+    #[cfg_attr(target_pointer_width = "64", inline(always))]
+    #[cfg_attr(not(target_pointer_width = "64"), inline)]
     fn arr<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
         let a = *self
             .b
@@ -512,21 +517,25 @@ impl<'a> Rd<'a> {
         self.pos += N;
         Ok(a)
     }
-    #[inline(always)]
+    #[cfg_attr(target_pointer_width = "64", inline(always))]
+    #[cfg_attr(not(target_pointer_width = "64"), inline)]
     fn u8(&mut self) -> Result<u8, DecodeError> {
         let [b] = self.arr::<1>()?;
         Ok(b)
     }
-    #[inline(always)]
+    #[cfg_attr(target_pointer_width = "64", inline(always))]
+    #[cfg_attr(not(target_pointer_width = "64"), inline)]
     fn i16(&mut self) -> Result<i16, DecodeError> {
         Ok(i16::from_be_bytes(self.arr()?))
     }
-    #[inline(always)]
+    #[cfg_attr(target_pointer_width = "64", inline(always))]
+    #[cfg_attr(not(target_pointer_width = "64"), inline)]
     fn i32(&mut self) -> Result<i32, DecodeError> {
         Ok(i32::from_be_bytes(self.arr()?))
     }
     /// A signed length word: negative is an error; beyond the input is caught by `bytes`.
-    #[inline(always)]
+    #[cfg_attr(target_pointer_width = "64", inline(always))]
+    #[cfg_attr(not(target_pointer_width = "64"), inline)]
     fn len32(&mut self) -> Result<usize, DecodeError> {
         usize::try_from(self.i32()?).map_err(|_| DecodeError::BadLength)
     }
@@ -857,7 +866,8 @@ impl<'r, E: ExtFields> CommandRepr<'r, E> {
             w.put(br#","extFields":{"#);
             struct Wr<'w, 'b>(&'w mut SliceWriter<'b>, bool);
             impl ExtVisitor for Wr<'_, '_> {
-                #[inline(always)]
+                #[cfg_attr(target_pointer_width = "64", inline(always))]
+                #[cfg_attr(not(target_pointer_width = "64"), inline(never))]
                 fn field(&mut self, key: &str, value: ExtValue<'_>) {
                     let mut digits = [0u8; 20];
                     let (v, plain): (&[u8], bool) = match value {
@@ -921,7 +931,8 @@ impl<'r, E: ExtFields> CommandRepr<'r, E> {
         let start = w.position();
         struct Wr<'w, 'b>(&'w mut SliceWriter<'b>, bool);
         impl ExtVisitor for Wr<'_, '_> {
-            #[inline(always)]
+            #[cfg_attr(target_pointer_width = "64", inline(always))]
+            #[cfg_attr(not(target_pointer_width = "64"), inline(never))]
             fn field(&mut self, key: &str, value: ExtValue<'_>) {
                 let mut digits = [0u8; 20];
                 let v: &[u8] = match value {
