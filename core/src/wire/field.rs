@@ -179,7 +179,7 @@ impl<'a> Scratch<'a> {
     /// `raw` as a `&str` if it lies inside the UTF-8 base (same memory, on char
     /// boundaries).
     #[inline]
-    fn from_base(&self, raw: &'a [u8]) -> Option<&'a str> {
+    fn in_base(&self, raw: &'a [u8]) -> Option<&'a str> {
         let off = (raw.as_ptr() as usize).wrapping_sub(self.base.as_ptr() as usize);
         let s = self.base.get(off..off.checked_add(raw.len())?)?;
         // Same memory, not just equal offsets: only then are the bytes the same.
@@ -196,7 +196,7 @@ impl<'a> Scratch<'a> {
     #[inline]
     pub fn resolve(&mut self, f: FieldStr<'a>) -> Option<&'a str> {
         if !f.has_escapes() {
-            return self.from_base(f.raw()).or_else(|| f.as_str());
+            return self.in_base(f.raw()).or_else(|| f.as_str());
         }
         // One pass: unescape into the free space, then carve off what was written. On
         // failure (too small, bad escape) the scratch is left as free as before.
