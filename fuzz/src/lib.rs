@@ -166,33 +166,6 @@ pub fn salt(data: &[u8]) -> u64 {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::too_small_sizes;
-
-    #[test]
-    fn sizes_cover_both_edges_and_stay_below_exact() {
-        for exact in 0..200 {
-            for salt in 0..8 {
-                let v: Vec<usize> = too_small_sizes(exact, salt).collect();
-                assert!(v.windows(2).all(|w| w[0] < w[1]), "{exact} {salt}: {v:?}");
-                assert!(v.iter().all(|&n| n < exact));
-                assert!(v.len() <= 8 + 8 + 8);
-                for n in 0..exact.min(8) {
-                    assert!(v.contains(&n));
-                }
-                for n in exact.saturating_sub(8)..exact {
-                    assert!(v.contains(&n));
-                }
-            }
-        }
-        // Every residue is reachable in the middle of a long buffer.
-        let all: std::collections::BTreeSet<usize> =
-            (0..1000).flat_map(|s| too_small_sizes(1000, s)).collect();
-        assert_eq!(all.len(), 1000);
-    }
-}
-
 /// The one-pass typed decoders (`decode_frame`) give exactly what parsing the header and then
 /// decoding the typed header gives, errors included.
 pub fn check_one_pass(frame: &Frame<&[u8]>) {
@@ -218,4 +191,31 @@ pub fn check_one_pass(frame: &Frame<&[u8]>) {
         });
     let one = SendMessageRequestHeader::decode_frame(frame, &mut Scratch::new(&mut b));
     assert_eq!(one, two, "V1 one-pass decode differs");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::too_small_sizes;
+
+    #[test]
+    fn sizes_cover_both_edges_and_stay_below_exact() {
+        for exact in 0..200 {
+            for salt in 0..8 {
+                let v: Vec<usize> = too_small_sizes(exact, salt).collect();
+                assert!(v.windows(2).all(|w| w[0] < w[1]), "{exact} {salt}: {v:?}");
+                assert!(v.iter().all(|&n| n < exact));
+                assert!(v.len() <= 8 + 8 + 8);
+                for n in 0..exact.min(8) {
+                    assert!(v.contains(&n));
+                }
+                for n in exact.saturating_sub(8)..exact {
+                    assert!(v.contains(&n));
+                }
+            }
+        }
+        // Every residue is reachable in the middle of a long buffer.
+        let all: std::collections::BTreeSet<usize> =
+            (0..1000).flat_map(|s| too_small_sizes(1000, s)).collect();
+        assert_eq!(all.len(), 1000);
+    }
 }
