@@ -921,10 +921,12 @@ impl<'a> JsonNumber<'a> {
         self.raw
     }
     /// The value if it is an integer that fits `i64` (no fraction or exponent).
+    #[inline]
     pub fn as_i64(&self) -> Option<i64> {
         parse_i64_ascii(self.raw)
     }
     /// The value if it is an integer that fits `i32`.
+    #[inline]
     pub fn as_i32(&self) -> Option<i32> {
         self.as_i64().and_then(|v| i32::try_from(v).ok())
     }

@@ -447,6 +447,8 @@ fn json_key(k: JsonStr<'_>) -> Key {
     Key::Other
 }
 
+#[cfg_attr(target_pointer_width = "64", inline(always))]
+#[cfg_attr(not(target_pointer_width = "64"), inline)]
 fn json_int_opt(tok: Token<'_>, name: &'static str) -> Result<Option<i32>, DecodeError> {
     let v = match tok {
         Token::Number(n) => n.as_i32(),
@@ -457,6 +459,8 @@ fn json_int_opt(tok: Token<'_>, name: &'static str) -> Result<Option<i32>, Decod
     v.map(Some).ok_or(DecodeError::FieldType(name))
 }
 
+#[cfg_attr(target_pointer_width = "64", inline(always))]
+#[cfg_attr(not(target_pointer_width = "64"), inline)]
 fn json_int(tok: Token<'_>, name: &'static str) -> Result<i32, DecodeError> {
     Ok(json_int_opt(tok, name)?.unwrap_or(0))
 }
