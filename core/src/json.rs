@@ -1799,6 +1799,21 @@ impl<'b> SliceWriter<'b> {
                     continue;
                 }
                 let Some(&b) = bytes.get(j) else { break };
+                if let Some((esc, len)) = CTRL_ESC.get(usize::from(b)) {
+                    // A control character (the `properties` separators): a precomputed
+                    // escape, written together with the run before it.
+                    let len = usize::from(*len);
+                    let run_bytes = bytes.get(run..j).unwrap_or(&[]);
+                    self.put_with(run_bytes.len() + len, |d| {
+                        if let Some((r, t)) = d.split_at_mut_checked(run_bytes.len()) {
+                            copy_small(r, run_bytes);
+                            copy_small(t, esc.get(..len).unwrap_or(&[]));
+                        }
+                    });
+                    next = j + 1;
+                    run = next;
+                    continue;
+                }
                 let (consumed, esc) = classify(bytes, j, b);
                 next = j + consumed;
                 match esc {
@@ -1904,6 +1919,31 @@ impl<'b> SliceWriter<'b> {
         }
     }
 }
+
+/// How fastjson writes each C0 control character: the escape bytes and their length
+/// (`\\b \\t \\n \\f \\r` short, the others `\\u00XX`).
+const CTRL_ESC: [([u8; 6], u8); 32] = {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut t = [([0u8; 6], 0u8); 32];
+    let mut c = 0;
+    while c < 32 {
+        let short = match c {
+            0x08 => b'b',
+            0x09 => b't',
+            0x0A => b'n',
+            0x0C => b'f',
+            0x0D => b'r',
+            _ => 0,
+        };
+        t[c] = if short != 0 {
+            ([b'\\', short, 0, 0, 0, 0], 2)
+        } else {
+            ([b'\\', b'u', b'0', b'0', HEX[c >> 4], HEX[c & 0xF]], 6)
+        };
+        c += 1;
+    }
+    t
+};
 
 /// `\\uXXXX` (lowercase hex) for `cp`.
 #[inline]
