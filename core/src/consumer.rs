@@ -33,7 +33,7 @@ use heapless::Vec;
 use crate::json::{BufferTooSmall, SliceWriter};
 use crate::message::StoredMessage;
 use crate::message::keys;
-use crate::producer::{CLIENT_INNER_PRODUCER, HeartbeatFlavor};
+use crate::producer::{HeartbeatFlavor, write_heartbeat_body};
 use crate::select::java_string_hash;
 use crate::time::Duration;
 use crate::wire::headers::{PullMessageRequestHeader, PullMessageResponseHeader};
@@ -894,7 +894,7 @@ fn write_consumer(w: &mut SliceWriter<'_>, c: &ConsumerData<'_>) {
 }
 
 /// Writes a HEART_BEAT (34) JSON body (fastjson order: keys sorted) announcing `consumers` and
-/// the producer groups `producers` plus [`CLIENT_INNER_PRODUCER`], as a Java client does.
+/// the producer groups `producers` plus [`CLIENT_INNER_PRODUCER`](crate::producer::CLIENT_INNER_PRODUCER), as a Java client does.
 ///
 /// # Errors
 /// [`BufferTooSmall`] when `buf` is too short.
@@ -906,32 +906,14 @@ pub fn write_heartbeat(
     buf: &mut [u8],
 ) -> Result<usize, BufferTooSmall> {
     let mut w = SliceWriter::new(buf);
-    w.put(br#"{"clientID":"#);
-    w.put_json_str(client_id);
-    w.put(br#","consumerDataSet":["#);
-    for (i, c) in consumers.iter().enumerate() {
-        if i > 0 {
-            w.put_u8(b',');
+    write_heartbeat_body(&mut w, client_id, producers, flavor, |w| {
+        for (i, c) in consumers.iter().enumerate() {
+            if i > 0 {
+                w.put_u8(b',');
+            }
+            write_consumer(w, c);
         }
-        write_consumer(&mut w, c);
-    }
-    w.put_u8(b']');
-    if flavor == HeartbeatFlavor::V5 {
-        w.put(br#","heartbeatFingerprint":0"#);
-    }
-    w.put(br#","producerDataSet":[{"groupName":"#);
-    w.put_json_str(CLIENT_INNER_PRODUCER);
-    w.put_u8(b'}');
-    for g in producers.iter().filter(|g| **g != CLIENT_INNER_PRODUCER) {
-        w.put(br#",{"groupName":"#);
-        w.put_json_str(g);
-        w.put_u8(b'}');
-    }
-    w.put_u8(b']');
-    if flavor == HeartbeatFlavor::V5 {
-        w.put(br#","withoutSub":false"#);
-    }
-    w.put_u8(b'}');
+    });
     w.finish()
 }
 

@@ -282,16 +282,31 @@ pub fn write_heartbeat(
     buf: &mut [u8],
 ) -> Result<usize, crate::json::BufferTooSmall> {
     let mut w = SliceWriter::new(buf);
+    write_heartbeat_body(&mut w, client_id, groups, flavor, |_| {});
+    w.finish()
+}
+
+/// The HEART_BEAT body shared by producers and consumers (fastjson order: keys sorted);
+/// `consumers` writes the entries of `consumerDataSet` (nothing for a producer).
+pub(crate) fn write_heartbeat_body(
+    w: &mut SliceWriter<'_>,
+    client_id: &str,
+    producers: &[&str],
+    flavor: HeartbeatFlavor,
+    consumers: impl FnOnce(&mut SliceWriter<'_>),
+) {
     w.put(br#"{"clientID":"#);
     w.put_json_str(client_id);
-    w.put(br#","consumerDataSet":[]"#);
+    w.put(br#","consumerDataSet":["#);
+    consumers(w);
+    w.put_u8(b']');
     if flavor == HeartbeatFlavor::V5 {
         w.put(br#","heartbeatFingerprint":0"#);
     }
     w.put(br#","producerDataSet":[{"groupName":"#);
     w.put_json_str(CLIENT_INNER_PRODUCER);
     w.put_u8(b'}');
-    for g in groups.iter().filter(|g| **g != CLIENT_INNER_PRODUCER) {
+    for g in producers.iter().filter(|g| **g != CLIENT_INNER_PRODUCER) {
         w.put(br#",{"groupName":"#);
         w.put_json_str(g);
         w.put_u8(b'}');
@@ -301,7 +316,6 @@ pub fn write_heartbeat(
         w.put(br#","withoutSub":false"#);
     }
     w.put_u8(b'}');
-    w.finish()
 }
 
 /// The NameServer choice of STRATEGY.md §8.1: start at a random index, stay on one server
