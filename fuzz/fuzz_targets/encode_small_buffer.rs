@@ -103,6 +103,7 @@ fuzz_target!(|data: &[u8]| {
     let frame = Frame::new_checked(&buf[..]).expect("emitted frame fails check_len");
     assert_eq!(frame.body_ref().len(), body_len);
     let parsed = CommandHeader::parse(&frame).expect("emitted header fails to parse");
+    rmq_fuzz::check_one_pass(&frame);
     assert_eq!(parsed.request_code(), RequestCode::SEND_MESSAGE_V2);
     assert_eq!(
         (parsed.opaque(), parsed.version(), parsed.flag()),
