@@ -1592,7 +1592,7 @@ impl<'b> SliceWriter<'b> {
 
     /// Appends `open`, `bytes`, `close` (one bounds check).
     #[inline]
-    pub fn put_wrapped(&mut self, open: u8, bytes: &[u8], close: u8) {
+    pub(crate) fn put_wrapped(&mut self, open: u8, bytes: &[u8], close: u8) {
         if self.overflow {
             return;
         }
@@ -1666,7 +1666,7 @@ impl<'b> SliceWriter<'b> {
     /// escaping (`value_plain`: the caller knows the value is plain, e.g. digits); returns
     /// `false`, writing nothing, if one does.
     #[inline]
-    pub fn put_plain_json_entry(
+    pub(crate) fn put_plain_json_entry(
         &mut self,
         comma: bool,
         key: &[u8],
@@ -1712,7 +1712,7 @@ impl<'b> SliceWriter<'b> {
     /// value, with one bounds check. Returns `false` (writing nothing) if a length does not
     /// fit its field.
     #[inline]
-    pub fn put_binary_entry(&mut self, key: &[u8], value: &[u8]) -> bool {
+    pub(crate) fn put_binary_entry(&mut self, key: &[u8], value: &[u8]) -> bool {
         let (Ok(kl), Ok(vl)) = (i16::try_from(key.len()), i32::try_from(value.len())) else {
             return false;
         };
@@ -1738,7 +1738,7 @@ impl<'b> SliceWriter<'b> {
     /// [`SliceWriter::patch_i32_be`] (a length that is only known after what follows it);
     /// returns their offset.
     #[inline]
-    pub fn reserve_i32(&mut self) -> usize {
+    pub(crate) fn reserve_i32(&mut self) -> usize {
         let at = self.pos;
         self.put(&[0; 4]);
         at
@@ -1747,7 +1747,7 @@ impl<'b> SliceWriter<'b> {
     /// Overwrites the four bytes at `at` (from [`SliceWriter::reserve_i32`]) with `v`; does
     /// nothing after an overflow.
     #[inline]
-    pub fn patch_i32_be(&mut self, at: usize, v: i32) {
+    pub(crate) fn patch_i32_be(&mut self, at: usize, v: i32) {
         if self.overflow {
             return;
         }
@@ -1849,7 +1849,7 @@ impl<'b> SliceWriter<'b> {
 
     /// Appends an object key: `,` (if `comma`), the key as a JSON string, and `:`.
     #[inline]
-    pub fn put_json_key(&mut self, key: &str, comma: bool) {
+    pub(crate) fn put_json_key(&mut self, key: &str, comma: bool) {
         let kb = key.as_bytes();
         if plain_run(kb) != kb.len() {
             if comma {
@@ -1882,7 +1882,7 @@ impl<'b> SliceWriter<'b> {
 
     /// Appends `v` in decimal inside double quotes (a JSON string holding a number).
     #[inline]
-    pub fn put_quoted_i64(&mut self, v: i64) {
+    pub(crate) fn put_quoted_i64(&mut self, v: i64) {
         let mut tmp = [0u8; 22];
         let Some((digits, close)) = tmp.split_first_chunk_mut::<21>() else {
             return;
