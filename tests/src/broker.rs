@@ -138,6 +138,42 @@ impl Default for ClusterOptions {
     }
 }
 
+impl ClusterOptions {
+    /// Turns authentication on for `version` with one account `access_key`/`secret_key` that
+    /// may do everything: the 4.9 line's plain ACL (`aclEnable=true` and a
+    /// `conf/plain_acl.yml` in the broker home), or 5.3.3's authentication
+    /// (`authenticationEnabled=true`, the account as initial user and as the broker's own
+    /// inner-client credentials).
+    pub fn with_acl(mut self, version: Version, access_key: &str, secret_key: &str) -> Self {
+        match version {
+            Version::V4_9 => {
+                self.broker_config.push("aclEnable=true".into());
+                self.broker_home_files.push((
+                    "conf/plain_acl.yml".into(),
+                    format!(
+                        "globalWhiteRemoteAddresses:\n\
+                         accounts:\n\
+                         - accessKey: {access_key}\n\
+                         \x20 secretKey: {secret_key}\n\
+                         \x20 whiteRemoteAddress:\n\
+                         \x20 admin: true\n\
+                         \x20 defaultTopicPerm: PUB|SUB\n\
+                         \x20 defaultGroupPerm: PUB|SUB\n"
+                    ),
+                ));
+            }
+            _ => self.broker_config.extend([
+                "authenticationEnabled=true".to_string(),
+                "authenticationProvider=org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider".to_string(),
+                "authenticationMetadataProvider=org.apache.rocketmq.auth.authentication.provider.LocalAuthenticationMetadataProvider".to_string(),
+                format!("initAuthenticationUser={{\"username\":\"{access_key}\",\"password\":\"{secret_key}\"}}"),
+                format!("innerClientAuthenticationCredentials={{\"accessKey\":\"{access_key}\",\"secretKey\":\"{secret_key}\"}}"),
+            ]),
+        }
+        self
+    }
+}
+
 impl fmt::Debug for ClusterOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClusterOptions")

@@ -18,38 +18,8 @@ const SECRET_KEY: &str = "rmqStdSecret123";
 const TOPIC: &str = "StdAclTopic";
 const RETRIES: u8 = 2;
 
-fn plain_acl_yml() -> String {
-    format!(
-        "globalWhiteRemoteAddresses:\n\
-         accounts:\n\
-         - accessKey: {ACCESS_KEY}\n\
-         \x20 secretKey: {SECRET_KEY}\n\
-         \x20 whiteRemoteAddress:\n\
-         \x20 admin: true\n\
-         \x20 defaultTopicPerm: PUB|SUB\n\
-         \x20 defaultGroupPerm: PUB|SUB\n"
-    )
-}
-
 fn options(v: Version) -> ClusterOptions {
-    let mut o = ClusterOptions::default();
-    match v {
-        Version::V4_9 => {
-            o.broker_config.push("aclEnable=true".into());
-            o.broker_home_files
-                .push(("conf/plain_acl.yml".into(), plain_acl_yml()));
-        }
-        _ => {
-            o.broker_config.extend([
-                "authenticationEnabled=true".to_string(),
-                "authenticationProvider=org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider".to_string(),
-                "authenticationMetadataProvider=org.apache.rocketmq.auth.authentication.provider.LocalAuthenticationMetadataProvider".to_string(),
-                format!("initAuthenticationUser={{\"username\":\"{ACCESS_KEY}\",\"password\":\"{SECRET_KEY}\"}}"),
-                format!("innerClientAuthenticationCredentials={{\"accessKey\":\"{ACCESS_KEY}\",\"secretKey\":\"{SECRET_KEY}\"}}"),
-            ]);
-        }
-    }
-    o
+    ClusterOptions::default().with_acl(v, ACCESS_KEY, SECRET_KEY)
 }
 
 async fn producer(ns: &str, group: &str, creds: Option<(&str, &str)>) -> Producer {
