@@ -1,35 +1,20 @@
 //! A rough throughput check of the codec (not a benchmark harness). Run with
 //! `cargo test -p rmq-core --release --test codec_speed -- --ignored --nocapture`.
 
+mod common;
+
 use std::hint::black_box;
 use std::time::Instant;
 
-use rmq_core::wire::headers::{SendMessageRequestHeader, SendMessageRequestHeaderV2};
+use rmq_core::wire::headers::SendMessageRequestHeaderV2;
 use rmq_core::wire::{
     CommandHeader, CommandRepr, Frame, RequestCode, Scratch, SerializeType, version,
 };
 
-const PROPS: &str = "TAGS\u{1}TagA\u{2}KEYS\u{1}order-1\u{2}WAIT\u{1}true\u{2}UNIQ_KEY\u{1}C0A8010A30391B6D3586000F42400007\u{2}";
-
 #[test]
 #[ignore = "timing only; run in release with --ignored --nocapture"]
 fn send_v2_codec_speed() {
-    let header = SendMessageRequestHeaderV2(SendMessageRequestHeader {
-        producer_group: "pg-demo",
-        topic: "TopicTest",
-        default_topic: "TBW102",
-        default_topic_queue_nums: 4,
-        queue_id: 1,
-        sys_flag: 0,
-        born_timestamp: 1_700_000_000_000,
-        flag: 0,
-        properties: Some(PROPS),
-        reconsume_times: Some(0),
-        unit_mode: Some(false),
-        batch: Some(false),
-        max_reconsume_times: None,
-        broker_name: Some("broker-a"),
-    });
+    let header = common::send_v2();
     // RMQ_BENCH_N / RMQ_BENCH_ROUNDS shrink the run (e.g. for callgrind instruction counts).
     let env_u32 = |k: &str, d: u32| {
         std::env::var(k)

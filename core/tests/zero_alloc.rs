@@ -5,12 +5,12 @@
 //! only place that is allowed (the library itself forbids unsafe code).
 #![allow(unsafe_code)]
 
+mod common;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use rmq_core::wire::headers::{
-    SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader,
-};
+use rmq_core::wire::headers::{SendMessageRequestHeaderV2, SendMessageResponseHeader};
 use rmq_core::wire::{
     CommandHeader, CommandRepr, FrameReader, RequestCode, ResponseCode, Scratch, SerializeType,
     version,
@@ -41,27 +41,10 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-const PROPS: &str = "TAGS\u{1}TagA\u{2}KEYS\u{1}order-1\u{2}WAIT\u{1}true\u{2}UNIQ_KEY\u{1}C0A8010A30391B6D3586000F42400007\u{2}";
-
 /// Everything on the stack; returns a checksum so nothing is optimised away.
 fn round_trip(ty: SerializeType) -> usize {
     let body = [0x5au8; 1024];
-    let header = SendMessageRequestHeaderV2(SendMessageRequestHeader {
-        producer_group: "pg-demo",
-        topic: "TopicTest",
-        default_topic: "TBW102",
-        default_topic_queue_nums: 4,
-        queue_id: 1,
-        sys_flag: 0,
-        born_timestamp: 1_700_000_000_000,
-        flag: 0,
-        properties: Some(PROPS),
-        reconsume_times: Some(0),
-        unit_mode: Some(false),
-        batch: Some(false),
-        max_reconsume_times: None,
-        broker_name: Some("broker-a"),
-    });
+    let header = common::send_v2();
     let cmd = CommandRepr::request(
         RequestCode::SEND_MESSAGE_V2,
         7,
