@@ -442,7 +442,6 @@ fn find_quote_or_escape(b: &[u8], mut i: usize, q: u8) -> Option<usize> {
 /// index of the closing quote and whether there were escapes. Escapes are validated exactly
 /// like the parser does; `None` for a bad escape or a missing closing quote.
 #[cfg_attr(target_pointer_width = "64", inline(always))]
-#[cfg_attr(not(target_pointer_width = "64"), inline)]
 fn scan_string(b: &[u8], start: usize) -> Option<(usize, bool)> {
     let mut i = start;
     let mut escaped = false;
@@ -745,7 +744,6 @@ impl<'a> Compact<'a> {
     /// Inside an object: `Some(Some(key))` (with its `:` consumed), `Some(None)` after the
     /// closing `}`, `None` outside the subset.
     #[cfg_attr(target_pointer_width = "64", inline(always))]
-    #[cfg_attr(not(target_pointer_width = "64"), inline)]
     pub(crate) fn next_key(&mut self) -> Option<Option<JsonStr<'a>>> {
         let mut c = self.peek()?;
         if !self.first {
@@ -782,7 +780,6 @@ impl<'a> Compact<'a> {
 
     /// `self.pos` is at `"`; validates escapes exactly like the parser.
     #[cfg_attr(target_pointer_width = "64", inline(always))]
-    #[cfg_attr(not(target_pointer_width = "64"), inline)]
     fn string(&mut self) -> Option<JsonStr<'a>> {
         let start = self.pos.checked_add(1)?;
         let (end, escaped) = scan_string(self.b, start)?;
@@ -804,7 +801,6 @@ impl<'a> Compact<'a> {
 
     /// A scalar value: string, integer (no fraction or exponent), `true`, `false`, `null`.
     #[cfg_attr(target_pointer_width = "64", inline(always))]
-    #[cfg_attr(not(target_pointer_width = "64"), inline)]
     pub(crate) fn next_scalar(&mut self) -> Option<Token<'a>> {
         match self.peek()? {
             b'"' => Some(Token::Str(self.string()?)),
@@ -1799,7 +1795,10 @@ impl<'b> SliceWriter<'b> {
                     continue;
                 }
                 let Some(&b) = bytes.get(j) else { break };
-                if let Some((esc, len)) = CTRL_ESC.get(usize::from(b)) {
+                if let Some((esc, len)) = CTRL_ESC
+                    .get(usize::from(b))
+                    .filter(|_| cfg!(target_pointer_width = "64"))
+                {
                     // A control character (the `properties` separators): a precomputed
                     // escape, written together with the run before it.
                     let len = usize::from(*len);

@@ -164,7 +164,6 @@ impl<'a> CommandHeader<'a> {
 
     /// Stores the value of one of the scalar top-level keys.
     #[cfg_attr(target_pointer_width = "64", inline(always))]
-    #[cfg_attr(not(target_pointer_width = "64"), inline)]
     fn apply_json_scalar(
         &mut self,
         key: Key,
@@ -379,7 +378,6 @@ impl<'k, 's, 'a> Collect<'k, 's, 'a> {
 
 impl<'a> ExtSink<'a> for Collect<'_, '_, 'a> {
     #[cfg_attr(target_pointer_width = "64", inline(always))]
-    #[cfg_attr(not(target_pointer_width = "64"), inline)]
     fn field(&mut self, k: FieldStr<'a>, v: FieldStr<'a>) {
         let n = self.keys.len();
         let mut i = self.next;
@@ -416,7 +414,6 @@ enum Key {
 }
 
 #[cfg_attr(target_pointer_width = "64", inline(always))]
-#[cfg_attr(not(target_pointer_width = "64"), inline)]
 fn json_key(k: JsonStr<'_>) -> Key {
     if !k.has_escapes() {
         return match k.raw() {
@@ -448,7 +445,6 @@ fn json_key(k: JsonStr<'_>) -> Key {
 }
 
 #[cfg_attr(target_pointer_width = "64", inline(always))]
-#[cfg_attr(not(target_pointer_width = "64"), inline)]
 fn json_int_opt(tok: Token<'_>, name: &'static str) -> Result<Option<i32>, DecodeError> {
     let v = match tok {
         Token::Number(n) => n.as_i32(),
@@ -460,7 +456,6 @@ fn json_int_opt(tok: Token<'_>, name: &'static str) -> Result<Option<i32>, Decod
 }
 
 #[cfg_attr(target_pointer_width = "64", inline(always))]
-#[cfg_attr(not(target_pointer_width = "64"), inline)]
 fn json_int(tok: Token<'_>, name: &'static str) -> Result<i32, DecodeError> {
     Ok(json_int_opt(tok, name)?.unwrap_or(0))
 }
@@ -503,7 +498,6 @@ struct Rd<'a> {
 
 impl<'a> Rd<'a> {
     #[cfg_attr(target_pointer_width = "64", inline(always))]
-    #[cfg_attr(not(target_pointer_width = "64"), inline)]
     fn bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         let end = self.pos.checked_add(n).ok_or(DecodeError::BadLength)?;
         let s = self.b.get(self.pos..end).ok_or(DecodeError::Truncated)?;
@@ -511,7 +505,6 @@ impl<'a> Rd<'a> {
         Ok(s)
     }
     #[cfg_attr(target_pointer_width = "64", inline(always))]
-    #[cfg_attr(not(target_pointer_width = "64"), inline)]
     fn arr<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
         let a = *self
             .b
@@ -522,24 +515,20 @@ impl<'a> Rd<'a> {
         Ok(a)
     }
     #[cfg_attr(target_pointer_width = "64", inline(always))]
-    #[cfg_attr(not(target_pointer_width = "64"), inline)]
     fn u8(&mut self) -> Result<u8, DecodeError> {
         let [b] = self.arr::<1>()?;
         Ok(b)
     }
     #[cfg_attr(target_pointer_width = "64", inline(always))]
-    #[cfg_attr(not(target_pointer_width = "64"), inline)]
     fn i16(&mut self) -> Result<i16, DecodeError> {
         Ok(i16::from_be_bytes(self.arr()?))
     }
     #[cfg_attr(target_pointer_width = "64", inline(always))]
-    #[cfg_attr(not(target_pointer_width = "64"), inline)]
     fn i32(&mut self) -> Result<i32, DecodeError> {
         Ok(i32::from_be_bytes(self.arr()?))
     }
     /// A signed length word: negative is an error; beyond the input is caught by `bytes`.
     #[cfg_attr(target_pointer_width = "64", inline(always))]
-    #[cfg_attr(not(target_pointer_width = "64"), inline)]
     fn len32(&mut self) -> Result<usize, DecodeError> {
         usize::try_from(self.i32()?).map_err(|_| DecodeError::BadLength)
     }
