@@ -1767,83 +1767,92 @@ impl<'b> SliceWriter<'b> {
     }
 
     /// [`SliceWriter::put_json_str`] for a string with something to escape at or after
-    /// `bytes[i]` (everything before it is plain). Eight bytes at a time: every byte that may
-    /// need escaping gets an exact mark ([`exact_escape_marks`]), and only marked bytes are
-    /// looked at; plain runs between them are copied in one piece.
+    /// `bytes[i]` (everything before it is plain).
+    ///
+    /// While there is room (64-bit targets), eight input bytes at a time: the word is stored
+    /// as it is, then for each byte that needs escaping ([`exact_escape_marks`]) its escape
+    /// from [`ESC_WORD`] is stored over the copy, followed by the rest of the word again.
+    /// Up to 72 bytes of the buffer past the string's end may be written too; what follows
+    /// overwrites them. Near the end of the buffer, run by run.
     fn put_json_str_escaped(&mut self, bytes: &[u8], i: usize) {
         self.put_u8(b'"');
-        let n = bytes.len();
-        let mut run = 0;
-        // Bytes before `next` were consumed by a multi-byte sequence already handled.
-        let mut next = i;
-        let mut p = i;
-        while p < n {
-            let rest = bytes.get(p..).unwrap_or(&[]);
-            let x = match rest.first_chunk::<8>() {
-                Some(w) => u64::from_le_bytes(*w),
-                None => {
-                    let mut w = [b'a'; 8];
-                    copy_small(w.get_mut(..rest.len()).unwrap_or(&mut []), rest);
-                    u64::from_le_bytes(w)
-                }
-            };
-            let mut m = exact_escape_marks(x);
-            while m != 0 {
-                let j = p + (m.trailing_zeros() / 8) as usize;
-                m &= m - 1;
-                if j < next {
-                    continue;
-                }
-                let Some(&b) = bytes.get(j) else { break };
-                if let Some((esc, len)) = CTRL_ESC
-                    .get(usize::from(b))
-                    .filter(|_| cfg!(target_pointer_width = "64"))
-                {
-                    // A control character (the `properties` separators): a precomputed
-                    // escape, written together with the run before it.
-                    let len = usize::from(*len);
-                    let run_bytes = bytes.get(run..j).unwrap_or(&[]);
-                    self.put_with(run_bytes.len() + len, |d| {
-                        if let Some((r, t)) = d.split_at_mut_checked(run_bytes.len()) {
-                            copy_small(r, run_bytes);
-                            copy_small(t, esc.get(..len).unwrap_or(&[]));
-                        }
-                    });
-                    next = j + 1;
-                    run = next;
-                    continue;
-                }
-                let (consumed, esc) = classify(bytes, j, b);
-                next = j + consumed;
-                match esc {
-                    Esc::None => {}
-                    Esc::Short(c) => {
-                        self.put_run_then(bytes.get(run..j).unwrap_or(&[]), &[b'\\', c]);
-                        run = next;
-                    }
-                    Esc::Unicode(cp) => {
-                        self.put_run_then(bytes.get(run..j).unwrap_or(&[]), &unicode_escape(cp));
-                        run = next;
-                    }
-                }
-            }
-            p += 8;
+        self.put(bytes.get(..i).unwrap_or(&[]));
+        if self.overflow {
+            return;
         }
-        self.put(bytes.get(run..).unwrap_or(&[]));
-        self.put_u8(b'"');
-    }
-
-    /// Appends `run` then `tail` (one bounds check).
-    #[inline]
-    fn put_run_then<const N: usize>(&mut self, run: &[u8], tail: &[u8; N]) {
-        self.put_with(run.len() + N, |d| {
-            if let Some((r, t)) = d.split_at_mut_checked(run.len()) {
-                copy_small(r, run);
-                if let Some(t) = t.first_chunk_mut::<N>() {
-                    *t = *tail;
+        let mut p = i;
+        #[cfg(target_pointer_width = "64")]
+        {
+            let n = bytes.len();
+            // Output position of input byte `p`.
+            let mut o = self.pos;
+            'words: while p < n {
+                // Eight input bytes write at most 8 escapes of 6 bytes: 48 bytes plus the
+                // 8-byte stores, all inside this window.
+                let Some(out) = self
+                    .buf
+                    .get_mut(o..)
+                    .and_then(<[u8]>::first_chunk_mut::<72>)
+                else {
+                    break;
+                };
+                // The next (up to) eight input bytes; lanes past the end are masked off.
+                let (x, count) = match bytes.get(p..).and_then(<[u8]>::first_chunk::<8>) {
+                    Some(w) => (u64::from_le_bytes(*w), 8),
+                    None => {
+                        let rest = bytes.get(p..).unwrap_or(&[]);
+                        let mut w = [0u8; 8];
+                        copy_small(w.get_mut(..rest.len()).unwrap_or(&mut []), rest);
+                        (u64::from_le_bytes(w), rest.len())
+                    }
+                };
+                let mut m = exact_escape_marks(x);
+                if count < 8 {
+                    m &= (1u64 << (count * 8)) - 1;
                 }
+                store8(out, 0, x);
+                // Output bytes added by the escapes so far in this word.
+                let mut extra = 0usize;
+                while m != 0 {
+                    let k = (m.trailing_zeros() / 8) as usize;
+                    m &= m - 1;
+                    let b = (x >> (k * 8)) as u8;
+                    let e = ESC_WORD[usize::from(b)];
+                    let len = (e >> 56) as usize;
+                    if len == 0 {
+                        // 0xC2 or 0xE2: the sequence decides; the next word starts after it.
+                        let (consumed, esc) = classify(bytes, p + k, b);
+                        let (e, len) = escape8(&esc).unwrap_or((u64::from(b), 1));
+                        store8(out, k + extra, e);
+                        o += k + extra + len;
+                        p += k + if len == 1 { 1 } else { consumed };
+                        continue 'words;
+                    }
+                    // The escape, then the rest of the word behind it.
+                    store8(out, k + extra, e);
+                    extra += len - 1;
+                    store8(out, k + 1 + extra, x >> (k * 8) >> 8);
+                }
+                p += count;
+                o += count + extra;
             }
-        });
+            self.pos = o;
+        }
+        // The rest, run by run.
+        while let Some(rest) = bytes.get(p..).filter(|r| !r.is_empty()) {
+            let run = plain_run(rest);
+            self.put(rest.get(..run).unwrap_or(&[]));
+            p += run;
+            let Some(&b) = bytes.get(p) else { break };
+            let (consumed, esc) = classify(bytes, p, b);
+            match esc {
+                Esc::None => self.put(bytes.get(p..p + consumed).unwrap_or(&[])),
+                Esc::Short(c) => self.put_array(&[b'\\', c]),
+                Esc::Unicode(cp) => self.put_array(&unicode_escape(cp)),
+            }
+            p += consumed;
+        }
+        self.put_u8(b'"');
     }
 
     /// Appends an object key: `,` (if `comma`), the key as a JSON string, and `:`.
@@ -1919,14 +1928,34 @@ impl<'b> SliceWriter<'b> {
     }
 }
 
-/// How fastjson writes each C0 control character: the escape bytes and their length
-/// (`\\b \\t \\n \\f \\r` short, the others `\\u00XX`).
-const CTRL_ESC: [([u8; 6], u8); 32] = {
+/// An escape as an eight-byte word (little-endian) and its length (`None` for a byte
+/// written raw).
+#[cfg(target_pointer_width = "64")]
+#[inline]
+fn escape8(esc: &Esc) -> Option<(u64, usize)> {
+    match *esc {
+        Esc::None => None,
+        Esc::Short(c) => Some((u64::from_le_bytes([b'\\', c, 0, 0, 0, 0, 0, 0]), 2)),
+        Esc::Unicode(cp) => {
+            let [a, b, c, d, e, f] = unicode_escape(cp);
+            Some((u64::from_le_bytes([a, b, c, d, e, f, 0, 0]), 6))
+        }
+    }
+}
+
+/// Every byte as written inside a JSON string (fastjson's escaping, see [`classify`]): the
+/// bytes of its escape, or the byte itself, in the low bytes (little-endian) and the length
+/// in the top byte; 0 for the lead bytes 0xC2 and 0xE2, whose sequence decides.
+#[cfg(target_pointer_width = "64")]
+const ESC_WORD: [u64; 256] = {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut t = [([0u8; 6], 0u8); 32];
-    let mut c = 0;
-    while c < 32 {
-        let short = match c {
+    let mut t = [0u64; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        let short = match b {
+            b'"' => b'"',
+            b'\\' => b'\\',
             0x08 => b'b',
             0x09 => b't',
             0x0A => b'n',
@@ -1934,15 +1963,33 @@ const CTRL_ESC: [([u8; 6], u8); 32] = {
             0x0D => b'r',
             _ => 0,
         };
-        t[c] = if short != 0 {
-            ([b'\\', short, 0, 0, 0, 0], 2)
+        let w = if short != 0 {
+            [b'\\', short, 0, 0, 0, 0, 0, 2]
+        } else if b < 0x20 || b == 0x7F {
+            [b'\\', b'u', b'0', b'0', HEX[i >> 4], HEX[i & 0xF], 0, 6]
+        } else if b == 0xC2 || b == 0xE2 {
+            [0; 8]
         } else {
-            ([b'\\', b'u', b'0', b'0', HEX[c >> 4], HEX[c & 0xF]], 6)
+            [b, 0, 0, 0, 0, 0, 0, 1]
         };
-        c += 1;
+        t[i] = u64::from_le_bytes(w);
+        i += 1;
     }
     t
 };
+
+/// Stores `x` (little-endian) at `out[at..at + 8]`; `at` is below 64 (the mask only lets
+/// the compiler see that).
+#[cfg(target_pointer_width = "64")]
+#[inline(always)]
+fn store8(out: &mut [u8; 72], at: usize, x: u64) {
+    if let Some(d) = out
+        .get_mut(at & 63..)
+        .and_then(<[u8]>::first_chunk_mut::<8>)
+    {
+        *d = x.to_le_bytes();
+    }
+}
 
 /// `\\uXXXX` (lowercase hex) for `cp`.
 #[inline]
@@ -2404,7 +2451,8 @@ mod test {
         /// dense in the characters that matter (controls, quotes, U+007F..U+00A1, U+2028).
         #[test]
         fn writer_matches_char_model(
-            s in "[\\x00-\\x7f\u{80}-\u{a1}\u{2028}\u{2029}é中🙂]{0,40}"
+            s in "[\\x00-\\x7f\u{80}-\u{a1}\u{2028}\u{2029}é中🙂]{0,40}|[a-z\\x01\\x02\u{80}-\u{a1}\u{2028}é]{0,120}",
+            room in 0usize..80,
         ) {
             let mut want = String::from("\"");
             for c in s.chars() {
@@ -2423,12 +2471,26 @@ mod test {
                 }
             }
             want.push('"');
-            let mut buf = std::vec![0u8; want.len() + 8];
-            let mut w = SliceWriter::new(&mut buf);
-            w.put_json_str(&s);
-            let n = w.finish().unwrap();
-            proptest::prop_assert_eq!(core::str::from_utf8(&buf[..n]).unwrap(), want.as_str());
-            proptest::prop_assert_eq!(json_str_len(&s), n);
+            // Exactly the room needed, up to 80 bytes more (the word-at-a-time path needs 64
+            // spare bytes), and with something written before the string.
+            for lead in [0usize, 3] {
+                let mut buf = std::vec![0xEEu8; lead + want.len() + room];
+                let mut w = SliceWriter::new(&mut buf);
+                w.put(&b"xyz"[..lead]);
+                w.put_json_str(&s);
+                let n = w.finish().unwrap();
+                proptest::prop_assert_eq!(
+                    core::str::from_utf8(&buf[lead..n]).unwrap(),
+                    want.as_str()
+                );
+                proptest::prop_assert_eq!(json_str_len(&s), n - lead);
+                // One byte less does not fit.
+                let mut buf = std::vec![0u8; lead + want.len() - 1];
+                let mut w = SliceWriter::new(&mut buf);
+                w.put(&b"xyz"[..lead]);
+                w.put_json_str(&s);
+                proptest::prop_assert_eq!(w.finish(), Err(BufferTooSmall));
+            }
         }
 
         #[test]
