@@ -260,40 +260,80 @@ impl<'a> JsonStr<'a> {
         let too_small = JsonError::new(JsonErrorKind::BufferTooSmall, 0);
         let raw = self.raw;
         let mut out = 0usize;
-        let mut put = |bytes: &[u8], out: &mut usize| -> Result<()> {
+        let put = |buf: &mut [u8], bytes: &[u8], out: &mut usize| -> Result<()> {
             let end = out.checked_add(bytes.len()).ok_or(too_small)?;
             copy_small(buf.get_mut(*out..end).ok_or(too_small)?, bytes);
             *out = end;
             Ok(())
         };
         if !self.escaped {
-            put(raw, &mut out)?;
+            put(buf, raw, &mut out)?;
             return Ok(out);
         }
         let mut i = 0;
         loop {
-            let at = find_quote_or_escape(raw, i, b'\\').unwrap_or(raw.len());
-            put(raw.get(i..at).unwrap_or(&[]), &mut out)?;
+            // 64-bit targets: while eight bytes are left on both sides, copy whole words up
+            // to the next backslash (the bytes copied past it are overwritten), and decode
+            // the common `\u00XX` escape (`properties` separators) on the spot.
+            let mut found = None;
+            #[cfg(target_pointer_width = "64")]
+            while let (Some(w), Some(d)) = (
+                raw.get(i..).and_then(<[u8]>::first_chunk::<8>),
+                buf.get_mut(out..).and_then(<[u8]>::first_chunk_mut::<8>),
+            ) {
+                *d = *w;
+                const LO: u64 = 0x0101_0101_0101_0101;
+                let x = u64::from_le_bytes(*w) ^ (LO * u64::from(b'\\'));
+                // The lowest mark is exact.
+                let m = x.wrapping_sub(LO) & !x & (LO << 7);
+                if m == 0 {
+                    i += 8;
+                    out += 8;
+                    continue;
+                }
+                let k = (m.trailing_zeros() / 8) as usize;
+                if let Some(&[_, b'u', b'0', b'0', h, l]) =
+                    raw.get(i + k..).and_then(<[u8]>::first_chunk::<6>)
+                {
+                    let (h, l) = (HEX_VAL[usize::from(h)], HEX_VAL[usize::from(l)]);
+                    if let (true, Some(c)) = (h < 8 && l < 16, d.get_mut(k)) {
+                        *c = (h << 4) | l;
+                        i += k + 6;
+                        out += k + 1;
+                        continue;
+                    }
+                }
+                i += k;
+                out += k;
+                found = Some(i);
+                break;
+            }
+            let at = match found {
+                Some(at) => at,
+                None => {
+                    let at = find_quote_or_escape(raw, i, b'\\').unwrap_or(raw.len());
+                    put(buf, raw.get(i..at).unwrap_or(&[]), &mut out)?;
+                    at
+                }
+            };
             if at >= raw.len() {
                 return Ok(out);
             }
             // The common case in headers: `\u00XX` for an ASCII control character
             // (`properties` separators), one output byte.
-            if let Some([b'u', b'0', b'0', h, l]) = raw.get(at + 1..at + 6).map(|e| {
-                let mut a = [0u8; 5];
-                copy_small(&mut a, e);
-                a
-            }) {
+            if let Some(&[_, b'u', b'0', b'0', h, l]) =
+                raw.get(at..).and_then(<[u8]>::first_chunk::<6>)
+            {
                 let (h, l) = (HEX_VAL[usize::from(h)], HEX_VAL[usize::from(l)]);
                 if h < 8 && l < 16 {
-                    put(&[(h << 4) | l], &mut out)?;
+                    put(buf, &[(h << 4) | l], &mut out)?;
                     i = at + 6;
                     continue;
                 }
             }
             let (c, next) = decode_escape(raw, at)?;
             let mut tmp = [0u8; 4];
-            put(c.encode_utf8(&mut tmp).as_bytes(), &mut out)?;
+            put(buf, c.encode_utf8(&mut tmp).as_bytes(), &mut out)?;
             i = next;
         }
     }
@@ -443,6 +483,13 @@ fn find_quote_or_escape(b: &[u8], mut i: usize, q: u8) -> Option<usize> {
 /// like the parser does; `None` for a bad escape or a missing closing quote.
 #[cfg_attr(target_pointer_width = "64", inline(always))]
 fn scan_string(b: &[u8], start: usize) -> Option<(usize, bool)> {
+    // One-character strings (the keys of SEND_MESSAGE_V2, small numbers) without a search.
+    if let Some(&[c, b'"']) = b.get(start..).and_then(<[u8]>::first_chunk::<2>)
+        && c != b'"'
+        && c != b'\\'
+    {
+        return Some((start + 1, false));
+    }
     let mut i = start;
     let mut escaped = false;
     loop {
@@ -536,6 +583,11 @@ fn decode_escape(raw: &[u8], i: usize) -> Result<(char, usize)> {
 /// Parses an optionally signed ASCII decimal integer (Java `Long.parseLong` rules).
 #[inline]
 pub fn parse_i64_ascii(s: &[u8]) -> Option<i64> {
+    // One digit (queue ids, flags, counters).
+    if let &[d] = s {
+        let x = d.wrapping_sub(b'0');
+        return (x <= 9).then_some(i64::from(x));
+    }
     let (neg, digits) = match s.split_first()? {
         (b'-', rest) => (true, rest),
         (b'+', rest) => (false, rest),
@@ -2490,6 +2542,47 @@ mod test {
                 w.put(&b"xyz"[..lead]);
                 w.put_json_str(&s);
                 proptest::prop_assert_eq!(w.finish(), Err(BufferTooSmall));
+            }
+        }
+
+        /// Unescaping (word-at-a-time with the `\u00XX` shortcut) agrees with the reference
+        /// walk on string bodies dense in escapes, valid or not, into buffers of every size
+        /// around the result.
+        #[test]
+        fn unescape_matches_walk(
+            pieces in proptest::collection::vec(
+                proptest::prop_oneof![
+                    "[a-zA-Z0-9 é]{0,12}",
+                    "\\\\u00[0-9a-fA-FgG]{2}",
+                    "\\\\u[0-9a-fA-F]{4}",
+                    proptest::strategy::Just(String::from("\\uD83D\\uDE00")),
+                    "\\\\[nrtbf/\\\\\"'x]",
+                ],
+                0..24,
+            ),
+            room in 0usize..12,
+        ) {
+            let raw: String = pieces.concat();
+            let js = JsonStr { raw: raw.as_bytes(), escaped: true };
+            let mut want = Vec::new();
+            let walked = js.walk(|c| {
+                want.extend_from_slice(c);
+                true
+            });
+            for len in [want.len().saturating_sub(1), want.len(), want.len() + room] {
+                let mut buf = std::vec![0u8; len];
+                let got = js.unescape_bytes_into(&mut buf);
+                match (&walked, got) {
+                    (Ok(_), Ok(n)) => {
+                        proptest::prop_assert_eq!(&buf[..n], &want[..]);
+                    }
+                    (Ok(_), Err(e)) => {
+                        proptest::prop_assert!(len < want.len());
+                        proptest::prop_assert_eq!(e.kind, JsonErrorKind::BufferTooSmall);
+                    }
+                    (Err(_), Ok(_)) => proptest::prop_assert!(false, "accepted a bad escape"),
+                    (Err(_), Err(_)) => {}
+                }
             }
         }
 
