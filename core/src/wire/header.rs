@@ -366,7 +366,7 @@ pub(crate) struct Collect<'k, 's, 'a> {
 }
 
 impl<'k, 's, 'a> Collect<'k, 's, 'a> {
-    /// A collector filling `slots[i]` with the value of `keys[i]`.
+    /// A collector filling `slots[i]` with the value of `keys[i]`; the slots start as `None`.
     pub(crate) fn new(keys: &'k [&'k str], slots: &'s mut [Option<FieldStr<'a>>]) -> Self {
         Collect {
             keys,
@@ -380,11 +380,8 @@ impl<'a> ExtSink<'a> for Collect<'_, '_, 'a> {
     #[cfg_attr(target_pointer_width = "64", inline(always))]
     fn field(&mut self, k: FieldStr<'a>, v: FieldStr<'a>) {
         let n = self.keys.len();
-        let mut i = self.next;
+        let mut i = if self.next < n { self.next } else { 0 };
         for _ in 0..n {
-            if i >= n {
-                i = 0;
-            }
             if self.keys.get(i).is_some_and(|key| k.eq_key(key)) {
                 if let Some(slot) = self.slots.get_mut(i) {
                     *slot = Some(v);
@@ -393,12 +390,18 @@ impl<'a> ExtSink<'a> for Collect<'_, '_, 'a> {
                 return;
             }
             i += 1;
+            if i >= n {
+                i = 0;
+            }
         }
     }
 
     fn reset(&mut self) {
-        self.slots.fill(None);
-        self.next = 0;
+        // `next` is 0 until a slot is written (then it is one past that slot).
+        if self.next != 0 {
+            self.slots.fill(None);
+            self.next = 0;
+        }
     }
 }
 
