@@ -242,7 +242,8 @@ impl<'a> JsonStr<'a> {
         Ok(n)
     }
 
-    /// Decodes the string into `buf` and returns it as `&str`.
+    /// Decodes the string into `buf` and returns it as `&str`. Bytes of `buf` after the
+    /// result may be overwritten too (up to seven).
     ///
     /// # Errors
     /// [`JsonErrorKind::BufferTooSmall`] if it does not fit (see [`JsonStr::unescaped_len`]),
@@ -277,18 +278,29 @@ impl<'a> JsonStr<'a> {
             // the common `\u00XX` escape (`properties` separators) on the spot.
             let mut found = None;
             #[cfg(target_pointer_width = "64")]
-            while let (Some(w), Some(d)) = (
-                raw.get(i..).and_then(<[u8]>::first_chunk::<8>),
+            while let (Some(rest), Some(d)) = (
+                raw.get(i..).filter(|r| !r.is_empty()),
                 buf.get_mut(out..).and_then(<[u8]>::first_chunk_mut::<8>),
             ) {
-                *d = *w;
+                // The last bytes padded with zeros (never a backslash); only `rest.len()`
+                // of them count.
+                let w = match rest.first_chunk::<8>() {
+                    Some(w) => *w,
+                    None => {
+                        let mut w = [0u8; 8];
+                        copy_small(w.get_mut(..rest.len()).unwrap_or(&mut []), rest);
+                        w
+                    }
+                };
+                *d = w;
                 const LO: u64 = 0x0101_0101_0101_0101;
-                let x = u64::from_le_bytes(*w) ^ (LO * u64::from(b'\\'));
+                let x = u64::from_le_bytes(w) ^ (LO * u64::from(b'\\'));
                 // The lowest mark is exact.
                 let m = x.wrapping_sub(LO) & !x & (LO << 7);
                 if m == 0 {
-                    i += 8;
-                    out += 8;
+                    let n = rest.len().min(8);
+                    i += n;
+                    out += n;
                     continue;
                 }
                 let k = (m.trailing_zeros() / 8) as usize;
