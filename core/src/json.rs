@@ -1834,10 +1834,11 @@ impl<'b> SliceWriter<'b> {
     /// `bytes[i]` (everything before it is plain).
     ///
     /// While there is room (64-bit targets), eight input bytes at a time: the word is stored
-    /// as it is, then for each byte that needs escaping ([`exact_escape_marks`]) its escape
-    /// from [`ESC_WORD`] is stored over the copy, followed by the rest of the word again.
-    /// Up to 72 bytes of the buffer past the string's end may be written too; what follows
-    /// overwrites them. Near the end of the buffer, run by run.
+    /// as it is, then for each byte that may need escaping ([`escape_marks`]; a false mark
+    /// above a true one only rewrites the byte itself) its escape from [`ESC_WORD`] is stored
+    /// over the copy, followed by the rest of the word again. Up to 72 bytes of the buffer
+    /// past the string's end may be written too; what follows overwrites them. Near the end
+    /// of the buffer, run by run.
     fn put_json_str_escaped(&mut self, bytes: &[u8], i: usize) {
         self.put_u8(b'"');
         self.put(bytes.get(..i).unwrap_or(&[]));
@@ -1870,7 +1871,7 @@ impl<'b> SliceWriter<'b> {
                         (u64::from_le_bytes(w), rest.len())
                     }
                 };
-                let mut m = exact_escape_marks(x);
+                let mut m = escape_marks(x);
                 if count < 8 {
                     m &= (1u64 << (count * 8)) - 1;
                 }
@@ -2117,8 +2118,9 @@ const MAYBE_ESCAPE: [bool; 256] = {
 };
 
 /// Marks (high bit of each byte lane) the bytes of `x` that may need escaping: below 0x20,
-/// `"`, `\\`, 0x7F, and everything from 0x80 on (non-ASCII is checked byte by byte). Only the
-/// lowest mark is exact (borrows propagate upward), which is all callers use.
+/// `"`, `\\`, 0x7F, and everything from 0x80 on (non-ASCII is checked byte by byte). Every
+/// such byte is marked; only the lowest mark is certain (borrows propagate upward and may
+/// mark a plain byte above a marked one), so callers look at the marked bytes.
 #[inline]
 const fn escape_marks(x: u64) -> u64 {
     const LO: u64 = 0x0101_0101_0101_0101;
@@ -2130,22 +2132,6 @@ const fn escape_marks(x: u64) -> u64 {
         | (xd.wrapping_sub(LO) & !xd)
         | x)
         & HI
-}
-
-/// Marks (high bit of each byte lane) exactly the bytes of `x` that may need escaping: below
-/// 0x20, `"`, `\\`, 0x7F, and every byte from 0x80 on. Unlike [`escape_marks`] every lane is
-/// exact (no borrow crosses lanes), so all marks of a word can be visited.
-#[inline]
-const fn exact_escape_marks(x: u64) -> u64 {
-    const LO: u64 = 0x0101_0101_0101_0101;
-    const HI: u64 = 0x8080_8080_8080_8080;
-    const L7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
-    const fn eq(x: u64, c: u64) -> u64 {
-        let y = x ^ (LO * c);
-        !(((y & L7) + L7) | y) & HI
-    }
-    let below_space = !(((x & L7) + LO * 0x60) | x) & HI;
-    below_space | eq(x, 0x22) | eq(x, 0x5C) | eq(x, 0x7F) | (x & HI)
 }
 
 /// Length of the leading run of bytes that are certainly written unchanged. Short strings
