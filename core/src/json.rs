@@ -1717,6 +1717,10 @@ impl<'b> SliceWriter<'b> {
     /// Appends `v` in decimal.
     #[inline]
     pub fn put_i64_dec(&mut self, v: i64) {
+        if let Some(d) = small_dec(v) {
+            self.put(d);
+            return;
+        }
         let mut tmp = [0u8; 20];
         let n = fmt_i64(v, &mut tmp);
         self.put(tmp.get(tmp.len() - n..).unwrap_or(&[]));
@@ -2238,6 +2242,13 @@ const DIGITS2: &[u8; 200] = b"\
 6061626364656667686970717273747576777879\
 8081828384858687888990919293949596979899";
 
+/// The decimal digits of `v` if it is in 0..=99 (flags, queue ids, counters), from the table.
+#[inline]
+pub(crate) fn small_dec(v: i64) -> Option<&'static [u8]> {
+    let i = usize::try_from(v).ok().filter(|&i| i < 100)?;
+    DIGITS2.get(i * 2 + usize::from(i < 10)..i * 2 + 2)
+}
+
 /// Formats `v` right-aligned into `tmp`; returns the number of bytes used.
 #[inline]
 pub(crate) fn fmt_i64(v: i64, tmp: &mut [u8; 20]) -> usize {
@@ -2398,6 +2409,15 @@ mod test {
 
     #[test]
     fn ints() {
+        for v in -3i64..=130 {
+            let mut tmp = [0u8; 20];
+            let n = fmt_i64(v, &mut tmp);
+            let want = &tmp[20 - n..];
+            match small_dec(v) {
+                Some(d) => assert_eq!(d, want, "{v}"),
+                None => assert!(!(0..100).contains(&v), "{v}"),
+            }
+        }
         assert_eq!(parse_i64_ascii(b"-9223372036854775808"), Some(i64::MIN));
         assert_eq!(parse_i64_ascii(b"9223372036854775807"), Some(i64::MAX));
         assert_eq!(parse_i64_ascii(b"9223372036854775808"), None);

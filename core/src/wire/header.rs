@@ -2,7 +2,7 @@
 //! ([`CommandRepr`] + [`ExtFields`]).
 
 use crate::json::{Compact, FlatScan, FlatValue, JsonStr, Parser};
-use crate::json::{SliceWriter, Token, fmt_i64, i64_dec_len, json_str_len};
+use crate::json::{SliceWriter, Token, fmt_i64, i64_dec_len, json_str_len, small_dec};
 
 use super::frame::{MAX_HEADER_LEN, MAX_TOTAL_LENGTH, PREFIX_LEN};
 use super::{
@@ -754,6 +754,21 @@ pub struct CommandRepr<'r, E> {
     pub ext: Option<E>,
 }
 
+/// The text of an ext value as both header formats write it (numbers in decimal), using
+/// `digits` for numbers above 99.
+#[cfg_attr(target_pointer_width = "64", inline(always))]
+fn ext_value_text<'v>(value: ExtValue<'v>, digits: &'v mut [u8; 20]) -> &'v [u8] {
+    match value {
+        ExtValue::Str(s) => s.as_bytes(),
+        ExtValue::Int(v) => small_dec(v).unwrap_or_else(|| {
+            let n = fmt_i64(v, digits);
+            digits.get(20 - n..).unwrap_or(&[])
+        }),
+        ExtValue::Bool(true) => b"true",
+        ExtValue::Bool(false) => b"false",
+    }
+}
+
 impl<'r, E: ExtFields> CommandRepr<'r, E> {
     /// A request (flag 0, language JAVA).
     pub fn request(code: RequestCode, opaque: i32, version: i32, ext: Option<E>) -> Self {
@@ -866,15 +881,9 @@ impl<'r, E: ExtFields> CommandRepr<'r, E> {
                 #[cfg_attr(not(target_pointer_width = "64"), inline(never))]
                 fn field(&mut self, key: &str, value: ExtValue<'_>) {
                     let mut digits = [0u8; 20];
-                    let (v, plain): (&[u8], bool) = match value {
-                        ExtValue::Str(s) => (s.as_bytes(), false),
-                        ExtValue::Int(v) => {
-                            let n = fmt_i64(v, &mut digits);
-                            (digits.get(20 - n..).unwrap_or(&[]), true)
-                        }
-                        ExtValue::Bool(true) => (b"true", true),
-                        ExtValue::Bool(false) => (b"false", true),
-                    };
+                    let v = ext_value_text(value, &mut digits);
+                    // Digits and booleans never need escaping.
+                    let plain = !matches!(value, ExtValue::Str(_));
                     let comma = self.1;
                     self.1 = true;
                     // Usually nothing to escape: the whole `,"key":"value"` in one piece.
@@ -931,15 +940,7 @@ impl<'r, E: ExtFields> CommandRepr<'r, E> {
             #[cfg_attr(not(target_pointer_width = "64"), inline(never))]
             fn field(&mut self, key: &str, value: ExtValue<'_>) {
                 let mut digits = [0u8; 20];
-                let v: &[u8] = match value {
-                    ExtValue::Str(s) => s.as_bytes(),
-                    ExtValue::Int(v) => {
-                        let n = fmt_i64(v, &mut digits);
-                        digits.get(20 - n..).unwrap_or(&[])
-                    }
-                    ExtValue::Bool(true) => b"true",
-                    ExtValue::Bool(false) => b"false",
-                };
+                let v = ext_value_text(value, &mut digits);
                 if !self.0.put_binary_entry(key.as_bytes(), v) {
                     self.1 = true;
                 }
