@@ -854,6 +854,17 @@ impl<'a> Compact<'a> {
         })
     }
 
+    /// Consumes exactly the bytes `lit` (a key with its punctuation, compared as a whole).
+    #[cfg_attr(target_pointer_width = "64", inline(always))]
+    pub(crate) fn expect<const N: usize>(&mut self, lit: &[u8; N]) -> Option<()> {
+        let w = self.b.get(self.pos..)?.first_chunk::<N>()?;
+        if w != lit {
+            return None;
+        }
+        self.pos += N;
+        Some(())
+    }
+
     fn literal(&mut self, word: &[u8], tok: Token<'a>) -> Option<Token<'a>> {
         let end = self.pos.checked_add(word.len())?;
         if self.b.get(self.pos..end)? != word {

@@ -77,6 +77,9 @@ impl<'a> CommandHeader<'a> {
         // Java writes compact JSON: try the strict fast scanner first. It accepts only input
         // the full parser accepts with the same result; on anything else the full parser
         // runs from the start and decides.
+        if let Some(h) = Self::parse_json_fastjson(header, sink) {
+            return Ok(h);
+        }
         if let Some(h) = Self::parse_json_compact(header, sink) {
             return Ok(h);
         }
@@ -99,6 +102,64 @@ impl<'a> CommandHeader<'a> {
         }
     }
 
+    /// The layout fastjson (Java) and [`CommandRepr`] write: the keys in this order, each
+    /// compared as a whole, no whitespace; `extFields` and `remark` may be missing. Anything
+    /// else returns `None` and [`CommandHeader::parse_json_compact`] decides. The values go
+    /// through the same code as there, so the result is the same.
+    fn parse_json_fastjson(header: &'a [u8], sink: &mut impl ExtSink<'a>) -> Option<Self> {
+        let mut c = Compact::new(header);
+        let mut h = Self::json_default();
+        let mut have_opaque = false;
+        let mut scalar = |c: &mut Compact<'a>, h: &mut Self, key| {
+            let tok = c.next_scalar()?;
+            h.apply_json_scalar(key, tok, &mut have_opaque).ok()
+        };
+        c.expect(br#"{"code":"#)?;
+        scalar(&mut c, &mut h, Key::Code)?;
+        if c.expect(br#","extFields":"#).is_some() {
+            h.ext = Self::json_ext(&mut c, sink)?;
+        }
+        c.expect(br#","flag":"#)?;
+        scalar(&mut c, &mut h, Key::Flag)?;
+        c.expect(br#","language":"#)?;
+        scalar(&mut c, &mut h, Key::Language)?;
+        c.expect(br#","opaque":"#)?;
+        scalar(&mut c, &mut h, Key::Opaque)?;
+        if c.expect(br#","remark":"#).is_some() {
+            scalar(&mut c, &mut h, Key::Remark)?;
+        }
+        c.expect(br#","serializeTypeCurrentRPC":"#)?;
+        c.next_scalar()?;
+        c.expect(br#","version":"#)?;
+        scalar(&mut c, &mut h, Key::Version)?;
+        c.expect(b"}")?;
+        (c.at_end() && have_opaque).then_some(h)
+    }
+
+    /// The value of `extFields` (the scanner is at it): an object of scalars, handed to
+    /// `sink` pair by pair, or `null`. A repeated `extFields` replaces the earlier one (last
+    /// key wins), so the sink starts over.
+    #[cfg_attr(target_pointer_width = "64", inline(always))]
+    fn json_ext(c: &mut Compact<'a>, sink: &mut impl ExtSink<'a>) -> Option<Option<ExtMap<'a>>> {
+        sink.reset();
+        if c.peek()? == b'{' {
+            Some(Some(ExtMap {
+                bytes: c.flat_object_visit(|k, v| match v {
+                    FlatValue::Str(s) => sink.field(FieldStr::json(k), FieldStr::json(s)),
+                    FlatValue::Literal(raw) => {
+                        sink.field(FieldStr::json(k), FieldStr::json_literal(raw));
+                    }
+                    FlatValue::Null => {}
+                })?,
+                json: true,
+            }))
+        } else if c.next_scalar()? == Token::Null {
+            Some(None)
+        } else {
+            None
+        }
+    }
+
     fn parse_json_compact(header: &'a [u8], sink: &mut impl ExtSink<'a>) -> Option<Self> {
         let mut c = Compact::new(header);
         c.object_start()?;
@@ -106,28 +167,7 @@ impl<'a> CommandHeader<'a> {
         let mut have_opaque = false;
         while let Some(k) = c.next_key()? {
             match json_key(k) {
-                Key::ExtFields => {
-                    // A repeated `extFields` replaces the earlier one (last key wins).
-                    sink.reset();
-                    h.ext = if c.peek()? == b'{' {
-                        Some(ExtMap {
-                            bytes: c.flat_object_visit(|k, v| match v {
-                                FlatValue::Str(s) => {
-                                    sink.field(FieldStr::json(k), FieldStr::json(s))
-                                }
-                                FlatValue::Literal(raw) => {
-                                    sink.field(FieldStr::json(k), FieldStr::json_literal(raw));
-                                }
-                                FlatValue::Null => {}
-                            })?,
-                            json: true,
-                        })
-                    } else if c.next_scalar()? == Token::Null {
-                        None
-                    } else {
-                        return None;
-                    };
-                }
+                Key::ExtFields => h.ext = Self::json_ext(&mut c, sink)?,
                 Key::Other => {
                     c.next_scalar()?;
                 }
@@ -1056,6 +1096,11 @@ mod fast_path_tests {
         if let Some(fast) = CommandHeader::parse_json_compact(input, &mut ()) {
             assert_eq!(Ok(fast), full, "{:?}", core::str::from_utf8(input));
         }
+        let mut rec = Rec::default();
+        if let Some(fj) = CommandHeader::parse_json_fastjson(input, &mut rec) {
+            assert_eq!(Ok(fj), full, "{:?}", core::str::from_utf8(input));
+            assert_eq!(rec.0, fj.ext_iter().collect::<Vec<_>>());
+        }
         if let Ok(h) = CommandHeader::parse_json(input) {
             assert_eq!(Ok(h), full);
             if let Some(e) = h.ext_fields() {
@@ -1092,6 +1137,10 @@ mod fast_path_tests {
         for c in cases {
             check(c.as_bytes());
         }
+        // The layout path takes what Java (and our encoder) writes.
+        let java = br#"{"code":310,"extFields":{"a":"pg","i":"K\u0001V"},"flag":0,"language":"JAVA","opaque":7,"serializeTypeCurrentRPC":"JSON","version":479}"#;
+        assert!(CommandHeader::parse_json_fastjson(java, &mut ()).is_some());
+        check(java);
         // The fast path does take the common compact form.
         let ok = br#"{"code":310,"extFields":{"a":"pg","i":"K\u0001V"},"flag":0,"opaque":7}"#;
         assert!(CommandHeader::parse_json_compact(ok, &mut ()).is_some());
@@ -1167,6 +1216,48 @@ mod fast_path_tests {
             // And truncated anywhere (errors must agree too).
             h.truncate(h.len().saturating_sub(cut));
             check_sink(SerializeType::ROCKETMQ, &h);
+        }
+
+        /// Headers in (or one byte away from) the fastjson layout: the layout path, the
+        /// compact scanner and the full parser agree.
+        #[test]
+        fn fastjson_layout_agrees_with_parser(
+            parts in (
+                (0..6usize, 0..6usize, 0..4usize, 0..4usize),
+                (0..3usize, 0..3usize, 0..3usize, 0..3usize),
+            ),
+            edit in proptest::option::of((0usize..400, proptest::prelude::any::<u8>(), proptest::prelude::any::<bool>())),
+        ) {
+            const NUM: &[&str] = &["310", "-1", "\"10\"", "1.5", "null", "x"];
+            const EXT: &[&str] = &[
+                "",
+                r#","extFields":null"#,
+                r#","extFields":{}"#,
+                r#","extFields":{"a":"x\u0001y","b":1,"c":true,"d":null,"e\"f":"g\\"}"#,
+                r#","extFields":[1]"#,
+                r#","extFields":{"a":"1","a":"2"},"extFields":{"b":"3"}"#,
+            ];
+            const LANG: &[&str] = &["\"JAVA\"", "7", "null", "\"GO\""];
+            const OPQ: &[&str] = &["7", "null", "\"8\"", "-2147483648"];
+            const REMARK: &[&str] = &["", r#","remark":"r\n""#, r#","remark":null"#];
+            const SER: &[&str] = &["\"JSON\"", "1", "{}"];
+            const VER: &[&str] = &["479", "-3", "\"1\""];
+            let ((code, ext, flag, lang), (opq, remark, ser, ver)) = parts;
+            let s = std::format!(
+                r#"{{"code":{}{},"flag":{},"language":{},"opaque":{}{},"serializeTypeCurrentRPC":{},"version":{}}}"#,
+                NUM[code], EXT[ext], NUM[flag % 3], LANG[lang], OPQ[opq], REMARK[remark], SER[ser], VER[ver],
+            );
+            let mut b = s.into_bytes();
+            check(&b);
+            if let Some((at, byte, insert)) = edit {
+                let at = at % (b.len() + 1);
+                if insert {
+                    b.insert(at, byte);
+                } else if at < b.len() {
+                    b[at] = byte;
+                }
+                check(&b);
+            }
         }
 
         #[test]
