@@ -77,7 +77,10 @@ impl<'a> CommandHeader<'a> {
         // Java writes compact JSON: try the strict fast scanner first. It accepts only input
         // the full parser accepts with the same result; on anything else the full parser
         // runs from the start and decides.
-        if let Some(h) = Self::parse_json_fastjson(header, sink) {
+        // 64-bit targets only: on the Cortex-M firmware it cost 1.1 KiB of flash.
+        if cfg!(target_pointer_width = "64")
+            && let Some(h) = Self::parse_json_fastjson(header, sink)
+        {
             return Ok(h);
         }
         if let Some(h) = Self::parse_json_compact(header, sink) {
