@@ -362,11 +362,17 @@ impl<'a> JsonStr<'a> {
 
     /// Parses the decoded string as a decimal `i64` the way Java's `Long.parseLong` does
     /// (optional `+`/`-`, ASCII digits only, no whitespace).
-    #[inline]
+    #[cfg_attr(target_pointer_width = "64", inline(always))]
     pub fn parse_i64(&self) -> Option<i64> {
         if !self.escaped {
             return parse_i64_ascii(self.raw);
         }
+        self.parse_i64_escaped()
+    }
+
+    /// [`JsonStr::parse_i64`] of a string with escapes (rare: kept out of line).
+    #[inline(never)]
+    fn parse_i64_escaped(&self) -> Option<i64> {
         let mut tmp = [0u8; 24];
         let s = self.unescape_into(&mut tmp).ok()?;
         parse_i64_ascii(s.as_bytes())

@@ -255,6 +255,7 @@ impl<'a> CommandHeader<'a> {
         Self::parse_rocketmq_into(header, &mut ())
     }
 
+    #[inline(never)]
     fn parse_rocketmq_into(
         header: &'a [u8],
         sink: &mut impl ExtSink<'a>,

@@ -45,7 +45,7 @@ pub trait FieldSlot<'a>: Sized {
 macro_rules! slot {
     ($ty:ty, |$f:ident, $s:ident, $k:ident| $parse:expr, |$me:ident| $to:expr) => {
         impl<'a> FieldSlot<'a> for $ty {
-            #[inline]
+            #[cfg_attr(target_pointer_width = "64", inline(always))]
             fn decode(
                 v: Option<FieldStr<'a>>,
                 $s: &mut Scratch<'a>,
@@ -60,7 +60,7 @@ macro_rules! slot {
             }
         }
         impl<'a> FieldSlot<'a> for Option<$ty> {
-            #[inline]
+            #[cfg_attr(target_pointer_width = "64", inline(always))]
             fn decode(
                 v: Option<FieldStr<'a>>,
                 s: &mut Scratch<'a>,
