@@ -255,7 +255,9 @@ impl<'a> CommandHeader<'a> {
         Self::parse_rocketmq_into(header, &mut ())
     }
 
-    #[inline(never)]
+    // Its own function on 64-bit targets: inlined into `parse_bytes_into`, its loop spilled
+    // registers for the JSON path's sake.
+    #[cfg_attr(target_pointer_width = "64", inline(never))]
     fn parse_rocketmq_into(
         header: &'a [u8],
         sink: &mut impl ExtSink<'a>,
