@@ -293,10 +293,8 @@ impl<'a> JsonStr<'a> {
                     }
                 };
                 *d = w;
-                const LO: u64 = 0x0101_0101_0101_0101;
-                let x = u64::from_le_bytes(w) ^ (LO * u64::from(b'\\'));
-                // The lowest mark is exact.
-                let m = x.wrapping_sub(LO) & !x & (LO << 7);
+                // The lowest mark is certain.
+                let m = eq_marks(u64::from_le_bytes(w), b'\\');
                 if m == 0 {
                     let n = rest.len().min(8);
                     i += n;
@@ -448,18 +446,14 @@ impl Iterator for JsonChars<'_> {
 /// Position of the first `a` or `b` in `hay`, eight bytes at a time (SWAR).
 #[inline]
 fn find2(hay: &[u8], a: u8, b: u8) -> Option<usize> {
-    const LO: u64 = 0x0101_0101_0101_0101;
-    const HI: u64 = 0x8080_8080_8080_8080;
-    let (sa, sb) = (LO * u64::from(a), LO * u64::from(b));
     let mut chunks = hay.chunks_exact(8);
     let mut base = 0;
     for c in &mut chunks {
         let mut w = [0u8; 8];
         w.copy_from_slice(c);
         let x = u64::from_le_bytes(w);
-        let (xa, xb) = (x ^ sa, x ^ sb);
-        // Lowest set bit marks the first zero byte exactly (borrows only propagate upward).
-        let m = (xa.wrapping_sub(LO) & !xa & HI) | (xb.wrapping_sub(LO) & !xb & HI);
+        // The lowest mark is certain.
+        let m = eq_marks(x, a) | eq_marks(x, b);
         if m != 0 {
             return Some(base + (m.trailing_zeros() / 8) as usize);
         }
@@ -476,15 +470,11 @@ fn find2(hay: &[u8], a: u8, b: u8) -> Option<usize> {
 /// reading straight from the input rather than a sub-slice).
 #[inline]
 fn find_quote_or_escape(b: &[u8], mut i: usize, q: u8) -> Option<usize> {
-    const LO: u64 = 0x0101_0101_0101_0101;
-    const HI: u64 = 0x8080_8080_8080_8080;
-    let (sq, sb) = (LO * u64::from(q), LO * u64::from(b'\\'));
     let mut rest = b.get(i..)?;
     while let Some(w) = rest.first_chunk::<8>() {
         let x = u64::from_le_bytes(*w);
-        let (xq, xb) = (x ^ sq, x ^ sb);
-        // Lowest set bit marks the first zero byte exactly (borrows only propagate upward).
-        let m = (xq.wrapping_sub(LO) & !xq & HI) | (xb.wrapping_sub(LO) & !xb & HI);
+        // The lowest mark is certain.
+        let m = eq_marks(x, q) | eq_marks(x, b'\\');
         if m != 0 {
             return Some(i + (m.trailing_zeros() / 8) as usize);
         }
@@ -1651,47 +1641,21 @@ impl<'b> SliceWriter<'b> {
     /// Appends raw bytes.
     #[inline]
     pub fn put(&mut self, bytes: &[u8]) {
-        if self.overflow {
-            return;
-        }
-        match self
-            .pos
-            .checked_add(bytes.len())
-            .and_then(|end| self.buf.get_mut(self.pos..end))
-        {
-            Some(dst) => {
-                copy_small(dst, bytes);
-                self.pos += bytes.len();
-            }
-            None => self.overflow = true,
-        }
+        self.put_with(bytes.len(), |d| copy_small(d, bytes));
     }
 
     /// Appends `open`, `bytes`, `close` (one bounds check).
     #[inline]
     pub(crate) fn put_wrapped(&mut self, open: u8, bytes: &[u8], close: u8) {
-        if self.overflow {
-            return;
-        }
-        let n = bytes.len();
-        let dst = self
-            .pos
-            .checked_add(n)
-            .and_then(|e| e.checked_add(2))
-            .and_then(|end| self.buf.get_mut(self.pos..end));
-        match dst {
-            Some(dst) => {
-                if let Some((first, rest)) = dst.split_first_mut() {
-                    *first = open;
-                    if let Some((last, mid)) = rest.split_last_mut() {
-                        *last = close;
-                        copy_small(mid, bytes);
-                    }
+        self.put_with(bytes.len().saturating_add(2), |d| {
+            if let Some((first, rest)) = d.split_first_mut() {
+                *first = open;
+                if let Some((last, mid)) = rest.split_last_mut() {
+                    *last = close;
+                    copy_small(mid, bytes);
                 }
-                self.pos += n + 2;
             }
-            None => self.overflow = true,
-        }
+        });
     }
 
     /// Appends one byte.
@@ -1703,20 +1667,11 @@ impl<'b> SliceWriter<'b> {
     /// Appends a fixed-size array (one bounds check, no `memcpy` call).
     #[inline]
     fn put_array<const N: usize>(&mut self, bytes: &[u8; N]) {
-        if self.overflow {
-            return;
-        }
-        match self
-            .buf
-            .get_mut(self.pos..)
-            .and_then(<[u8]>::first_chunk_mut::<N>)
-        {
-            Some(dst) => {
-                *dst = *bytes;
-                self.pos += N;
+        self.put_with(N, |d| {
+            if let Some(d) = d.first_chunk_mut::<N>() {
+                *d = *bytes;
             }
-            None => self.overflow = true,
-        }
+        });
     }
 
     /// Appends a big-endian `i16`.
@@ -2144,15 +2099,24 @@ const MAYBE_ESCAPE: [bool; 256] = {
 /// mark a plain byte above a marked one), so callers look at the marked bytes.
 #[inline]
 const fn escape_marks(x: u64) -> u64 {
-    const LO: u64 = 0x0101_0101_0101_0101;
-    const HI: u64 = 0x8080_8080_8080_8080;
-    let (xq, xb, xd) = (x ^ (LO * 0x22), x ^ (LO * 0x5C), x ^ (LO * 0x7F));
-    ((x.wrapping_sub(LO * 0x20) & !x)
-        | (xq.wrapping_sub(LO) & !xq)
-        | (xb.wrapping_sub(LO) & !xb)
-        | (xd.wrapping_sub(LO) & !xd)
-        | x)
-        & HI
+    (x.wrapping_sub(LO * 0x20) & !x & HI)
+        | eq_marks(x, b'"')
+        | eq_marks(x, b'\\')
+        | eq_marks(x, 0x7F)
+        | (x & HI)
+}
+
+/// One in every byte lane of a word (SWAR).
+const LO: u64 = 0x0101_0101_0101_0101;
+/// The high bit of every byte lane.
+const HI: u64 = 0x8080_8080_8080_8080;
+
+/// Marks (high bit of the lane) the bytes of `x` equal to `c`. Every such byte is marked;
+/// only the lowest mark is certain (a borrow can mark the lane above a true one).
+#[inline(always)]
+const fn eq_marks(x: u64, c: u8) -> u64 {
+    let y = x ^ (LO * c as u64);
+    y.wrapping_sub(LO) & !y & HI
 }
 
 /// Length of the leading run of bytes that are certainly written unchanged. Short strings
