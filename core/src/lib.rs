@@ -38,6 +38,10 @@
 #![warn(missing_docs)]
 #![warn(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
 
+// Lets shared test fixtures (`tests/common`) name this crate the way integration tests do.
+#[cfg(test)]
+extern crate self as rmq_core;
+
 pub mod acl;
 pub mod consumer;
 pub mod fault;

@@ -119,26 +119,11 @@ fn wire_3_route_request_rocketmq_49_bytes() {
     );
 }
 
-const PROPS: &str = "TAGS\u{1}TagA\u{2}KEYS\u{1}order-1\u{2}WAIT\u{1}true\u{2}UNIQ_KEY\u{1}C0A8010A30391B6D3586000F42400007\u{2}";
-
-fn send_v2() -> SendMessageRequestHeaderV2<'static> {
-    SendMessageRequestHeaderV2(SendMessageRequestHeader {
-        producer_group: "pg-demo",
-        topic: "TopicTest",
-        default_topic: "TBW102",
-        default_topic_queue_nums: 4,
-        queue_id: 1,
-        sys_flag: 0,
-        born_timestamp: 1_700_000_000_000,
-        flag: 0,
-        properties: Some(PROPS),
-        reconsume_times: Some(0),
-        unit_mode: Some(false),
-        batch: Some(false),
-        max_reconsume_times: None,
-        broker_name: Some("broker-a"),
-    })
-}
+// The SEND_MESSAGE_V2 fixture the integration tests use too (`extern crate self as rmq_core`
+// in lib.rs lets its `rmq_core::` paths resolve here).
+#[path = "../../tests/common/mod.rs"]
+mod common;
+use common::{PROPS, send_v2};
 
 #[test]
 fn wire_6_4_send_v2_request_375_bytes() {
