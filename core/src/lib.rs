@@ -52,5 +52,6 @@ pub mod producer;
 pub mod retry;
 pub mod route;
 pub mod select;
+pub mod session;
 pub mod time;
 pub mod wire;

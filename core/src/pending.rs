@@ -241,6 +241,162 @@ impl OpaqueGen {
     }
 }
 
+/// Deadlines of up to `N` keys (`0..N`, e.g. slot indices), earliest first: an indexed binary
+/// min-heap, so setting, moving or removing a key's deadline is O(log N) and the earliest is
+/// O(1). The client session keeps one for its request slots and one for sends waiting on a
+/// route, so that neither a response nor a timer ever scans a table.
+#[derive(Clone, Debug)]
+pub struct DeadlineHeap<const N: usize> {
+    /// Keys in heap order.
+    heap: [u16; N],
+    /// Position + 1 of each key in `heap`; 0 when absent.
+    pos: [u16; N],
+    at: [Instant; N],
+    len: usize,
+}
+
+impl<const N: usize> Default for DeadlineHeap<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const N: usize> DeadlineHeap<N> {
+    /// An empty heap. `N` must fit a `u16` (larger keys are ignored by [`Self::set`]).
+    pub const fn new() -> Self {
+        DeadlineHeap {
+            heap: [0; N],
+            pos: [0; N],
+            at: [Instant::ZERO; N],
+            len: 0,
+        }
+    }
+
+    /// Keys with a deadline.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no key has a deadline.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The deadline of `key`, if set.
+    pub fn get(&self, key: u16) -> Option<Instant> {
+        let k = usize::from(key);
+        (*self.pos.get(k)? != 0).then(|| self.at.get(k).copied())?
+    }
+
+    /// The earliest deadline and its key.
+    pub fn peek(&self) -> Option<(u16, Instant)> {
+        let k = *self.heap.get(..self.len)?.first()?;
+        Some((k, self.at.get(usize::from(k)).copied()?))
+    }
+
+    /// Sets (or moves) the deadline of `key`. Keys `>= N` are ignored.
+    pub fn set(&mut self, key: u16, at: Instant) {
+        let k = usize::from(key);
+        let (Some(p), Some(slot)) = (self.pos.get(k).copied(), self.at.get_mut(k)) else {
+            return;
+        };
+        *slot = at;
+        let i = if p == 0 {
+            let i = self.len;
+            let Some(h) = self.heap.get_mut(i) else {
+                return;
+            };
+            *h = key;
+            self.len += 1;
+            self.place(i);
+            i
+        } else {
+            usize::from(p) - 1
+        };
+        let i = self.up(i);
+        self.down(i);
+    }
+
+    /// Removes the deadline of `key`; whether it had one.
+    pub fn remove(&mut self, key: u16) -> bool {
+        let p = self.pos.get(usize::from(key)).copied().unwrap_or(0);
+        if p == 0 {
+            return false;
+        }
+        let i = usize::from(p) - 1;
+        let last = self.len - 1;
+        self.heap.swap(i, last);
+        self.place(i);
+        self.len = last;
+        if let Some(q) = self.pos.get_mut(usize::from(key)) {
+            *q = 0;
+        }
+        if i < self.len {
+            let i = self.up(i);
+            self.down(i);
+        }
+        true
+    }
+
+    /// Removes and returns the earliest key whose deadline is `<= now`.
+    pub fn pop_expired(&mut self, now: Instant) -> Option<u16> {
+        let (k, at) = self.peek()?;
+        if at > now {
+            return None;
+        }
+        self.remove(k);
+        Some(k)
+    }
+
+    fn deadline_at(&self, i: usize) -> Instant {
+        let k = self.heap.get(i).copied().unwrap_or(0);
+        self.at.get(usize::from(k)).copied().unwrap_or(Instant::MAX)
+    }
+
+    /// Records where `heap[i]` now sits.
+    fn place(&mut self, i: usize) {
+        if let Some(&k) = self.heap.get(i)
+            && let Some(p) = self.pos.get_mut(usize::from(k))
+        {
+            *p = u16::try_from(i + 1).unwrap_or(0);
+        }
+    }
+
+    fn up(&mut self, mut i: usize) -> usize {
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if self.deadline_at(parent) <= self.deadline_at(i) {
+                break;
+            }
+            self.heap.swap(i, parent);
+            self.place(i);
+            self.place(parent);
+            i = parent;
+        }
+        i
+    }
+
+    fn down(&mut self, mut i: usize) {
+        loop {
+            let (l, r) = (2 * i + 1, 2 * i + 2);
+            let mut m = i;
+            if l < self.len && self.deadline_at(l) < self.deadline_at(m) {
+                m = l;
+            }
+            if r < self.len && self.deadline_at(r) < self.deadline_at(m) {
+                m = r;
+            }
+            if m == i {
+                return;
+            }
+            self.heap.swap(i, m);
+            self.place(i);
+            self.place(m);
+            i = m;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -343,6 +499,50 @@ mod tests {
             // Every insert ended exactly once: the sequence numbers are 0..inserts, each once.
             ended.sort();
             prop_assert_eq!(ended, (0..inserts).collect::<std::vec::Vec<_>>());
+        }
+    }
+
+    proptest! {
+        /// The heap agrees with a plain list of (key, deadline) under any sequence of sets,
+        /// moves, removals and expiries.
+        #[test]
+        fn deadline_heap_matches_a_list(ops in proptest::collection::vec((0u8..3, 0u16..12, 0u64..100), 0..300)) {
+            let mut h = DeadlineHeap::<10>::new();
+            let mut model: std::vec::Vec<(u16, u64)> = std::vec::Vec::new();
+            for (op, k, at) in ops {
+                match op {
+                    0 => {
+                        h.set(k, t(at));
+                        if k < 10 {
+                            model.retain(|e| e.0 != k);
+                            model.push((k, at));
+                        }
+                    }
+                    1 => {
+                        let had = model.iter().any(|e| e.0 == k);
+                        prop_assert_eq!(h.remove(k), had);
+                        model.retain(|e| e.0 != k);
+                    }
+                    _ => {
+                        let got = h.pop_expired(t(at));
+                        let min = model.iter().map(|e| e.1).min().filter(|m| *m <= at);
+                        match (got, min) {
+                            (Some(g), Some(m)) => {
+                                let e = model.iter().position(|e| e.0 == g).unwrap();
+                                prop_assert_eq!(model[e].1, m, "not the earliest");
+                                model.remove(e);
+                            }
+                            (None, None) => {}
+                            other => prop_assert!(false, "heap {:?} vs model", other),
+                        }
+                    }
+                }
+                prop_assert_eq!(h.len(), model.len());
+                prop_assert_eq!(h.peek().map(|p| p.1.millis()), model.iter().map(|e| e.1).min());
+                for k in 0..12u16 {
+                    prop_assert_eq!(h.get(k).map(Instant::millis), model.iter().find(|e| e.0 == k).map(|e| e.1));
+                }
+            }
         }
     }
 }

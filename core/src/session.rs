@@ -1,0 +1,1594 @@
+//! The client session: one sans-IO value per client instance (Java's `MQClientInstance`) that
+//! owns everything a RocketMQ client decides, so that runtimes only move bytes and own timers.
+//!
+//! Read STRATEGY.md §8 (NameServer choice, route refresh, TBW102), §6 (request correlation)
+//! and §4 (the send path) first. The shape follows quinn-proto's `Connection`.
+//!
+//! ## What the session owns
+//!
+//! - the **NameServer cursor** and failover ([`NamesrvCursor`]: sticky while it works, the next
+//!   one after a connect failure, a lost connection or a timeout);
+//! - the **topic routes**: publish queues per topic, the `TBW102` fallback for a topic the
+//!   NameServer does not know (queues capped at [`DEFAULT_TOPIC_QUEUE_NUMS`], as Java), periodic
+//!   refresh, back-off after failed lookups, a refresh after a failed send (at most one a
+//!   second per topic);
+//! - the **broker table** (broker name → master address), interned as [`BrokerId`]s;
+//! - the **pending request table**: every request gets an opaque that encodes its slot, so a
+//!   response is matched in O(1); deadlines live in an indexed heap, so expiry is O(log n);
+//! - the **sends**: one core [`SendPlan`] each, with the fault table and the round-robin
+//!   counter of the whole client, within one total deadline;
+//! - the **heartbeat** schedule (HEART_BEAT to every known master).
+//!
+//! ## What the runtime does
+//!
+//! It owns the connections, one per [`Peer`] (a NameServer index into the runtime's own list,
+//! or a broker whose address [`Session::broker_addr`] gives), connecting lazily the first time
+//! a [`Transmit`] names a peer that has none, and it keeps the message bodies and properties
+//! (lent through [`Messages`]). Call order, on every wake-up:
+//!
+//! 1. `handle_*`: [`Session::handle_frame`] for each whole frame received,
+//!    [`Session::handle_closed`] when a connection fails or cannot be opened,
+//!    [`Session::handle_written`] when a frame whose [`Transmit::report_written`] is set has
+//!    been written completely, [`Session::handle_timeout`] when the clock passed
+//!    [`Session::poll_timeout`] (an early or extra call is a no-op);
+//! 2. application commands: [`Session::topic`], [`Session::send`], [`Session::refresh_route`];
+//! 3. `poll_*`: [`Session::poll_transmit`] until `None` (or until the runtime cannot take more
+//!    bytes: what stays queued comes out at the next call), [`Session::poll_event`] until
+//!    `None`, then sleep until [`Session::poll_timeout`] or the next input.
+//!
+//! Time is monotonic and passed in; the session never reads a clock, allocates or panics.
+//!
+//! ```
+//! use rmq_core::session::{Config, Messages, Peer, SendArgs, SendId, Session};
+//! use rmq_core::retry::{RetryConfig, SendMode};
+//! use rmq_core::time::Instant;
+//!
+//! struct Props;
+//! impl Messages for Props {
+//!     fn properties(&self, _: SendId) -> &str { "WAIT\u{1}true\u{2}" }
+//! }
+//! let cfg = Config::new(1, "pg", "10.0.0.2@gw");
+//! let mut s: Session<4, 4, 16, 8, 2, 2048> = Session::new(&cfg, Instant::ZERO).unwrap();
+//! let t0 = Instant::ZERO;
+//! let topic = s.topic(t0, "Telemetry").unwrap();
+//! let args = SendArgs::new(RetryConfig::java49(SendMode::Sync), 5, 1_700_000_000_000);
+//! let id = s.send(t0, topic, &args).unwrap();
+//! // The route is unknown: the first transmit is the route request to NameServer 0.
+//! let mut buf = [0u8; 512];
+//! let tx = s.poll_transmit(t0, &mut buf, &Props).unwrap();
+//! assert_eq!(tx.peer, Peer::NameServer(0));
+//! assert!(tx.body.is_none());
+//! # let _ = id;
+//! ```
+
+use core::fmt;
+
+use heapless::{Deque, String, Vec};
+
+use crate::fault::{FaultTable, UpdateRule};
+use crate::pending::DeadlineHeap;
+use crate::producer::{
+    Backoff, CLIENT_API_TIMEOUT, DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, HeartbeatFlavor,
+    NamesrvCursor, POLL_NAME_SERVER_INTERVAL, SendRequest, SendResponse, error_refresh_due,
+    parse_send_response, write_heartbeat,
+};
+use crate::retry::{
+    AttemptOutcome, RetryConfig, SendEnv, SendError, SendMode, SendPlan, SendStatus, Sent, Step,
+    TransportError,
+};
+use crate::route::{MASTER_ID, PublishQueueRef, TopicRoute};
+use crate::select::{PublishQueue, QueueCounter};
+use crate::time::{Duration, Instant};
+use crate::wire::headers::{GetRouteInfoRequestHeader, HeartbeatRequestHeader};
+use crate::wire::{
+    CommandHeader, CommandRepr, EncodeError, Frame, LanguageCode, RequestCode, ResponseCode,
+    Scratch, SerializeType, flag, version,
+};
+
+/// Longest topic name (Java `TOPIC_MAX_LENGTH`).
+pub const MAX_TOPIC_LEN: usize = crate::message::validate::TOPIC_MAX_LEN;
+/// Longest broker name kept.
+pub const MAX_BROKER_NAME: usize = 64;
+/// Longest broker address kept (`host:port`).
+pub const MAX_ADDR_LEN: usize = 64;
+/// Longest producer group (Java's limit).
+pub const MAX_GROUP_LEN: usize = crate::message::validate::GROUP_MAX_LEN;
+/// Longest client id (`ip@instance`).
+pub const MAX_CLIENT_ID_LEN: usize = 128;
+/// Longest offsetMsgId kept (IPv6 brokers give 56 hex digits).
+pub const MAX_MSG_ID: usize = 56;
+/// Longest broker remark kept with a failed send (longer ones are cut at a char boundary).
+pub const MAX_REMARK: usize = 128;
+/// Longest wait between lookups of a topic that has no route.
+pub const MAX_ROUTE_RETRY: Duration = Duration::from_secs(30);
+/// The first heartbeat goes out this long after the session starts (Java: 1 s).
+pub const FIRST_HEARTBEAT: Duration = Duration::from_millis(1000);
+
+/// A broker of the session's broker table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct BrokerId(pub u16);
+
+/// A topic of the session's route table (from [`Session::topic`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct TopicId(pub u16);
+
+/// Whom a frame goes to (or came from). The runtime keeps one connection per peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Peer {
+    /// The NameServer at this index of the runtime's address list.
+    NameServer(u8),
+    /// A broker master ([`Session::broker_addr`] gives its address).
+    Broker(BrokerId),
+}
+
+/// Identifies a send in [`Event::SendDone`] (slot and generation: never reused while live).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct SendId(pub u32);
+
+impl SendId {
+    fn new(slot: u16, generation: u16) -> Self {
+        SendId(u32::from(generation) << 16 | u32::from(slot))
+    }
+}
+
+/// Lends the session the encoded properties of each send in flight (the runtime keeps
+/// properties and bodies; the session only writes headers).
+pub trait Messages {
+    /// The properties string of send `id` (empty if unknown).
+    fn properties(&self, id: SendId) -> &str;
+}
+
+/// Settings of a session. Strings are copied in.
+#[derive(Clone, Copy, Debug)]
+pub struct Config<'a> {
+    /// How many NameServers the runtime knows (1..=255); [`Peer::NameServer`] indexes them.
+    pub name_servers: usize,
+    /// Producer group (send headers and heartbeats).
+    pub producer_group: &'a str,
+    /// Client id announced in heartbeats (`ip@instance`).
+    pub client_id: &'a str,
+    /// `version` ordinal sent in every header (5.x heartbeats from `V5_0_0` on).
+    pub version: i32,
+    /// Header format of requests.
+    pub serialize_type: SerializeType,
+    /// Language code sent.
+    pub language: LanguageCode,
+    /// How the fault table updates (the runtime's profile, [`crate::select::Profile::update_rule`]).
+    pub fault_rule: UpdateRule,
+    /// Route refresh period (Java `pollNameServerInterval`).
+    pub route_refresh: Duration,
+    /// Timeout of route, heartbeat and other client API requests (`mqClientApiTimeout`).
+    pub request_timeout: Duration,
+    /// First wait before looking a topic up again after a failed lookup; doubles per failure up
+    /// to [`MAX_ROUTE_RETRY`].
+    pub route_retry: Duration,
+    /// Heartbeat period to every master (`heartbeatBrokerInterval`), or `None` for no
+    /// heartbeats (a producer may send without them).
+    pub heartbeat: Option<Duration>,
+    /// Seeds the NameServer choice, the queue counter and retry entropy (a random value).
+    pub seed: u32,
+}
+
+impl<'a> Config<'a> {
+    /// Java's defaults (4.9 header version, JSON, language JAVA, 30 s refresh and heartbeats,
+    /// 3 s request timeout, 4.9 fault rule).
+    pub fn new(name_servers: usize, producer_group: &'a str, client_id: &'a str) -> Self {
+        Config {
+            name_servers,
+            producer_group,
+            client_id,
+            version: version::V4_9_8,
+            serialize_type: SerializeType::JSON,
+            language: LanguageCode::JAVA,
+            fault_rule: UpdateRule::Overwrite,
+            route_refresh: POLL_NAME_SERVER_INTERVAL,
+            request_timeout: CLIENT_API_TIMEOUT,
+            route_retry: Duration::from_millis(1000),
+            heartbeat: Some(crate::producer::HEARTBEAT_BROKER_INTERVAL),
+            seed: 0x5EED_1234,
+        }
+    }
+}
+
+/// Why [`Session::new`] refused a configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// No NameServer, or more than 255.
+    NameServers,
+    /// The producer group is longer than [`MAX_GROUP_LEN`].
+    GroupTooLong,
+    /// The client id is longer than [`MAX_CLIENT_ID_LEN`].
+    ClientIdTooLong,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ConfigError::NameServers => "between 1 and 255 NameServers are needed",
+            ConfigError::GroupTooLong => "producer group is too long",
+            ConfigError::ClientIdTooLong => "client id is too long",
+        })
+    }
+}
+
+impl core::error::Error for ConfigError {}
+
+/// Why the session refused a command (resource errors: nothing was changed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum SubmitError {
+    /// Every send slot is in use (a finished send frees its slot when its event is polled).
+    TooManySends,
+    /// The topic table is full.
+    TooManyTopics,
+    /// The topic name is longer than [`MAX_TOPIC_LEN`].
+    TopicTooLong,
+    /// No such topic (a stale [`TopicId`]).
+    UnknownTopic,
+}
+
+impl fmt::Display for SubmitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SubmitError::TooManySends => "too many sends in flight",
+            SubmitError::TooManyTopics => "too many topics",
+            SubmitError::TopicTooLong => "topic name is too long",
+            SubmitError::UnknownTopic => "unknown topic id",
+        })
+    }
+}
+
+impl core::error::Error for SubmitError {}
+
+/// A frame the peer sent that cannot be read: the runtime closes that connection (and then
+/// calls [`Session::handle_closed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum FrameError {
+    /// The length words are inconsistent.
+    Framing,
+    /// The header cannot be decoded.
+    Header,
+}
+
+impl fmt::Display for FrameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FrameError::Framing => "malformed frame: inconsistent length words",
+            FrameError::Header => "malformed frame: undecodable header",
+        })
+    }
+}
+
+impl core::error::Error for FrameError {}
+
+/// What a send needs besides its properties and body (which the runtime keeps).
+#[derive(Clone, Copy, Debug)]
+pub struct SendArgs {
+    /// Retry settings; `retry.mode` is the send mode.
+    pub retry: RetryConfig,
+    /// Body length in bytes (after compression, as sent).
+    pub body_len: usize,
+    /// `Message.flag`.
+    pub flag: i32,
+    /// sysFlag bits (compression).
+    pub sys_flag: i32,
+    /// A SEND_BATCH_MESSAGE body.
+    pub batch: bool,
+    /// `bornTimestamp` (Unix ms, from the runtime's wall clock).
+    pub born_timestamp: i64,
+    /// A fixed queue (send-to-queue, ordered sends: one attempt), or `None` to select.
+    pub queue: Option<PublishQueue<BrokerId>>,
+}
+
+impl SendArgs {
+    /// A selected-queue send of `body_len` bytes.
+    pub fn new(retry: RetryConfig, body_len: usize, born_timestamp: i64) -> Self {
+        SendArgs {
+            retry,
+            body_len,
+            flag: 0,
+            sys_flag: 0,
+            batch: false,
+            born_timestamp,
+            queue: None,
+        }
+    }
+}
+
+/// A frame to write: `len` bytes of the caller's buffer, then (when `body` is set) the body of
+/// that send, `body_len` bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub struct Transmit {
+    /// Whom it goes to (connect first if there is no connection).
+    pub peer: Peer,
+    /// Bytes at the front of the buffer (prefix, header, and any small body).
+    pub len: usize,
+    /// The request's opaque.
+    pub opaque: i32,
+    /// The send whose body follows.
+    pub body: Option<SendId>,
+    /// Body bytes that follow.
+    pub body_len: usize,
+    /// Call [`Session::handle_written`] with `opaque` once the whole frame is written (ONEWAY
+    /// sends end there).
+    pub report_written: bool,
+}
+
+/// A stored message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SendReceipt {
+    /// Store status.
+    pub status: SendStatus,
+    /// The broker that stored it.
+    pub broker: BrokerId,
+    /// Queue id written (from the response; the chosen queue for ONEWAY).
+    pub queue_id: i32,
+    /// Consume-queue offset (`None` for ONEWAY).
+    pub queue_offset: Option<i64>,
+    /// offsetMsgId (empty for ONEWAY).
+    pub offset_msg_id: String<MAX_MSG_ID>,
+    /// Attempts made.
+    pub attempts: u8,
+}
+
+/// Why a send failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SendFailure {
+    /// The retry plan gave up (no route, broker codes, transport failures, timeout).
+    Plan {
+        /// The plan's error.
+        error: SendError,
+        /// The remark of the broker's last rejecting response (empty if none).
+        remark: String<MAX_REMARK>,
+    },
+    /// The request header did not fit the transmit buffer.
+    Encode(EncodeError),
+    /// A status response without msgId, queueId or queueOffset.
+    MalformedResponse {
+        /// Attempts made.
+        attempts: u8,
+    },
+    /// The request table was full.
+    TooManyRequests,
+}
+
+impl SendFailure {
+    /// Attempts made before the failure.
+    pub fn attempts(&self) -> u8 {
+        match self {
+            SendFailure::Plan { error, .. } => error.attempts(),
+            SendFailure::MalformedResponse { attempts } => *attempts,
+            SendFailure::Encode(_) | SendFailure::TooManyRequests => 0,
+        }
+    }
+}
+
+impl fmt::Display for SendFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendFailure::Plan { error, remark } if remark.is_empty() => fmt::Display::fmt(error, f),
+            SendFailure::Plan { error, remark } => write!(f, "{error}: {remark}"),
+            SendFailure::Encode(e) => write!(f, "cannot encode the request: {e}"),
+            SendFailure::MalformedResponse { .. } => {
+                f.write_str("send response without msgId, queueId or queueOffset")
+            }
+            SendFailure::TooManyRequests => f.write_str("too many requests in flight"),
+        }
+    }
+}
+
+impl core::error::Error for SendFailure {}
+
+/// Something the runtime must act on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// A send ended (its slot is free again).
+    SendDone {
+        /// Which send.
+        id: SendId,
+        /// Its result.
+        result: Result<SendReceipt, SendFailure>,
+    },
+    /// The broker's address changed: close the connection to it (the next transmit opens
+    /// one to the new address); report the close with [`Session::handle_closed`].
+    Reconnect(Peer),
+}
+
+/// Session counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Stats {
+    /// Send attempts issued.
+    pub attempts: u32,
+    /// Routes applied.
+    pub route_updates: u32,
+    /// Route lookups that failed (transport, timeout, error code, unusable route).
+    pub route_failures: u32,
+    /// Responses that matched no request in flight (late or unknown) and were dropped.
+    pub late_responses: u32,
+    /// Requests the brokers sent us (NOTIFY_CONSUMER_IDS_CHANGED, ...).
+    pub broker_requests: u32,
+    /// Heartbeats answered with SUCCESS.
+    pub heartbeats_ok: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Timer {
+    RouteRefresh = 0,
+    Heartbeat = 1,
+    RouteRetry = 2,
+}
+
+const TIMERS: usize = 3;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ReqState {
+    Free,
+    Queued,
+    Sent,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ReqKind {
+    Route { topic: u16, default: bool },
+    Send { send: u16 },
+    Heartbeat,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Req {
+    generation: u32,
+    state: ReqState,
+    peer: Peer,
+    kind: ReqKind,
+}
+
+impl Req {
+    const FREE: Req = Req {
+        generation: 0,
+        state: ReqState::Free,
+        peer: Peer::NameServer(0),
+        kind: ReqKind::Heartbeat,
+    };
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lookup {
+    /// No lookup in flight; retry at this instant when set.
+    Idle(Option<Instant>),
+    InFlight,
+}
+
+#[derive(Debug)]
+struct Topic<const Q: usize> {
+    name: String<MAX_TOPIC_LEN>,
+    queues: Vec<PublishQueue<BrokerId>, Q>,
+    from_default: bool,
+    lookup: Lookup,
+    backoff: Backoff,
+    error_refresh: Option<Instant>,
+}
+
+#[derive(Debug)]
+struct Broker {
+    name: String<MAX_BROKER_NAME>,
+    addr: String<MAX_ADDR_LEN>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SendState {
+    Free,
+    /// Waiting for the topic's route.
+    Route,
+    /// An attempt's request is queued or in flight.
+    Attempt,
+    /// Finished; the event is waiting in `done`.
+    Done,
+}
+
+#[derive(Clone, Debug)]
+struct Stored {
+    attempt: u8,
+    queue_id: i32,
+    queue_offset: i64,
+    msg_id: String<MAX_MSG_ID>,
+}
+
+#[derive(Clone, Debug)]
+enum Ending {
+    Plan(Result<Sent<BrokerId>, SendError>),
+    Failed(SendFailure),
+}
+
+#[derive(Debug)]
+struct SendSlot {
+    generation: u16,
+    state: SendState,
+    topic: u16,
+    mode: SendMode,
+    body_len: usize,
+    flag: i32,
+    sys_flag: i32,
+    batch: bool,
+    born: i64,
+    plan: Option<SendPlan<BrokerId>>,
+    req: Option<u16>,
+    stored: Option<Stored>,
+    remark: String<MAX_REMARK>,
+    ending: Option<Ending>,
+}
+
+impl SendSlot {
+    const EMPTY: SendSlot = SendSlot {
+        generation: 0,
+        state: SendState::Free,
+        topic: 0,
+        mode: SendMode::Sync,
+        body_len: 0,
+        flag: 0,
+        sys_flag: 0,
+        batch: false,
+        born: 0,
+        plan: None,
+        req: None,
+        stored: None,
+        remark: String::new(),
+        ending: None,
+    };
+}
+
+/// Copies `s` into a fixed string, cut at a char boundary when too long.
+fn copy_cut<const N: usize>(s: &str) -> String<N> {
+    let mut end = s.len().min(N);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut out = String::new();
+    let _ = out.push_str(s.get(..end).unwrap_or(""));
+    out
+}
+
+fn copy_exact<const N: usize>(s: &str) -> Option<String<N>> {
+    let mut out = String::new();
+    out.push_str(s).ok()?;
+    Some(out)
+}
+
+/// The client session. Capacities are const generics:
+///
+/// - `TOPICS`: topics with a route; `BROKERS`: brokers (also the fault table's size and the
+///   brokers one route may name); `QUEUES`: publish queues per topic;
+/// - `REQUESTS`: requests queued or in flight at once (sends, route lookups, heartbeats);
+///   `SENDS`: sends in progress (a finished send holds its slot until its event is polled);
+/// - `ROUTE_STR`: bytes of names and addresses in one route response.
+///
+/// See the [module docs](self) for the call order.
+#[derive(Debug)]
+pub struct Session<
+    const TOPICS: usize,
+    const BROKERS: usize,
+    const QUEUES: usize,
+    const REQUESTS: usize,
+    const SENDS: usize,
+    const ROUTE_STR: usize,
+> {
+    cfg: Settings,
+    group: String<MAX_GROUP_LEN>,
+    client_id: String<MAX_CLIENT_ID_LEN>,
+    namesrv: NamesrvCursor,
+    topics: Vec<Topic<QUEUES>, TOPICS>,
+    brokers: Vec<Broker, BROKERS>,
+    faults: FaultTable<BrokerId, BROKERS>,
+    counter: QueueCounter,
+    rng: u32,
+    reqs: [Req; REQUESTS],
+    req_free: Vec<u16, REQUESTS>,
+    queued: Deque<u16, REQUESTS>,
+    req_deadlines: DeadlineHeap<REQUESTS>,
+    sends: [SendSlot; SENDS],
+    send_free: Vec<u16, SENDS>,
+    route_waits: DeadlineHeap<SENDS>,
+    done: Deque<u16, SENDS>,
+    moved: Deque<BrokerId, BROKERS>,
+    timers: [Option<Instant>; TIMERS],
+    stats: Stats,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Settings {
+    name_servers: usize,
+    version: i32,
+    serialize_type: SerializeType,
+    language: LanguageCode,
+    route_refresh: Duration,
+    request_timeout: Duration,
+    route_retry: Duration,
+    heartbeat: Option<Duration>,
+}
+
+impl<
+    const TOPICS: usize,
+    const BROKERS: usize,
+    const QUEUES: usize,
+    const REQUESTS: usize,
+    const SENDS: usize,
+    const ROUTE_STR: usize,
+> Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR>
+{
+    /// A session started at `now`: the first route refresh is due one refresh period later,
+    /// the first heartbeat [`FIRST_HEARTBEAT`] later.
+    ///
+    /// # Errors
+    /// [`ConfigError`] for an unusable configuration.
+    pub fn new(cfg: &Config<'_>, now: Instant) -> Result<Self, ConfigError> {
+        if cfg.name_servers == 0 || cfg.name_servers > usize::from(u8::MAX) {
+            return Err(ConfigError::NameServers);
+        }
+        let group = copy_exact(cfg.producer_group).ok_or(ConfigError::GroupTooLong)?;
+        let client_id = copy_exact(cfg.client_id).ok_or(ConfigError::ClientIdTooLong)?;
+        let seed = if cfg.seed == 0 { 0x9E37_79B9 } else { cfg.seed };
+        let mut req_free = Vec::new();
+        for i in (0..REQUESTS.min(usize::from(u16::MAX))).rev() {
+            let _ = req_free.push(i as u16);
+        }
+        let mut send_free = Vec::new();
+        for i in (0..SENDS.min(usize::from(u16::MAX))).rev() {
+            let _ = send_free.push(i as u16);
+        }
+        let mut timers = [None; TIMERS];
+        timers[Timer::RouteRefresh as usize] = Some(now.saturating_add(cfg.route_refresh));
+        timers[Timer::Heartbeat as usize] = cfg.heartbeat.map(|_| now + FIRST_HEARTBEAT);
+        Ok(Session {
+            cfg: Settings {
+                name_servers: cfg.name_servers,
+                version: cfg.version,
+                serialize_type: cfg.serialize_type,
+                language: cfg.language,
+                route_refresh: cfg.route_refresh,
+                request_timeout: cfg.request_timeout,
+                route_retry: cfg.route_retry,
+                heartbeat: cfg.heartbeat,
+            },
+            group,
+            client_id,
+            namesrv: NamesrvCursor::new(seed >> 8),
+            topics: Vec::new(),
+            brokers: Vec::new(),
+            faults: FaultTable::new(cfg.fault_rule),
+            counter: QueueCounter::new(seed),
+            rng: seed,
+            reqs: [Req::FREE; REQUESTS],
+            req_free,
+            queued: Deque::new(),
+            req_deadlines: DeadlineHeap::new(),
+            sends: [const { SendSlot::EMPTY }; SENDS],
+            send_free,
+            route_waits: DeadlineHeap::new(),
+            done: Deque::new(),
+            moved: Deque::new(),
+            timers,
+            stats: Stats::default(),
+        })
+    }
+
+    // ----- getters -------------------------------------------------------------------------
+
+    /// Counters.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// The NameServer in use (index into the runtime's list).
+    pub fn name_server(&self) -> u8 {
+        self.namesrv.current(self.cfg.name_servers) as u8
+    }
+
+    /// A topic's name.
+    pub fn topic_name(&self, t: TopicId) -> Option<&str> {
+        self.topics.get(usize::from(t.0)).map(|t| t.name.as_str())
+    }
+
+    /// The topic's publish queues (empty until a route arrived).
+    pub fn publish_queues(&self, t: TopicId) -> &[PublishQueue<BrokerId>] {
+        self.topics
+            .get(usize::from(t.0))
+            .map_or(&[], |t| t.queues.as_slice())
+    }
+
+    /// Whether the topic's route came from the `TBW102` template (the topic does not exist yet).
+    pub fn from_default_topic(&self, t: TopicId) -> bool {
+        self.topics
+            .get(usize::from(t.0))
+            .is_some_and(|t| t.from_default)
+    }
+
+    /// A broker's name.
+    pub fn broker_name(&self, b: BrokerId) -> Option<&str> {
+        self.brokers.get(usize::from(b.0)).map(|b| b.name.as_str())
+    }
+
+    /// A broker's master address, once a route named it.
+    pub fn broker_addr(&self, b: BrokerId) -> Option<&str> {
+        self.brokers
+            .get(usize::from(b.0))
+            .map(|b| b.addr.as_str())
+            .filter(|a| !a.is_empty())
+    }
+
+    /// Brokers known so far (ids `0..broker_count()`).
+    pub fn broker_count(&self) -> usize {
+        self.brokers.len()
+    }
+
+    /// Whether [`Session::send`] has a free slot.
+    pub fn can_send(&self) -> bool {
+        !self.send_free.is_empty()
+    }
+
+    /// Whether `opaque` is a request still queued or in flight (a runtime that holds a
+    /// half-written frame of a request the session gave up on drops it with its connection).
+    pub fn is_live(&self, opaque: i32) -> bool {
+        self.slot_of(opaque).is_some()
+    }
+
+    /// The fault table (read-only).
+    pub fn fault_table(&self) -> &FaultTable<BrokerId, BROKERS> {
+        &self.faults
+    }
+
+    // ----- commands ------------------------------------------------------------------------
+
+    /// The id of `topic`, adding it to the route table (and starting its lookup) if new.
+    ///
+    /// # Errors
+    /// [`SubmitError::TopicTooLong`] or [`SubmitError::TooManyTopics`].
+    pub fn topic(&mut self, now: Instant, topic: &str) -> Result<TopicId, SubmitError> {
+        if let Some(i) = self.topics.iter().position(|t| t.name == topic) {
+            return Ok(TopicId(i as u16));
+        }
+        let name = copy_exact(topic).ok_or(SubmitError::TopicTooLong)?;
+        let id = u16::try_from(self.topics.len()).map_err(|_| SubmitError::TooManyTopics)?;
+        self.topics
+            .push(Topic {
+                name,
+                queues: Vec::new(),
+                from_default: false,
+                lookup: Lookup::Idle(None),
+                backoff: Backoff::new(self.cfg.route_retry, MAX_ROUTE_RETRY),
+                error_refresh: None,
+            })
+            .map_err(|_| SubmitError::TooManyTopics)?;
+        self.lookup(now, id, false);
+        Ok(TopicId(id))
+    }
+
+    /// Looks the topic's route up now (unless a lookup is already in flight).
+    pub fn refresh_route(&mut self, now: Instant, t: TopicId) {
+        self.lookup(now, t.0, false);
+    }
+
+    /// Starts a send to topic `t`; its properties come from [`Messages`] and its body from the
+    /// runtime when the frame is written. The result comes as [`Event::SendDone`].
+    ///
+    /// # Errors
+    /// [`SubmitError::TooManySends`] or [`SubmitError::UnknownTopic`].
+    pub fn send(
+        &mut self,
+        now: Instant,
+        t: TopicId,
+        args: &SendArgs,
+    ) -> Result<SendId, SubmitError> {
+        if usize::from(t.0) >= self.topics.len() {
+            return Err(SubmitError::UnknownTopic);
+        }
+        let s = self.send_free.pop().ok_or(SubmitError::TooManySends)?;
+        let Some(slot) = self.sends.get_mut(usize::from(s)) else {
+            return Err(SubmitError::TooManySends);
+        };
+        let plan = match args.queue {
+            Some(q) => SendPlan::to_queue(now, args.retry, q),
+            None => SendPlan::new(now, args.retry),
+        };
+        let deadline = now.saturating_add(args.retry.send_timeout);
+        *slot = SendSlot {
+            generation: slot.generation,
+            state: SendState::Route,
+            topic: t.0,
+            mode: args.retry.mode,
+            body_len: args.body_len,
+            flag: args.flag,
+            sys_flag: args.sys_flag,
+            batch: args.batch,
+            born: args.born_timestamp,
+            plan: Some(plan),
+            ..SendSlot::EMPTY
+        };
+        let id = SendId::new(s, slot.generation);
+        let has_route = self
+            .topics
+            .get(usize::from(t.0))
+            .is_some_and(|t| !t.queues.is_empty());
+        if has_route || args.queue.is_some() {
+            self.start_send(now, s);
+        } else {
+            self.route_waits.set(s, deadline);
+            self.lookup(now, t.0, false);
+        }
+        Ok(id)
+    }
+
+    // ----- inputs --------------------------------------------------------------------------
+
+    /// A whole frame arrived from `peer`.
+    ///
+    /// # Errors
+    /// [`FrameError`] when the frame cannot be read: close that connection and report it with
+    /// [`Session::handle_closed`]. Late and unknown responses are counted and dropped.
+    pub fn handle_frame(
+        &mut self,
+        now: Instant,
+        peer: Peer,
+        bytes: &[u8],
+    ) -> Result<(), FrameError> {
+        let frame = Frame::new_checked(bytes).map_err(|_| FrameError::Framing)?;
+        let h = CommandHeader::parse(&frame).map_err(|_| FrameError::Header)?;
+        if !h.is_response() {
+            // Broker-initiated requests (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE, ...)
+            // are not for a producer; counted.
+            self.stats.broker_requests = self.stats.broker_requests.wrapping_add(1);
+            return Ok(());
+        }
+        let Some(i) = self.slot_of(h.opaque()).filter(|&i| {
+            self.reqs
+                .get(usize::from(i))
+                .is_some_and(|r| r.state == ReqState::Sent && r.peer == peer)
+        }) else {
+            self.stats.late_responses = self.stats.late_responses.wrapping_add(1);
+            return Ok(());
+        };
+        let Some(kind) = self.free_req(i) else {
+            return Ok(());
+        };
+        let code = h.code();
+        match kind {
+            ReqKind::Route { topic, default } => {
+                if code == ResponseCode::SUCCESS.0 {
+                    match TopicRoute::<BROKERS, ROUTE_STR>::parse(frame.body()) {
+                        Ok(route) => self.install_route(now, topic, &route, default),
+                        Err(_) => self.route_failed(now, topic, false, true),
+                    }
+                } else if code == ResponseCode::TOPIC_NOT_EXIST.0 && !default {
+                    // Java: the topic does not exist yet; send with the template's route and let
+                    // the broker auto-create it.
+                    self.set_lookup(topic, Lookup::Idle(None));
+                    self.lookup(now, topic, true);
+                } else {
+                    self.route_failed(now, topic, false, true);
+                }
+            }
+            ReqKind::Send { send } => self.send_response(now, send, &h),
+            ReqKind::Heartbeat => {
+                if code == ResponseCode::SUCCESS.0 {
+                    self.stats.heartbeats_ok = self.stats.heartbeats_ok.wrapping_add(1);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The connection to `peer` is gone (or could not be opened): every request written to it
+    /// fails with `cause` at once. Requests not yet polled stay queued (the runtime reconnects
+    /// on the next transmit).
+    pub fn handle_closed(&mut self, now: Instant, peer: Peer, cause: TransportError) {
+        if matches!(peer, Peer::NameServer(i) if i == self.name_server()) {
+            self.namesrv.failed();
+        }
+        for i in 0..self.reqs.len() {
+            let r = self.reqs[i];
+            if r.state == ReqState::Sent && r.peer == peer {
+                self.fail_req(now, i as u16, cause, false);
+            }
+        }
+    }
+
+    /// The frame of `opaque` was written completely (only needed when
+    /// [`Transmit::report_written`] was set).
+    pub fn handle_written(&mut self, now: Instant, opaque: i32) {
+        let Some(i) = self.slot_of(opaque) else {
+            return;
+        };
+        let Some(&Req {
+            state: ReqState::Sent,
+            kind: ReqKind::Send { send },
+            ..
+        }) = self.reqs.get(usize::from(i))
+        else {
+            return;
+        };
+        if self.sends.get(usize::from(send)).map(|s| s.mode) != Some(SendMode::Oneway) {
+            return;
+        }
+        let _ = self.free_req(i);
+        let step = self.plan_call(send, |p, env| {
+            p.handle_outcome(now, AttemptOutcome::Written, env)
+        });
+        self.apply(now, send, step);
+    }
+
+    /// Expires requests, sends waiting for a route and timers due at `now`. An early or extra
+    /// call is a no-op.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some(i) = self.req_deadlines.pop_expired(now) {
+            self.fail_req(now, i, TransportError::TimedOut, true);
+        }
+        while let Some(s) = self.route_waits.pop_expired(now) {
+            // No route in time: the plan ends the send (NoRoute or a call timeout).
+            self.start_send(now, s);
+        }
+        if self.due(Timer::RouteRefresh, now) {
+            self.timers[Timer::RouteRefresh as usize] =
+                Some(now.saturating_add(self.cfg.route_refresh));
+            for t in 0..self.topics.len() {
+                self.lookup(now, t as u16, false);
+            }
+        }
+        if self.due(Timer::RouteRetry, now) {
+            self.timers[Timer::RouteRetry as usize] = None;
+            for t in 0..self.topics.len() {
+                if matches!(self.topics[t].lookup, Lookup::Idle(Some(at)) if at <= now) {
+                    self.lookup(now, t as u16, false);
+                }
+            }
+            self.rearm_route_retry();
+        }
+        if let Some(every) = self.cfg.heartbeat
+            && self.due(Timer::Heartbeat, now)
+        {
+            self.timers[Timer::Heartbeat as usize] = Some(now.saturating_add(every));
+            for b in 0..self.brokers.len() {
+                if self.brokers[b].addr.is_empty() {
+                    continue;
+                }
+                let deadline = now.saturating_add(self.cfg.request_timeout);
+                if self
+                    .alloc_req(
+                        Peer::Broker(BrokerId(b as u16)),
+                        ReqKind::Heartbeat,
+                        deadline,
+                    )
+                    .is_none()
+                {
+                    break;
+                }
+            }
+        }
+    }
+
+    // ----- outputs -------------------------------------------------------------------------
+
+    /// The next frame to write, encoded into `buf` (see [`Transmit`]), or `None`.
+    ///
+    /// A request whose header does not fit `buf` fails (a send with
+    /// [`SendFailure::Encode`]) and the next one is tried.
+    pub fn poll_transmit<M: Messages + ?Sized>(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        msgs: &M,
+    ) -> Option<Transmit> {
+        while let Some(i) = self.queued.pop_front() {
+            let Some(r) = self.reqs.get(usize::from(i)).copied() else {
+                continue;
+            };
+            if r.state != ReqState::Queued {
+                continue;
+            }
+            let opaque = self.opaque(i);
+            match self.encode(r, opaque, buf, msgs) {
+                Ok(t) => {
+                    if let Some(q) = self.reqs.get_mut(usize::from(i)) {
+                        q.state = ReqState::Sent;
+                    }
+                    return Some(t);
+                }
+                Err(e) => {
+                    let _ = self.free_req(i);
+                    match r.kind {
+                        ReqKind::Send { send } => {
+                            self.finish(now, send, Ending::Failed(SendFailure::Encode(e)))
+                        }
+                        ReqKind::Route { topic, .. } => self.route_failed(now, topic, false, true),
+                        ReqKind::Heartbeat => {}
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// When [`Session::handle_timeout`] must be called next.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut d = self.req_deadlines.peek().map(|p| p.1);
+        for t in self
+            .timers
+            .iter()
+            .flatten()
+            .copied()
+            .chain(self.route_waits.peek().map(|p| p.1))
+        {
+            d = Some(d.map_or(t, |d| d.min(t)));
+        }
+        d
+    }
+
+    /// The next event, or `None`.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        if let Some(b) = self.moved.pop_front() {
+            return Some(Event::Reconnect(Peer::Broker(b)));
+        }
+        let s = self.done.pop_front()?;
+        let slot = self.sends.get_mut(usize::from(s))?;
+        let id = SendId::new(s, slot.generation);
+        let result = match slot.ending.take() {
+            Some(Ending::Plan(Ok(sent))) => match (slot.mode, slot.stored.take()) {
+                (SendMode::Oneway, _) => Ok(SendReceipt {
+                    status: sent.status,
+                    broker: sent.queue.broker,
+                    queue_id: sent.queue.queue_id,
+                    queue_offset: None,
+                    offset_msg_id: String::new(),
+                    attempts: sent.attempts,
+                }),
+                (_, Some(st)) if st.attempt == sent.attempts => Ok(SendReceipt {
+                    status: sent.status,
+                    broker: sent.queue.broker,
+                    queue_id: st.queue_id,
+                    queue_offset: Some(st.queue_offset),
+                    offset_msg_id: st.msg_id,
+                    attempts: sent.attempts,
+                }),
+                _ => Err(SendFailure::MalformedResponse {
+                    attempts: sent.attempts,
+                }),
+            },
+            Some(Ending::Plan(Err(error))) => Err(SendFailure::Plan {
+                error,
+                remark: core::mem::take(&mut slot.remark),
+            }),
+            Some(Ending::Failed(f)) => Err(f),
+            None => Err(SendFailure::TooManyRequests),
+        };
+        slot.state = SendState::Free;
+        slot.plan = None;
+        slot.generation = slot.generation.wrapping_add(1);
+        let _ = self.send_free.push(s);
+        Some(Event::SendDone { id, result })
+    }
+
+    // ----- internals -----------------------------------------------------------------------
+
+    fn due(&self, t: Timer, now: Instant) -> bool {
+        self.timers[t as usize].is_some_and(|at| at <= now)
+    }
+
+    fn next_random(&mut self) -> u32 {
+        // xorshift32
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        self.rng = x;
+        x
+    }
+
+    /// Generations per slot so that `generation * REQUESTS + slot` stays a non-negative `i32`.
+    fn generations() -> u32 {
+        (i32::MAX as u32 / REQUESTS.max(1) as u32).max(1)
+    }
+
+    fn opaque(&self, i: u16) -> i32 {
+        let generation = self.reqs.get(usize::from(i)).map_or(0, |r| r.generation);
+        (generation as i64 * REQUESTS as i64 + i64::from(i)) as i32
+    }
+
+    fn slot_of(&self, opaque: i32) -> Option<u16> {
+        let o = u32::try_from(opaque).ok()?;
+        let n = u32::try_from(REQUESTS).ok().filter(|n| *n > 0)?;
+        let i = u16::try_from(o % n).ok()?;
+        let r = self.reqs.get(usize::from(i))?;
+        (r.generation == o / n && r.state != ReqState::Free).then_some(i)
+    }
+
+    fn alloc_req(&mut self, peer: Peer, kind: ReqKind, deadline: Instant) -> Option<u16> {
+        let i = self.req_free.pop()?;
+        let r = self.reqs.get_mut(usize::from(i))?;
+        r.generation = (r.generation + 1) % Self::generations();
+        r.state = ReqState::Queued;
+        r.peer = peer;
+        r.kind = kind;
+        let _ = self.queued.push_back(i);
+        self.req_deadlines.set(i, deadline);
+        Some(i)
+    }
+
+    /// Frees slot `i`, returning what it was for.
+    fn free_req(&mut self, i: u16) -> Option<ReqKind> {
+        let r = self.reqs.get_mut(usize::from(i))?;
+        if r.state == ReqState::Free {
+            return None;
+        }
+        let was_queued = r.state == ReqState::Queued;
+        r.state = ReqState::Free;
+        let kind = r.kind;
+        if was_queued {
+            // Rare (a request that expired or failed before it was written): keep the queue
+            // exact so that it never holds more than one entry per slot.
+            for _ in 0..self.queued.len() {
+                if let Some(q) = self.queued.pop_front()
+                    && q != i
+                {
+                    let _ = self.queued.push_back(q);
+                }
+            }
+        }
+        self.req_deadlines.remove(i);
+        let _ = self.req_free.push(i);
+        Some(kind)
+    }
+
+    /// Request `i` failed without an answer.
+    fn fail_req(&mut self, now: Instant, i: u16, cause: TransportError, timeout: bool) {
+        let Some(kind) = self.free_req(i) else { return };
+        match kind {
+            ReqKind::Route { topic, .. } => {
+                if timeout {
+                    // A NameServer that does not answer: use the next one.
+                    self.namesrv.failed();
+                }
+                self.route_failed(now, topic, true, false);
+            }
+            ReqKind::Send { send } => {
+                let step = if timeout {
+                    self.plan_call(send, |p, env| p.handle_timeout(now, env))
+                } else {
+                    self.plan_call(send, |p, env| {
+                        p.handle_outcome(now, AttemptOutcome::Transport(cause), env)
+                    })
+                };
+                self.apply(now, send, step);
+            }
+            ReqKind::Heartbeat => {}
+        }
+    }
+
+    fn set_lookup(&mut self, t: u16, l: Lookup) {
+        if let Some(t) = self.topics.get_mut(usize::from(t)) {
+            t.lookup = l;
+        }
+    }
+
+    /// Queues a route lookup of topic `t` (of `TBW102` on its behalf when `default`).
+    fn lookup(&mut self, now: Instant, t: u16, default: bool) {
+        let Some(topic) = self.topics.get(usize::from(t)) else {
+            return;
+        };
+        if topic.lookup == Lookup::InFlight {
+            return;
+        }
+        let peer = Peer::NameServer(self.name_server());
+        let deadline = now.saturating_add(self.cfg.request_timeout);
+        if self
+            .alloc_req(peer, ReqKind::Route { topic: t, default }, deadline)
+            .is_some()
+        {
+            self.set_lookup(t, Lookup::InFlight);
+        } else {
+            // No request slot now: try again shortly.
+            self.set_lookup(
+                t,
+                Lookup::Idle(Some(now.saturating_add(self.cfg.route_retry))),
+            );
+            self.rearm_route_retry();
+        }
+    }
+
+    fn rearm_route_retry(&mut self) {
+        let next = self
+            .topics
+            .iter()
+            .filter_map(|t| match t.lookup {
+                Lookup::Idle(at) => at,
+                Lookup::InFlight => None,
+            })
+            .min();
+        self.timers[Timer::RouteRetry as usize] = next;
+    }
+
+    /// A lookup of topic `t` failed. `definitive`: the NameServer answered (the topic and the
+    /// template do not exist, or the route is unusable): sends waiting for it fail now with
+    /// NoRoute; otherwise they wait for a later lookup until their deadline.
+    fn route_failed(&mut self, now: Instant, t: u16, transport: bool, definitive: bool) {
+        self.stats.route_failures = self.stats.route_failures.wrapping_add(1);
+        let servers = self.cfg.name_servers;
+        let Some(topic) = self.topics.get_mut(usize::from(t)) else {
+            return;
+        };
+        topic.backoff.failed();
+        let failures = topic.backoff.failures() as usize;
+        topic.lookup = Lookup::Idle(None);
+        if transport && failures < servers {
+            // Fail over: ask the next NameServer at once (each one once per round).
+            self.lookup(now, t, false);
+        } else if let Some(topic) = self.topics.get_mut(usize::from(t)) {
+            if topic.queues.is_empty() {
+                topic.lookup = Lookup::Idle(Some(now.saturating_add(topic.backoff.delay())));
+            } else {
+                // Keep the old route (Java does); the periodic refresh tries again.
+                topic.backoff.reset();
+            }
+            self.rearm_route_retry();
+        }
+        if definitive {
+            self.wake_waiting(now, t);
+        }
+    }
+
+    fn install_route(
+        &mut self,
+        now: Instant,
+        t: u16,
+        route: &TopicRoute<BROKERS, ROUTE_STR>,
+        default: bool,
+    ) {
+        let mut refs: Vec<PublishQueueRef, QUEUES> = Vec::new();
+        if route
+            .publish_queues(default.then_some(DEFAULT_TOPIC_QUEUE_NUMS), &mut refs)
+            .is_err()
+        {
+            // More queues than fit: keep what fits (a partial list still publishes).
+        }
+        let mut ids: Vec<Option<BrokerId>, BROKERS> = Vec::new();
+        for b in route.brokers() {
+            let id = self.intern(b.name());
+            if let (Some(id), Some(addr)) = (id, b.addr(MASTER_ID)) {
+                self.set_addr(id, addr);
+            }
+            let _ = ids.push(id);
+        }
+        let Some(topic) = self.topics.get_mut(usize::from(t)) else {
+            return;
+        };
+        topic.queues.clear();
+        for r in &refs {
+            if let Some(Some(b)) = ids.get(r.broker) {
+                let _ = topic.queues.push(PublishQueue {
+                    broker: *b,
+                    queue_id: r.queue_id,
+                });
+            }
+        }
+        if topic.queues.is_empty() {
+            self.route_failed(now, t, false, true);
+            return;
+        }
+        topic.from_default = default;
+        topic.backoff.reset();
+        topic.lookup = Lookup::Idle(None);
+        self.stats.route_updates = self.stats.route_updates.wrapping_add(1);
+        self.rearm_route_retry();
+        self.wake_waiting(now, t);
+    }
+
+    fn intern(&mut self, name: &str) -> Option<BrokerId> {
+        if let Some(i) = self.brokers.iter().position(|b| b.name == name) {
+            return Some(BrokerId(i as u16));
+        }
+        let id = BrokerId(u16::try_from(self.brokers.len()).ok()?);
+        self.brokers
+            .push(Broker {
+                name: copy_exact(name)?,
+                addr: String::new(),
+            })
+            .ok()?;
+        Some(id)
+    }
+
+    fn set_addr(&mut self, id: BrokerId, addr: &str) {
+        let Some(b) = self.brokers.get_mut(usize::from(id.0)) else {
+            return;
+        };
+        if b.addr == addr {
+            return;
+        }
+        let moved = !b.addr.is_empty();
+        b.addr = copy_cut(addr);
+        if moved && !self.moved.iter().any(|m| *m == id) {
+            let _ = self.moved.push_back(id);
+        }
+    }
+
+    /// Starts (or ends, when there is still no route) the sends waiting for topic `t`.
+    fn wake_waiting(&mut self, now: Instant, t: u16) {
+        for s in 0..self.sends.len() {
+            let slot = &self.sends[s];
+            if slot.state == SendState::Route && slot.topic == t {
+                self.route_waits.remove(s as u16);
+                self.start_send(now, s as u16);
+            }
+        }
+    }
+
+    fn start_send(&mut self, now: Instant, s: u16) {
+        self.route_waits.remove(s);
+        let step = self.plan_call(s, |p, env| p.start(now, env));
+        self.apply(now, s, step);
+    }
+
+    /// Runs one plan transition of send `s` with the client's fault table and counter.
+    fn plan_call(
+        &mut self,
+        s: u16,
+        f: impl FnOnce(&mut SendPlan<BrokerId>, &mut SendEnv<'_, BrokerId, BROKERS>) -> Step<BrokerId>,
+    ) -> Step<BrokerId> {
+        let entropy = self.next_random();
+        let Some(slot) = self.sends.get_mut(usize::from(s)) else {
+            return Step::Wait;
+        };
+        let Some(plan) = slot.plan.as_mut() else {
+            return Step::Wait;
+        };
+        let queues = self
+            .topics
+            .get(usize::from(slot.topic))
+            .map_or(&[][..], |t| t.queues.as_slice());
+        let mut env = SendEnv {
+            queues,
+            table: &mut self.faults,
+            counter: &mut self.counter,
+            entropy,
+        };
+        f(plan, &mut env)
+    }
+
+    /// Carries out plan steps of send `s` until it waits or ends.
+    fn apply(&mut self, now: Instant, s: u16, mut step: Step<BrokerId>) {
+        // Each round consumes an attempt, so this ends within the plan's attempt budget.
+        for _ in 0..=u8::MAX {
+            match step {
+                Step::Wait => return,
+                Step::Done(r) => return self.finish(now, s, Ending::Plan(r)),
+                Step::Send(att) => {
+                    self.stats.attempts = self.stats.attempts.wrapping_add(1);
+                    let b = att.queue.broker;
+                    if self.broker_addr(b).is_none() {
+                        step = self.plan_call(s, |p, env| {
+                            p.handle_outcome(
+                                now,
+                                AttemptOutcome::Transport(TransportError::BrokerNotFound),
+                                env,
+                            )
+                        });
+                        continue;
+                    }
+                    let Some(r) =
+                        self.alloc_req(Peer::Broker(b), ReqKind::Send { send: s }, att.deadline)
+                    else {
+                        return self.finish(now, s, Ending::Failed(SendFailure::TooManyRequests));
+                    };
+                    if let Some(slot) = self.sends.get_mut(usize::from(s)) {
+                        slot.state = SendState::Attempt;
+                        slot.req = Some(r);
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self, now: Instant, s: u16, ending: Ending) {
+        let Some(slot) = self.sends.get_mut(usize::from(s)) else {
+            return;
+        };
+        if matches!(slot.state, SendState::Free | SendState::Done) {
+            return;
+        }
+        // A send that failed on a broker (not for want of a route) refreshes the route.
+        let failed = matches!(&ending, Ending::Plan(Err(e)) if e.attempts() > 0);
+        let t = slot.topic;
+        slot.state = SendState::Done;
+        slot.ending = Some(ending);
+        if let Some(r) = slot.req.take()
+            && self
+                .reqs
+                .get(usize::from(r))
+                .is_some_and(|q| q.kind == ReqKind::Send { send: s } && q.state != ReqState::Free)
+        {
+            let _ = self.free_req(r);
+        }
+        self.route_waits.remove(s);
+        let _ = self.done.push_back(s);
+        // A failed send refreshes its topic's route, at most once a second (the periodic
+        // refresh runs regardless).
+        if let Some(topic) = self.topics.get_mut(usize::from(t))
+            && failed
+            && error_refresh_due(topic.error_refresh, now)
+        {
+            topic.error_refresh = Some(now);
+            self.lookup(now, t, false);
+        }
+    }
+
+    fn send_response(&mut self, now: Instant, s: u16, h: &CommandHeader<'_>) {
+        let mut sbuf = [0u8; MAX_REMARK];
+        let mut scratch = Scratch::new(&mut sbuf);
+        let parsed = parse_send_response(h, &mut scratch);
+        let Some(slot) = self.sends.get_mut(usize::from(s)) else {
+            return;
+        };
+        slot.req = None;
+        let attempt = slot.plan.as_ref().map_or(0, |p| p.attempts_made());
+        let code = match parsed {
+            Ok(SendResponse::Stored {
+                code,
+                offset_msg_id,
+                queue_id,
+                queue_offset,
+                ..
+            }) => {
+                slot.stored = Some(Stored {
+                    attempt,
+                    queue_id,
+                    queue_offset,
+                    msg_id: copy_cut(offset_msg_id),
+                });
+                code
+            }
+            Ok(SendResponse::Rejected { code }) => {
+                slot.remark = h
+                    .remark()
+                    .and_then(|r| {
+                        r.as_str()
+                            .or_else(|| r.unescape_into(&mut sbuf).ok())
+                            .map(copy_cut)
+                    })
+                    .unwrap_or_default();
+                code
+            }
+            Err(_) => {
+                slot.stored = None;
+                h.code()
+            }
+        };
+        let step = self.plan_call(s, |p, env| {
+            p.handle_outcome(now, AttemptOutcome::Response(code), env)
+        });
+        self.apply(now, s, step);
+    }
+
+    /// Encodes request `r` into `buf`.
+    fn encode<M: Messages + ?Sized>(
+        &self,
+        r: Req,
+        opaque: i32,
+        buf: &mut [u8],
+        msgs: &M,
+    ) -> Result<Transmit, EncodeError> {
+        let ty = self.cfg.serialize_type;
+        let plain = |len| Transmit {
+            peer: r.peer,
+            len,
+            opaque,
+            body: None,
+            body_len: 0,
+            report_written: false,
+        };
+        match r.kind {
+            ReqKind::Route { topic, default } => {
+                let name = if default {
+                    DEFAULT_TOPIC
+                } else {
+                    self.topics
+                        .get(usize::from(topic))
+                        .map_or("", |t| t.name.as_str())
+                };
+                let hdr = GetRouteInfoRequestHeader {
+                    topic: name,
+                    accept_standard_json_only: None,
+                };
+                let mut repr = CommandRepr::request(
+                    RequestCode::GET_ROUTEINFO_BY_TOPIC,
+                    opaque,
+                    self.cfg.version,
+                    Some(hdr),
+                );
+                repr.language = self.cfg.language;
+                Ok(plain(repr.emit_frame_prefix_and_header(ty, 0, buf)?))
+            }
+            ReqKind::Heartbeat => {
+                let flavor = if self.cfg.version >= version::V5_0_0 {
+                    HeartbeatFlavor::V5
+                } else {
+                    HeartbeatFlavor::V4
+                };
+                // The body is written first, moved to the end, and after the header once its
+                // length is known.
+                let n = write_heartbeat(&self.client_id, &[self.group.as_str()], flavor, buf)
+                    .map_err(|_| EncodeError::BufferTooSmall)?;
+                let total = buf.len();
+                buf.copy_within(..n, total - n);
+                let mut repr = CommandRepr::request(
+                    RequestCode::HEART_BEAT,
+                    opaque,
+                    self.cfg.version,
+                    (flavor == HeartbeatFlavor::V5).then_some(HeartbeatRequestHeader {}),
+                );
+                repr.language = self.cfg.language;
+                let head = buf
+                    .get_mut(..total - n)
+                    .ok_or(EncodeError::BufferTooSmall)?;
+                let h = repr.emit_frame_prefix_and_header(ty, n, head)?;
+                buf.copy_within(total - n.., h);
+                Ok(plain(h + n))
+            }
+            ReqKind::Send { send } => {
+                let slot = self
+                    .sends
+                    .get(usize::from(send))
+                    .ok_or(EncodeError::BufferTooSmall)?;
+                let att = slot
+                    .plan
+                    .as_ref()
+                    .and_then(SendPlan::current)
+                    .ok_or(EncodeError::BufferTooSmall)?;
+                let id = SendId::new(send, slot.generation);
+                let topic = self
+                    .topics
+                    .get(usize::from(slot.topic))
+                    .map_or("", |t| t.name.as_str());
+                let req = SendRequest::new(
+                    &self.group,
+                    topic,
+                    att.queue.queue_id,
+                    self.broker_name(att.queue.broker).unwrap_or(""),
+                    msgs.properties(id),
+                    slot.born,
+                )
+                .flag(slot.flag)
+                .sys_flag(slot.sys_flag)
+                .batch(slot.batch);
+                let hdr = req.header();
+                let mut repr =
+                    CommandRepr::request(req.code(), opaque, self.cfg.version, Some(hdr));
+                repr.language = self.cfg.language;
+                let oneway = slot.mode == SendMode::Oneway;
+                if oneway {
+                    repr.flag = flag::ONEWAY;
+                }
+                let len = repr.emit_frame_prefix_and_header(ty, slot.body_len, buf)?;
+                Ok(Transmit {
+                    peer: r.peer,
+                    len,
+                    opaque,
+                    body: Some(id),
+                    body_len: slot.body_len,
+                    report_written: oneway,
+                })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

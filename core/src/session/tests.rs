@@ -1,0 +1,554 @@
+//! Deterministic session tests: virtual time, a scripted in-memory NameServer and brokers, and
+//! assertions on the exact frames the session writes and the deadlines it asks for.
+
+use std::collections::HashMap;
+use std::string::{String as StdString, ToString};
+use std::vec::Vec as StdVec;
+
+use super::*;
+use crate::retry::{RetryConfig, SendErrorKind};
+use crate::wire::headers::SendMessageRequestHeaderV2;
+
+type S = Session<4, 4, 16, 8, 4, 2048>;
+
+const PROPS: &str = "WAIT\u{1}true\u{2}";
+
+struct Props;
+impl Messages for Props {
+    fn properties(&self, _: SendId) -> &str {
+        PROPS
+    }
+}
+
+fn t(ms: u64) -> Instant {
+    Instant::from_millis(ms)
+}
+
+fn cfg(name_servers: usize) -> Config<'static> {
+    let mut c = Config::new(name_servers, "pg", "10.0.0.2@gw");
+    c.seed = 7;
+    c
+}
+
+/// A route body naming `brokers` (name, master address), each with `queues` writable queues.
+fn route(brokers: &[(&str, &str)], queues: i32) -> StdString {
+    let bd: StdVec<StdString> = brokers
+        .iter()
+        .map(|(n, a)| {
+            format!(r#"{{"brokerAddrs":{{"0":"{a}"}},"brokerName":"{n}","cluster":"c"}}"#)
+        })
+        .collect();
+    let qd: StdVec<StdString> = brokers
+        .iter()
+        .map(|(n, _)| {
+            format!(
+                r#"{{"brokerName":"{n}","perm":6,"readQueueNums":{queues},"topicSysFlag":0,"writeQueueNums":{queues}}}"#
+            )
+        })
+        .collect();
+    format!(
+        r#"{{"brokerDatas":[{}],"queueDatas":[{}]}}"#,
+        bd.join(","),
+        qd.join(",")
+    )
+}
+
+fn response(code: i32, opaque: i32, ext: &[(&str, &str)], body: &[u8]) -> StdVec<u8> {
+    let cmd = CommandRepr::response(ResponseCode(code), opaque, version::V5_3_3, Some(ext));
+    let mut buf = std::vec![0u8; 1024];
+    let n = cmd
+        .emit_frame_prefix_and_header(SerializeType::JSON, body.len(), &mut buf)
+        .unwrap();
+    buf.truncate(n);
+    buf.extend_from_slice(body);
+    buf
+}
+
+/// One written frame, decoded.
+#[derive(Debug)]
+struct Sent {
+    peer: Peer,
+    code: i32,
+    opaque: i32,
+    oneway: bool,
+    ext: HashMap<StdString, StdString>,
+    body: StdVec<u8>,
+}
+
+/// The session plus its world: virtual clock and everything written so far.
+struct World {
+    s: S,
+    now: Instant,
+    events: StdVec<Event>,
+}
+
+impl World {
+    fn new(name_servers: usize) -> Self {
+        let mut c = cfg(name_servers);
+        c.heartbeat = None;
+        Self::with(&c)
+    }
+
+    fn with(c: &Config<'_>) -> Self {
+        World {
+            s: S::new(c, t(0)).unwrap(),
+            now: t(0),
+            events: StdVec::new(),
+        }
+    }
+
+    /// Every frame the session wants to write now (bodies filled in as the runtime would).
+    fn out(&mut self) -> StdVec<Sent> {
+        let mut v = StdVec::new();
+        let mut buf = [0u8; 1024];
+        while let Some(tx) = self.s.poll_transmit(self.now, &mut buf, &Props) {
+            let mut frame = buf[..tx.len].to_vec();
+            if tx.body.is_some() {
+                frame.extend(core::iter::repeat_n(b'x', tx.body_len));
+            }
+            let f = Frame::new_checked(&frame[..]).expect("whole frame");
+            let h = CommandHeader::parse(&f).expect("header");
+            assert_eq!(h.opaque(), tx.opaque);
+            let ext = h
+                .ext_iter()
+                .map(|(k, v)| {
+                    let mut kb = [0u8; 64];
+                    let mut vb = [0u8; 512];
+                    (
+                        k.unescape_into(&mut kb).unwrap().to_string(),
+                        v.unescape_into(&mut vb).unwrap().to_string(),
+                    )
+                })
+                .collect();
+            v.push(Sent {
+                peer: tx.peer,
+                code: h.code(),
+                opaque: tx.opaque,
+                oneway: h.flag() & flag::ONEWAY != 0,
+                ext,
+                body: f.body().to_vec(),
+            });
+            if tx.report_written {
+                self.s.handle_written(self.now, tx.opaque);
+            }
+        }
+        self.drain();
+        v
+    }
+
+    fn drain(&mut self) {
+        while let Some(e) = self.s.poll_event() {
+            self.events.push(e);
+        }
+    }
+
+    fn reply(&mut self, to: &Sent, code: i32, ext: &[(&str, &str)], body: &[u8]) {
+        let f = response(code, to.opaque, ext, body);
+        self.s.handle_frame(self.now, to.peer, &f).unwrap();
+        self.drain();
+    }
+
+    fn stored(&mut self, to: &Sent, offset: i64) {
+        let off = offset.to_string();
+        let qid = to.ext["e"].clone();
+        self.reply(
+            to,
+            0,
+            &[
+                ("msgId", "0A0000010000"),
+                ("queueId", &qid),
+                ("queueOffset", &off),
+            ],
+            b"",
+        );
+    }
+
+    fn advance_to(&mut self, at: Instant) {
+        self.now = at;
+        self.s.handle_timeout(at);
+        self.drain();
+    }
+
+    fn send(&mut self, topic: &str) -> SendId {
+        let tid = self.s.topic(self.now, topic).unwrap();
+        let args = SendArgs::new(RetryConfig::java49(SendMode::Sync), 5, 1_700_000_000_000);
+        self.s.send(self.now, tid, &args).unwrap()
+    }
+
+    fn done(&mut self, id: SendId) -> Option<Result<SendReceipt, SendFailure>> {
+        let i = self
+            .events
+            .iter()
+            .position(|e| matches!(e, Event::SendDone { id: x, .. } if *x == id))?;
+        match self.events.remove(i) {
+            Event::SendDone { result, .. } => Some(result),
+            _ => None,
+        }
+    }
+}
+
+fn one(mut v: StdVec<Sent>) -> Sent {
+    assert_eq!(v.len(), 1, "{v:?}");
+    v.remove(0)
+}
+
+const A: (&str, &str) = ("broker-a", "10.0.0.1:10911");
+const B: (&str, &str) = ("broker-b", "10.0.0.2:10911");
+
+#[test]
+fn first_send_looks_the_route_up_then_sends_to_the_master() {
+    let mut w = World::new(1);
+    let id = w.send("T");
+    let r = one(w.out());
+    assert_eq!(r.peer, Peer::NameServer(0));
+    assert_eq!(r.code, RequestCode::GET_ROUTEINFO_BY_TOPIC.0);
+    assert_eq!(r.ext["topic"], "T");
+    assert_eq!(w.s.poll_timeout(), Some(t(3000)), "route request timeout");
+    w.reply(&r, 0, &[], route(&[A], 4).as_bytes());
+    let s = one(w.out());
+    assert_eq!(s.peer, Peer::Broker(BrokerId(0)));
+    assert_eq!(w.s.broker_addr(BrokerId(0)), Some("10.0.0.1:10911"));
+    assert_eq!(s.code, RequestCode::SEND_MESSAGE_V2.0);
+    assert!(!s.oneway);
+    assert_eq!(s.body, b"xxxxx");
+    // The exact V2 header (single-letter keys), checked through the typed decoder.
+    let f = {
+        let mut buf = [0u8; 1024];
+        let _ = &mut buf;
+        s.ext.clone()
+    };
+    assert_eq!(f["a"], "pg");
+    assert_eq!(f["b"], "T");
+    assert_eq!(f["c"], "TBW102");
+    assert_eq!(f["d"], "4");
+    assert_eq!(f["i"], PROPS);
+    assert_eq!(f["n"], "broker-a");
+    assert_eq!(f["g"], "1700000000000");
+    let _ = SendMessageRequestHeaderV2::decode;
+    // Java 4.9 with 3 s: the attempt's deadline is the send's.
+    assert_eq!(w.s.poll_timeout(), Some(t(3000)));
+    w.now = t(40);
+    w.stored(&s, 17);
+    let r = w.done(id).expect("done").expect("stored");
+    assert_eq!(r.status, SendStatus::SendOk);
+    assert_eq!(r.broker, BrokerId(0));
+    assert_eq!(r.queue_offset, Some(17));
+    assert_eq!(r.offset_msg_id.as_str(), "0A0000010000");
+    assert_eq!(r.attempts, 1);
+    // A second send goes straight to a broker, round robin to the next queue.
+    let id2 = w.send("T");
+    let s2 = one(w.out());
+    assert_ne!(s2.ext["e"], s.ext["e"], "next queue");
+    w.stored(&s2, 18);
+    assert!(w.done(id2).unwrap().is_ok());
+    assert_eq!(w.s.stats().attempts, 2);
+}
+
+#[test]
+fn unknown_topic_falls_back_to_tbw102_capped_at_four_queues() {
+    let mut w = World::new(1);
+    let id = w.send("NewTopic");
+    let r = one(w.out());
+    w.reply(&r, ResponseCode::TOPIC_NOT_EXIST.0, &[], b"");
+    let d = one(w.out());
+    assert_eq!(d.peer, Peer::NameServer(0));
+    assert_eq!(d.ext["topic"], "TBW102");
+    w.reply(&d, 0, &[], route(&[A], 8).as_bytes());
+    let tid = w.s.topic(w.now, "NewTopic").unwrap();
+    assert!(w.s.from_default_topic(tid));
+    assert_eq!(
+        w.s.publish_queues(tid).len(),
+        4,
+        "capped at defaultTopicQueueNums"
+    );
+    let s = one(w.out());
+    assert_eq!(s.ext["b"], "NewTopic");
+    w.stored(&s, 0);
+    assert!(w.done(id).unwrap().is_ok());
+}
+
+#[test]
+fn template_missing_too_fails_the_send_at_once_with_no_route() {
+    let mut w = World::new(1);
+    let id = w.send("NewTopic");
+    let r = one(w.out());
+    w.reply(&r, ResponseCode::TOPIC_NOT_EXIST.0, &[], b"");
+    let d = one(w.out());
+    w.reply(&d, ResponseCode::TOPIC_NOT_EXIST.0, &[], b"");
+    match w.done(id) {
+        Some(Err(SendFailure::Plan { error, .. })) => {
+            assert_eq!(error.kind(), SendErrorKind::NoRoute)
+        }
+        other => panic!("{other:?}"),
+    }
+    // The lookup is retried after the back-off (1 s), not at once.
+    assert!(w.out().is_empty());
+    assert_eq!(w.s.poll_timeout(), Some(t(1000)));
+    w.advance_to(t(999));
+    assert!(w.out().is_empty(), "nothing at t-1");
+    w.advance_to(t(1000));
+    assert_eq!(one(w.out()).ext["topic"], "NewTopic");
+}
+
+#[test]
+fn name_server_failover_on_timeout_and_on_close() {
+    let mut w = World::new(3);
+    let first = w.s.name_server();
+    w.s.topic(w.now, "T").unwrap();
+    let r = one(w.out());
+    assert_eq!(r.peer, Peer::NameServer(first));
+    // No answer within 3 s: the next NameServer is asked at once.
+    w.advance_to(t(2999));
+    assert!(w.out().is_empty());
+    w.advance_to(t(3000));
+    let r2 = one(w.out());
+    let second = (first + 1) % 3;
+    assert_eq!(r2.peer, Peer::NameServer(second));
+    // That one closes the connection: the third is asked at once.
+    w.s.handle_closed(w.now, r2.peer, TransportError::ConnectionClosed);
+    let r3 = one(w.out());
+    assert_eq!(r3.peer, Peer::NameServer((first + 2) % 3));
+    // A late answer from the first NameServer is dropped and counted.
+    w.reply(&r, 0, &[], route(&[A], 4).as_bytes());
+    assert_eq!(w.s.stats().late_responses, 1);
+    w.reply(&r3, 0, &[], route(&[A], 4).as_bytes());
+    w.send("T");
+    assert_eq!(one(w.out()).peer, Peer::Broker(BrokerId(0)));
+    // The cursor stays on the NameServer that worked.
+    assert_eq!(w.s.name_server(), (first + 2) % 3);
+}
+
+#[test]
+fn no_route_within_the_send_timeout_fails_the_send() {
+    let mut w = World::new(1);
+    let id = w.send("T");
+    let r = one(w.out());
+    w.s.handle_closed(w.now, r.peer, TransportError::ConnectFailed);
+    assert!(w.done(id).is_none(), "waits for a later lookup");
+    // Lookups go on with back-off: 1 s, 2 s after the first failure.
+    w.advance_to(t(1000));
+    let r = one(w.out());
+    w.s.handle_closed(w.now, r.peer, TransportError::ConnectFailed);
+    assert_eq!(w.s.poll_timeout(), Some(t(3000)));
+    w.advance_to(t(3000));
+    match w.done(id) {
+        Some(Err(SendFailure::Plan { error, .. })) => {
+            assert!(matches!(
+                error.kind(),
+                SendErrorKind::NoRoute | SendErrorKind::CallTimeout
+            ));
+            assert_eq!(error.attempts(), 0);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn route_is_refreshed_periodically_and_a_moved_broker_reconnects() {
+    let mut w = World::with(&cfg(1));
+    let id = w.send("T");
+    let r = one(w.out());
+    w.reply(&r, 0, &[], route(&[A], 2).as_bytes());
+    let s = one(w.out());
+    w.stored(&s, 1);
+    assert!(w.done(id).unwrap().is_ok());
+    assert!(w.out().is_empty());
+    // Heartbeat at 1 s, then every 30 s; route refresh at 30 s.
+    w.advance_to(t(1000));
+    let hb = one(w.out());
+    assert_eq!(hb.peer, Peer::Broker(BrokerId(0)));
+    assert_eq!(hb.code, RequestCode::HEART_BEAT.0);
+    let body = core::str::from_utf8(&hb.body).unwrap();
+    assert!(body.starts_with(r#"{"clientID":"10.0.0.2@gw""#), "{body}");
+    assert!(body.contains(r#"{"groupName":"pg"}"#), "{body}");
+    w.reply(&hb, 0, &[], b"");
+    assert_eq!(w.s.stats().heartbeats_ok, 1);
+    w.advance_to(t(29_999));
+    assert!(w.out().is_empty());
+    w.advance_to(t(30_000));
+    let r = one(w.out());
+    assert_eq!(r.ext["topic"], "T");
+    // broker-a moved to a new address.
+    w.reply(
+        &r,
+        0,
+        &[],
+        route(&[("broker-a", "10.0.0.9:10911")], 2).as_bytes(),
+    );
+    assert!(
+        w.events
+            .contains(&Event::Reconnect(Peer::Broker(BrokerId(0))))
+    );
+    assert_eq!(w.s.broker_addr(BrokerId(0)), Some("10.0.0.9:10911"));
+    w.advance_to(t(31_000));
+    assert_eq!(one(w.out()).code, RequestCode::HEART_BEAT.0);
+}
+
+#[test]
+fn broker_lost_mid_send_retries_on_another_broker() {
+    let mut w = World::new(1);
+    let id = w.send("T");
+    let r = one(w.out());
+    w.reply(&r, 0, &[], route(&[A, B], 1).as_bytes());
+    let s1 = one(w.out());
+    w.now = t(10);
+    w.s.handle_closed(w.now, s1.peer, TransportError::ConnectionClosed);
+    let s2 = one(w.out());
+    assert_ne!(s2.peer, s1.peer, "4.9 avoids the broker that failed");
+    assert_eq!(s2.ext["a"], "pg");
+    w.stored(&s2, 5);
+    let r = w.done(id).unwrap().unwrap();
+    assert_eq!(r.attempts, 2);
+    // The answer to the first attempt arriving late on the old connection is dropped.
+    w.reply(
+        &s1,
+        0,
+        &[("msgId", "X"), ("queueId", "0"), ("queueOffset", "1")],
+        b"",
+    );
+    assert_eq!(w.s.stats().late_responses, 1);
+    // A send that succeeded in the end does not refresh the route.
+    assert!(w.out().is_empty());
+}
+
+#[test]
+fn broker_code_is_retried_and_the_remark_kept_when_all_fail() {
+    let mut w = World::new(1);
+    let id = w.send("T");
+    let r = one(w.out());
+    w.reply(&r, 0, &[], route(&[A, B], 1).as_bytes());
+    for _ in 0..3 {
+        let s = one(w.out());
+        let f = {
+            let mut cmd = CommandRepr::response(
+                ResponseCode(14),
+                s.opaque,
+                version::V5_3_3,
+                None::<&[(&str, &str)]>,
+            );
+            cmd.remark = Some("service not available now");
+            let mut buf = std::vec![0u8; 512];
+            let n = cmd
+                .emit_frame_prefix_and_header(SerializeType::JSON, 0, &mut buf)
+                .unwrap();
+            buf.truncate(n);
+            buf
+        };
+        w.s.handle_frame(w.now, s.peer, &f).unwrap();
+        w.drain();
+    }
+    match w.done(id) {
+        Some(Err(SendFailure::Plan { error, remark })) => {
+            assert_eq!(error.kind(), SendErrorKind::Broker { code: 14 });
+            assert_eq!(error.attempts(), 3);
+            assert_eq!(remark.as_str(), "service not available now");
+        }
+        other => panic!("{other:?}"),
+    }
+    // The failed send refreshes its topic's route, at most once a second.
+    let refresh = one(w.out());
+    assert_eq!(refresh.code, RequestCode::GET_ROUTEINFO_BY_TOPIC.0);
+    w.reply(&refresh, 0, &[], route(&[A, B], 1).as_bytes());
+    let id = w.send("T");
+    let s = one(w.out());
+    w.s.handle_closed(w.now, s.peer, TransportError::ConnectionClosed);
+    let s = one(w.out());
+    w.s.handle_closed(w.now, s.peer, TransportError::ConnectionClosed);
+    let s = one(w.out());
+    w.s.handle_closed(w.now, s.peer, TransportError::ConnectionClosed);
+    w.drain();
+    assert!(matches!(w.done(id), Some(Err(_))));
+    assert!(w.out().is_empty(), "no second refresh within the second");
+}
+
+#[test]
+fn attempt_timeout_and_late_answer() {
+    let mut w = World::with(&cfg(1));
+    let id = w.send("T");
+    let r = one(w.out());
+    w.reply(&r, 0, &[], route(&[A], 1).as_bytes());
+    let s = one(w.out());
+    assert_eq!(w.s.poll_timeout(), Some(t(1000)), "heartbeat first");
+    w.advance_to(t(1000));
+    let hb = one(w.out());
+    assert_eq!(hb.code, RequestCode::HEART_BEAT.0);
+    assert_eq!(w.s.poll_timeout(), Some(t(3000)));
+    w.advance_to(t(3000));
+    match w.done(id) {
+        Some(Err(SendFailure::Plan { error, .. })) => {
+            assert_eq!(error.attempts(), 1);
+            assert!(error.is_retryable());
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!w.s.is_live(s.opaque));
+    w.stored(&s, 3);
+    assert_eq!(w.s.stats().late_responses, 1);
+    // An opaque never issued, and a response on the wrong connection, are dropped too.
+    let f = response(0, 123_456, &[], b"");
+    w.s.handle_frame(w.now, Peer::Broker(BrokerId(0)), &f)
+        .unwrap();
+    w.s.handle_frame(
+        w.now,
+        Peer::NameServer(0),
+        &response(0, hb.opaque, &[], b""),
+    )
+    .unwrap();
+    assert_eq!(w.s.stats().late_responses, 3);
+}
+
+#[test]
+fn oneway_ends_when_written_and_malformed_frames_are_errors() {
+    let mut w = World::new(1);
+    let tid = w.s.topic(w.now, "T").unwrap();
+    let r = one(w.out());
+    w.reply(&r, 0, &[], route(&[A], 1).as_bytes());
+    let args = SendArgs::new(RetryConfig::java49(SendMode::Oneway), 5, 1);
+    let id = w.s.send(w.now, tid, &args).unwrap();
+    let s = one(w.out());
+    assert!(s.oneway);
+    let r = w.done(id).unwrap().unwrap();
+    assert_eq!(r.queue_offset, None);
+    assert_eq!(
+        w.s.handle_frame(w.now, s.peer, b"\x00\x00\x00\x02\x00\x00"),
+        Err(FrameError::Framing)
+    );
+    assert_eq!(
+        w.s.handle_frame(w.now, s.peer, b"\x00\x00\x00\x06\x00\x00\x00\x02{x"),
+        Err(FrameError::Header)
+    );
+}
+
+#[test]
+fn buffers_too_small_fail_only_that_send() {
+    let mut w = World::new(1);
+    let id = w.send("T");
+    let r = one(w.out());
+    w.reply(&r, 0, &[], route(&[A], 1).as_bytes());
+    let mut tiny = [0u8; 40];
+    assert!(w.s.poll_transmit(w.now, &mut tiny, &Props).is_none());
+    w.drain();
+    assert!(matches!(w.done(id), Some(Err(SendFailure::Encode(_)))));
+    assert!(w.s.can_send());
+}
+
+#[test]
+fn capacities_are_reported_not_exceeded() {
+    let mut w = World::new(1);
+    for i in 0..4 {
+        w.s.topic(w.now, &format!("T{i}")).unwrap();
+    }
+    assert_eq!(w.s.topic(w.now, "T9"), Err(SubmitError::TooManyTopics));
+    let long = "x".repeat(200);
+    assert_eq!(w.s.topic(w.now, &long), Err(SubmitError::TopicTooLong));
+    let tid = w.s.topic(w.now, "T0").unwrap();
+    let args = SendArgs::new(RetryConfig::java49(SendMode::Sync), 1, 1);
+    for _ in 0..4 {
+        w.s.send(w.now, tid, &args).unwrap();
+    }
+    assert_eq!(w.s.send(w.now, tid, &args), Err(SubmitError::TooManySends));
+    assert_eq!(
+        w.s.send(w.now, TopicId(9), &args),
+        Err(SubmitError::UnknownTopic)
+    );
+}
