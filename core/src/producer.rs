@@ -239,6 +239,155 @@ pub fn parse_send_response<'a>(
     }
 }
 
+/// What a message carries besides topic and body, as Java's `Message` sets its properties
+/// (WIRE.md §9). Every runtime builds the properties string through
+/// [`encode_message_properties`], so that validation, order and defaults are the same
+/// everywhere.
+#[derive(Clone, Copy, Debug)]
+pub struct MessageFields<'a, U> {
+    /// `TAGS` (absent when `None` or empty).
+    pub tags: Option<&'a str>,
+    /// `KEYS`, already joined by [`crate::message::keys::KEY_SEPARATOR`] (absent when `None`
+    /// or empty).
+    pub keys: Option<&'a str>,
+    /// `DELAY` level (checked against `1..=`[`crate::message::validate::MAX_DELAY_LEVEL`]).
+    pub delay_level: Option<i32>,
+    /// `WAIT` (`waitStoreMsgOK`, Java's default `true`).
+    pub wait_store_msg_ok: bool,
+    /// User properties (checked with [`crate::message::validate::validate_user_property`]).
+    pub user: U,
+}
+
+/// No user properties.
+pub type NoUserProperties = core::iter::Empty<(&'static str, &'static str)>;
+
+impl<'a> MessageFields<'a, NoUserProperties> {
+    /// Only tags and keys (WAIT true, no delay, no user properties).
+    pub fn new(tags: Option<&'a str>, keys: Option<&'a str>) -> Self {
+        MessageFields {
+            tags,
+            keys,
+            delay_level: None,
+            wait_store_msg_ok: true,
+            user: core::iter::empty(),
+        }
+    }
+}
+
+/// Why a message's properties cannot be built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum MessageError {
+    /// A rule of client-side validation failed (fix the message; nothing was sent).
+    Invalid(crate::message::validate::ValidationError),
+    /// The properties do not fit the buffer.
+    BufferTooSmall,
+}
+
+impl fmt::Display for MessageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MessageError::Invalid(e) => fmt::Display::fmt(e, f),
+            MessageError::BufferTooSmall => f.write_str("properties do not fit the buffer"),
+        }
+    }
+}
+
+impl core::error::Error for MessageError {}
+
+/// Checks a message as Java's `Validators.checkMessage` does (topic, body not empty and at most
+/// `max_message_size`), then its fields, and runs `f` with the encoder of its properties:
+/// `TAGS`, `KEYS`, `DELAY`, `WAIT`, `UNIQ_KEY`, then the user properties.
+fn with_properties<'a, U, R>(
+    topic: &str,
+    body: &[u8],
+    max_message_size: usize,
+    m: &MessageFields<'a, U>,
+    uniq: Option<&'a str>,
+    f: impl FnOnce(&dyn crate::message::EncodeProperties) -> Result<R, MessageError>,
+) -> Result<R, MessageError>
+where
+    U: Iterator<Item = (&'a str, &'a str)> + Clone,
+{
+    use crate::message::PropertiesEncoder;
+    use crate::message::keys;
+    use crate::message::validate::{
+        MAX_DELAY_LEVEL, ValidationError, validate_delay_level, validate_message,
+        validate_user_property,
+    };
+    let invalid = MessageError::Invalid;
+    validate_message(topic, body, max_message_size).map_err(invalid)?;
+    for (k, v) in m.user.clone() {
+        validate_user_property(k, v).map_err(invalid)?;
+    }
+    const LEVELS: [&str; 18] = [
+        "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16",
+        "17", "18",
+    ];
+    let delay = match m.delay_level {
+        Some(l) => {
+            validate_delay_level(l, MAX_DELAY_LEVEL).map_err(invalid)?;
+            usize::try_from(l - 1).ok().and_then(|i| LEVELS.get(i)).copied()
+        }
+        None => None,
+    };
+    let wait = if m.wait_store_msg_ok { "true" } else { "false" };
+    let fixed = [
+        (keys::TAGS, m.tags),
+        (keys::KEYS, m.keys),
+        (keys::DELAY_TIME_LEVEL, delay),
+        (keys::WAIT_STORE_MSG_OK, Some(wait)),
+        (keys::UNIQ_KEY, uniq),
+    ];
+    let entries = fixed
+        .into_iter()
+        .filter_map(|(k, v)| v.filter(|v| !v.is_empty()).map(|v| (k, v)))
+        .chain(m.user.clone());
+    let enc = PropertiesEncoder::new(entries);
+    // A separator byte in tags or keys would corrupt the string (Java does not check).
+    enc.validate()
+        .map_err(|_| invalid(ValidationError::PropertySeparator))?;
+    f(&enc)
+}
+
+/// The exact length of the properties [`encode_message_properties`] writes.
+///
+/// # Errors
+/// [`MessageError::Invalid`] as [`encode_message_properties`].
+pub fn message_properties_len<'a, U>(
+    topic: &str,
+    body: &[u8],
+    max_message_size: usize,
+    m: &MessageFields<'a, U>,
+    uniq: Option<&'a str>,
+) -> Result<usize, MessageError>
+where
+    U: Iterator<Item = (&'a str, &'a str)> + Clone,
+{
+    with_properties(topic, body, max_message_size, m, uniq, |e| Ok(e.encoded_len()))
+}
+
+/// Validates a message and writes its properties string into `buf` (see [`MessageFields`]);
+/// returns its length.
+///
+/// # Errors
+/// [`MessageError::Invalid`] (nothing may be sent) or [`MessageError::BufferTooSmall`].
+pub fn encode_message_properties<'a, U>(
+    topic: &str,
+    body: &[u8],
+    max_message_size: usize,
+    m: &MessageFields<'a, U>,
+    uniq: Option<&'a str>,
+    buf: &mut [u8],
+) -> Result<usize, MessageError>
+where
+    U: Iterator<Item = (&'a str, &'a str)> + Clone,
+{
+    with_properties(topic, body, max_message_size, m, uniq, |e| {
+        e.encode(buf).map_err(|_| MessageError::BufferTooSmall)
+    })
+}
+
 /// Writes the client id `ip@instance` (WIRE.md §8, `buildMQClientId` without unit name).
 ///
 /// # Errors
@@ -542,5 +691,76 @@ mod tests {
         assert_eq!(b.delay(), Duration::from_millis(1000));
         b.reset();
         assert_eq!(b.delay(), Duration::ZERO);
+    }
+
+    #[test]
+    fn message_properties_are_validated_and_ordered() {
+        use crate::message::validate::ValidationError;
+        let user = [("region", "eu")];
+        let m = MessageFields {
+            tags: Some("TagA"),
+            keys: Some("k1 k2"),
+            delay_level: Some(12),
+            wait_store_msg_ok: true,
+            user: user.iter().copied(),
+        };
+        let mut buf = [0u8; 128];
+        let n = encode_message_properties("T", b"x", 10, &m, Some("AB"), &mut buf).unwrap();
+        assert_eq!(
+            core::str::from_utf8(&buf[..n]).unwrap(),
+            "TAGS\u{1}TagA\u{2}KEYS\u{1}k1 k2\u{2}DELAY\u{1}12\u{2}WAIT\u{1}true\u{2}UNIQ_KEY\u{1}AB\u{2}region\u{1}eu\u{2}"
+        );
+        assert_eq!(message_properties_len("T", b"x", 10, &m, Some("AB")), Ok(n));
+        assert_eq!(
+            encode_message_properties("T", b"x", 10, &m, Some("AB"), &mut buf[..n - 1]),
+            Err(MessageError::BufferTooSmall)
+        );
+        // Empty tags and keys are absent; WAIT false is written.
+        let m = MessageFields {
+            wait_store_msg_ok: false,
+            ..MessageFields::new(Some(""), None)
+        };
+        let n = encode_message_properties("T", b"x", 10, &m, None, &mut buf).unwrap();
+        assert_eq!(&buf[..n], b"WAIT\x01false\x02");
+        let mut bad = |m: &MessageFields<'_, NoUserProperties>, topic: &str, body: &[u8]| {
+            encode_message_properties(topic, body, 10, m, None, &mut buf)
+        };
+        let plain = MessageFields::new(None, None);
+        assert_eq!(
+            bad(&MessageFields::new(Some("a\u{1}b"), None), "T", b"x"),
+            Err(MessageError::Invalid(ValidationError::PropertySeparator))
+        );
+        assert_eq!(
+            bad(&plain, "T", b""),
+            Err(MessageError::Invalid(ValidationError::BodyEmpty))
+        );
+        assert_eq!(
+            bad(&plain, "T", &[0u8; 11]),
+            Err(MessageError::Invalid(ValidationError::BodyTooLarge))
+        );
+        assert_eq!(
+            bad(&plain, "a b", b"x"),
+            Err(MessageError::Invalid(ValidationError::TopicIllegalChar))
+        );
+        let delayed = MessageFields {
+            delay_level: Some(19),
+            ..plain
+        };
+        assert_eq!(
+            bad(&delayed, "T", b"x"),
+            Err(MessageError::Invalid(ValidationError::DelayLevelOutOfRange))
+        );
+        let reserved = [("UNIQ_KEY", "x")];
+        let m = MessageFields {
+            tags: None,
+            keys: None,
+            delay_level: None,
+            wait_store_msg_ok: true,
+            user: reserved.iter().copied(),
+        };
+        assert_eq!(
+            encode_message_properties("T", b"x", 10, &m, None, &mut buf),
+            Err(MessageError::Invalid(ValidationError::PropertyKeyReserved))
+        );
     }
 }

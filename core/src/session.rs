@@ -549,6 +549,24 @@ impl SendSlot {
     };
 }
 
+/// Every request the session writes has one header type, so that the header encoders are
+/// compiled once (flash matters on a gateway).
+enum Header<'a> {
+    Route(GetRouteInfoRequestHeader<'a>),
+    Heartbeat(Option<HeartbeatRequestHeader>),
+    Send(crate::wire::headers::SendMessageRequestHeaderV2<'a>),
+}
+
+impl crate::wire::ExtFields for Header<'_> {
+    fn visit_fields<V: crate::wire::ExtVisitor + ?Sized>(&self, v: &mut V) {
+        match self {
+            Header::Route(h) => h.visit_fields(v),
+            Header::Heartbeat(h) => h.visit_fields(v),
+            Header::Send(h) => h.visit_fields(v),
+        }
+    }
+}
+
 /// Copies `s` into a fixed string, cut at a char boundary when too long.
 fn copy_cut<const N: usize>(s: &str) -> String<N> {
     let mut end = s.len().min(N);
@@ -730,6 +748,11 @@ impl<
     /// Brokers known so far (ids `0..broker_count()`).
     pub fn broker_count(&self) -> usize {
         self.brokers.len()
+    }
+
+    /// Whether requests are waiting for [`Session::poll_transmit`].
+    pub fn has_transmit(&self) -> bool {
+        !self.queued.is_empty()
     }
 
     /// Whether [`Session::send`] has a free slot.
@@ -1259,6 +1282,10 @@ impl<
         {
             // More queues than fit: keep what fits (a partial list still publishes).
         }
+        // The old queues go first, so that brokers only they named can be replaced.
+        if let Some(topic) = self.topics.get_mut(usize::from(t)) {
+            topic.queues.clear();
+        }
         let mut ids: Vec<Option<BrokerId>, BROKERS> = Vec::new();
         for b in route.brokers() {
             let id = self.intern(b.name());
@@ -1270,7 +1297,6 @@ impl<
         let Some(topic) = self.topics.get_mut(usize::from(t)) else {
             return;
         };
-        topic.queues.clear();
         for r in &refs {
             if let Some(Some(b)) = ids.get(r.broker) {
                 let _ = topic.queues.push(PublishQueue {
@@ -1291,17 +1317,34 @@ impl<
         self.wake_waiting(now, t);
     }
 
+    /// The id of broker `name`, adding it to the table. A full table reuses the slot of a
+    /// broker no route refers to any more (its connection is closed through
+    /// [`Event::Reconnect`]).
     fn intern(&mut self, name: &str) -> Option<BrokerId> {
         if let Some(i) = self.brokers.iter().position(|b| b.name == name) {
             return Some(BrokerId(i as u16));
         }
-        let id = BrokerId(u16::try_from(self.brokers.len()).ok()?);
-        self.brokers
-            .push(Broker {
-                name: copy_exact(name)?,
-                addr: String::new(),
-            })
-            .ok()?;
+        let entry = Broker {
+            name: copy_exact(name)?,
+            addr: String::new(),
+        };
+        if self.brokers.len() < BROKERS {
+            let id = BrokerId(u16::try_from(self.brokers.len()).ok()?);
+            self.brokers.push(entry).ok()?;
+            return Some(id);
+        }
+        let topics = &self.topics;
+        let free = (0..self.brokers.len()).find(|&i| {
+            let id = BrokerId(i as u16);
+            !topics.iter().any(|t| t.queues.iter().any(|q| q.broker == id))
+        })?;
+        let id = BrokerId(free as u16);
+        let old = self.brokers.get_mut(free)?;
+        if !old.addr.is_empty() && !self.moved.iter().any(|m| *m == id) {
+            let _ = self.moved.push_back(id);
+        }
+        *old = entry;
+        self.faults.remove(id);
         Some(id)
     }
 
@@ -1485,16 +1528,18 @@ impl<
         buf: &mut [u8],
         msgs: &M,
     ) -> Result<Transmit, EncodeError> {
-        let ty = self.cfg.serialize_type;
-        let plain = |len| Transmit {
+        let mut tx = Transmit {
             peer: r.peer,
-            len,
+            len: 0,
             opaque,
             body: None,
             body_len: 0,
             report_written: false,
         };
-        match r.kind {
+        // A small body (heartbeat) is written into `buf` too: first at its front, then moved
+        // to the end, and after the header once its length is known.
+        let mut inline_body = 0;
+        let mut repr = match r.kind {
             ReqKind::Route { topic, default } => {
                 let name = if default {
                     DEFAULT_TOPIC
@@ -1507,14 +1552,8 @@ impl<
                     topic: name,
                     accept_standard_json_only: None,
                 };
-                let mut repr = CommandRepr::request(
-                    RequestCode::GET_ROUTEINFO_BY_TOPIC,
-                    opaque,
-                    self.cfg.version,
-                    Some(hdr),
-                );
-                repr.language = self.cfg.language;
-                Ok(plain(repr.emit_frame_prefix_and_header(ty, 0, buf)?))
+                let code = RequestCode::GET_ROUTEINFO_BY_TOPIC;
+                CommandRepr::request(code, opaque, self.cfg.version, Some(Header::Route(hdr)))
             }
             ReqKind::Heartbeat => {
                 let flavor = if self.cfg.version >= version::V5_0_0 {
@@ -1522,25 +1561,14 @@ impl<
                 } else {
                     HeartbeatFlavor::V4
                 };
-                // The body is written first, moved to the end, and after the header once its
-                // length is known.
                 let n = write_heartbeat(&self.client_id, &[self.group.as_str()], flavor, buf)
                     .map_err(|_| EncodeError::BufferTooSmall)?;
                 let total = buf.len();
                 buf.copy_within(..n, total - n);
-                let mut repr = CommandRepr::request(
-                    RequestCode::HEART_BEAT,
-                    opaque,
-                    self.cfg.version,
-                    (flavor == HeartbeatFlavor::V5).then_some(HeartbeatRequestHeader {}),
-                );
-                repr.language = self.cfg.language;
-                let head = buf
-                    .get_mut(..total - n)
-                    .ok_or(EncodeError::BufferTooSmall)?;
-                let h = repr.emit_frame_prefix_and_header(ty, n, head)?;
-                buf.copy_within(total - n.., h);
-                Ok(plain(h + n))
+                inline_body = n;
+                let ext = (flavor == HeartbeatFlavor::V5).then_some(HeartbeatRequestHeader {});
+                let code = RequestCode::HEART_BEAT;
+                CommandRepr::request(code, opaque, self.cfg.version, Some(Header::Heartbeat(ext)))
             }
             ReqKind::Send { send } => {
                 let slot = self
@@ -1568,25 +1596,31 @@ impl<
                 .flag(slot.flag)
                 .sys_flag(slot.sys_flag)
                 .batch(slot.batch);
-                let hdr = req.header();
-                let mut repr =
-                    CommandRepr::request(req.code(), opaque, self.cfg.version, Some(hdr));
-                repr.language = self.cfg.language;
-                let oneway = slot.mode == SendMode::Oneway;
-                if oneway {
-                    repr.flag = flag::ONEWAY;
-                }
-                let len = repr.emit_frame_prefix_and_header(ty, slot.body_len, buf)?;
-                Ok(Transmit {
-                    peer: r.peer,
-                    len,
+                tx.body = Some(id);
+                tx.body_len = slot.body_len;
+                let mut repr = CommandRepr::request(
+                    req.code(),
                     opaque,
-                    body: Some(id),
-                    body_len: slot.body_len,
-                    report_written: oneway,
-                })
+                    self.cfg.version,
+                    Some(Header::Send(req.header())),
+                );
+                if slot.mode == SendMode::Oneway {
+                    repr.flag = flag::ONEWAY;
+                    tx.report_written = true;
+                }
+                repr
             }
-        }
+        };
+        repr.language = self.cfg.language;
+        let total = buf.len();
+        let head = buf
+            .get_mut(..total - inline_body)
+            .ok_or(EncodeError::BufferTooSmall)?;
+        let body_len = inline_body.max(tx.body_len);
+        let h = repr.emit_frame_prefix_and_header(self.cfg.serialize_type, body_len, head)?;
+        buf.copy_within(total - inline_body.., h);
+        tx.len = h + inline_body;
+        Ok(tx)
     }
 }
 

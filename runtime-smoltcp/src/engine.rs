@@ -1,36 +1,36 @@
-//! The producer engine: connections, framing, route lookup and the send state machine.
+//! The driver: smoltcp sockets on one side, the core [`Session`] on the other.
+//!
+//! Every protocol decision (NameServer choice, route and TBW102 fallback, queue selection,
+//! retries, request correlation, message properties) is the core's. This file only opens and
+//! watches connections, stages one frame at a time, and moves bytes.
 
-use heapless::{String, Vec};
-use rmq_core::fault::FaultTable;
-use rmq_core::message::properties::PropertiesError;
-use rmq_core::message::{EncodeProperties, PropertiesEncoder, UniqKeyGenerator};
-use rmq_core::producer::{
-    Backoff, DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, NamesrvCursor, SendRequest, SendResponse,
-    parse_send_response,
+use heapless::String;
+use rmq_core::message::UniqKeyGenerator;
+use rmq_core::message::validate::DEFAULT_MAX_MESSAGE_SIZE;
+use rmq_core::producer::{MessageError, MessageFields, encode_message_properties};
+use rmq_core::retry::{SendMode, TransportError};
+use rmq_core::session::{
+    self, BrokerId, Event, Messages, Peer, SendArgs, Session, TopicId, Transmit,
 };
-use rmq_core::retry::{Attempt, AttemptOutcome, SendEnv, SendMode, SendPlan, Step, TransportError};
-use rmq_core::route::{PublishQueueRef, TopicRoute};
-use rmq_core::select::{PublishQueue, QueueCounter};
-use rmq_core::time::{Duration, Instant};
-use rmq_core::wire::headers::GetRouteInfoRequestHeader;
-use rmq_core::wire::{
-    CommandHeader, CommandRepr, EncodeError, Frame, FrameReader, PREFIX_LEN, RequestCode,
-    ResponseCode, SerializeType, flag,
-};
+use rmq_core::time::Instant;
+use rmq_core::wire::{FrameReader, PREFIX_LEN};
 use smoltcp::iface::{Interface, SocketHandle, SocketSet};
 use smoltcp::phy::Device;
 use smoltcp::socket::tcp;
 use smoltcp::wire::IpEndpoint;
 
 use crate::{
-    Buffers, Completion, Config, MAX_BROKER_NAME, MAX_MSG_ID, Message, SendFailure, SendId,
-    SendReceipt, SubmitError, parse_endpoint,
+    Buffers, Completion, Config, Message, SendFailure, SendId, SendReceipt, SubmitError,
+    parse_endpoint,
 };
 
-/// Longest wait between route lookups after failures.
-const MAX_ROUTE_RETRY: Duration = Duration::from_secs(30);
 /// Frames read per connection per [`Producer::poll`].
 const MAX_FRAMES_PER_POLL: usize = 4;
+/// Requests queued or in flight: a route lookup and the one send (plus slack).
+const REQUESTS: usize = 4;
+
+/// The session of a gateway producer: one topic, one send at a time.
+type Core<const B: usize, const Q: usize, const S: usize> = Session<1, B, Q, REQUESTS, 1, S>;
 
 /// Counters for tests and field diagnostics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -67,6 +67,8 @@ enum ConnState {
 struct Conn {
     handle: SocketHandle,
     state: ConnState,
+    /// The NameServer index the NameServer socket is connected to.
+    namesrv: Option<u8>,
     /// Bytes waiting for the peer's ACK at the last check.
     unacked: usize,
     /// Last time the peer acknowledged something (or nothing was outstanding).
@@ -78,133 +80,42 @@ impl Conn {
         Conn {
             handle,
             state: ConnState::Idle,
+            namesrv: None,
             unacked: 0,
             acked_at: Instant::ZERO,
         }
     }
 }
 
-#[derive(Debug)]
-struct Slot {
-    conn: Conn,
-    name: String<MAX_BROKER_NAME>,
-    endpoint: Option<IpEndpoint>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Target {
-    NameServer,
-    Broker(u8),
-}
-
-/// The one frame being written.
+/// The one frame being written: `tx.len` bytes of the tx buffer, then the message body when
+/// `tx.body` is set.
 #[derive(Clone, Copy, Debug)]
 struct TxFrame {
-    target: Target,
-    /// Prefix + header bytes in `tx`.
-    head_len: usize,
-    /// Body bytes at `msg[body_off..]`.
-    body_off: usize,
-    body_len: usize,
+    tx: Transmit,
     written: usize,
     last_progress: Instant,
 }
 
 impl TxFrame {
     fn total(&self) -> usize {
-        self.head_len.saturating_add(self.body_len)
+        self.tx.len.saturating_add(self.tx.body_len)
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum RouteState {
-    /// Fetch at or after this instant.
-    Idle {
-        next: Instant,
-    },
-    InFlight {
-        opaque: i32,
-        deadline: Instant,
-    },
+/// Lends the session the properties of the one message in the message buffer.
+struct Props<'m>(&'m str);
+
+impl Messages for Props<'_> {
+    fn properties(&self, _: session::SendId) -> &str {
+        self.0
+    }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
-    /// Waiting for the route (plan not started).
-    Route,
-    /// Attempt issued; needs a connection and the tx stage.
-    Connect(Attempt<u8>),
-    /// Frame staged and being written.
-    Write(Attempt<u8>, i32),
-    /// Written; waiting for the response.
-    Await(Attempt<u8>, i32),
-}
-
-#[derive(Clone, Debug)]
-struct RespInfo {
-    queue_id: i32,
-    queue_offset: i64,
-    msg_id: String<MAX_MSG_ID>,
-}
-
+/// The message in the message buffer while its send runs.
 #[derive(Debug)]
 struct Job {
-    id: SendId,
-    mode: SendMode,
-    plan: SendPlan<u8>,
     props_len: usize,
-    body_len: usize,
-    flag: i32,
-    born: i64,
     uniq: String<32>,
-    phase: Phase,
-    resp: Option<RespInfo>,
-}
-
-/// Queue selection state lent to the retry plan.
-#[derive(Debug)]
-struct Sel<const B: usize, const Q: usize> {
-    queues: Vec<PublishQueue<u8>, Q>,
-    fault: FaultTable<u8, B>,
-    counter: QueueCounter,
-    rng: u32,
-}
-
-impl<const B: usize, const Q: usize> Sel<B, Q> {
-    fn random(&mut self) -> u32 {
-        // xorshift32
-        let mut x = self.rng;
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        self.rng = x;
-        x
-    }
-
-    fn env(&mut self) -> SendEnv<'_, u8, B> {
-        let entropy = self.random();
-        SendEnv {
-            queues: &self.queues,
-            table: &mut self.fault,
-            counter: &mut self.counter,
-            entropy,
-        }
-    }
-}
-
-/// What a received frame means, decoded before any state changes.
-enum Incoming<const B: usize, const S: usize> {
-    Route {
-        opaque: i32,
-        code: i32,
-        route: Option<TopicRoute<B, S>>,
-    },
-    Send {
-        opaque: i32,
-        code: i32,
-        info: Option<RespInfo>,
-    },
-    Ignored,
 }
 
 /// A heap-free RocketMQ producer over smoltcp.
@@ -214,7 +125,7 @@ enum Incoming<const B: usize, const S: usize> {
 /// - `ROUTE_STR`: bytes for the names and addresses of a parsed route.
 ///
 /// ```ignore
-/// let mut p: Producer<'_, '_, 2, 16, 256> = Producer::new(cfg, bufs, ns_handle, [b0, b1]);
+/// let mut p: Producer<'_, '_, 2, 16, 256> = Producer::new(cfg, bufs, ns_handle, [b0, b1])?;
 /// let id = p.send(now, &Message { body: b"21.5C", ..Default::default() })?;
 /// loop {
 ///     let next = p.poll(now(), &mut iface, &mut device, &mut sockets);
@@ -229,19 +140,12 @@ pub struct Producer<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROU
     rx: &'b mut [u8],
     msg: &'b mut [u8],
     ns: Conn,
-    slots: [Slot; BROKERS],
-    sel: Sel<BROKERS, QUEUES>,
-    have_route: bool,
-    route_fallback: bool,
-    route: RouteState,
-    /// Back-off between failed route lookups (connect failures, timeouts, errors).
-    route_backoff: Backoff,
-    ns_cursor: NamesrvCursor,
+    brokers: [Conn; BROKERS],
+    core: Core<BROKERS, QUEUES, ROUTE_STR>,
+    topic: Option<TopicId>,
     tx_frame: Option<TxFrame>,
     job: Option<Job>,
     done: Option<Completion>,
-    next_id: u32,
-    opaque: i32,
     port_offset: u16,
     uniq: UniqKeyGenerator,
     unix_base: Option<(Instant, i64)>,
@@ -292,104 +196,49 @@ fn read_frame(sock: &mut tcp::Socket<'_>, rx: &mut [u8]) -> Result<Option<usize>
     }
 }
 
-fn decode<const B: usize, const S: usize>(bytes: &[u8], from_ns: bool) -> Incoming<B, S> {
-    let Ok(frame) = Frame::new_checked(bytes) else {
-        return Incoming::Ignored;
-    };
-    let Ok(h) = CommandHeader::parse(&frame) else {
-        return Incoming::Ignored;
-    };
-    if !h.is_response() {
-        // Broker-initiated requests (transaction checks, ...) are not for a plain producer.
-        return Incoming::Ignored;
-    }
-    let code = h.response_code().0;
-    if from_ns {
-        let route = if code == ResponseCode::SUCCESS.0 {
-            TopicRoute::parse(frame.body()).ok()
-        } else {
-            None
-        };
-        return Incoming::Route {
-            opaque: h.opaque(),
-            code,
-            route,
-        };
-    }
-    // A status code without msgId/queueId/queueOffset still ends the attempt with its code;
-    // the receipt then lacks the offsets.
-    let info = match parse_send_response(&h, &mut Default::default()) {
-        Ok(SendResponse::Stored {
-            offset_msg_id,
-            queue_id,
-            queue_offset,
-            ..
-        }) => {
-            let mut msg_id = String::new();
-            let _ = msg_id.push_str(offset_msg_id);
-            Some(RespInfo {
-                queue_id,
-                queue_offset,
-                msg_id,
-            })
-        }
-        _ => None,
-    };
-    Incoming::Send {
-        opaque: h.opaque(),
-        code,
-        info,
-    }
-}
-
 impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
     Producer<'a, 'b, BROKERS, QUEUES, ROUTE_STR>
 {
     /// A producer using the NameServer socket `ns` and one socket per broker, all already in
     /// the caller's [`SocketSet`] (any buffer sizes; see the crate docs for the receive side).
-    /// `BROKERS` must be at most 255.
+    ///
+    /// # Errors
+    /// [`session::ConfigError`]: no NameServer (or more than 255), or a producer group longer
+    /// than Java allows.
     pub fn new(
         cfg: Config<'a>,
         bufs: Buffers<'b>,
         ns: SocketHandle,
         brokers: [SocketHandle; BROKERS],
-    ) -> Self {
+    ) -> Result<Self, session::ConfigError> {
         let seed = if cfg.seed == 0 { 0x9E37_79B9 } else { cfg.seed };
+        let mut sc = session::Config::new(cfg.namesrvs.len(), cfg.producer_group, "");
+        sc.version = cfg.version;
+        sc.fault_rule = cfg.retry.profile.update_rule();
+        sc.route_refresh = cfg.route_refresh;
+        sc.request_timeout = cfg.route_timeout;
+        sc.route_retry = cfg.route_retry;
+        // A producer without transactions needs no heartbeat; a gateway saves the traffic.
+        sc.heartbeat = None;
+        sc.seed = seed;
         let ip = ::core::net::IpAddr::V4(::core::net::Ipv4Addr::from(cfg.client_ip));
-        Producer {
+        Ok(Producer {
+            core: Session::new(&sc, Instant::ZERO)?,
             cfg,
             tx: bufs.tx,
             rx: bufs.rx,
             msg: bufs.message,
             ns: Conn::new(ns),
-            slots: brokers.map(|handle| Slot {
-                conn: Conn::new(handle),
-                name: String::new(),
-                endpoint: None,
-            }),
-            sel: Sel {
-                queues: Vec::new(),
-                fault: FaultTable::new(cfg.retry.profile.update_rule()),
-                counter: QueueCounter::new(seed),
-                rng: seed,
-            },
-            have_route: false,
-            route_fallback: false,
-            route: RouteState::Idle {
-                next: Instant::ZERO,
-            },
-            route_backoff: Backoff::new(cfg.route_retry, MAX_ROUTE_RETRY),
-            ns_cursor: NamesrvCursor::new(seed >> 8),
+            brokers: brokers.map(Conn::new),
+            topic: None,
             tx_frame: None,
             job: None,
             done: None,
-            next_id: 0,
-            opaque: 0,
             port_offset: (seed % 8192) as u16,
             uniq: UniqKeyGenerator::new(ip, seed >> 16, seed),
             unix_base: None,
             stats: Stats::default(),
-        }
+        })
     }
 
     /// Tells the producer that `now` is `unix_millis` wall-clock time (for `bornTimestamp` and
@@ -400,17 +249,27 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
 
     /// Counters.
     pub fn stats(&self) -> Stats {
-        self.stats
+        let s = self.core.stats();
+        Stats {
+            stale_responses: s.late_responses,
+            route_updates: s.route_updates,
+            attempts: s.attempts,
+            ..self.stats
+        }
     }
 
     /// Whether a route with at least one writable queue is known.
     pub fn has_route(&self) -> bool {
-        self.have_route
+        self.topic
+            .is_some_and(|t| !self.core.publish_queues(t).is_empty())
     }
 
     /// Whether [`Producer::send`] would accept a message now.
     pub fn can_send(&self) -> bool {
-        self.job.is_none() && self.tx_frame.is_none() && self.done.is_none()
+        // The message buffer is free once its send ended and no frame reads from it.
+        self.job.is_none()
+            && self.done.is_none()
+            && !self.tx_frame.is_some_and(|f| f.tx.body.is_some())
     }
 
     /// The end of the last send, once.
@@ -422,7 +281,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
     /// The result comes from [`Producer::take_completion`].
     ///
     /// # Errors
-    /// [`SubmitError`]: busy, too large, invalid tag or key.
+    /// [`SubmitError`]: busy, too large, invalid message (the core's checks, as in rmq-std).
     pub fn send(&mut self, now: Instant, msg: &Message<'_>) -> Result<SendId, SubmitError> {
         self.submit(now, msg, SendMode::Sync)
     }
@@ -446,6 +305,18 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         }
     }
 
+    fn topic_id(&mut self, now: Instant) -> Result<TopicId, SubmitError> {
+        if let Some(t) = self.topic {
+            return Ok(t);
+        }
+        let t = self
+            .core
+            .topic(now, self.cfg.topic)
+            .map_err(SubmitError::Session)?;
+        self.topic = Some(t);
+        Ok(t)
+    }
+
     fn submit(
         &mut self,
         now: Instant,
@@ -456,19 +327,19 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             return Err(SubmitError::Busy);
         }
         let born = self.unix_now(now);
-        let key = self.uniq.next_id_at(born, 0);
-        let hex = key.to_hex();
-        let entries = [
-            ("TAGS", msg.tags),
-            ("KEYS", msg.keys),
-            ("UNIQ_KEY", Some(hex.as_str())),
-            ("WAIT", Some("true")),
-        ];
-        let enc =
-            PropertiesEncoder::new(entries.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))));
-        let props_len = enc.encode(self.msg).map_err(|e| match e {
-            PropertiesError::BufferTooSmall => SubmitError::TooLarge,
-            _ => SubmitError::InvalidProperty,
+        let hex = self.uniq.next_id_at(born, 0).to_hex();
+        let fields = MessageFields::new(msg.tags, msg.keys);
+        let props_len = encode_message_properties(
+            self.cfg.topic,
+            msg.body,
+            DEFAULT_MAX_MESSAGE_SIZE,
+            &fields,
+            Some(hex.as_str()),
+            self.msg,
+        )
+        .map_err(|e| match e {
+            MessageError::BufferTooSmall => SubmitError::TooLarge,
+            MessageError::Invalid(v) => SubmitError::Invalid(v),
         })?;
         let end = props_len
             .checked_add(msg.body.len())
@@ -477,34 +348,28 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             .get_mut(props_len..end)
             .ok_or(SubmitError::TooLarge)?
             .copy_from_slice(msg.body);
+        let topic = self.topic_id(now)?;
+        let mut retry = self.cfg.retry;
+        retry.mode = mode;
+        let mut args = SendArgs::new(retry, msg.body.len(), born);
+        args.flag = msg.flag;
+        let id = self
+            .core
+            .send(now, topic, &args)
+            .map_err(SubmitError::Session)?;
         let mut uniq = String::new();
         let _ = uniq.push_str(hex.as_str());
-        let mut cfg = self.cfg.retry;
-        cfg.mode = mode;
-        let id = SendId(self.next_id);
-        self.next_id = self.next_id.wrapping_add(1);
-        self.job = Some(Job {
-            id,
-            mode,
-            plan: SendPlan::new(now, cfg),
-            props_len,
-            body_len: msg.body.len(),
-            flag: msg.flag,
-            born,
-            uniq,
-            phase: Phase::Route,
-            resp: None,
-        });
+        self.job = Some(Job { props_len, uniq });
         debug!(
             "send {=u32} queued ({=usize} body bytes)",
             id.0,
             msg.body.len()
         );
-        Ok(id)
+        Ok(SendId(id.0))
     }
 
-    /// Does bounded work: polls the interface, takes complete frames, advances route lookup,
-    /// connections, sends and timeouts, writes (or resumes) the current frame, polls the
+    /// Does bounded work: polls the interface, hands complete frames and connection events
+    /// to the session, writes (or resumes) the current frame and stages the next, polls the
     /// interface again. Returns the latest instant at which to call it again (sooner if
     /// packets arrive); `now` itself when more work is ready.
     pub fn poll<D: Device + ?Sized>(
@@ -516,30 +381,24 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
     ) -> Option<Instant> {
         let ts = smol(now);
         iface.poll(ts, device, sockets);
+        // The topic is registered (and its route looked up) at the first poll.
+        let _ = self.topic_id(now);
         let mut again = self.read(now, sockets);
         self.check_conns(now, sockets);
-        self.expire(now, sockets);
-        self.drive_route(now, iface, sockets);
-        self.drive_job(now, iface, sockets);
-        self.write(now, sockets);
-        // A frame written to completion may let the next one be staged at once.
-        self.drive_route(now, iface, sockets);
-        self.drive_job(now, iface, sockets);
-        self.write(now, sockets);
+        self.core.handle_timeout(now);
+        self.events(sockets);
+        // A frame written to completion lets the next one be staged at once.
+        for _ in 0..2 {
+            self.stage(now, iface, sockets);
+            self.write(now, sockets);
+            self.events(sockets);
+        }
         iface.poll(ts, device, sockets);
-        again |= self.ready_work();
+        again |= self.tx_frame.is_none() && self.core.has_transmit();
         if again {
             return Some(now);
         }
         self.next_deadline(now, iface, sockets)
-    }
-
-    fn ready_work(&self) -> bool {
-        // An attempt whose connection is up waits only for the tx stage.
-        self.tx_frame.is_none()
-            && matches!(self.job, Some(Job { phase: Phase::Connect(a), .. })
-                if self.slots.get(usize::from(a.queue.broker))
-                    .is_some_and(|s| s.conn.state == ConnState::Up))
     }
 
     fn next_deadline(
@@ -549,7 +408,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         sockets: &SocketSet<'_>,
     ) -> Option<Instant> {
         let mut d = iface.poll_at(smol(now), sockets).map(unsmol);
-        for c in core::iter::once(&self.ns).chain(self.slots.iter().map(|s| &s.conn)) {
+        for c in core::iter::once(&self.ns).chain(self.brokers.iter()) {
             match c.state {
                 ConnState::Connecting { deadline } => d = earliest(d, deadline),
                 ConnState::Up if c.unacked > 0 => {
@@ -558,37 +417,37 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
                 _ => {}
             }
         }
-        match self.route {
-            // A due lookup waits for the NameServer connection or the tx stage; packets, not
-            // the clock, unblock it.
-            RouteState::Idle { next } if next > now => d = earliest(d, next),
-            RouteState::Idle { .. } => {}
-            RouteState::InFlight { deadline, .. } => d = earliest(d, deadline),
-        }
         if let Some(f) = &self.tx_frame {
             d = earliest(
                 d,
                 f.last_progress.saturating_add(self.cfg.write_stall_timeout),
             );
         }
-        if let Some(job) = &self.job {
-            if let Some(t) = job.plan.poll_timeout() {
-                d = earliest(d, t);
-            }
-            if job.phase == Phase::Route {
-                d = earliest(
-                    d,
-                    job.plan.begin().saturating_add(self.cfg.retry.send_timeout),
-                );
-            }
+        if let Some(t) = self.core.poll_timeout() {
+            d = earliest(d, t);
         }
         d.map(|d| if d < now { now } else { d })
     }
 
-    fn conn_mut(&mut self, target: Target) -> Option<&mut Conn> {
-        match target {
-            Target::NameServer => Some(&mut self.ns),
-            Target::Broker(i) => self.slots.get_mut(usize::from(i)).map(|s| &mut s.conn),
+    fn conn_mut(&mut self, peer: Peer) -> Option<&mut Conn> {
+        match peer {
+            Peer::NameServer(_) => Some(&mut self.ns),
+            Peer::Broker(BrokerId(i)) => self.brokers.get_mut(usize::from(i)),
+        }
+    }
+
+    /// The peer behind connection `i` (0: the NameServer socket, then one per broker).
+    fn peer(&self, i: usize) -> Peer {
+        match i.checked_sub(1) {
+            None => Peer::NameServer(self.ns.namesrv.unwrap_or(0)),
+            Some(b) => Peer::Broker(BrokerId(b as u16)),
+        }
+    }
+
+    fn endpoint(&self, peer: Peer) -> Option<IpEndpoint> {
+        match peer {
+            Peer::NameServer(i) => self.cfg.namesrvs.get(usize::from(i)).copied(),
+            Peer::Broker(b) => self.core.broker_addr(b).and_then(parse_endpoint),
         }
     }
 
@@ -599,17 +458,47 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         base.saturating_add(self.port_offset % span)
     }
 
+    /// Resets the connection to `peer` and tells the session what its requests died of.
+    fn fail_conn(
+        &mut self,
+        now: Instant,
+        sockets: &mut SocketSet<'_>,
+        peer: Peer,
+        err: TransportError,
+    ) {
+        let Some(conn) = self.conn_mut(peer) else {
+            return;
+        };
+        let was = conn.state;
+        conn.state = ConnState::Idle;
+        let handle = conn.handle;
+        sockets.get_mut::<tcp::Socket<'_>>(handle).abort();
+        match was {
+            ConnState::Up => self.stats.connections_lost += 1,
+            _ => self.stats.connect_failures += 1,
+        }
+        warn!("connection lost or refused");
+        if self.tx_frame.is_some_and(|f| f.tx.peer == peer) {
+            // The half-written frame dies with its connection.
+            self.tx_frame = None;
+        }
+        self.core.handle_closed(now, peer, err);
+    }
+
+    /// Opens the connection to `peer`; `false` when it cannot be opened.
     fn connect(
         &mut self,
         now: Instant,
         iface: &mut Interface,
         sockets: &mut SocketSet<'_>,
-        target: Target,
-        ep: IpEndpoint,
-        deadline: Instant,
+        peer: Peer,
     ) -> bool {
+        let Some(ep) = self.endpoint(peer) else {
+            return false;
+        };
         let port = self.next_port();
-        let Some(conn) = self.conn_mut(target) else {
+        let deadline = now.saturating_add(self.cfg.connect_timeout);
+        let Some(conn) = self.conn_mut(peer) else {
             return false;
         };
         let sock = sockets.get_mut::<tcp::Socket<'_>>(conn.handle);
@@ -618,111 +507,101 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         }
         sock.set_nagle_enabled(false);
         sock.set_ack_delay(None);
-        match sock.connect(iface.context(), ep, port) {
-            Ok(()) => {
-                conn.state = ConnState::Connecting { deadline };
-                debug!("connecting to port {=u16} from {=u16}", ep.port, port);
-                true
-            }
-            Err(_) => {
-                let _ = now;
-                false
-            }
+        if sock.connect(iface.context(), ep, port).is_err() {
+            return false;
         }
+        conn.state = ConnState::Connecting { deadline };
+        if let Peer::NameServer(i) = peer {
+            conn.namesrv = Some(i);
+        }
+        debug!("connecting to port {=u16} from {=u16}", ep.port, port);
+        true
     }
 
-    /// Resets the connection to `target` and reports the failure to whatever used it.
-    fn fail_conn(
-        &mut self,
-        now: Instant,
-        sockets: &mut SocketSet<'_>,
-        target: Target,
-        err: TransportError,
-    ) {
-        let Some(conn) = self.conn_mut(target) else {
-            return;
-        };
-        let was = conn.state;
-        let handle = conn.handle;
-        conn.state = ConnState::Idle;
-        sockets.get_mut::<tcp::Socket<'_>>(handle).abort();
-        match was {
-            ConnState::Up => self.stats.connections_lost += 1,
-            _ => self.stats.connect_failures += 1,
+    /// Takes the next frame from the session when nothing is staged, and makes sure its
+    /// connection is open or opening.
+    fn stage(&mut self, now: Instant, iface: &mut Interface, sockets: &mut SocketSet<'_>) {
+        if self.tx_frame.is_none() {
+            let props = self
+                .job
+                .as_ref()
+                .and_then(|j| self.msg.get(..j.props_len))
+                .and_then(|p| core::str::from_utf8(p).ok())
+                .unwrap_or("");
+            let Some(tx) = self.core.poll_transmit(now, self.tx, &Props(props)) else {
+                return;
+            };
+            self.tx_frame = Some(TxFrame {
+                tx,
+                written: 0,
+                last_progress: now,
+            });
         }
-        warn!("connection lost or refused");
-        if self.tx_frame.is_some_and(|f| f.target == target) {
-            // The half-written frame dies with its connection.
+        let Some(f) = self.tx_frame else { return };
+        let peer = f.tx.peer;
+        let Some(conn) = self.conn_mut(peer) else {
             self.tx_frame = None;
+            self.core
+                .handle_closed(now, peer, TransportError::BrokerNotFound);
+            return;
+        };
+        let state = conn.state;
+        let other_namesrv = matches!(peer, Peer::NameServer(i) if conn.namesrv != Some(i));
+        if other_namesrv && state != ConnState::Idle {
+            // The session moved to another NameServer: drop the old connection.
+            conn.state = ConnState::Idle;
+            let handle = conn.handle;
+            sockets.get_mut::<tcp::Socket<'_>>(handle).abort();
+        } else if state != ConnState::Idle {
+            return;
         }
-        match target {
-            Target::NameServer => {
-                self.ns_cursor.failed();
-                if let RouteState::InFlight { .. } = self.route {
-                    self.route_failed(now);
-                }
-            }
-            Target::Broker(i) => {
-                let Some(job) = &mut self.job else {
-                    return;
-                };
-                let on_it = match job.phase {
-                    // An idle connection that dropped before this attempt used it is simply
-                    // reopened: the attempt is not charged.
-                    Phase::Connect(a) => a.queue.broker == i && was != ConnState::Up,
-                    Phase::Write(a, _) | Phase::Await(a, _) => a.queue.broker == i,
-                    Phase::Route => false,
-                };
-                if on_it {
-                    let step = job.plan.handle_outcome(
-                        now,
-                        AttemptOutcome::Transport(err),
-                        &mut self.sel.env(),
-                    );
-                    self.apply(step);
-                }
-            }
+        if !self.connect(now, iface, sockets, peer) {
+            self.stats.connect_failures += 1;
+            self.tx_frame = None;
+            self.core
+                .handle_closed(now, peer, TransportError::ConnectFailed);
         }
     }
 
-    /// Applies a plan step to the job.
-    fn apply(&mut self, step: Step<u8>) {
-        let Some(job) = &mut self.job else {
-            return;
-        };
-        match step {
-            Step::Send(a) => {
-                job.phase = Phase::Connect(a);
-                job.resp = None;
-                self.stats.attempts += 1;
-            }
-            Step::Wait => {}
-            Step::Done(r) => {
-                let result = match r {
-                    Ok(sent) => {
-                        let mut broker = String::new();
-                        if let Some(s) = self.slots.get(usize::from(sent.queue.broker)) {
-                            let _ = broker.push_str(&s.name);
+    /// Forwards the session's events: completions, and brokers that moved.
+    fn events(&mut self, sockets: &mut SocketSet<'_>) {
+        while let Some(e) = self.core.poll_event() {
+            match e {
+                Event::SendDone { id, result } => {
+                    let Some(job) = self.job.take() else {
+                        continue;
+                    };
+                    let result = match result {
+                        Ok(r) => {
+                            let mut broker = String::new();
+                            let _ = broker.push_str(self.core.broker_name(r.broker).unwrap_or(""));
+                            Ok(SendReceipt {
+                                status: r.status,
+                                broker,
+                                queue_id: r.queue_id,
+                                queue_offset: r.queue_offset,
+                                offset_msg_id: r.offset_msg_id,
+                                msg_id: job.uniq,
+                                attempts: r.attempts,
+                            })
                         }
-                        let (queue_id, queue_offset, offset_msg_id) = match job.resp.take() {
-                            Some(r) => (r.queue_id, Some(r.queue_offset), r.msg_id),
-                            None => (sent.queue.queue_id, None, String::new()),
-                        };
-                        Ok(SendReceipt {
-                            status: sent.status,
-                            broker,
-                            queue_id,
-                            queue_offset,
-                            offset_msg_id,
-                            msg_id: job.uniq.clone(),
-                            attempts: sent.attempts,
-                        })
+                        Err(f) => Err(SendFailure::from(f)),
+                    };
+                    debug!("send {=u32} done, ok={=bool}", id.0, result.is_ok());
+                    self.done = Some(Completion {
+                        id: SendId(id.0),
+                        result,
+                    });
+                }
+                Event::Reconnect(peer) => {
+                    // Reopened at the next frame for it.
+                    if let Some(c) = self.conn_mut(peer) {
+                        c.state = ConnState::Idle;
+                        let handle = c.handle;
+                        sockets.get_mut::<tcp::Socket<'_>>(handle).abort();
                     }
-                    Err(e) => Err(SendFailure::Plan(e)),
-                };
-                debug!("send {=u32} done, ok={=bool}", job.id.0, result.is_ok());
-                self.done = Some(Completion { id: job.id, result });
-                self.job = None;
+                }
+                _ => {}
             }
         }
     }
@@ -730,13 +609,9 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
     /// Reads complete frames from every open connection. Returns whether a frame cap was hit.
     fn read(&mut self, now: Instant, sockets: &mut SocketSet<'_>) -> bool {
         let mut more = false;
-        for t in 0..=BROKERS {
-            let target = if t == 0 {
-                Target::NameServer
-            } else {
-                Target::Broker(u8::try_from(t - 1).unwrap_or(u8::MAX))
-            };
-            let Some(conn) = self.conn_mut(target) else {
+        for i in 0..=BROKERS {
+            let peer = self.peer(i);
+            let Some(conn) = self.conn_mut(peer) else {
                 continue;
             };
             if conn.state != ConnState::Up {
@@ -745,20 +620,24 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             let handle = conn.handle;
             for _ in 0..MAX_FRAMES_PER_POLL {
                 let sock = sockets.get_mut::<tcp::Socket<'_>>(handle);
-                match read_frame(sock, self.rx) {
+                let n = match read_frame(sock, self.rx) {
                     Ok(None) => break,
-                    Ok(Some(_)) => {}
+                    Ok(Some(n)) => n,
                     Err(()) => {
-                        self.fail_conn(now, sockets, target, TransportError::ConnectionClosed);
+                        self.fail_conn(now, sockets, peer, TransportError::ConnectionClosed);
                         break;
                     }
-                }
+                };
                 self.stats.frames_received += 1;
-                let incoming = decode::<BROKERS, ROUTE_STR>(self.rx, target == Target::NameServer);
-                self.handle(now, target, incoming);
+                let frame = self.rx.get(..n).unwrap_or(&[]);
+                if self.core.handle_frame(now, peer, frame).is_err() {
+                    warn!("malformed frame, resetting the connection");
+                    self.fail_conn(now, sockets, peer, TransportError::ConnectionClosed);
+                    break;
+                }
             }
             if self
-                .conn_mut(target)
+                .conn_mut(peer)
                 .is_some_and(|c| c.state == ConnState::Up)
                 && sockets.get_mut::<tcp::Socket<'_>>(handle).recv_queue() >= PREFIX_LEN
             {
@@ -768,144 +647,11 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         more
     }
 
-    fn handle(&mut self, now: Instant, target: Target, incoming: Incoming<BROKERS, ROUTE_STR>) {
-        match incoming {
-            Incoming::Ignored => {}
-            Incoming::Route {
-                opaque,
-                code,
-                route,
-            } => {
-                let RouteState::InFlight { opaque: want, .. } = self.route else {
-                    self.stats.stale_responses += 1;
-                    return;
-                };
-                if want != opaque || target != Target::NameServer {
-                    self.stats.stale_responses += 1;
-                    return;
-                }
-                match route {
-                    Some(r) => self.apply_route(now, &r),
-                    None => {
-                        if code == ResponseCode::TOPIC_NOT_EXIST.0 && !self.route_fallback {
-                            // Java: use the default topic's route; the broker auto-creates.
-                            self.route_fallback = true;
-                            self.route = RouteState::Idle { next: now };
-                        } else {
-                            self.route_fallback = false;
-                            self.route_failed(now);
-                        }
-                    }
-                }
-            }
-            Incoming::Send { opaque, code, info } => {
-                let Some(job) = &mut self.job else {
-                    self.stats.stale_responses += 1;
-                    return;
-                };
-                match job.phase {
-                    Phase::Await(a, o) | Phase::Write(a, o)
-                        if o == opaque && target == Target::Broker(a.queue.broker) =>
-                    {
-                        job.resp = info;
-                        let step = job.plan.handle_outcome(
-                            now,
-                            AttemptOutcome::Response(code),
-                            &mut self.sel.env(),
-                        );
-                        self.apply(step);
-                    }
-                    _ => self.stats.stale_responses += 1,
-                }
-            }
-        }
-    }
-
-    fn apply_route(&mut self, now: Instant, route: &TopicRoute<BROKERS, ROUTE_STR>) {
-        let mut refs: Vec<PublishQueueRef, QUEUES> = Vec::new();
-        let cap = self.route_fallback.then_some(DEFAULT_TOPIC_QUEUE_NUMS);
-        // The next lookup asks for the topic itself again (it may exist by then).
-        self.route_fallback = false;
-        if route.publish_queues(cap, &mut refs).is_err() {
-            warn!("route rejected");
-            self.route_failed(now);
-            return;
-        }
-        // Route broker index -> slot. Keep slots whose name is still in the route.
-        let mut map: [Option<u8>; BROKERS] = [None; BROKERS];
-        let mut taken = [false; BROKERS];
-        for (i, m) in map.iter_mut().enumerate().take(route.broker_count()) {
-            let name = route.broker_name(i).unwrap_or("");
-            if let Some(s) = self.slots.iter().position(|s| s.name.as_str() == name) {
-                *m = u8::try_from(s).ok();
-                if let Some(t) = taken.get_mut(s) {
-                    *t = true;
-                }
-            }
-        }
-        for (i, m) in map.iter_mut().enumerate().take(route.broker_count()) {
-            if m.is_some() {
-                continue;
-            }
-            let Some(s) = taken.iter().position(|t| !t) else {
-                break;
-            };
-            if let Some(t) = taken.get_mut(s) {
-                *t = true;
-            }
-            *m = u8::try_from(s).ok();
-            if let (Some(slot), Ok(k)) = (self.slots.get_mut(s), u8::try_from(s)) {
-                slot.name.clear();
-                let _ = slot.name.push_str(route.broker_name(i).unwrap_or_default());
-                slot.endpoint = None;
-                self.sel.fault.remove(k);
-            }
-        }
-        for (i, m) in map.iter().enumerate().take(route.broker_count()) {
-            let Some(slot) = m.and_then(|s| self.slots.get_mut(usize::from(s))) else {
-                continue;
-            };
-            let ep = route.broker_addr(i).and_then(parse_endpoint);
-            if slot.endpoint != ep {
-                // A moved broker: the next attempt reconnects (an open socket is reset then).
-                slot.endpoint = ep;
-                slot.conn.state = ConnState::Idle;
-            }
-        }
-        self.sel.queues.clear();
-        for r in refs.iter() {
-            if let Some(Some(s)) = map.get(r.broker) {
-                let _ = self.sel.queues.push(PublishQueue {
-                    broker: *s,
-                    queue_id: r.queue_id,
-                });
-            }
-        }
-        self.have_route = !self.sel.queues.is_empty();
-        if self.have_route {
-            self.route_backoff.reset();
-        } else {
-            self.route_backoff.failed();
-        }
-        self.stats.route_updates += 1;
-        debug!("route: {=usize} queues", self.sel.queues.len());
-        self.route = RouteState::Idle {
-            next: now.saturating_add(if self.have_route {
-                self.cfg.route_refresh
-            } else {
-                self.route_backoff.delay()
-            }),
-        };
-    }
-
     fn check_conns(&mut self, now: Instant, sockets: &mut SocketSet<'_>) {
-        for t in 0..=BROKERS {
-            let target = if t == 0 {
-                Target::NameServer
-            } else {
-                Target::Broker(u8::try_from(t - 1).unwrap_or(u8::MAX))
-            };
-            let Some(conn) = self.conn_mut(target) else {
+        let stall = self.cfg.write_stall_timeout;
+        for i in 0..=BROKERS {
+            let peer = self.peer(i);
+            let Some(conn) = self.conn_mut(peer) else {
                 continue;
             };
             let sock = sockets.get_mut::<tcp::Socket<'_>>(conn.handle);
@@ -920,7 +666,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
                         self.stats.connects += 1;
                         debug!("connected");
                     } else if st == tcp::State::Closed || now >= deadline {
-                        self.fail_conn(now, sockets, target, TransportError::ConnectFailed);
+                        self.fail_conn(now, sockets, peer, TransportError::ConnectFailed);
                     }
                 }
                 ConnState::Up => {
@@ -928,14 +674,13 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
                         conn.acked_at = now;
                     }
                     conn.unacked = unacked;
-                    let silent = unacked > 0
-                        && now >= conn.acked_at.saturating_add(self.cfg.write_stall_timeout);
+                    let silent = unacked > 0 && now >= conn.acked_at.saturating_add(stall);
                     if st != tcp::State::Established {
-                        self.fail_conn(now, sockets, target, TransportError::ConnectionClosed);
+                        self.fail_conn(now, sockets, peer, TransportError::ConnectionClosed);
                     } else if silent {
                         // Data outstanding and no ACK for the stall timeout: a vanished peer.
                         warn!("no ACK from the peer, resetting the connection");
-                        self.fail_conn(now, sockets, target, TransportError::ConnectionClosed);
+                        self.fail_conn(now, sockets, peer, TransportError::ConnectionClosed);
                     }
                 }
                 ConnState::Idle => {}
@@ -943,243 +688,27 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         }
     }
 
-    fn expire(&mut self, now: Instant, sockets: &mut SocketSet<'_>) {
-        if let RouteState::InFlight { deadline, .. } = self.route
-            && now >= deadline
-        {
-            // A NameServer that does not answer: drop it and try the next one.
-            warn!("route request timed out");
-            self.fail_conn(now, sockets, Target::NameServer, TransportError::TimedOut);
-        }
-        if let Some(f) = self.tx_frame
-            && now >= f.last_progress.saturating_add(self.cfg.write_stall_timeout)
-        {
-            warn!("write stalled, resetting the connection");
-            self.fail_conn(now, sockets, f.target, TransportError::WriteFailed);
-        }
-        let Some(job) = &mut self.job else {
-            return;
-        };
-        let send_timeout = self.cfg.retry.send_timeout;
-        if job.phase == Phase::Route {
-            if now >= job.plan.begin().saturating_add(send_timeout) {
-                // No route in time: the plan ends the send (NoRoute / CallTimeout).
-                let step = job.plan.start(now, &mut self.sel.env());
-                self.apply(step);
-            }
-            return;
-        }
-        if job.plan.poll_timeout().is_some_and(|t| now >= t) {
-            let writing = match job.phase {
-                Phase::Write(a, _) => Some(a.queue.broker),
-                _ => None,
-            };
-            let step = job.plan.handle_timeout(now, &mut self.sel.env());
-            if let Some(b) = writing
-                && self.tx_frame.is_some_and(|f| f.target == Target::Broker(b))
-            {
-                // Its frame is half written: it dies with the connection.
-                self.tx_frame = None;
-                if let Some(s) = self.slots.get_mut(usize::from(b)) {
-                    s.conn.state = ConnState::Idle;
-                    sockets.get_mut::<tcp::Socket<'_>>(s.conn.handle).abort();
-                    self.stats.connections_lost += 1;
-                }
-            }
-            self.apply(step);
-        }
-    }
-
-    fn route_failed(&mut self, now: Instant) {
-        self.route_backoff.failed();
-        self.route = RouteState::Idle {
-            next: now.saturating_add(self.route_backoff.delay()),
-        };
-    }
-
-    fn next_opaque(&mut self) -> i32 {
-        self.opaque = if self.opaque >= i32::MAX - 1 {
-            1
-        } else {
-            self.opaque + 1
-        };
-        self.opaque
-    }
-
-    fn drive_route(&mut self, now: Instant, iface: &mut Interface, sockets: &mut SocketSet<'_>) {
-        let RouteState::Idle { next } = self.route else {
-            return;
-        };
-        if now < next || self.tx_frame.is_some() {
-            return;
-        }
-        match self.ns.state {
-            ConnState::Idle => {
-                let deadline = now.saturating_add(self.cfg.connect_timeout);
-                let servers = self.cfg.namesrvs;
-                let ep = servers.get(self.ns_cursor.current(servers.len())).copied();
-                let ok = ep.is_some_and(|ep| {
-                    self.connect(now, iface, sockets, Target::NameServer, ep, deadline)
-                });
-                if !ok {
-                    self.ns_cursor.failed();
-                    self.route_failed(now);
-                }
-            }
-            ConnState::Connecting { .. } => {}
-            ConnState::Up => {
-                let opaque = self.next_opaque();
-                let topic = if self.route_fallback {
-                    DEFAULT_TOPIC
-                } else {
-                    self.cfg.topic
-                };
-                let hdr = GetRouteInfoRequestHeader {
-                    topic,
-                    accept_standard_json_only: None,
-                };
-                let repr = CommandRepr::request(
-                    RequestCode::GET_ROUTEINFO_BY_TOPIC,
-                    opaque,
-                    self.cfg.version,
-                    Some(&hdr),
-                );
-                match repr.emit_frame_prefix_and_header(SerializeType::JSON, 0, self.tx) {
-                    Ok(n) => {
-                        self.tx_frame = Some(TxFrame {
-                            target: Target::NameServer,
-                            head_len: n,
-                            body_off: 0,
-                            body_len: 0,
-                            written: 0,
-                            last_progress: now,
-                        });
-                        self.route = RouteState::InFlight {
-                            opaque,
-                            deadline: now.saturating_add(self.cfg.route_timeout),
-                        };
-                    }
-                    Err(_) => {
-                        warn!("route request does not fit the tx buffer");
-                        self.route = RouteState::Idle {
-                            next: now.saturating_add(self.cfg.route_refresh),
-                        };
-                    }
-                }
-            }
-        }
-    }
-
-    fn drive_job(&mut self, now: Instant, iface: &mut Interface, sockets: &mut SocketSet<'_>) {
-        // Each round either waits or consumes an attempt, so this is bounded by the plan.
-        for _ in 0..8 {
-            let Some(job) = &mut self.job else {
-                return;
-            };
-            match job.phase {
-                Phase::Route => {
-                    if !self.have_route {
-                        return;
-                    }
-                    let step = job.plan.start(now, &mut self.sel.env());
-                    self.apply(step);
-                }
-                Phase::Connect(a) => {
-                    let b = a.queue.broker;
-                    let Some(slot) = self.slots.get(usize::from(b)) else {
-                        return;
-                    };
-                    match (slot.conn.state, slot.endpoint) {
-                        (_, None) => {
-                            let step = job.plan.handle_outcome(
-                                now,
-                                AttemptOutcome::Transport(TransportError::BrokerNotFound),
-                                &mut self.sel.env(),
-                            );
-                            self.apply(step);
-                        }
-                        (ConnState::Idle, Some(ep)) => {
-                            let deadline =
-                                a.deadline.min(now.saturating_add(self.cfg.connect_timeout));
-                            if !self.connect(now, iface, sockets, Target::Broker(b), ep, deadline) {
-                                let Some(job) = &mut self.job else { return };
-                                let step = job.plan.handle_outcome(
-                                    now,
-                                    AttemptOutcome::Transport(TransportError::ConnectFailed),
-                                    &mut self.sel.env(),
-                                );
-                                self.apply(step);
-                            } else {
-                                return;
-                            }
-                        }
-                        (ConnState::Connecting { .. }, _) => return,
-                        (ConnState::Up, _) => {
-                            if self.tx_frame.is_some() {
-                                return;
-                            }
-                            if let Err(e) = self.stage_send(now, b, a) {
-                                let Some(job) = self.job.take() else { return };
-                                self.done = Some(Completion {
-                                    id: job.id,
-                                    result: Err(SendFailure::Encode(e)),
-                                });
-                            }
-                            return;
-                        }
-                    }
-                }
-                Phase::Write(..) | Phase::Await(..) => return,
-            }
-        }
-    }
-
-    fn stage_send(&mut self, now: Instant, b: u8, a: Attempt<u8>) -> Result<(), EncodeError> {
-        let opaque = self.next_opaque();
-        let Some(job) = &mut self.job else {
-            return Ok(());
-        };
-        let Some(slot) = self.slots.get(usize::from(b)) else {
-            return Ok(());
-        };
-        let props = self
-            .msg
-            .get(..job.props_len)
-            .and_then(|p| core::str::from_utf8(p).ok())
-            .unwrap_or("");
-        let req = SendRequest::new(
-            self.cfg.producer_group,
-            self.cfg.topic,
-            a.queue.queue_id,
-            slot.name.as_str(),
-            props,
-            job.born,
-        )
-        .flag(job.flag);
-        let hdr = req.header();
-        let mut repr = CommandRepr::request(req.code(), opaque, self.cfg.version, Some(&hdr));
-        if job.mode == SendMode::Oneway {
-            repr.flag = flag::ONEWAY;
-        }
-        let n = repr.emit_frame_prefix_and_header(SerializeType::JSON, job.body_len, self.tx)?;
-        self.tx_frame = Some(TxFrame {
-            target: Target::Broker(b),
-            head_len: n,
-            body_off: job.props_len,
-            body_len: job.body_len,
-            written: 0,
-            last_progress: now,
-        });
-        job.phase = Phase::Write(a, opaque);
-        Ok(())
-    }
-
     /// Writes (or resumes) the current frame.
     fn write(&mut self, now: Instant, sockets: &mut SocketSet<'_>) {
         let Some(mut f) = self.tx_frame else {
             return;
         };
-        let Some(conn) = self.conn_mut(f.target) else {
+        let peer = f.tx.peer;
+        if !self.core.is_live(f.tx.opaque) {
+            // The session gave up on this request (its attempt timed out).
+            if f.written > 0 {
+                // Half written: it dies with its connection.
+                self.fail_conn(now, sockets, peer, TransportError::TimedOut);
+            }
+            self.tx_frame = None;
+            return;
+        }
+        if now >= f.last_progress.saturating_add(self.cfg.write_stall_timeout) {
+            warn!("write stalled, resetting the connection");
+            self.fail_conn(now, sockets, peer, TransportError::WriteFailed);
+            return;
+        }
+        let Some(conn) = self.conn_mut(peer) else {
             self.tx_frame = None;
             return;
         };
@@ -1187,13 +716,14 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             return;
         }
         let sock = sockets.get_mut::<tcp::Socket<'_>>(conn.handle);
+        let body_off = self.job.as_ref().map_or(0, |j| j.props_len);
         let mut failed = false;
         while f.written < f.total() {
-            let data = if f.written < f.head_len {
-                self.tx.get(f.written..f.head_len)
+            let data = if f.written < f.tx.len {
+                self.tx.get(f.written..f.tx.len)
             } else {
-                let off = f.body_off.saturating_add(f.written - f.head_len);
-                self.msg.get(off..f.body_off.saturating_add(f.body_len))
+                let off = body_off.saturating_add(f.written - f.tx.len);
+                self.msg.get(off..body_off.saturating_add(f.tx.body_len))
             };
             let Some(data) = data else {
                 failed = true;
@@ -1217,7 +747,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             }
         }
         if failed {
-            self.fail_conn(now, sockets, f.target, TransportError::WriteFailed);
+            self.fail_conn(now, sockets, peer, TransportError::WriteFailed);
             return;
         }
         if f.written < f.total() {
@@ -1226,22 +756,8 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         }
         self.tx_frame = None;
         self.stats.frames_sent += 1;
-        if let Target::Broker(b) = f.target {
-            let Some(job) = &mut self.job else {
-                return;
-            };
-            if let Phase::Write(a, o) = job.phase
-                && a.queue.broker == b
-            {
-                if job.mode == SendMode::Oneway {
-                    let step =
-                        job.plan
-                            .handle_outcome(now, AttemptOutcome::Written, &mut self.sel.env());
-                    self.apply(step);
-                } else {
-                    job.phase = Phase::Await(a, o);
-                }
-            }
+        if f.tx.report_written {
+            self.core.handle_written(now, f.tx.opaque);
         }
     }
 }

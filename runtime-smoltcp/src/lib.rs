@@ -52,6 +52,7 @@ pub use rmq_core as core;
 
 use ::core::fmt;
 
+use rmq_core::message::validate::ValidationError;
 use rmq_core::producer;
 use rmq_core::retry::{RetryConfig, SendError, SendMode, SendStatus};
 use rmq_core::time::Duration;
@@ -59,9 +60,9 @@ use rmq_core::wire::{EncodeError, version};
 use smoltcp::wire::IpEndpoint;
 
 /// Longest broker name a [`Producer`] stores.
-pub const MAX_BROKER_NAME: usize = 64;
+pub const MAX_BROKER_NAME: usize = rmq_core::session::MAX_BROKER_NAME;
 /// Longest offsetMsgId kept in a [`SendReceipt`] (IPv6 brokers give 56 hex digits).
-pub const MAX_MSG_ID: usize = 56;
+pub const MAX_MSG_ID: usize = rmq_core::session::MAX_MSG_ID;
 
 /// Producer settings. `'a` is the lifetime of the strings (usually `'static`).
 #[derive(Clone, Copy, Debug)]
@@ -178,6 +179,22 @@ pub enum SendFailure {
     Plan(SendError),
     /// The request header does not fit [`Buffers::tx`].
     Encode(EncodeError),
+    /// The broker answered a status without msgId, queueId or queueOffset.
+    MalformedResponse,
+    /// The session's request table was full.
+    TooManyRequests,
+}
+
+impl From<rmq_core::session::SendFailure> for SendFailure {
+    fn from(f: rmq_core::session::SendFailure) -> Self {
+        use rmq_core::session::SendFailure as S;
+        match f {
+            S::Plan { error, .. } => SendFailure::Plan(error),
+            S::Encode(e) => SendFailure::Encode(e),
+            S::MalformedResponse { .. } => SendFailure::MalformedResponse,
+            _ => SendFailure::TooManyRequests,
+        }
+    }
 }
 
 impl fmt::Display for SendFailure {
@@ -185,6 +202,10 @@ impl fmt::Display for SendFailure {
         match self {
             SendFailure::Plan(e) => fmt::Display::fmt(e, f),
             SendFailure::Encode(e) => write!(f, "cannot encode the request: {e}"),
+            SendFailure::MalformedResponse => {
+                f.write_str("send response without msgId, queueId or queueOffset")
+            }
+            SendFailure::TooManyRequests => f.write_str("too many requests in flight"),
         }
     }
 }
@@ -209,17 +230,21 @@ pub enum SubmitError {
     Busy,
     /// Properties plus body do not fit [`Buffers::message`].
     TooLarge,
-    /// A tag or key contains a separator character (0x01 / 0x02).
-    InvalidProperty,
+    /// The message fails the client-side checks every rmq runtime applies (topic, empty
+    /// body, a tag or key with a separator character, ...): nothing was sent.
+    Invalid(ValidationError),
+    /// The core session refused it (e.g. a topic name that does not fit).
+    Session(rmq_core::session::SubmitError),
 }
 
 impl fmt::Display for SubmitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            SubmitError::Busy => "a send is in flight",
-            SubmitError::TooLarge => "message does not fit the message buffer",
-            SubmitError::InvalidProperty => "tag or key contains a separator character",
-        })
+        match self {
+            SubmitError::Busy => f.write_str("a send is in flight"),
+            SubmitError::TooLarge => f.write_str("message does not fit the message buffer"),
+            SubmitError::Invalid(e) => write!(f, "invalid message: {e}"),
+            SubmitError::Session(e) => fmt::Display::fmt(e, f),
+        }
     }
 }
 

@@ -142,7 +142,8 @@ fn inner_gateway_in_netns() {
         rx: leak(4096),
         message: leak(1024),
     };
-    let mut p: Producer<'static, 'static, 1, 16, 256> = Producer::new(cfg, bufs, ns, [b0]);
+    let mut p: Producer<'static, 'static, 1, 16, 256> =
+        Producer::new(cfg, bufs, ns, [b0]).expect("producer config");
     let unix_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()

@@ -150,8 +150,11 @@ fn main() -> ! {
         rx: &mut cortex_m::singleton!(: [u8; 1024] = [0; 1024]).unwrap()[..],
         message: &mut cortex_m::singleton!(: [u8; 256] = [0; 256]).unwrap()[..],
     };
-    let producer: &'static mut Gateway =
-        cortex_m::singleton!(: Gateway = Gateway::new(cfg, bufs, ns, [b0])).unwrap();
+    // The configuration is a constant: it cannot fail (a panic here would halt, as any panic).
+    let Ok(gateway) = Gateway::new(cfg, bufs, ns, [b0]) else {
+        panic!("producer config")
+    };
+    let producer: &'static mut Gateway = cortex_m::singleton!(: Gateway = gateway).unwrap();
 
     let mut seq: u32 = 0;
     let mut next_publish = Instant::from_millis(1000);

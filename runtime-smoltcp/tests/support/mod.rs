@@ -425,7 +425,7 @@ impl Sim {
             rx: leak(2048),
             message: leak(sizes.message),
         };
-        let producer = Producer::new(cfg, bufs, ns, [b0]);
+        let producer = Producer::new(cfg, bufs, ns, [b0]).expect("producer config");
         let peer = Peer::new(&wire);
         Sim {
             now: 0,
