@@ -137,7 +137,17 @@ impl SendId {
 
 /// Lends the session the encoded properties of each send in flight (the runtime keeps
 /// properties and bodies; the session only writes headers).
+///
+/// Its constants say which encoders the runtime needs, so that a gateway compiles only those
+/// it uses (flash matters there); the defaults keep everything.
 pub trait Messages {
+    /// Whether requests may use the ROCKETMQ binary header ([`Config::serialize_type`]);
+    /// `false` always writes JSON.
+    const ROCKETMQ_HEADERS: bool = true;
+    /// Whether heartbeats are written; `false` drops them unwritten (set
+    /// [`Config::heartbeat`] to `None` then).
+    const HEARTBEATS: bool = true;
+
     /// The properties string of send `id` (empty if unknown).
     fn properties(&self, id: SendId) -> &str;
 }
@@ -1556,6 +1566,9 @@ impl<
                 CommandRepr::request(code, opaque, self.cfg.version, Some(Header::Route(hdr)))
             }
             ReqKind::Heartbeat => {
+                if !M::HEARTBEATS {
+                    return Err(EncodeError::BufferTooSmall);
+                }
                 let flavor = if self.cfg.version >= version::V5_0_0 {
                     HeartbeatFlavor::V5
                 } else {
@@ -1617,7 +1630,12 @@ impl<
             .get_mut(..total - inline_body)
             .ok_or(EncodeError::BufferTooSmall)?;
         let body_len = inline_body.max(tx.body_len);
-        let h = repr.emit_frame_prefix_and_header(self.cfg.serialize_type, body_len, head)?;
+        let ty = if M::ROCKETMQ_HEADERS {
+            self.cfg.serialize_type
+        } else {
+            SerializeType::JSON
+        };
+        let h = repr.emit_frame_prefix_and_header(ty, body_len, head)?;
         buf.copy_within(total - inline_body.., h);
         tx.len = h + inline_body;
         Ok(tx)

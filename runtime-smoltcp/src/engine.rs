@@ -106,6 +106,10 @@ impl TxFrame {
 struct Props<'m>(&'m str);
 
 impl Messages for Props<'_> {
+    // JSON headers and no heartbeats on a gateway: the other encoders are not compiled in.
+    const ROCKETMQ_HEADERS: bool = false;
+    const HEARTBEATS: bool = false;
+
     fn properties(&self, _: session::SendId) -> &str {
         self.0
     }
