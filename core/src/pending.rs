@@ -294,48 +294,23 @@ impl<const N: usize> DeadlineHeap<N> {
         Some((k, self.at.get(usize::from(k)).copied()?))
     }
 
+    fn view(&mut self) -> HeapView<'_> {
+        HeapView {
+            heap: &mut self.heap,
+            pos: &mut self.pos,
+            at: &mut self.at,
+            len: &mut self.len,
+        }
+    }
+
     /// Sets (or moves) the deadline of `key`. Keys `>= N` are ignored.
     pub fn set(&mut self, key: u16, at: Instant) {
-        let k = usize::from(key);
-        let (Some(p), Some(slot)) = (self.pos.get(k).copied(), self.at.get_mut(k)) else {
-            return;
-        };
-        *slot = at;
-        let i = if p == 0 {
-            let i = self.len;
-            let Some(h) = self.heap.get_mut(i) else {
-                return;
-            };
-            *h = key;
-            self.len += 1;
-            self.place(i);
-            i
-        } else {
-            usize::from(p) - 1
-        };
-        let i = self.up(i);
-        self.down(i);
+        self.view().set(key, at);
     }
 
     /// Removes the deadline of `key`; whether it had one.
     pub fn remove(&mut self, key: u16) -> bool {
-        let p = self.pos.get(usize::from(key)).copied().unwrap_or(0);
-        if p == 0 {
-            return false;
-        }
-        let i = usize::from(p) - 1;
-        let last = self.len - 1;
-        self.heap.swap(i, last);
-        self.place(i);
-        self.len = last;
-        if let Some(q) = self.pos.get_mut(usize::from(key)) {
-            *q = 0;
-        }
-        if i < self.len {
-            let i = self.up(i);
-            self.down(i);
-        }
-        true
+        self.view().remove(key)
     }
 
     /// Removes and returns the earliest key whose deadline is `<= now`.
@@ -346,6 +321,59 @@ impl<const N: usize> DeadlineHeap<N> {
         }
         self.remove(k);
         Some(k)
+    }
+}
+
+/// The heap's storage without its capacity, so that the sift code is compiled once for every
+/// `N` (heapless `VecView` does the same).
+struct HeapView<'a> {
+    heap: &'a mut [u16],
+    pos: &'a mut [u16],
+    at: &'a mut [Instant],
+    len: &'a mut usize,
+}
+
+impl HeapView<'_> {
+    fn set(&mut self, key: u16, at: Instant) {
+        let k = usize::from(key);
+        let (Some(p), Some(slot)) = (self.pos.get(k).copied(), self.at.get_mut(k)) else {
+            return;
+        };
+        *slot = at;
+        let i = if p == 0 {
+            let i = *self.len;
+            let Some(h) = self.heap.get_mut(i) else {
+                return;
+            };
+            *h = key;
+            *self.len += 1;
+            self.place(i);
+            i
+        } else {
+            usize::from(p) - 1
+        };
+        let i = self.up(i);
+        self.down(i);
+    }
+
+    fn remove(&mut self, key: u16) -> bool {
+        let p = self.pos.get(usize::from(key)).copied().unwrap_or(0);
+        if p == 0 {
+            return false;
+        }
+        let i = usize::from(p) - 1;
+        let last = *self.len - 1;
+        self.heap.swap(i, last);
+        self.place(i);
+        *self.len = last;
+        if let Some(q) = self.pos.get_mut(usize::from(key)) {
+            *q = 0;
+        }
+        if i < last {
+            let i = self.up(i);
+            self.down(i);
+        }
+        true
     }
 
     fn deadline_at(&self, i: usize) -> Instant {
@@ -377,13 +405,14 @@ impl<const N: usize> DeadlineHeap<N> {
     }
 
     fn down(&mut self, mut i: usize) {
+        let len = *self.len;
         loop {
             let (l, r) = (2 * i + 1, 2 * i + 2);
             let mut m = i;
-            if l < self.len && self.deadline_at(l) < self.deadline_at(m) {
+            if l < len && self.deadline_at(l) < self.deadline_at(m) {
                 m = l;
             }
-            if r < self.len && self.deadline_at(r) < self.deadline_at(m) {
+            if r < len && self.deadline_at(r) < self.deadline_at(m) {
                 m = r;
             }
             if m == i {

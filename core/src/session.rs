@@ -137,19 +137,33 @@ impl SendId {
 
 /// Lends the session the encoded properties of each send in flight (the runtime keeps
 /// properties and bodies; the session only writes headers).
-///
-/// Its constants say which encoders the runtime needs, so that a gateway compiles only those
-/// it uses (flash matters there); the defaults keep everything.
 pub trait Messages {
-    /// Whether requests may use the ROCKETMQ binary header ([`Config::serialize_type`]);
-    /// `false` always writes JSON.
-    const ROCKETMQ_HEADERS: bool = true;
-    /// Whether heartbeats are written; `false` drops them unwritten (set
-    /// [`Config::heartbeat`] to `None` then).
-    const HEARTBEATS: bool = true;
-
     /// The properties string of send `id` (empty if unknown).
     fn properties(&self, id: SendId) -> &str;
+}
+
+/// What a session compiles in. A gateway leaves out what it never uses, because flash is
+/// scarce there; [`Full`] (the default) keeps everything.
+pub trait Features {
+    /// Whether requests may use the ROCKETMQ binary header ([`Config::serialize_type`]);
+    /// `false` always writes JSON.
+    const ROCKETMQ_HEADERS: bool;
+    /// Whether heartbeats are written; `false` drops them unwritten (set
+    /// [`Config::heartbeat`] to `None` then).
+    const HEARTBEATS: bool;
+    /// Whether a rejecting broker's remark is kept for [`SendFailure::Plan`]; `false` leaves
+    /// it empty.
+    const BROKER_REMARKS: bool;
+}
+
+/// Every feature (servers).
+#[derive(Clone, Copy, Debug)]
+pub struct Full;
+
+impl Features for Full {
+    const ROCKETMQ_HEADERS: bool = true;
+    const HEARTBEATS: bool = true;
+    const BROKER_REMARKS: bool = true;
 }
 
 /// Settings of a session. Strings are copied in.
@@ -600,7 +614,8 @@ fn copy_exact<const N: usize>(s: &str) -> Option<String<N>> {
 ///   brokers one route may name); `QUEUES`: publish queues per topic;
 /// - `REQUESTS`: requests queued or in flight at once (sends, route lookups, heartbeats);
 ///   `SENDS`: sends in progress (a finished send holds its slot until its event is polled);
-/// - `ROUTE_STR`: bytes of names and addresses in one route response.
+/// - `ROUTE_STR`: bytes of names and addresses in one route response;
+/// - `F`: what is compiled in ([`Features`]; [`Full`] by default).
 ///
 /// See the [module docs](self) for the call order.
 #[derive(Debug)]
@@ -611,7 +626,9 @@ pub struct Session<
     const REQUESTS: usize,
     const SENDS: usize,
     const ROUTE_STR: usize,
+    F: Features = Full,
 > {
+    features: core::marker::PhantomData<F>,
     cfg: Settings,
     group: String<MAX_GROUP_LEN>,
     client_id: String<MAX_CLIENT_ID_LEN>,
@@ -653,7 +670,8 @@ impl<
     const REQUESTS: usize,
     const SENDS: usize,
     const ROUTE_STR: usize,
-> Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR>
+    F: Features,
+> Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F>
 {
     /// A session started at `now`: the first route refresh is due one refresh period later,
     /// the first heartbeat [`FIRST_HEARTBEAT`] later.
@@ -679,6 +697,7 @@ impl<
         timers[Timer::RouteRefresh as usize] = Some(now.saturating_add(cfg.route_refresh));
         timers[Timer::Heartbeat as usize] = cfg.heartbeat.map(|_| now + FIRST_HEARTBEAT);
         Ok(Session {
+            features: core::marker::PhantomData,
             cfg: Settings {
                 name_servers: cfg.name_servers,
                 version: cfg.version,
@@ -1508,7 +1527,7 @@ impl<
                 });
                 code
             }
-            Ok(SendResponse::Rejected { code }) => {
+            Ok(SendResponse::Rejected { code }) if F::BROKER_REMARKS => {
                 slot.remark = h
                     .remark()
                     .and_then(|r| {
@@ -1519,6 +1538,7 @@ impl<
                     .unwrap_or_default();
                 code
             }
+            Ok(SendResponse::Rejected { code }) => code,
             Err(_) => {
                 slot.stored = None;
                 h.code()
@@ -1566,7 +1586,7 @@ impl<
                 CommandRepr::request(code, opaque, self.cfg.version, Some(Header::Route(hdr)))
             }
             ReqKind::Heartbeat => {
-                if !M::HEARTBEATS {
+                if !F::HEARTBEATS {
                     return Err(EncodeError::BufferTooSmall);
                 }
                 let flavor = if self.cfg.version >= version::V5_0_0 {
@@ -1630,7 +1650,7 @@ impl<
             .get_mut(..total - inline_body)
             .ok_or(EncodeError::BufferTooSmall)?;
         let body_len = inline_body.max(tx.body_len);
-        let ty = if M::ROCKETMQ_HEADERS {
+        let ty = if F::ROCKETMQ_HEADERS {
             self.cfg.serialize_type
         } else {
             SerializeType::JSON

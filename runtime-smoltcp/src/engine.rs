@@ -10,7 +10,7 @@ use rmq_core::message::validate::DEFAULT_MAX_MESSAGE_SIZE;
 use rmq_core::producer::{MessageError, MessageFields, encode_message_properties};
 use rmq_core::retry::{SendMode, TransportError};
 use rmq_core::session::{
-    self, BrokerId, Event, Messages, Peer, SendArgs, Session, TopicId, Transmit,
+    self, BrokerId, Event, Features, Messages, Peer, SendArgs, Session, TopicId, Transmit,
 };
 use rmq_core::time::Instant;
 use rmq_core::wire::{FrameReader, PREFIX_LEN};
@@ -29,8 +29,21 @@ const MAX_FRAMES_PER_POLL: usize = 4;
 /// Requests queued or in flight: a route lookup and the one send (plus slack).
 const REQUESTS: usize = 4;
 
+/// What a gateway compiles in: JSON headers (what every broker answers), no heartbeats (a
+/// producer without transactions needs none, and they cost cellular traffic), no broker
+/// remarks ([`SendFailure`] carries the code). Flash is what this saves (BENCHMARKS.md).
+#[derive(Clone, Copy, Debug)]
+struct Gateway;
+
+impl Features for Gateway {
+    const ROCKETMQ_HEADERS: bool = false;
+    const HEARTBEATS: bool = false;
+    const BROKER_REMARKS: bool = false;
+}
+
 /// The session of a gateway producer: one topic, one send at a time.
-type Core<const B: usize, const Q: usize, const S: usize> = Session<1, B, Q, REQUESTS, 1, S>;
+type Core<const B: usize, const Q: usize, const S: usize> =
+    Session<1, B, Q, REQUESTS, 1, S, Gateway>;
 
 /// Counters for tests and field diagnostics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -106,10 +119,6 @@ impl TxFrame {
 struct Props<'m>(&'m str);
 
 impl Messages for Props<'_> {
-    // JSON headers and no heartbeats on a gateway: the other encoders are not compiled in.
-    const ROCKETMQ_HEADERS: bool = false;
-    const HEARTBEATS: bool = false;
-
     fn properties(&self, _: session::SendId) -> &str {
         self.0
     }
