@@ -327,7 +327,10 @@ where
     let delay = match m.delay_level {
         Some(l) => {
             validate_delay_level(l, MAX_DELAY_LEVEL).map_err(invalid)?;
-            usize::try_from(l - 1).ok().and_then(|i| LEVELS.get(i)).copied()
+            usize::try_from(l - 1)
+                .ok()
+                .and_then(|i| LEVELS.get(i))
+                .copied()
         }
         None => None,
     };
@@ -364,7 +367,9 @@ pub fn message_properties_len<'a, U>(
 where
     U: Iterator<Item = (&'a str, &'a str)> + Clone,
 {
-    with_properties(topic, body, max_message_size, m, uniq, |e| Ok(e.encoded_len()))
+    with_properties(topic, body, max_message_size, m, uniq, |e| {
+        Ok(e.encoded_len())
+    })
 }
 
 /// Validates a message and writes its properties string into `buf` (see [`MessageFields`]);

@@ -800,6 +800,85 @@ impl<
         &self.faults
     }
 
+    /// Checks the session's internal bookkeeping (every slot in exactly one place, deadlines
+    /// only for live slots, capacities respected). Tests and fuzzing only.
+    ///
+    /// # Errors
+    /// The first broken invariant.
+    #[doc(hidden)]
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub fn check_invariants(&self) -> Result<(), &'static str> {
+        let live = self
+            .reqs
+            .iter()
+            .filter(|r| r.state != ReqState::Free)
+            .count();
+        if live + self.req_free.len() != REQUESTS {
+            return Err("request slots lost or doubled");
+        }
+        if self.req_deadlines.len() != live {
+            return Err("a live request without a deadline (or a free one with)");
+        }
+        let queued = self
+            .reqs
+            .iter()
+            .filter(|r| r.state == ReqState::Queued)
+            .count();
+        if queued != self.queued.len()
+            || self.queued.iter().any(|&i| {
+                self.reqs
+                    .get(usize::from(i))
+                    .is_none_or(|r| r.state != ReqState::Queued)
+            })
+        {
+            return Err("the transmit queue and the queued requests differ");
+        }
+        let used = self
+            .sends
+            .iter()
+            .filter(|s| s.state != SendState::Free)
+            .count();
+        if used + self.send_free.len() != SENDS {
+            return Err("send slots lost or doubled");
+        }
+        let done = self
+            .sends
+            .iter()
+            .filter(|s| s.state == SendState::Done)
+            .count();
+        if done != self.done.len() {
+            return Err("finished sends and done events differ");
+        }
+        for (i, s) in self.sends.iter().enumerate() {
+            let waits = self.route_waits.get(i as u16).is_some();
+            if waits != (s.state == SendState::Route) {
+                return Err("a route wait for a send not waiting for its route");
+            }
+            if s.state == SendState::Attempt {
+                let Some(r) = s.req.and_then(|r| self.reqs.get(usize::from(r))) else {
+                    return Err("an attempt without its request");
+                };
+                if r.state == ReqState::Free || r.kind != (ReqKind::Send { send: i as u16 }) {
+                    return Err("an attempt's request belongs to something else");
+                }
+            }
+        }
+        for r in self.reqs.iter().filter(|r| r.state != ReqState::Free) {
+            if let ReqKind::Send { send } = r.kind
+                && self
+                    .sends
+                    .get(usize::from(send))
+                    .is_none_or(|s| s.state != SendState::Attempt)
+            {
+                return Err("a send request of a send that is not attempting");
+            }
+        }
+        if self.brokers.len() > BROKERS || self.topics.len() > TOPICS {
+            return Err("over capacity");
+        }
+        Ok(())
+    }
+
     // ----- commands ------------------------------------------------------------------------
 
     /// The id of `topic`, adding it to the route table (and starting its lookup) if new.
@@ -1365,7 +1444,9 @@ impl<
         let topics = &self.topics;
         let free = (0..self.brokers.len()).find(|&i| {
             let id = BrokerId(i as u16);
-            !topics.iter().any(|t| t.queues.iter().any(|q| q.broker == id))
+            !topics
+                .iter()
+                .any(|t| t.queues.iter().any(|q| q.broker == id))
         })?;
         let id = BrokerId(free as u16);
         let old = self.brokers.get_mut(free)?;

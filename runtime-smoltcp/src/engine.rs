@@ -20,8 +20,7 @@ use smoltcp::socket::tcp;
 use smoltcp::wire::IpEndpoint;
 
 use crate::{
-    Buffers, Completion, Config, Message, SendFailure, SendId, SendReceipt, SubmitError,
-    parse_endpoint,
+    Buffers, Completion, Config, Message, SendId, SendReceipt, SubmitError, parse_endpoint,
 };
 
 /// Frames read per connection per [`Producer::poll`].
@@ -598,7 +597,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
                                 attempts: r.attempts,
                             })
                         }
-                        Err(f) => Err(SendFailure::from(f)),
+                        Err(f) => Err(f),
                     };
                     debug!("send {=u32} done, ok={=bool}", id.0, result.is_ok());
                     self.done = Some(Completion {

@@ -49,14 +49,16 @@ mod engine;
 pub use addr::parse_endpoint;
 pub use engine::{Producer, Stats};
 pub use rmq_core as core;
+/// Why a send failed (the core session's type, as every runtime reports it).
+pub use rmq_core::session::SendFailure;
 
 use ::core::fmt;
 
 use rmq_core::message::validate::ValidationError;
 use rmq_core::producer;
-use rmq_core::retry::{RetryConfig, SendError, SendMode, SendStatus};
+use rmq_core::retry::{RetryConfig, SendMode, SendStatus};
 use rmq_core::time::Duration;
-use rmq_core::wire::{EncodeError, version};
+use rmq_core::wire::version;
 use smoltcp::wire::IpEndpoint;
 
 /// Longest broker name a [`Producer`] stores.
@@ -169,48 +171,6 @@ pub struct SendReceipt {
     /// Attempts made.
     pub attempts: u8,
 }
-
-/// Why a send failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[non_exhaustive]
-pub enum SendFailure {
-    /// The retry plan gave up (route missing, broker codes, transport failures, timeout).
-    Plan(SendError),
-    /// The request header does not fit [`Buffers::tx`].
-    Encode(EncodeError),
-    /// The broker answered a status without msgId, queueId or queueOffset.
-    MalformedResponse,
-    /// The session's request table was full.
-    TooManyRequests,
-}
-
-impl From<rmq_core::session::SendFailure> for SendFailure {
-    fn from(f: rmq_core::session::SendFailure) -> Self {
-        use rmq_core::session::SendFailure as S;
-        match f {
-            S::Plan { error, .. } => SendFailure::Plan(error),
-            S::Encode(e) => SendFailure::Encode(e),
-            S::MalformedResponse { .. } => SendFailure::MalformedResponse,
-            _ => SendFailure::TooManyRequests,
-        }
-    }
-}
-
-impl fmt::Display for SendFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SendFailure::Plan(e) => fmt::Display::fmt(e, f),
-            SendFailure::Encode(e) => write!(f, "cannot encode the request: {e}"),
-            SendFailure::MalformedResponse => {
-                f.write_str("send response without msgId, queueId or queueOffset")
-            }
-            SendFailure::TooManyRequests => f.write_str("too many requests in flight"),
-        }
-    }
-}
-
-impl ::core::error::Error for SendFailure {}
 
 /// The end of a send.
 #[derive(Clone, Debug, PartialEq, Eq)]

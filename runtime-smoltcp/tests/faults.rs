@@ -200,7 +200,7 @@ fn broker_goes_away_and_comes_back() {
     sim.peer.broker_up = false;
     let c = sim.send_and_wait(b"lost", false, 10_000);
     match c.result {
-        Err(SendFailure::Plan(e)) => {
+        Err(SendFailure::Plan { error: e, .. }) => {
             assert_eq!(
                 e.kind(),
                 SendErrorKind::Transport(TransportError::ConnectFailed),

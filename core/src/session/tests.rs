@@ -137,9 +137,11 @@ impl World {
     }
 
     fn drain(&mut self) {
+        self.s.check_invariants().unwrap();
         while let Some(e) = self.s.poll_event() {
             self.events.push(e);
         }
+        self.s.check_invariants().unwrap();
     }
 
     fn reply(&mut self, to: &Sent, code: i32, ext: &[(&str, &str)], body: &[u8]) {
