@@ -46,6 +46,8 @@
 
 // Under `--cfg loom` only the shared-state layer is built: tokio has no networking there, and
 // the loom tests exercise `shared` alone.
+#[cfg(not(loom))]
+mod client;
 pub mod clock;
 #[cfg(not(loom))]
 mod config;
@@ -66,6 +68,7 @@ mod zlib;
 #[cfg(not(loom))]
 pub use config::{
     AclConfig, ConfigError, FaultProfile, ProducerBuilder, ProducerConfig, RUNTIME_ADAPTIVE,
+    SecurityConfig,
 };
 pub use message::{Message, MessageQueue, SendError, SendErrorKind, SendResult};
 #[cfg(not(loom))]
