@@ -22,6 +22,14 @@
 //!   UPDATE_CONSUMER_OFFSET with the committable offset of every owned queue whose offset moved.
 //!   The committed offset also travels in each pull (COMMIT_OFFSET flag), as in Java.
 //!
+//! The session with the NameServers and brokers (route requests with NameServer failover, the
+//! master table, heartbeats, unregister, the connection pool) is the producer's, so the
+//! consumer has the same transport options: [`ConsumerBuilder::tls`] (rustls, brokers only by
+//! default) and [`ConsumerBuilder::acl`] (every request signed, ACL 1.0). A broker that refuses
+//! the credentials refuses the heartbeat, the consumer list and the pulls: the consumer is
+//! assigned nothing and receives nothing (logged at debug level). Connections lost and late
+//! responses are counted in [`ConsumerStats`].
+//!
 //! Delivery is at least once. Messages handed out and not acknowledged when a queue moves to
 //! another consumer (rebalance) or when the process dies are delivered again, from the last
 //! committed offset: the duplicate window is "not yet acknowledged, or acknowledged less than one
