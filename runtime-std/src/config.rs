@@ -90,6 +90,61 @@ impl fmt::Debug for AclConfig {
     }
 }
 
+/// How a client talks to its brokers: ACL credentials and TLS, shared by [`ProducerBuilder`]
+/// and [`crate::consumer::ConsumerBuilder`] (their `acl` and `tls` knobs).
+#[derive(Clone, Debug, Default)]
+pub struct SecurityConfig {
+    /// ACL credentials: when set, every request is signed.
+    pub acl: Option<AclConfig>,
+    /// TLS to brokers (and to NameServers if [`crate::TlsConfig::name_server_too`]).
+    pub tls: Option<crate::tls::TlsConfig>,
+}
+
+impl SecurityConfig {
+    /// Whether ACL is configured with an empty access key.
+    pub fn empty_access_key(&self) -> bool {
+        self.acl.as_ref().is_some_and(|a| a.access_key.is_empty())
+    }
+}
+
+/// The `acl` and `tls` knobs of a builder whose configuration is `self.cfg` with a
+/// `security: SecurityConfig` field.
+macro_rules! security_knobs {
+    () => {
+        /// Signs every request with ACL 1.0 credentials (Java `AclClientRPCHook`): `AccessKey`,
+        /// the optional `SecurityToken` and `Signature` (HMAC-SHA1 over the sorted ext-field
+        /// values and the body actually sent) are added to the request's ext fields. A broker
+        /// that refuses the credentials answers with an error: a send fails at once with
+        /// [`crate::SendErrorKind::Authentication`] (not retried: the same keys fail the same
+        /// way); a consumer is assigned no queue and receives nothing.
+        #[must_use]
+        pub fn acl(
+            mut self,
+            access_key: &str,
+            secret_key: &str,
+            security_token: Option<&str>,
+        ) -> Self {
+            self.cfg.security.acl = Some($crate::AclConfig {
+                access_key: access_key.to_owned(),
+                secret_key: secret_key.to_owned(),
+                security_token: security_token.map(str::to_owned),
+            });
+            self
+        }
+
+        /// Connects to brokers over TLS with `tls` (rustls): e.g.
+        /// `TlsConfig::with_ca_pem(ca_pem)?` to trust a private CA. NameServers stay plain TCP
+        /// unless [`crate::TlsConfig::name_server_too`] is set. A failed handshake fails the
+        /// connect like any other (`TransportError::ConnectFailed`).
+        #[must_use]
+        pub fn tls(mut self, tls: $crate::TlsConfig) -> Self {
+            self.cfg.security.tls = Some(tls);
+            self
+        }
+    };
+}
+pub(crate) use security_knobs;
+
 /// The settled configuration of a producer.
 #[derive(Clone, Debug)]
 pub struct ProducerConfig {
@@ -129,10 +184,8 @@ pub struct ProducerConfig {
     pub max_requests_in_flight: usize,
     /// Parameters of [`FaultProfile::Adaptive`] (see [`ProducerBuilder::adaptive_config`]).
     pub adaptive: AdaptiveConfig,
-    /// ACL credentials: when set, every request is signed (see [`ProducerBuilder::acl`]).
-    pub acl: Option<AclConfig>,
-    /// TLS to brokers (see [`ProducerBuilder::tls`]).
-    pub tls: Option<crate::tls::TlsConfig>,
+    /// ACL credentials and TLS (see [`ProducerBuilder::acl`] and [`ProducerBuilder::tls`]).
+    pub security: SecurityConfig,
 }
 
 /// The runtime's default [`AdaptiveConfig`]: the core defaults with a per-attempt cap of at
@@ -222,8 +275,7 @@ impl Default for ProducerBuilder {
                 heartbeat_broker_interval: clock::to_std(HEARTBEAT_BROKER_INTERVAL),
                 max_requests_in_flight: 2048,
                 adaptive: RUNTIME_ADAPTIVE,
-                acl: None,
-                tls: None,
+                security: SecurityConfig::default(),
             },
         }
     }
@@ -363,30 +415,7 @@ impl ProducerBuilder {
         self
     }
 
-    /// Signs every request with ACL 1.0 credentials (Java `AclClientRPCHook`): `AccessKey`,
-    /// the optional `SecurityToken` and `Signature` (HMAC-SHA1 over the sorted ext-field
-    /// values and the body actually sent) are added to the request's ext fields. A broker that
-    /// refuses the credentials fails the send at once with
-    /// [`crate::SendErrorKind::Authentication`] (not retried: the same keys fail the same way).
-    #[must_use]
-    pub fn acl(mut self, access_key: &str, secret_key: &str, security_token: Option<&str>) -> Self {
-        self.cfg.acl = Some(AclConfig {
-            access_key: access_key.to_owned(),
-            secret_key: secret_key.to_owned(),
-            security_token: security_token.map(str::to_owned),
-        });
-        self
-    }
-
-    /// Connects to brokers over TLS with `tls` (rustls): e.g.
-    /// `TlsConfig::with_ca_pem(ca_pem)?` to trust a private CA. NameServers stay plain TCP
-    /// unless [`crate::TlsConfig::name_server_too`] is set. A failed handshake fails the
-    /// attempt with `TransportError::ConnectFailed`.
-    #[must_use]
-    pub fn tls(mut self, tls: crate::tls::TlsConfig) -> Self {
-        self.cfg.tls = Some(tls);
-        self
-    }
+    security_knobs!();
 
     /// The configuration as it stands.
     pub fn config(&self) -> &ProducerConfig {
@@ -409,12 +438,7 @@ impl ProducerBuilder {
         if self.cfg.instance_name.trim().is_empty() {
             return Err(ConfigError::InstanceName);
         }
-        if self
-            .cfg
-            .acl
-            .as_ref()
-            .is_some_and(|a| a.access_key.is_empty())
-        {
+        if self.cfg.security.empty_access_key() {
             return Err(ConfigError::AclAccessKey);
         }
         Ok(Producer::start(self.cfg))

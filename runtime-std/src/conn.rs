@@ -603,15 +603,14 @@ impl Pool {
         }
     }
 
-    /// An empty pool whose connections forward server-initiated requests to `server_requests`.
+    /// Forwards server-initiated requests to `server_requests` (dropped when `None`).
+    #[must_use]
     pub fn with_server_requests(
-        max_in_flight: usize,
-        counters: Arc<Counters>,
-        server_requests: mpsc::UnboundedSender<ServerRequest>,
+        mut self,
+        server_requests: Option<mpsc::UnboundedSender<ServerRequest>>,
     ) -> Self {
-        let mut p = Pool::new(max_in_flight, counters);
-        p.opts.server_requests = Some(server_requests);
-        p
+        self.opts.server_requests = server_requests;
+        self
     }
 
     /// Uses TLS to every address except `plain` (the NameServers, unless the TLS config

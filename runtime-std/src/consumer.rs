@@ -22,6 +22,14 @@
 //!   UPDATE_CONSUMER_OFFSET with the committable offset of every owned queue whose offset moved.
 //!   The committed offset also travels in each pull (COMMIT_OFFSET flag), as in Java.
 //!
+//! The session with the NameServers and brokers (route requests with NameServer failover, the
+//! master table, heartbeats, unregister, the connection pool) is the producer's, so the
+//! consumer has the same transport options: [`ConsumerBuilder::tls`] (rustls, brokers only by
+//! default) and [`ConsumerBuilder::acl`] (every request signed, ACL 1.0). A broker that refuses
+//! the credentials refuses the heartbeat, the consumer list and the pulls: the consumer is
+//! assigned nothing and receives nothing (logged at debug level). Connections lost and late
+//! responses are counted in [`ConsumerStats`].
+//!
 //! Delivery is at least once. Messages handed out and not acknowledged when a queue moves to
 //! another consumer (rebalance) or when the process dies are delivered again, from the last
 //! committed offset: the duplicate window is "not yet acknowledged, or acknowledged less than one
@@ -62,14 +70,11 @@ use rmq_core::consumer::{
 use rmq_core::message::stored::CrcCheck;
 use rmq_core::message::stored::MessageId;
 use rmq_core::message::{CompressionType, StoredMessage, StoredMessages, keys};
-use rmq_core::producer::{
-    CLIENT_API_TIMEOUT, HEARTBEAT_BROKER_INTERVAL, HeartbeatFlavor, NamesrvCursor,
-};
-use rmq_core::route::{MASTER_ID, PublishQueueRef, TopicRoute};
+use rmq_core::producer::{CLIENT_API_TIMEOUT, HEARTBEAT_BROKER_INTERVAL};
+use rmq_core::route::{PublishQueueRef, TopicRoute};
 use rmq_core::wire::headers::{
     GetConsumerListByGroupRequestHeader, GetMaxOffsetRequestHeader, GetMaxOffsetResponseHeader,
-    GetRouteInfoRequestHeader, HeartbeatRequestHeader, QueryConsumerOffsetRequestHeader,
-    QueryConsumerOffsetResponseHeader, UnregisterClientRequestHeader,
+    QueryConsumerOffsetRequestHeader, QueryConsumerOffsetResponseHeader,
     UpdateConsumerOffsetRequestHeader,
 };
 use rmq_core::wire::{
@@ -80,10 +85,11 @@ use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
+use crate::client::Client;
 use crate::clock;
-use crate::conn::{Encoding, Pool, Response, ServerRequest};
+use crate::config::{SecurityConfig, security_knobs};
+use crate::conn::{Encoding, ServerRequest};
 use crate::message::MessageQueue;
-use crate::shared::Counters;
 use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering, lock};
 
 /// In-flight offsets one queue can track (must exceed the count threshold plus one batch).
@@ -131,6 +137,8 @@ pub struct ConsumerConfig {
     pub version: i32,
     /// Language sent.
     pub language: LanguageCode,
+    /// ACL credentials and TLS (see [`ConsumerBuilder::acl`] and [`ConsumerBuilder::tls`]).
+    pub security: SecurityConfig,
 }
 
 /// Why a consumer could not be built.
@@ -145,6 +153,8 @@ pub enum ConsumerConfigError {
     NoSubscription,
     /// The batch size is 0.
     ZeroBatch,
+    /// ACL is configured with an empty access key.
+    AclAccessKey,
 }
 
 impl std::fmt::Display for ConsumerConfigError {
@@ -154,6 +164,7 @@ impl std::fmt::Display for ConsumerConfigError {
             ConsumerConfigError::NoGroup => "consumer group is empty",
             ConsumerConfigError::NoSubscription => "no subscription",
             ConsumerConfigError::ZeroBatch => "pull batch size is 0",
+            ConsumerConfigError::AclAccessKey => "ACL access key is empty",
         })
     }
 }
@@ -188,6 +199,7 @@ impl Default for ConsumerBuilder {
                 serialize_type: SerializeType::JSON,
                 version: version::V5_3_3,
                 language: LanguageCode::RUST,
+                security: SecurityConfig::default(),
             },
         }
     }
@@ -288,6 +300,8 @@ impl ConsumerBuilder {
         self.cfg.serialize_type = t;
         self
     }
+    security_knobs!();
+
     /// The configuration so far.
     pub fn config(&self) -> &ConsumerConfig {
         &self.cfg
@@ -311,6 +325,9 @@ impl ConsumerBuilder {
         }
         if c.pull_batch_size == 0 {
             return Err(ConsumerConfigError::ZeroBatch);
+        }
+        if c.security.empty_access_key() {
+            return Err(ConsumerConfigError::AclAccessKey);
         }
         Ok(Consumer::start(self.cfg).await)
     }
@@ -376,6 +393,10 @@ pub struct ConsumerStats {
     pub notifications: u64,
     /// Offsets committed with UPDATE_CONSUMER_OFFSET.
     pub commits: u64,
+    /// Connections lost (EOF, reset, malformed frame) with the consumer running.
+    pub connections_lost: u64,
+    /// Responses that matched no request in flight (late or unknown) and were dropped.
+    pub late_responses_dropped: u64,
 }
 
 #[derive(Default)]
@@ -402,8 +423,6 @@ struct QueueEntry {
 #[derive(Default)]
 struct State {
     queues: HashMap<MessageQueue, QueueEntry>,
-    /// Broker name → master address.
-    masters: HashMap<String, String>,
     /// Topic → subscribe set (route order).
     routes: HashMap<String, Vec<MessageQueue>>,
     next_lease: u64,
@@ -411,10 +430,7 @@ struct State {
 
 struct Inner {
     cfg: ConsumerConfig,
-    client_id: String,
-    enc: Encoding,
-    pool: Pool,
-    namesrv: Mutex<NamesrvCursor>,
+    client: Client,
     state: Mutex<State>,
     tx: mpsc::UnboundedSender<ConsumedMessage>,
     rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<ConsumedMessage>>,
@@ -456,21 +472,17 @@ impl Drop for Lifeline {
                 t.abort();
             }
         }
-        inner.pool.close_all();
+        inner.client.pool.close_all();
     }
 }
 
 impl std::fmt::Debug for Consumer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Consumer")
-            .field("client_id", &self.inner.client_id)
+            .field("client_id", &self.inner.client.client_id)
             .field("group", &self.inner.cfg.group)
             .finish_non_exhaustive()
     }
-}
-
-fn response_header(r: &Response) -> Option<CommandHeader<'_>> {
-    r.header()
 }
 
 impl Consumer {
@@ -480,21 +492,16 @@ impl Consumer {
     }
 
     async fn start(cfg: ConsumerConfig) -> Consumer {
-        let client_id = crate::producer::client_id(
-            crate::producer::local_ip(&cfg.namesrv_addr),
-            &cfg.instance_name,
-        );
         let (req_tx, req_rx) = mpsc::unbounded_channel();
         let (tx, rx) = mpsc::unbounded_channel();
+        let enc = Encoding {
+            serialize_type: cfg.serialize_type,
+            version: cfg.version,
+            language: cfg.language,
+        };
+        let (ns, name) = (&cfg.namesrv_addr, &cfg.instance_name);
         let inner = Arc::new(Inner {
-            enc: Encoding {
-                serialize_type: cfg.serialize_type,
-                version: cfg.version,
-                language: cfg.language,
-            },
-            client_id,
-            pool: Pool::with_server_requests(1024, Arc::new(Counters::new()), req_tx),
-            namesrv: Mutex::new(NamesrvCursor::new(clock::random_u32())),
+            client: Client::new(ns, name, enc, 1024, &cfg.security, Some(req_tx)),
             state: Mutex::new(State::default()),
             tx,
             rx: tokio::sync::Mutex::new(rx),
@@ -587,7 +594,7 @@ impl Consumer {
 
     /// The client id (`ip@instance`) announced in heartbeats.
     pub fn client_id(&self) -> &str {
-        &self.inner.client_id
+        &self.inner.client.client_id
     }
 
     /// The configuration.
@@ -599,6 +606,7 @@ impl Consumer {
     pub fn stats(&self) -> ConsumerStats {
         let s = &self.inner.stats;
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let c = self.inner.client.counters.snapshot();
         ConsumerStats {
             pulls: g(&s.pulls),
             flow_control_delays: g(&s.flow_control_delays),
@@ -607,6 +615,8 @@ impl Consumer {
             rebalances: g(&s.rebalances),
             notifications: g(&s.notifications),
             commits: g(&s.commits),
+            connections_lost: c.connections_lost,
+            late_responses_dropped: c.late_responses_dropped,
         }
     }
 
@@ -726,68 +736,12 @@ impl Consumer {
             let _ = t.await;
         }
         self.commit_all().await;
-        let masters: Vec<String> = lock(&self.inner.state).masters.values().cloned().collect();
-        for addr in masters {
-            self.unregister(&addr).await;
-        }
         lock(&self.inner.state).queues.clear();
-        self.inner.pool.close_all();
+        let group = Some(self.inner.cfg.group.as_str());
+        self.inner.client.shutdown(None, group).await;
     }
 
     // --- requests ------------------------------------------------------------------------
-
-    async fn call<E: rmq_core::wire::ExtFields>(
-        &self,
-        addr: &str,
-        code: RequestCode,
-        ext: Option<E>,
-        body: Bytes,
-        timeout: rmq_core::time::Duration,
-    ) -> Option<Response> {
-        let conn = self.inner.pool.get(addr).await.ok()?;
-        let v = self.inner.cfg.version;
-        match conn
-            .request(
-                self.inner.enc,
-                |op| CommandRepr::request(code, op, v, ext),
-                body,
-                clock::now() + timeout,
-            )
-            .await
-        {
-            Ok(r) => Some(r),
-            Err(e) => {
-                debug!(addr, code = code.0, ?e, "request failed");
-                None
-            }
-        }
-    }
-
-    async fn namesrv_route(&self, topic: &str) -> Option<Response> {
-        let addrs = &self.inner.cfg.namesrv_addr;
-        for _ in 0..addrs.len() {
-            let idx = lock(&self.inner.namesrv).current(addrs.len());
-            let addr = addrs.get(idx)?;
-            let hdr = GetRouteInfoRequestHeader {
-                topic,
-                accept_standard_json_only: None,
-            };
-            match self
-                .call(
-                    addr,
-                    RequestCode::GET_ROUTEINFO_BY_TOPIC,
-                    Some(hdr),
-                    Bytes::new(),
-                    CLIENT_API_TIMEOUT,
-                )
-                .await
-            {
-                Some(r) => return Some(r),
-                None => lock(&self.inner.namesrv).failed(),
-            }
-        }
-        None
-    }
 
     /// Fetches the routes of every subscribed topic; keeps the old one on failure.
     async fn refresh_routes(&self) {
@@ -799,7 +753,7 @@ impl Consumer {
             .map(|(t, _)| t.clone())
             .collect();
         for topic in topics {
-            let Some(r) = self.namesrv_route(&topic).await else {
+            let Some(r) = self.inner.client.route_request(&topic).await else {
                 continue;
             };
             if r.code() != ResponseCode::SUCCESS.0 {
@@ -825,22 +779,12 @@ impl Consumer {
                     })
                 })
                 .collect();
-            let mut st = lock(&self.inner.state);
-            for b in route.brokers() {
-                if let Some(a) = b.addr(MASTER_ID) {
-                    st.masters.insert(b.name().to_owned(), a.to_owned());
-                }
-            }
-            st.routes.insert(topic, queues);
+            self.inner.client.note_masters(&route);
+            lock(&self.inner.state).routes.insert(topic, queues);
         }
     }
 
     async fn heartbeat_all(&self) {
-        let flavor = if self.inner.cfg.version >= version::V5_0_0 {
-            HeartbeatFlavor::V5
-        } else {
-            HeartbeatFlavor::V4
-        };
         let subs: Vec<Subscription<'_>> = self
             .inner
             .cfg
@@ -859,60 +803,18 @@ impl Consumer {
             consume_from_where: self.inner.cfg.consume_from,
             subscriptions: &subs,
         }];
+        let client = &self.inner.client;
+        let flavor = client.heartbeat_flavor();
         let mut buf = vec![0u8; 4096];
         let n = loop {
-            match write_heartbeat(&self.inner.client_id, &data, &[], flavor, &mut buf) {
+            match write_heartbeat(&client.client_id, &data, &[], flavor, &mut buf) {
                 Ok(n) => break n,
                 Err(_) if buf.len() < (1 << 24) => buf.resize(buf.len() * 2, 0),
                 Err(_) => return,
             }
         };
         buf.truncate(n);
-        let body = Bytes::from(buf);
-        let masters: Vec<String> = lock(&self.inner.state).masters.values().cloned().collect();
-        for addr in masters {
-            let ext = (flavor == HeartbeatFlavor::V5).then_some(HeartbeatRequestHeader {});
-            let r = self
-                .call(
-                    &addr,
-                    RequestCode::HEART_BEAT,
-                    ext,
-                    body.clone(),
-                    CLIENT_API_TIMEOUT,
-                )
-                .await;
-            debug!(
-                addr,
-                ok = matches!(&r, Some(x) if x.code() == 0),
-                "consumer heartbeat"
-            );
-        }
-    }
-
-    async fn unregister(&self, addr: &str) {
-        let hdr = UnregisterClientRequestHeader {
-            client_id: &self.inner.client_id,
-            producer_group: None,
-            consumer_group: Some(&self.inner.cfg.group),
-        };
-        let r = self
-            .call(
-                addr,
-                RequestCode::UNREGISTER_CLIENT,
-                Some(hdr),
-                Bytes::new(),
-                CLIENT_API_TIMEOUT,
-            )
-            .await;
-        debug!(
-            addr,
-            ok = matches!(&r, Some(x) if x.code() == 0),
-            "unregister"
-        );
-    }
-
-    fn master(&self, broker: &str) -> Option<String> {
-        lock(&self.inner.state).masters.get(broker).cloned()
+        client.heartbeat_all(Bytes::from(buf)).await;
     }
 
     async fn consumer_ids(&self, topic_queues: &[MessageQueue]) -> Option<Vec<String>> {
@@ -925,12 +827,16 @@ impl Consumer {
         let start = clock::random_u32() as usize % brokers.len().max(1);
         for i in 0..brokers.len() {
             let b = brokers.get((start + i) % brokers.len())?;
-            let Some(addr) = self.master(b) else { continue };
+            let Some(addr) = self.inner.client.master(b) else {
+                continue;
+            };
             let hdr = GetConsumerListByGroupRequestHeader {
                 consumer_group: &self.inner.cfg.group,
             };
             let Some(r) = self
-                .call(
+                .inner
+                .client
+                .request(
                     &addr,
                     RequestCode::GET_CONSUMER_LIST_BY_GROUP,
                     Some(hdr),
@@ -953,7 +859,7 @@ impl Consumer {
     }
 
     async fn query_offset(&self, q: &MessageQueue) -> Result<Option<i64>, ()> {
-        let addr = self.master(&q.broker_name).ok_or(())?;
+        let addr = self.inner.client.master(&q.broker_name).ok_or(())?;
         let hdr = QueryConsumerOffsetRequestHeader {
             consumer_group: &self.inner.cfg.group,
             topic: &q.topic,
@@ -961,7 +867,9 @@ impl Consumer {
             set_zero_if_not_found: None,
         };
         let r = self
-            .call(
+            .inner
+            .client
+            .request(
                 &addr,
                 RequestCode::QUERY_CONSUMER_OFFSET,
                 Some(hdr),
@@ -972,7 +880,7 @@ impl Consumer {
             .ok_or(())?;
         match ResponseCode(r.code()) {
             ResponseCode::SUCCESS => {
-                let h = response_header(&r).ok_or(())?;
+                let h = r.header().ok_or(())?;
                 let o = QueryConsumerOffsetResponseHeader::decode(&h, &mut Scratch::default())
                     .map_err(|_| ())?;
                 Ok((o.offset >= 0).then_some(o.offset))
@@ -983,14 +891,16 @@ impl Consumer {
     }
 
     async fn max_offset(&self, q: &MessageQueue) -> Option<i64> {
-        let addr = self.master(&q.broker_name)?;
+        let addr = self.inner.client.master(&q.broker_name)?;
         let hdr = GetMaxOffsetRequestHeader {
             topic: &q.topic,
             queue_id: q.queue_id,
             committed: (self.inner.cfg.version >= version::V5_0_0).then_some(true),
         };
         let r = self
-            .call(
+            .inner
+            .client
+            .request(
                 &addr,
                 RequestCode::GET_MAX_OFFSET,
                 Some(hdr),
@@ -1001,7 +911,7 @@ impl Consumer {
         if r.code() != 0 {
             return None;
         }
-        let h = response_header(&r)?;
+        let h = r.header()?;
         GetMaxOffsetResponseHeader::decode(&h, &mut Scratch::default())
             .ok()
             .map(|o| o.offset)
@@ -1021,7 +931,7 @@ impl Consumer {
     }
 
     async fn update_offset(&self, q: &MessageQueue, offset: i64) -> bool {
-        let Some(addr) = self.master(&q.broker_name) else {
+        let Some(addr) = self.inner.client.master(&q.broker_name) else {
             return false;
         };
         let hdr = UpdateConsumerOffsetRequestHeader {
@@ -1031,7 +941,9 @@ impl Consumer {
             commit_offset: offset,
         };
         let ok = self
-            .call(
+            .inner
+            .client
+            .request(
                 &addr,
                 RequestCode::UPDATE_CONSUMER_OFFSET,
                 Some(hdr),
@@ -1090,7 +1002,7 @@ impl Consumer {
             self.inner.cfg.strategy,
             &core_qs,
             &cid_refs,
-            &self.inner.client_id,
+            &self.inner.client.client_id,
             &mut mine,
         ) {
             warn!(topic, %e, "allocation failed");
@@ -1269,7 +1181,7 @@ async fn pull_once(inner: &Arc<Inner>, q: &MessageQueue, lease: &mut u64, expr_t
         }
         FlowDecision::Pull(n) => n,
     };
-    let Some(addr) = lock(&inner.state).masters.get(&q.broker_name).cloned() else {
+    let Some(addr) = inner.client.master(&q.broker_name) else {
         return Next::After(cfg.pull_exception_delay);
     };
     let req = PullRequest {
@@ -1284,7 +1196,7 @@ async fn pull_once(inner: &Arc<Inner>, q: &MessageQueue, lease: &mut u64, expr_t
         expression: TagExpression::new(expr_text),
         sub_version: inner.sub_version,
     };
-    let Ok(conn) = inner.pool.get(&addr).await else {
+    let Ok(conn) = inner.client.pool.get(&addr).await else {
         return Next::After(cfg.pull_exception_delay);
     };
     bump(&inner.stats.pulls, 1);
@@ -1293,7 +1205,7 @@ async fn pull_once(inner: &Arc<Inner>, q: &MessageQueue, lease: &mut u64, expr_t
     let timeout = req.rpc_timeout(CLIENT_API_TIMEOUT);
     let resp = match conn
         .request(
-            inner.enc,
+            inner.client.enc,
             |op| CommandRepr::request(RequestCode::PULL_MESSAGE, op, v, Some(hdr)),
             Bytes::new(),
             clock::now() + timeout,
@@ -1488,6 +1400,12 @@ mod tests {
                 .await
                 .unwrap_err(),
             ConsumerConfigError::ZeroBatch
+        );
+        let no_key = b.clone().group("g").subscribe("T", "*").acl("", "sk", None);
+        assert!(no_key.config().security.acl.is_some());
+        assert_eq!(
+            no_key.start().await.unwrap_err(),
+            ConsumerConfigError::AclAccessKey
         );
         // A later subscribe replaces the expression of the same topic.
         let b = b.subscribe("T", "a").subscribe("T", "b || c");

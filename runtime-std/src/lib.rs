@@ -10,8 +10,16 @@
 //!   refreshed every `poll_name_server_interval`, the TBW102 template route for topics that
 //!   do not exist yet), heartbeats to every broker master, and the send driver: one core
 //!   [`rmq_core::retry::SendPlan`] per send, one total deadline.
-//! - `conn`: one multiplexed TCP connection per address, owned by one task; an in-flight
-//!   table keyed by opaque; a lost connection fails everything in flight on it at once.
+//! - [`consumer::Consumer`] (built with [`consumer::ConsumerBuilder`]): the clustering-mode
+//!   long-polling pull consumer (rebalance, one pull loop per queue, acks, offset commits).
+//! - `client`: the session both share, so that they behave alike: the client id, the
+//!   NameServer cursor and the route request with failover, the broker-name → master table,
+//!   heartbeats to every master, unregistering at shutdown, and the connection pool with the
+//!   [`SecurityConfig`] (TLS, ACL) and the [`shared::Counters`]. Both builders take the same
+//!   `.tls(TlsConfig)` and `.acl(access_key, secret_key, security_token)`.
+//! - `conn`: one multiplexed TCP (or TLS) connection per address, owned by one task; an
+//!   in-flight table keyed by opaque; a lost connection fails everything in flight on it at
+//!   once.
 //! - [`shared`]: the only state shared between tasks (in-flight table, fault table,
 //!   counters), built from the primitives of `sync` (std, or loom under `--cfg loom`).
 //!
@@ -46,6 +54,8 @@
 
 // Under `--cfg loom` only the shared-state layer is built: tokio has no networking there, and
 // the loom tests exercise `shared` alone.
+#[cfg(not(loom))]
+mod client;
 pub mod clock;
 #[cfg(not(loom))]
 mod config;
@@ -66,6 +76,7 @@ mod zlib;
 #[cfg(not(loom))]
 pub use config::{
     AclConfig, ConfigError, FaultProfile, ProducerBuilder, ProducerConfig, RUNTIME_ADAPTIVE,
+    SecurityConfig,
 };
 pub use message::{Message, MessageQueue, SendError, SendErrorKind, SendResult};
 #[cfg(not(loom))]

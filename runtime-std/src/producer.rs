@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
@@ -14,9 +13,8 @@ use rmq_core::message::validate::{
 };
 use rmq_core::message::{BatchMessage, PropertiesEncoder, UniqKeyGenerator, encode_batch, keys};
 use rmq_core::producer::{
-    CLIENT_API_TIMEOUT, COMPRESSION_LEVEL, DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS,
-    HeartbeatFlavor, NamesrvCursor, SendRequest, SendResponse, compression_flags,
-    error_refresh_due, parse_send_response, write_client_id, write_heartbeat,
+    COMPRESSION_LEVEL, DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, SendRequest, SendResponse,
+    compression_flags, error_refresh_due, parse_send_response, write_heartbeat,
 };
 use rmq_core::retry::{
     Attempt, AttemptOutcome, SendEnv, SendErrorKind as CoreKind, SendMode, SendPlan, Step,
@@ -24,21 +22,19 @@ use rmq_core::retry::{
 };
 use rmq_core::route::{PublishQueueRef, TopicRoute};
 use rmq_core::select::{PublishQueue, select_by_index, select_by_sharding_key};
-use rmq_core::wire::headers::{
-    GetRouteInfoRequestHeader, HeartbeatRequestHeader, UnregisterClientRequestHeader,
-};
-use rmq_core::wire::{CommandRepr, RequestCode, ResponseCode, Scratch, version};
+use rmq_core::wire::{CommandRepr, ResponseCode, Scratch};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tracing::{Instrument, debug, debug_span, info_span, warn};
 
+use crate::client::Client;
 use crate::clock;
 use crate::config::{ProducerBuilder, ProducerConfig};
-use crate::conn::{Encoding, Pool, Response};
+use crate::conn::{Encoding, Response};
 use crate::message::{
     Message, MessageQueue, SendError, SendErrorKind, SendResult, is_auth_failure,
 };
-use crate::shared::{Counter, Counters, CountersSnapshot, Faults};
+use crate::shared::{Counter, CountersSnapshot, Faults};
 use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering, lock};
 
 /// Route capacities: brokers (and queue datas) per route, bytes of names and addresses.
@@ -58,7 +54,6 @@ struct TopicInfo {
 struct Brokers {
     names: Vec<String>,
     by_name: HashMap<String, u16>,
-    masters: HashMap<String, String>,
 }
 
 impl Brokers {
@@ -112,16 +107,12 @@ enum Target {
 
 struct Inner {
     cfg: ProducerConfig,
-    enc: Encoding,
-    client_id: String,
-    pool: Pool,
-    counters: Arc<Counters>,
+    client: Client,
     faults: Faults,
     routes: Mutex<HashMap<String, Arc<TopicInfo>>>,
     error_refreshes: Mutex<HashMap<String, rmq_core::time::Instant>>,
     brokers: Mutex<Brokers>,
     uniq: Mutex<UniqKeyGenerator>,
-    namesrv: Mutex<NamesrvCursor>,
     running: AtomicBool,
     active: AtomicU64,
     idle: Notify,
@@ -142,7 +133,7 @@ pub struct Producer {
 impl std::fmt::Debug for Producer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Producer")
-            .field("client_id", &self.inner.client_id)
+            .field("client_id", &self.inner.client.client_id)
             .field("group", &self.inner.cfg.producer_group)
             .finish()
     }
@@ -158,29 +149,6 @@ impl Drop for ActiveGuard<'_> {
     }
 }
 
-/// The local address that routes to the first NameServer (no packet is sent), or loopback.
-pub(crate) fn local_ip(namesrv_addrs: &[String]) -> IpAddr {
-    let namesrv = namesrv_addrs
-        .first()
-        .map_or("127.0.0.1:9876", |s| s.as_str());
-    std::net::UdpSocket::bind("0.0.0.0:0")
-        .and_then(|s| {
-            s.connect(namesrv)?;
-            s.local_addr()
-        })
-        .map(|a| a.ip())
-        .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST))
-}
-
-/// The client id (`ip@instanceName`, core `write_client_id`).
-pub(crate) fn client_id(ip: IpAddr, instance_name: &str) -> String {
-    let mut idbuf = [0u8; 512];
-    write_client_id(ip, instance_name, &mut idbuf)
-        .ok()
-        .and_then(|n| std::str::from_utf8(&idbuf[..n]).ok().map(str::to_owned))
-        .unwrap_or_else(|| format!("{ip}@{instance_name}"))
-}
-
 impl Producer {
     /// A builder with the defaults described on [`ProducerBuilder`].
     pub fn builder() -> ProducerBuilder {
@@ -188,21 +156,23 @@ impl Producer {
     }
 
     pub(crate) fn start(cfg: ProducerConfig) -> Producer {
-        let ip = local_ip(&cfg.namesrv_addr);
-        let client_id = client_id(ip, &cfg.instance_name);
-        let counters = Arc::new(Counters::new());
+        let enc = Encoding {
+            serialize_type: cfg.serialize_type,
+            version: cfg.version,
+            language: cfg.language,
+        };
+        let client = Client::new(
+            &cfg.namesrv_addr,
+            &cfg.instance_name,
+            enc,
+            cfg.max_requests_in_flight,
+            &cfg.security,
+            None,
+        );
+        let ip = client.ip;
         let profile = cfg.profile();
         let inner = Arc::new(Inner {
-            enc: Encoding {
-                serialize_type: cfg.serialize_type,
-                version: cfg.version,
-                language: cfg.language,
-            },
-            client_id,
-            pool: Pool::new(cfg.max_requests_in_flight, counters.clone())
-                .with_acl(cfg.acl.clone())
-                .with_tls(cfg.tls.clone(), &cfg.namesrv_addr),
-            counters,
+            client,
             faults: Faults::new(profile.update_rule(), clock::random_u32()),
             routes: Mutex::new(HashMap::new()),
             error_refreshes: Mutex::new(HashMap::new()),
@@ -212,7 +182,6 @@ impl Producer {
                 std::process::id(),
                 clock::random_u32(),
             )),
-            namesrv: Mutex::new(NamesrvCursor::new(clock::random_u32())),
             running: AtomicBool::new(true),
             active: AtomicU64::new(0),
             idle: Notify::new(),
@@ -251,7 +220,7 @@ impl Producer {
 
     /// The client id (`ip@instance`) announced in heartbeats.
     pub fn client_id(&self) -> &str {
-        &self.inner.client_id
+        &self.inner.client.client_id
     }
 
     /// The configuration.
@@ -261,13 +230,13 @@ impl Producer {
 
     /// The event counters.
     pub fn counters(&self) -> CountersSnapshot {
-        self.inner.counters.snapshot()
+        self.inner.client.counters.snapshot()
     }
 
     /// Buffers and in-flight tables of the producer's connections (tests: memory bounds).
     #[doc(hidden)]
     pub fn connection_stats(&self) -> Vec<crate::conn::ConnStats> {
-        self.inner.pool.stats()
+        self.inner.client.pool.stats()
     }
 
     /// Sends `msg` and waits for the broker (SYNC: up to `1 + retry_times_when_send_failed`
@@ -432,15 +401,8 @@ impl Producer {
         for t in lock(&self.inner.tasks).drain(..) {
             t.abort();
         }
-        let masters: Vec<String> = lock(&self.inner.brokers)
-            .masters
-            .values()
-            .cloned()
-            .collect();
-        for addr in masters {
-            self.unregister(&addr).await;
-        }
-        self.inner.pool.close_all();
+        let group = Some(self.inner.cfg.producer_group.as_str());
+        self.inner.client.shutdown(group, None).await;
     }
 
     fn enter(&self) -> Result<ActiveGuard<'_>, SendError> {
@@ -471,7 +433,7 @@ impl Producer {
     }
 
     fn count<T>(&self, r: &Result<T, SendError>) {
-        self.inner.counters.bump(if r.is_ok() {
+        self.inner.client.counters.bump(if r.is_ok() {
             Counter::Sent
         } else {
             Counter::Failed
@@ -694,9 +656,9 @@ impl Producer {
         loop {
             match step {
                 Step::Send(att) => {
-                    self.inner.counters.bump(Counter::Attempts);
+                    self.inner.client.counters.bump(Counter::Attempts);
                     if att.number > 1 {
-                        self.inner.counters.bump(Counter::Retried);
+                        self.inner.client.counters.bump(Counter::Retried);
                     }
                     let span = debug_span!(
                         "attempt",
@@ -815,7 +777,7 @@ impl Producer {
             if let (Some(true), Some((now, b))) = (before, watch)
                 && !st.table.is_available(now, b)
             {
-                self.inner.counters.bump(Counter::Isolated);
+                self.inner.client.counters.bump(Counter::Isolated);
             }
             step
         })
@@ -828,7 +790,8 @@ impl Producer {
             .get(usize::from(broker))
             .cloned()
             .unwrap_or_default();
-        let addr = b.masters.get(&name).cloned();
+        drop(b);
+        let addr = self.inner.client.master(&name);
         (name, addr)
     }
 
@@ -848,7 +811,7 @@ impl Producer {
         let Some(addr) = addr else {
             return transport(TransportError::BrokerNotFound);
         };
-        let conn = match self.inner.pool.get(&addr).await {
+        let conn = match self.inner.client.pool.get(&addr).await {
             Ok(c) => c,
             Err(e) => return transport(e),
         };
@@ -868,7 +831,7 @@ impl Producer {
             |opaque| CommandRepr::request(req.code(), opaque, cfg.version, Some(req.header()));
         if mode == SendMode::Oneway {
             return match conn
-                .oneway(self.inner.enc, build, p.body.clone(), att.deadline)
+                .oneway(self.inner.client.enc, build, p.body.clone(), att.deadline)
                 .await
             {
                 Ok(()) => (AttemptOutcome::Written, None, None),
@@ -876,7 +839,7 @@ impl Producer {
             };
         }
         let resp = match conn
-            .request(self.inner.enc, build, p.body.clone(), att.deadline)
+            .request(self.inner.client.enc, build, p.body.clone(), att.deadline)
             .await
         {
             Ok(r) => r,
@@ -929,62 +892,14 @@ impl Producer {
         self.refresh_route(topic).await
     }
 
-    /// One NameServer request, trying each server once, starting with the sticky one.
-    async fn namesrv_route_request(&self, topic: &str) -> Result<Response, SendErrorKind> {
-        let addrs = &self.inner.cfg.namesrv_addr;
-        for _ in 0..addrs.len() {
-            let idx = lock(&self.inner.namesrv).current(addrs.len());
-            let Some(addr) = addrs.get(idx) else { break };
-            let conn = match self.inner.pool.get(addr).await {
-                Ok(c) => c,
-                Err(_) => {
-                    lock(&self.inner.namesrv).failed();
-                    continue;
-                }
-            };
-            let hdr = GetRouteInfoRequestHeader {
-                topic,
-                accept_standard_json_only: None,
-            };
-            let deadline = clock::now() + CLIENT_API_TIMEOUT;
-            let version = self.inner.cfg.version;
-            match conn
-                .request(
-                    self.inner.enc,
-                    |op| {
-                        CommandRepr::request(
-                            RequestCode::GET_ROUTEINFO_BY_TOPIC,
-                            op,
-                            version,
-                            Some(hdr),
-                        )
-                    },
-                    Bytes::new(),
-                    deadline,
-                )
-                .await
-            {
-                Ok(r) => return Ok(r),
-                Err(e) => {
-                    debug!(addr, ?e, "NameServer request failed");
-                    if e == TransportError::TimedOut {
-                        conn.close();
-                    }
-                    lock(&self.inner.namesrv).failed();
-                }
-            }
-        }
-        Err(SendErrorKind::NoNameServer)
-    }
-
     /// The route body of `topic`, or of TBW102 when the topic does not exist
     /// (`(response, from_default)`).
     async fn fetch_route_body(&self, topic: &str) -> Result<(Response, bool), SendErrorKind> {
-        let r = self.namesrv_route_request(topic).await?;
+        let r = self.namesrv_route(topic).await?;
         match ResponseCode(r.code()) {
             ResponseCode::SUCCESS => Ok((r, false)),
             ResponseCode::TOPIC_NOT_EXIST => {
-                let d = self.namesrv_route_request(DEFAULT_TOPIC).await?;
+                let d = self.namesrv_route(DEFAULT_TOPIC).await?;
                 if d.code() == ResponseCode::SUCCESS.0 {
                     Ok((d, true))
                 } else {
@@ -993,6 +908,11 @@ impl Producer {
             }
             _ => Err(SendErrorKind::NoRoute),
         }
+    }
+
+    async fn namesrv_route(&self, topic: &str) -> Result<Response, SendErrorKind> {
+        let r = self.inner.client.route_request(topic).await;
+        r.ok_or(SendErrorKind::NoNameServer)
     }
 
     async fn refresh_route(&self, topic: &str) -> Result<Arc<TopicInfo>, SendErrorKind> {
@@ -1015,14 +935,9 @@ impl Producer {
         route
             .publish_queues(from_default.then_some(DEFAULT_TOPIC_QUEUE_NUMS), &mut qs)
             .map_err(|_| SendErrorKind::NoRoute)?;
+        self.inner.client.note_masters(&route);
         let mut brokers = lock(&self.inner.brokers);
-        let mut keys = Vec::with_capacity(route.broker_count());
-        for b in route.brokers() {
-            keys.push(brokers.key(b.name()));
-            if let Some(a) = b.addr(rmq_core::route::MASTER_ID) {
-                brokers.masters.insert(b.name().to_owned(), a.to_owned());
-            }
-        }
+        let keys: Vec<u16> = route.brokers().map(|b| brokers.key(b.name())).collect();
         drop(brokers);
         let queues: Vec<PublishQueue<u16>> = qs
             .iter()
@@ -1060,68 +975,14 @@ impl Producer {
     }
 
     async fn heartbeat_all(&self) {
-        let masters: Vec<String> = lock(&self.inner.brokers)
-            .masters
-            .values()
-            .cloned()
-            .collect();
-        let flavor = if self.inner.cfg.version >= version::V5_0_0 {
-            HeartbeatFlavor::V5
-        } else {
-            HeartbeatFlavor::V4
-        };
-        let mut buf =
-            vec![0u8; 1024 + self.inner.client_id.len() + self.inner.cfg.producer_group.len() * 2];
-        let Ok(n) = write_heartbeat(
-            &self.inner.client_id,
-            &[&self.inner.cfg.producer_group],
-            flavor,
-            &mut buf,
-        ) else {
+        let client = &self.inner.client;
+        let group = &self.inner.cfg.producer_group;
+        let mut buf = vec![0u8; 1024 + client.client_id.len() + group.len() * 2];
+        let flavor = client.heartbeat_flavor();
+        let Ok(n) = write_heartbeat(&client.client_id, &[group], flavor, &mut buf) else {
             return;
         };
         buf.truncate(n);
-        let body = Bytes::from(buf);
-        let version = self.inner.cfg.version;
-        for addr in masters {
-            let Ok(conn) = self.inner.pool.get(&addr).await else {
-                continue;
-            };
-            let ext = (flavor == HeartbeatFlavor::V5).then_some(HeartbeatRequestHeader {});
-            let r = conn
-                .request(
-                    self.inner.enc,
-                    |op| CommandRepr::request(RequestCode::HEART_BEAT, op, version, ext),
-                    body.clone(),
-                    clock::now() + CLIENT_API_TIMEOUT,
-                )
-                .await;
-            debug!(addr, ok = matches!(&r, Ok(x) if x.code() == 0), "heartbeat");
-        }
-    }
-
-    async fn unregister(&self, addr: &str) {
-        let Ok(conn) = self.inner.pool.get(addr).await else {
-            return;
-        };
-        let hdr = UnregisterClientRequestHeader {
-            client_id: &self.inner.client_id,
-            producer_group: Some(&self.inner.cfg.producer_group),
-            consumer_group: None,
-        };
-        let version = self.inner.cfg.version;
-        let r = conn
-            .request(
-                self.inner.enc,
-                |op| CommandRepr::request(RequestCode::UNREGISTER_CLIENT, op, version, Some(hdr)),
-                Bytes::new(),
-                clock::now() + CLIENT_API_TIMEOUT,
-            )
-            .await;
-        debug!(
-            addr,
-            ok = matches!(&r, Ok(x) if x.code() == 0),
-            "unregister"
-        );
+        client.heartbeat_all(Bytes::from(buf)).await;
     }
 }

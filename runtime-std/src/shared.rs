@@ -1,6 +1,7 @@
 //! State shared between tasks, each piece a thin lock or atomic around a core type. These are
 //! public so that the loom tests (`tests/loom_*.rs`) can drive them; applications normally
-//! only read [`CountersSnapshot`] through [`crate::Producer::counters`].
+//! only read [`CountersSnapshot`] through [`crate::Producer::counters`] (and two of its
+//! counters through [`crate::consumer::ConsumerStats`]).
 //!
 //! - [`Inflight`]: the in-flight table of one connection (core
 //!   [`PendingTable`] + [`OpaqueGen`]). A response, a timeout, a lost connection and a cancelled
@@ -141,7 +142,7 @@ impl Faults {
     }
 }
 
-/// Event counters of one producer.
+/// Event counters of one producer or consumer (a consumer only moves the connection ones).
 #[derive(Debug)]
 pub struct Counters {
     sent: AtomicU64,

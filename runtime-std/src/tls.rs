@@ -48,7 +48,7 @@ impl fmt::Display for TlsError {
 
 impl std::error::Error for TlsError {}
 
-/// TLS settings of a producer (see the module docs).
+/// TLS settings of a producer or consumer (see the module docs).
 #[derive(Clone)]
 pub struct TlsConfig {
     connector: TlsConnector,

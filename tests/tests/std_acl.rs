@@ -6,16 +6,24 @@
 //! - wrong secret: the send fails with the typed `SendErrorKind::Authentication`, after no
 //!   more attempts than the retry budget (the producer's attempt counter proves how many
 //!   requests went to the broker), and quickly (no retry storm, no waiting for the timeout);
-//! - no credentials at all: the same typed error.
+//! - no credentials at all: the same typed error;
+//! - a `Consumer` with the right keys (`ConsumerBuilder::acl`) reads back exactly the messages
+//!   the signed producer stored (bodies and message ids); a consumer with a wrong secret gets
+//!   no message and still shuts down.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use rmq_core::consumer::ConsumeFromWhere;
+use rmq_core::wire::version;
+use rmq_std::consumer::{ConsumedMessage, Consumer};
 use rmq_std::{Message, Producer, SendErrorKind, SendStatus};
 use rmq_tests::broker::{Cluster, ClusterOptions, Version};
 
 const ACCESS_KEY: &str = "rmqStdAccess";
 const SECRET_KEY: &str = "rmqStdSecret123";
 const TOPIC: &str = "StdAclTopic";
+const CONSUME_TOPIC: &str = "StdAclConsumeTopic";
 const RETRIES: u8 = 2;
 
 fn options(v: Version) -> ClusterOptions {
@@ -32,6 +40,124 @@ async fn producer(ns: &str, group: &str, creds: Option<(&str, &str)>) -> Produce
         b = b.acl(ak, sk, None);
     }
     b.start().await.expect("producer")
+}
+
+async fn consumer(ns: &str, v: Version, group: &str, secret_key: &str) -> Consumer {
+    let client_version = match v {
+        Version::V5_3_3 => version::V5_3_3,
+        Version::V4_9 => version::V4_9_8,
+    };
+    Consumer::builder()
+        .namesrv_addr(ns)
+        .group(group)
+        .subscribe(CONSUME_TOPIC, "*")
+        .consume_from(ConsumeFromWhere::FirstOffset)
+        .version(client_version)
+        .rebalance_interval(Duration::from_secs(2))
+        .acl(ACCESS_KEY, secret_key, None)
+        .start()
+        .await
+        .expect("consumer")
+}
+
+/// Polls until `want` messages arrived or `limit` passed.
+async fn collect(c: &Consumer, want: usize, limit: Duration) -> Vec<ConsumedMessage> {
+    let t0 = Instant::now();
+    let mut got = Vec::new();
+    while got.len() < want && t0.elapsed() < limit {
+        let batch = c.poll(64, Duration::from_millis(500)).await;
+        c.ack_all(&batch);
+        got.extend(batch);
+    }
+    got
+}
+
+/// The signed producer stores messages in a topic of their own; a consumer with the right keys
+/// reads back exactly those, one with a wrong secret reads nothing.
+async fn consume_signed(good: &Producer, ns: &str, v: Version) {
+    // msg id -> body of every stored message; the first send may meet the topic being
+    // auto-created, and a failed try may have been stored anyway: its body is allowed extra.
+    let mut sent = BTreeMap::new();
+    let mut maybe = Vec::new();
+    for k in 0..30 {
+        let body = format!("consume first {k}");
+        match good.send(Message::new(CONSUME_TOPIC, body.clone())).await {
+            Ok(r) => {
+                sent.insert(r.msg_id, body);
+                break;
+            }
+            Err(e) => {
+                eprintln!("{v:?}: first send to {CONSUME_TOPIC}: {e}; retrying");
+                maybe.push(body);
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+    assert_eq!(sent.len(), 1, "{v:?}: no send to {CONSUME_TOPIC} succeeded");
+    for i in 0..15 {
+        let body = format!("consume me {i}");
+        let r = good
+            .send(Message::new(CONSUME_TOPIC, body.clone()).with_tags("acl"))
+            .await
+            .unwrap_or_else(|e| panic!("{v:?}: signed send {i} to {CONSUME_TOPIC}: {e}"));
+        assert_eq!(r.status, SendStatus::SendOk);
+        sent.insert(r.msg_id, body);
+    }
+
+    let c = consumer(ns, v, "cg_std_acl", SECRET_KEY).await;
+    let got = collect(&c, sent.len(), Duration::from_secs(60)).await;
+    let extra = c.poll(64, Duration::from_secs(2)).await;
+    assert!(
+        extra.is_empty(),
+        "{v:?}: unexpected extra messages {extra:?}"
+    );
+    let mut by_id: BTreeMap<String, String> = got
+        .iter()
+        .map(|m| {
+            let body = String::from_utf8(m.body.to_vec()).expect("utf-8 body");
+            assert_eq!(m.queue.topic, CONSUME_TOPIC);
+            (m.msg_id.clone(), body)
+        })
+        .collect();
+    assert_eq!(by_id.len(), got.len(), "{v:?}: a message arrived twice");
+    by_id.retain(|id, body| sent.contains_key(id) || !maybe.contains(body));
+    assert_eq!(
+        by_id, sent,
+        "{v:?}: the signed consumer reads back what was sent"
+    );
+    let stats = c.stats();
+    eprintln!(
+        "{v:?} signed consumer: {} messages read back, {stats:?}",
+        got.len()
+    );
+    assert_eq!(stats.delivered, got.len() as u64);
+    assert_eq!(stats.connections_lost, 0, "{stats:?}");
+    c.shutdown().await;
+
+    // A wrong secret: the broker refuses the consumer's requests; it gets nothing, and its
+    // shutdown (commit, unregister, both refused) returns.
+    let bad = consumer(ns, v, "cg_std_acl_bad", "not-the-secret").await;
+    let mut none = Vec::new();
+    for _ in 0..3 {
+        none.extend(bad.poll(64, Duration::from_secs(2)).await);
+    }
+    eprintln!(
+        "{v:?} wrong secret: assigned {:?}, stats {:?}",
+        bad.assigned_queues(),
+        bad.stats()
+    );
+    assert!(
+        none.is_empty(),
+        "{v:?}: a refused consumer received {none:?}"
+    );
+    assert_eq!(bad.stats().delivered, 0);
+    assert!(
+        bad.assigned_queues().is_empty(),
+        "{v:?}: refused, yet queues assigned"
+    );
+    tokio::time::timeout(Duration::from_secs(60), bad.shutdown())
+        .await
+        .unwrap_or_else(|_| panic!("{v:?}: the refused consumer's shutdown hangs"));
 }
 
 /// A refused send: typed, bounded, fast.
@@ -137,6 +263,8 @@ fn run(v: Version) {
         expect_refused(&unknown, "unknown access key", v).await;
         let unsigned = producer(&ns, "pg_std_acl_unsigned", None).await;
         expect_refused(&unsigned, "no credentials", v).await;
+
+        consume_signed(&good, &ns, v).await;
 
         // The good producer is unaffected.
         good.send(Message::new(TOPIC, "still fine"))

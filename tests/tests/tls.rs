@@ -9,17 +9,23 @@
 //!
 //! - TLS with the right CA: SEND_OK;
 //! - plain TCP to the same broker: a typed transport error, within the send timeout;
-//! - TLS trusting another CA: the handshake fails, `Transport(ConnectFailed)`.
+//! - TLS trusting another CA: the handshake fails, `Transport(ConnectFailed)`;
+//! - (5.3.3) a `Consumer` over TLS (`ConsumerBuilder::tls`) reads back exactly the messages
+//!   the TLS producer stored (bodies and message ids), the large one included.
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose, SanType};
+use rmq_core::consumer::ConsumeFromWhere;
+use rmq_std::consumer::Consumer;
 use rmq_std::{Message, Producer, SendErrorKind, SendStatus, TlsConfig, TransportError};
 use rmq_tests::broker::{Cluster, ClusterOptions, Version};
 
 const TOPIC: &str = "TlsTopic";
+const CONSUME_TOPIC: &str = "TlsConsumeTopic";
 
 struct Pki {
     ca_pem: String,
@@ -71,6 +77,83 @@ async fn producer(ns: &str, group: &str, tls: Option<TlsConfig>) -> Producer {
         b = b.tls(t);
     }
     b.start().await.expect("producer")
+}
+
+/// The TLS producer stores messages in a topic of their own; a TLS consumer reads back exactly
+/// those.
+async fn consume_over_tls(p: &Producer, ns: &str, tls: TlsConfig) {
+    // msg id -> body of every stored message; the first send may meet the topic being
+    // auto-created, and a failed try may have been stored anyway: its body is allowed extra.
+    let mut sent = BTreeMap::new();
+    let mut maybe = Vec::new();
+    for k in 0..30 {
+        let body = format!("first over TLS {k}").into_bytes();
+        match p.send(Message::new(CONSUME_TOPIC, body.clone())).await {
+            Ok(r) => {
+                sent.insert(r.msg_id, body);
+                break;
+            }
+            Err(e) => {
+                eprintln!("first send to {CONSUME_TOPIC}: {e}; retrying");
+                maybe.push(body);
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+    assert_eq!(sent.len(), 1, "no send to {CONSUME_TOPIC} succeeded");
+    for i in 0..15u32 {
+        // Every fifth body is large (compressed by the producer, inflated by the consumer).
+        let body = if i % 5 == 4 {
+            (0..100_000u32)
+                .map(|j| ((i + j) * 13 % 256) as u8)
+                .collect()
+        } else {
+            format!("read back over TLS {i}").into_bytes()
+        };
+        let r = p
+            .send(Message::new(CONSUME_TOPIC, body.clone()))
+            .await
+            .unwrap_or_else(|e| panic!("TLS send {i} to {CONSUME_TOPIC}: {e}"));
+        assert_eq!(r.status, SendStatus::SendOk);
+        sent.insert(r.msg_id, body);
+    }
+
+    let c = Consumer::builder()
+        .namesrv_addr(ns)
+        .group("cg_tls")
+        .subscribe(CONSUME_TOPIC, "*")
+        .consume_from(ConsumeFromWhere::FirstOffset)
+        .rebalance_interval(Duration::from_secs(2))
+        .tls(tls)
+        .start()
+        .await
+        .expect("TLS consumer");
+    let t0 = Instant::now();
+    let mut got = Vec::new();
+    while got.len() < sent.len() && t0.elapsed() < Duration::from_secs(60) {
+        let batch = c.poll(64, Duration::from_millis(500)).await;
+        c.ack_all(&batch);
+        got.extend(batch);
+    }
+    let extra = c.poll(64, Duration::from_secs(2)).await;
+    assert!(extra.is_empty(), "unexpected extra messages {extra:?}");
+    let mut by_id: BTreeMap<String, Vec<u8>> = got
+        .iter()
+        .map(|m| (m.msg_id.clone(), m.body.to_vec()))
+        .collect();
+    assert_eq!(by_id.len(), got.len(), "a message arrived twice");
+    by_id.retain(|id, body| sent.contains_key(id) || !maybe.contains(body));
+    assert!(
+        by_id == sent,
+        "the TLS consumer reads back what was sent: got {} of {}",
+        by_id.len(),
+        sent.len()
+    );
+    let stats = c.stats();
+    eprintln!("TLS consumer: {} messages read back, {stats:?}", got.len());
+    assert_eq!(stats.delivered, got.len() as u64);
+    assert_eq!(stats.connections_lost, 0, "{stats:?}");
+    c.shutdown().await;
 }
 
 fn run(v: Version) {
@@ -130,6 +213,10 @@ fn run(v: Version) {
             .expect("large body over TLS");
         assert_eq!(r.status, SendStatus::SendOk);
         assert_eq!(p.counters().connections_lost, 0);
+        if v == Version::V5_3_3 {
+            let tls = TlsConfig::with_ca_pem(pki.ca_pem.as_bytes()).expect("CA");
+            consume_over_tls(&p, &ns, tls).await;
+        }
 
         // Plain TCP to the enforcing broker: refused, typed, within the send timeout.
         let plain = producer(&ns, "pg_plain", None).await;
