@@ -591,14 +591,19 @@ impl crate::wire::ExtFields for Header<'_> {
     }
 }
 
-/// Copies `s` into a fixed string, cut at a char boundary when too long.
-fn copy_cut<const N: usize>(s: &str) -> String<N> {
-    let mut end = s.len().min(N);
+/// `s` cut to at most `n` bytes at a char boundary.
+fn cut(s: &str, n: usize) -> &str {
+    let mut end = s.len().min(n);
     while !s.is_char_boundary(end) {
         end -= 1;
     }
+    s.get(..end).unwrap_or("")
+}
+
+/// Copies `s` into a fixed string, cut at a char boundary when too long.
+fn copy_cut<const N: usize>(s: &str) -> String<N> {
     let mut out = String::new();
-    let _ = out.push_str(s.get(..end).unwrap_or(""));
+    let _ = out.push_str(cut(s, N));
     out
 }
 
