@@ -239,6 +239,30 @@ pub fn parse_send_response<'a>(
     }
 }
 
+/// Whether a broker's answer refuses the request's ACL credentials: code 1 (SYSTEM_ERROR, how
+/// 4.9 reports an `AclException`) or 16 (NO_PERMISSION, 5.x), with a remark naming the
+/// signature, the access key or the user. Such a refusal is the same on every broker, so a
+/// send ends at once instead of retrying.
+pub fn is_auth_failure(code: i32, remark: Option<&str>) -> bool {
+    const WORDS: [&[u8]; 7] = [
+        b"signature",
+        b"aclexception",
+        b"authenticat",
+        b"accesskey",
+        b"access key",
+        b"user:",
+        b"username",
+    ];
+    if code != 1 && code != 16 {
+        return false;
+    }
+    let Some(r) = remark else { return false };
+    let r = r.as_bytes();
+    WORDS
+        .iter()
+        .any(|w| r.windows(w.len()).any(|win| win.eq_ignore_ascii_case(w)))
+}
+
 /// What a message carries besides topic and body, as Java's `Message` sets its properties
 /// (WIRE.md §9). Every runtime builds the properties string through
 /// [`encode_message_properties`], so that validation, order and defaults are the same
@@ -767,5 +791,20 @@ mod tests {
             encode_message_properties("T", b"x", 10, &m, None, &mut buf),
             Err(MessageError::Invalid(ValidationError::PropertyKeyReserved))
         );
+    }
+
+    #[test]
+    fn auth_failures_are_recognised() {
+        assert!(is_auth_failure(
+            1,
+            Some(
+                "org.apache.rocketmq.acl.common.AclException: [10003:signature-failed] check signature failed"
+            )
+        ));
+        assert!(is_auth_failure(16, Some("User:rmq is not found")));
+        assert!(is_auth_failure(16, Some("the AccessKey is invalid")));
+        assert!(!is_auth_failure(16, Some("the topic is not writable")));
+        assert!(!is_auth_failure(14, Some("signature")));
+        assert!(!is_auth_failure(1, None));
     }
 }

@@ -24,7 +24,7 @@
 //! It owns the connections, one per [`Peer`] (a NameServer index into the runtime's own list,
 //! or a broker whose address [`Session::broker_addr`] gives), connecting lazily the first time
 //! a [`Transmit`] names a peer that has none, and it keeps the message bodies and properties
-//! (lent through [`Messages`]). Call order, on every wake-up:
+//! (lent through [`Outbound`]). Call order, on every wake-up:
 //!
 //! 1. `handle_*`: [`Session::handle_frame`] for each whole frame received,
 //!    [`Session::handle_closed`] when a connection fails or cannot be opened,
@@ -39,12 +39,12 @@
 //! Time is monotonic and passed in; the session never reads a clock, allocates or panics.
 //!
 //! ```
-//! use rmq_core::session::{Config, Messages, Peer, SendArgs, SendId, Session};
+//! use rmq_core::session::{Config, Outbound, Peer, SendArgs, SendId, Session};
 //! use rmq_core::retry::{RetryConfig, SendMode};
 //! use rmq_core::time::Instant;
 //!
 //! struct Props;
-//! impl Messages for Props {
+//! impl Outbound for Props {
 //!     fn properties(&self, _: SendId) -> &str { "WAIT\u{1}true\u{2}" }
 //! }
 //! let cfg = Config::new(1, "pg", "10.0.0.2@gw");
@@ -65,12 +65,13 @@ use core::fmt;
 
 use heapless::{Deque, String, Vec};
 
+use crate::acl::{AclError, Credentials, SignedFields};
 use crate::fault::{FaultTable, UpdateRule};
 use crate::pending::DeadlineHeap;
 use crate::producer::{
     Backoff, CLIENT_API_TIMEOUT, DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, HeartbeatFlavor,
     NamesrvCursor, POLL_NAME_SERVER_INTERVAL, SendRequest, SendResponse, error_refresh_due,
-    parse_send_response, write_heartbeat,
+    is_auth_failure, parse_send_response, write_heartbeat,
 };
 use crate::retry::{
     AttemptOutcome, RetryConfig, SendEnv, SendError, SendMode, SendPlan, SendStatus, Sent, Step,
@@ -79,7 +80,9 @@ use crate::retry::{
 use crate::route::{MASTER_ID, PublishQueueRef, TopicRoute};
 use crate::select::{PublishQueue, QueueCounter};
 use crate::time::{Duration, Instant};
-use crate::wire::headers::{GetRouteInfoRequestHeader, HeartbeatRequestHeader};
+use crate::wire::headers::{
+    GetRouteInfoRequestHeader, HeartbeatRequestHeader, UnregisterClientRequestHeader,
+};
 use crate::wire::{
     CommandHeader, CommandRepr, EncodeError, Frame, LanguageCode, RequestCode, ResponseCode,
     Scratch, SerializeType, flag, version,
@@ -135,11 +138,23 @@ impl SendId {
     }
 }
 
-/// Lends the session the encoded properties of each send in flight (the runtime keeps
-/// properties and bodies; the session only writes headers).
-pub trait Messages {
+/// What the runtime lends [`Session::poll_transmit`]: the encoded properties and bodies of the
+/// sends in flight (the runtime keeps them; the session only writes headers), and the ACL
+/// credentials requests are signed with.
+pub trait Outbound {
     /// The properties string of send `id` (empty if unknown).
     fn properties(&self, id: SendId) -> &str;
+
+    /// The body of send `id`, as sent (only read to sign it, when there are credentials).
+    fn body(&self, id: SendId) -> &[u8] {
+        let _ = id;
+        &[]
+    }
+
+    /// ACL 1.0 credentials: every request is then signed (WIRE.md §14).
+    fn credentials(&self) -> Option<Credentials<'_>> {
+        None
+    }
 }
 
 /// What a session compiles in. A gateway leaves out what it never uses, because flash is
@@ -148,8 +163,8 @@ pub trait Features {
     /// Whether requests may use the ROCKETMQ binary header ([`Config::serialize_type`]);
     /// `false` always writes JSON.
     const ROCKETMQ_HEADERS: bool;
-    /// Whether heartbeats are written; `false` drops them unwritten (set
-    /// [`Config::heartbeat`] to `None` then).
+    /// Whether the client registers with brokers (heartbeats, unregister); `false` drops such
+    /// requests unwritten (set [`Config::heartbeat`] to `None` then).
     const HEARTBEATS: bool;
     /// Whether a rejecting broker's remark is kept for [`SendFailure::Plan`]; `false` leaves
     /// it empty.
@@ -378,6 +393,18 @@ pub enum SendFailure {
     },
     /// The request header did not fit the transmit buffer.
     Encode(EncodeError),
+    /// The request could not be signed with the ACL credentials.
+    Acl(AclError),
+    /// The broker refused the credentials (ACL): not retried, since every broker refuses them
+    /// alike.
+    Authentication {
+        /// The response code.
+        code: i32,
+        /// Attempts made.
+        attempts: u8,
+        /// The broker's remark.
+        remark: String<MAX_REMARK>,
+    },
     /// A status response without msgId, queueId or queueOffset.
     MalformedResponse {
         /// Attempts made.
@@ -392,8 +419,9 @@ impl SendFailure {
     pub fn attempts(&self) -> u8 {
         match self {
             SendFailure::Plan { error, .. } => error.attempts(),
-            SendFailure::MalformedResponse { attempts } => *attempts,
-            SendFailure::Encode(_) | SendFailure::TooManyRequests => 0,
+            SendFailure::MalformedResponse { attempts }
+            | SendFailure::Authentication { attempts, .. } => *attempts,
+            SendFailure::Encode(_) | SendFailure::Acl(_) | SendFailure::TooManyRequests => 0,
         }
     }
 }
@@ -404,6 +432,13 @@ impl fmt::Display for SendFailure {
             SendFailure::Plan { error, remark } if remark.is_empty() => fmt::Display::fmt(error, f),
             SendFailure::Plan { error, remark } => write!(f, "{error}: {remark}"),
             SendFailure::Encode(e) => write!(f, "cannot encode the request: {e}"),
+            SendFailure::Acl(e) => write!(f, "cannot sign the request: {e}"),
+            SendFailure::Authentication { code, remark, .. } => {
+                write!(
+                    f,
+                    "the broker refused the credentials (code {code}): {remark}"
+                )
+            }
             SendFailure::MalformedResponse { .. } => {
                 f.write_str("send response without msgId, queueId or queueOffset")
             }
@@ -425,9 +460,15 @@ pub enum Event {
         /// Its result.
         result: Result<SendReceipt, SendFailure>,
     },
-    /// The broker's address changed: close the connection to it (the next transmit opens
-    /// one to the new address); report the close with [`Session::handle_closed`].
+    /// Close the connection to this peer and report it with [`Session::handle_closed`]; the
+    /// next transmit opens a new one. Sent when a broker's address changed, and when a request
+    /// timed out on a connection that answered nothing since it was written (a hung peer; Java
+    /// closes the channel on a timeout too).
     Reconnect(Peer),
+    /// A route of this topic was applied ([`Session::publish_queues`]).
+    RouteUpdated(TopicId),
+    /// A lookup of this topic, which has no route, failed (it is retried with back-off).
+    RouteFailed(TopicId),
 }
 
 /// Session counters.
@@ -446,6 +487,10 @@ pub struct Stats {
     pub broker_requests: u32,
     /// Heartbeats answered with SUCCESS.
     pub heartbeats_ok: u32,
+    /// Attempts that were retries (attempt number 2 and up).
+    pub retries: u32,
+    /// Times a broker went from available to isolated in the fault table.
+    pub brokers_isolated: u32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -469,12 +514,15 @@ enum ReqKind {
     Route { topic: u16, default: bool },
     Send { send: u16 },
     Heartbeat,
+    Unregister,
 }
 
 #[derive(Clone, Copy, Debug)]
 struct Req {
     generation: u32,
     state: ReqState,
+    /// When it was written (polled).
+    sent_at: Instant,
     peer: Peer,
     kind: ReqKind,
 }
@@ -483,6 +531,7 @@ impl Req {
     const FREE: Req = Req {
         generation: 0,
         state: ReqState::Free,
+        sent_at: Instant::ZERO,
         peer: Peer::NameServer(0),
         kind: ReqKind::Heartbeat,
     };
@@ -503,12 +552,16 @@ struct Topic<const Q: usize> {
     lookup: Lookup,
     backoff: Backoff,
     error_refresh: Option<Instant>,
+    /// An event waiting in `route_events`: updated (`true`) or failed.
+    notify: Option<bool>,
 }
 
 #[derive(Debug)]
 struct Broker {
     name: String<MAX_BROKER_NAME>,
     addr: String<MAX_ADDR_LEN>,
+    /// When a response last came from it.
+    last_answer: Option<Instant>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -530,10 +583,14 @@ struct Stored {
     msg_id: String<MAX_MSG_ID>,
 }
 
-#[derive(Clone, Debug)]
+/// How a send ended (the remark, if any, waits in its slot).
+#[derive(Clone, Copy, Debug)]
 enum Ending {
     Plan(Result<Sent<BrokerId>, SendError>),
-    Failed(SendFailure),
+    Encode(EncodeError),
+    Acl(AclError),
+    Authentication { code: i32, attempts: u8 },
+    TooManyRequests,
 }
 
 #[derive(Debug)]
@@ -578,6 +635,7 @@ impl SendSlot {
 enum Header<'a> {
     Route(GetRouteInfoRequestHeader<'a>),
     Heartbeat(Option<HeartbeatRequestHeader>),
+    Unregister(UnregisterClientRequestHeader<'a>),
     Send(crate::wire::headers::SendMessageRequestHeaderV2<'a>),
 }
 
@@ -586,6 +644,7 @@ impl crate::wire::ExtFields for Header<'_> {
         match self {
             Header::Route(h) => h.visit_fields(v),
             Header::Heartbeat(h) => h.visit_fields(v),
+            Header::Unregister(h) => h.visit_fields(v),
             Header::Send(h) => h.visit_fields(v),
         }
     }
@@ -652,6 +711,8 @@ pub struct Session<
     route_waits: DeadlineHeap<SENDS>,
     done: Deque<u16, SENDS>,
     moved: Deque<BrokerId, BROKERS>,
+    ns_close: Deque<u8, 4>,
+    route_events: Deque<u16, TOPICS>,
     timers: [Option<Instant>; TIMERS],
     stats: Stats,
 }
@@ -730,6 +791,8 @@ impl<
             route_waits: DeadlineHeap::new(),
             done: Deque::new(),
             moved: Deque::new(),
+            ns_close: Deque::new(),
+            route_events: Deque::new(),
             timers,
             stats: Stats::default(),
         })
@@ -782,6 +845,17 @@ impl<
     /// Brokers known so far (ids `0..broker_count()`).
     pub fn broker_count(&self) -> usize {
         self.brokers.len()
+    }
+
+    /// The id of broker `name`, if a route named it.
+    pub fn find_broker(&self, name: &str) -> Option<BrokerId> {
+        let i = self.brokers.iter().position(|b| b.name == name)?;
+        Some(BrokerId(i as u16))
+    }
+
+    /// Requests queued or in flight.
+    pub fn pending_requests(&self) -> usize {
+        REQUESTS.saturating_sub(self.req_free.len())
     }
 
     /// Whether requests are waiting for [`Session::poll_transmit`].
@@ -904,10 +978,33 @@ impl<
                 lookup: Lookup::Idle(None),
                 backoff: Backoff::new(self.cfg.route_retry, MAX_ROUTE_RETRY),
                 error_refresh: None,
+                notify: None,
             })
             .map_err(|_| SubmitError::TooManyTopics)?;
         self.lookup(now, id, false);
         Ok(TopicId(id))
+    }
+
+    /// Queues UNREGISTER_CLIENT (this producer group) to every broker with a known address,
+    /// as Java's `shutdown` does; returns how many were queued. Heartbeats stop.
+    pub fn unregister_all(&mut self, now: Instant) -> usize {
+        self.timers[Timer::Heartbeat as usize] = None;
+        let deadline = now.saturating_add(self.cfg.request_timeout);
+        let mut n = 0;
+        for b in 0..self.brokers.len() {
+            if self.brokers[b].addr.is_empty() {
+                continue;
+            }
+            let peer = Peer::Broker(BrokerId(b as u16));
+            if self
+                .alloc_req(peer, ReqKind::Unregister, deadline)
+                .is_none()
+            {
+                break;
+            }
+            n += 1;
+        }
+        n
     }
 
     /// Looks the topic's route up now (unless a lookup is already in flight).
@@ -915,7 +1012,7 @@ impl<
         self.lookup(now, t.0, false);
     }
 
-    /// Starts a send to topic `t`; its properties come from [`Messages`] and its body from the
+    /// Starts a send to topic `t`; its properties come from [`Outbound`] and its body from the
     /// runtime when the frame is written. The result comes as [`Event::SendDone`].
     ///
     /// # Errors
@@ -997,6 +1094,11 @@ impl<
         let Some(kind) = self.free_req(i) else {
             return Ok(());
         };
+        if let Peer::Broker(b) = peer
+            && let Some(x) = self.brokers.get_mut(usize::from(b.0))
+        {
+            x.last_answer = Some(now);
+        }
         let code = h.code();
         match kind {
             ReqKind::Route { topic, default } => {
@@ -1020,6 +1122,7 @@ impl<
                     self.stats.heartbeats_ok = self.stats.heartbeats_ok.wrapping_add(1);
                 }
             }
+            ReqKind::Unregister => {}
         }
         Ok(())
     }
@@ -1057,10 +1160,7 @@ impl<
             return;
         }
         let _ = self.free_req(i);
-        let step = self.plan_call(send, |p, env| {
-            p.handle_outcome(now, AttemptOutcome::Written, env)
-        });
-        self.apply(now, send, step);
+        self.outcome(now, send, AttemptOutcome::Written);
     }
 
     /// Expires requests, sends waiting for a route and timers due at `now`. An early or extra
@@ -1118,7 +1218,7 @@ impl<
     ///
     /// A request whose header does not fit `buf` fails (a send with
     /// [`SendFailure::Encode`]) and the next one is tried.
-    pub fn poll_transmit<M: Messages + ?Sized>(
+    pub fn poll_transmit<M: Outbound + ?Sized>(
         &mut self,
         now: Instant,
         buf: &mut [u8],
@@ -1136,17 +1236,16 @@ impl<
                 Ok(t) => {
                     if let Some(q) = self.reqs.get_mut(usize::from(i)) {
                         q.state = ReqState::Sent;
+                        q.sent_at = now;
                     }
                     return Some(t);
                 }
                 Err(e) => {
                     let _ = self.free_req(i);
                     match r.kind {
-                        ReqKind::Send { send } => {
-                            self.finish(now, send, Ending::Failed(SendFailure::Encode(e)))
-                        }
+                        ReqKind::Send { send } => self.finish(now, send, e),
                         ReqKind::Route { topic, .. } => self.route_failed(now, topic, false, true),
-                        ReqKind::Heartbeat => {}
+                        ReqKind::Heartbeat | ReqKind::Unregister => {}
                     }
                 }
             }
@@ -1173,6 +1272,22 @@ impl<
     pub fn poll_event(&mut self) -> Option<Event> {
         if let Some(b) = self.moved.pop_front() {
             return Some(Event::Reconnect(Peer::Broker(b)));
+        }
+        if let Some(i) = self.ns_close.pop_front() {
+            return Some(Event::Reconnect(Peer::NameServer(i)));
+        }
+        if let Some(t) = self.route_events.pop_front() {
+            let ok = self
+                .topics
+                .get_mut(usize::from(t))
+                .and_then(|x| x.notify.take())
+                .unwrap_or(false);
+            let t = TopicId(t);
+            return Some(if ok {
+                Event::RouteUpdated(t)
+            } else {
+                Event::RouteFailed(t)
+            });
         }
         let s = self.done.pop_front()?;
         let slot = self.sends.get_mut(usize::from(s))?;
@@ -1203,8 +1318,14 @@ impl<
                 error,
                 remark: core::mem::take(&mut slot.remark),
             }),
-            Some(Ending::Failed(f)) => Err(f),
-            None => Err(SendFailure::TooManyRequests),
+            Some(Ending::Authentication { code, attempts }) => Err(SendFailure::Authentication {
+                code,
+                attempts,
+                remark: core::mem::take(&mut slot.remark),
+            }),
+            Some(Ending::Encode(e)) => Err(SendFailure::Encode(e)),
+            Some(Ending::Acl(e)) => Err(SendFailure::Acl(e)),
+            Some(Ending::TooManyRequests) | None => Err(SendFailure::TooManyRequests),
         };
         slot.state = SendState::Free;
         slot.plan = None;
@@ -1286,7 +1407,28 @@ impl<
 
     /// Request `i` failed without an answer.
     fn fail_req(&mut self, now: Instant, i: u16, cause: TransportError, timeout: bool) {
-        let Some(kind) = self.free_req(i) else { return };
+        let Some(r) = self.reqs.get(usize::from(i)).copied() else {
+            return;
+        };
+        let Some(kind) = self.free_req(i) else {
+            return;
+        };
+        if timeout && r.state == ReqState::Sent {
+            match r.peer {
+                Peer::Broker(b)
+                    if self
+                        .brokers
+                        .get(usize::from(b.0))
+                        .is_some_and(|x| x.last_answer.is_none_or(|a| a < r.sent_at)) =>
+                {
+                    self.close_broker(b);
+                }
+                Peer::NameServer(n) if !self.ns_close.iter().any(|x| *x == n) => {
+                    let _ = self.ns_close.push_back(n);
+                }
+                _ => {}
+            }
+        }
         match kind {
             ReqKind::Route { topic, .. } => {
                 if timeout {
@@ -1296,16 +1438,31 @@ impl<
                 self.route_failed(now, topic, true, false);
             }
             ReqKind::Send { send } => {
-                let step = if timeout {
-                    self.plan_call(send, |p, env| p.handle_timeout(now, env))
+                let cause = if timeout {
+                    TransportError::TimedOut
                 } else {
-                    self.plan_call(send, |p, env| {
-                        p.handle_outcome(now, AttemptOutcome::Transport(cause), env)
-                    })
+                    cause
                 };
-                self.apply(now, send, step);
+                self.outcome(now, send, AttemptOutcome::Transport(cause));
             }
-            ReqKind::Heartbeat => {}
+            ReqKind::Heartbeat | ReqKind::Unregister => {}
+        }
+    }
+
+    /// Queues a route event of topic `t` (the latest outcome wins while one waits).
+    fn notify(&mut self, t: u16, updated: bool) {
+        let Some(topic) = self.topics.get_mut(usize::from(t)) else {
+            return;
+        };
+        if topic.notify.replace(updated).is_none() {
+            let _ = self.route_events.push_back(t);
+        }
+    }
+
+    /// Asks the runtime to close the connection to broker `b`.
+    fn close_broker(&mut self, b: BrokerId) {
+        if !self.moved.iter().any(|m| *m == b) {
+            let _ = self.moved.push_back(b);
         }
     }
 
@@ -1376,6 +1533,11 @@ impl<
             }
             self.rearm_route_retry();
         }
+        let lookup = self.topics.get(usize::from(t)).map(|x| x.lookup);
+        let routeless = self.publish_queues(TopicId(t)).is_empty();
+        if routeless && lookup != Some(Lookup::InFlight) {
+            self.notify(t, false);
+        }
         if definitive {
             self.wake_waiting(now, t);
         }
@@ -1427,6 +1589,7 @@ impl<
         topic.lookup = Lookup::Idle(None);
         self.stats.route_updates = self.stats.route_updates.wrapping_add(1);
         self.rearm_route_retry();
+        self.notify(t, true);
         self.wake_waiting(now, t);
     }
 
@@ -1440,6 +1603,7 @@ impl<
         let entry = Broker {
             name: copy_exact(name)?,
             addr: String::new(),
+            last_answer: None,
         };
         if self.brokers.len() < BROKERS {
             let id = BrokerId(u16::try_from(self.brokers.len()).ok()?);
@@ -1454,11 +1618,10 @@ impl<
                 .any(|t| t.queues.iter().any(|q| q.broker == id))
         })?;
         let id = BrokerId(free as u16);
-        let old = self.brokers.get_mut(free)?;
-        if !old.addr.is_empty() && !self.moved.iter().any(|m| *m == id) {
-            let _ = self.moved.push_back(id);
+        if self.brokers.get(free).is_some_and(|b| !b.addr.is_empty()) {
+            self.close_broker(id);
         }
-        *old = entry;
+        *self.brokers.get_mut(free)? = entry;
         self.faults.remove(id);
         Some(id)
     }
@@ -1472,8 +1635,8 @@ impl<
         }
         let moved = !b.addr.is_empty();
         b.addr = copy_cut(addr);
-        if moved && !self.moved.iter().any(|m| *m == id) {
-            let _ = self.moved.push_back(id);
+        if moved {
+            self.close_broker(id);
         }
     }
 
@@ -1529,6 +1692,9 @@ impl<
                 Step::Done(r) => return self.finish(now, s, Ending::Plan(r)),
                 Step::Send(att) => {
                     self.stats.attempts = self.stats.attempts.wrapping_add(1);
+                    if att.number > 1 {
+                        self.stats.retries = self.stats.retries.wrapping_add(1);
+                    }
                     let b = att.queue.broker;
                     if self.broker_addr(b).is_none() {
                         step = self.plan_call(s, |p, env| {
@@ -1543,7 +1709,7 @@ impl<
                     let Some(r) =
                         self.alloc_req(Peer::Broker(b), ReqKind::Send { send: s }, att.deadline)
                     else {
-                        return self.finish(now, s, Ending::Failed(SendFailure::TooManyRequests));
+                        return self.finish(now, s, Ending::TooManyRequests);
                     };
                     if let Some(slot) = self.sends.get_mut(usize::from(s)) {
                         slot.state = SendState::Attempt;
@@ -1622,6 +1788,17 @@ impl<
                             .map(copy_cut)
                     })
                     .unwrap_or_default();
+                if is_auth_failure(code, Some(slot.remark.as_str())) {
+                    // The same credentials fail the same way on every broker: no retry.
+                    return self.finish(
+                        now,
+                        s,
+                        Ending::Authentication {
+                            code,
+                            attempts: attempt,
+                        },
+                    );
+                }
                 code
             }
             Ok(SendResponse::Rejected { code }) => code,
@@ -1630,20 +1807,33 @@ impl<
                 h.code()
             }
         };
-        let step = self.plan_call(s, |p, env| {
-            p.handle_outcome(now, AttemptOutcome::Response(code), env)
-        });
+        self.outcome(now, s, AttemptOutcome::Response(code));
+    }
+
+    /// The attempt of send `s` ended with `outcome`; counts a broker the fault table isolates.
+    fn outcome(&mut self, now: Instant, s: u16, outcome: AttemptOutcome) {
+        let broker = self
+            .sends
+            .get(usize::from(s))
+            .and_then(|x| x.plan.as_ref())
+            .and_then(SendPlan::current)
+            .map(|a| a.queue.broker);
+        let before = broker.is_some_and(|b| self.faults.is_available(now, b));
+        let step = self.plan_call(s, |p, env| p.handle_outcome(now, outcome, env));
+        if before && broker.is_some_and(|b| !self.faults.is_available(now, b)) {
+            self.stats.brokers_isolated = self.stats.brokers_isolated.wrapping_add(1);
+        }
         self.apply(now, s, step);
     }
 
-    /// Encodes request `r` into `buf`.
-    fn encode<M: Messages + ?Sized>(
+    /// Encodes request `r` into `buf` (signed when the runtime lends credentials).
+    fn encode<M: Outbound + ?Sized>(
         &self,
         r: Req,
         opaque: i32,
         buf: &mut [u8],
-        msgs: &M,
-    ) -> Result<Transmit, EncodeError> {
+        out: &M,
+    ) -> Result<Transmit, Ending> {
         let mut tx = Transmit {
             peer: r.peer,
             len: 0,
@@ -1652,10 +1842,12 @@ impl<
             body_len: 0,
             report_written: false,
         };
+        let too_small = Ending::Encode(EncodeError::BufferTooSmall);
         // A small body (heartbeat) is written into `buf` too: first at its front, then moved
         // to the end, and after the header once its length is known.
         let mut inline_body = 0;
-        let mut repr = match r.kind {
+        let version = self.cfg.version;
+        let (code, header) = match r.kind {
             ReqKind::Route { topic, default } => {
                 let name = if default {
                     DEFAULT_TOPIC
@@ -1668,37 +1860,38 @@ impl<
                     topic: name,
                     accept_standard_json_only: None,
                 };
-                let code = RequestCode::GET_ROUTEINFO_BY_TOPIC;
-                CommandRepr::request(code, opaque, self.cfg.version, Some(Header::Route(hdr)))
+                (RequestCode::GET_ROUTEINFO_BY_TOPIC, Header::Route(hdr))
             }
+            ReqKind::Heartbeat | ReqKind::Unregister if !F::HEARTBEATS => return Err(too_small),
             ReqKind::Heartbeat => {
-                if !F::HEARTBEATS {
-                    return Err(EncodeError::BufferTooSmall);
-                }
-                let flavor = if self.cfg.version >= version::V5_0_0 {
+                let flavor = if version >= version::V5_0_0 {
                     HeartbeatFlavor::V5
                 } else {
                     HeartbeatFlavor::V4
                 };
                 let n = write_heartbeat(&self.client_id, &[self.group.as_str()], flavor, buf)
-                    .map_err(|_| EncodeError::BufferTooSmall)?;
+                    .map_err(|_| too_small)?;
                 let total = buf.len();
                 buf.copy_within(..n, total - n);
                 inline_body = n;
                 let ext = (flavor == HeartbeatFlavor::V5).then_some(HeartbeatRequestHeader {});
-                let code = RequestCode::HEART_BEAT;
-                CommandRepr::request(code, opaque, self.cfg.version, Some(Header::Heartbeat(ext)))
+                (RequestCode::HEART_BEAT, Header::Heartbeat(ext))
+            }
+            ReqKind::Unregister => {
+                let hdr = UnregisterClientRequestHeader {
+                    client_id: &self.client_id,
+                    producer_group: Some(&self.group),
+                    consumer_group: None,
+                };
+                (RequestCode::UNREGISTER_CLIENT, Header::Unregister(hdr))
             }
             ReqKind::Send { send } => {
-                let slot = self
-                    .sends
-                    .get(usize::from(send))
-                    .ok_or(EncodeError::BufferTooSmall)?;
+                let slot = self.sends.get(usize::from(send)).ok_or(too_small)?;
                 let att = slot
                     .plan
                     .as_ref()
                     .and_then(SendPlan::current)
-                    .ok_or(EncodeError::BufferTooSmall)?;
+                    .ok_or(too_small)?;
                 let id = SendId::new(send, slot.generation);
                 let topic = self
                     .topics
@@ -1709,7 +1902,7 @@ impl<
                     topic,
                     att.queue.queue_id,
                     self.broker_name(att.queue.broker).unwrap_or(""),
-                    msgs.properties(id),
+                    out.properties(id),
                     slot.born,
                 )
                 .flag(slot.flag)
@@ -1717,31 +1910,40 @@ impl<
                 .batch(slot.batch);
                 tx.body = Some(id);
                 tx.body_len = slot.body_len;
-                let mut repr = CommandRepr::request(
-                    req.code(),
-                    opaque,
-                    self.cfg.version,
-                    Some(Header::Send(req.header())),
-                );
-                if slot.mode == SendMode::Oneway {
-                    repr.flag = flag::ONEWAY;
-                    tx.report_written = true;
-                }
-                repr
+                tx.report_written = slot.mode == SendMode::Oneway;
+                (req.code(), Header::Send(req.header()))
             }
         };
-        repr.language = self.cfg.language;
         let total = buf.len();
-        let head = buf
-            .get_mut(..total - inline_body)
-            .ok_or(EncodeError::BufferTooSmall)?;
         let body_len = inline_body.max(tx.body_len);
         let ty = if F::ROCKETMQ_HEADERS {
             self.cfg.serialize_type
         } else {
             SerializeType::JSON
         };
-        let h = repr.emit_frame_prefix_and_header(ty, body_len, head)?;
+        let flag = if tx.report_written { flag::ONEWAY } else { 0 };
+        let h = match out.credentials() {
+            None => {
+                let mut repr = CommandRepr::request(code, opaque, version, Some(header));
+                repr.language = self.cfg.language;
+                repr.flag = flag;
+                let head = buf.get_mut(..total - inline_body).ok_or(too_small)?;
+                repr.emit_frame_prefix_and_header(ty, body_len, head)
+            }
+            Some(creds) => {
+                let body = match tx.body {
+                    Some(id) => out.body(id),
+                    None => buf.get(total - inline_body..).unwrap_or(&[]),
+                };
+                let signed = SignedFields::sign(&creds, header, body).map_err(Ending::Acl)?;
+                let mut repr = CommandRepr::request(code, opaque, version, Some(signed));
+                repr.language = self.cfg.language;
+                repr.flag = flag;
+                let head = buf.get_mut(..total - inline_body).ok_or(too_small)?;
+                repr.emit_frame_prefix_and_header(ty, body_len, head)
+            }
+        }
+        .map_err(Ending::Encode)?;
         buf.copy_within(total - inline_body.., h);
         tx.len = h + inline_body;
         Ok(tx)

@@ -25,7 +25,7 @@ use libfuzzer_sys::fuzz_target;
 use rmq_core::retry::{RetryConfig, SendMode, TransportError};
 use rmq_core::select::PublishQueue;
 use rmq_core::session::{
-    BrokerId, Config, Event, Messages, Peer, SendArgs, SendId, Session, TopicId, Transmit,
+    BrokerId, Config, Event, Outbound, Peer, SendArgs, SendId, Session, TopicId, Transmit,
 };
 use rmq_core::time::{Duration, Instant};
 use rmq_core::wire::{CommandRepr, ResponseCode, SerializeType, version};
@@ -44,7 +44,7 @@ const ROUTES: [&str; 6] = [
 ];
 
 struct Props;
-impl Messages for Props {
+impl Outbound for Props {
     fn properties(&self, _: SendId) -> &str {
         "WAIT\u{1}true\u{2}"
     }

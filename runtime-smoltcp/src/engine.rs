@@ -10,7 +10,7 @@ use rmq_core::message::validate::DEFAULT_MAX_MESSAGE_SIZE;
 use rmq_core::producer::{MessageError, MessageFields, encode_message_properties};
 use rmq_core::retry::{SendMode, TransportError};
 use rmq_core::session::{
-    self, BrokerId, Event, Features, Messages, Peer, SendArgs, Session, TopicId, Transmit,
+    self, BrokerId, Event, Features, Outbound, Peer, SendArgs, Session, TopicId, Transmit,
 };
 use rmq_core::time::Instant;
 use rmq_core::wire::{FrameReader, PREFIX_LEN};
@@ -117,7 +117,7 @@ impl TxFrame {
 /// Lends the session the properties of the one message in the message buffer.
 struct Props<'m>(&'m str);
 
-impl Messages for Props<'_> {
+impl Outbound for Props<'_> {
     fn properties(&self, _: session::SendId) -> &str {
         self.0
     }
@@ -398,12 +398,12 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         let mut again = self.read(now, sockets);
         self.check_conns(now, sockets);
         self.core.handle_timeout(now);
-        self.events(sockets);
+        self.events(now, sockets);
         // A frame written to completion lets the next one be staged at once.
         for _ in 0..2 {
             self.stage(now, iface, sockets);
             self.write(now, sockets);
-            self.events(sockets);
+            self.events(now, sockets);
         }
         iface.poll(ts, device, sockets);
         again |= self.tx_frame.is_none() && self.core.has_transmit();
@@ -576,7 +576,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
     }
 
     /// Forwards the session's events: completions, and brokers that moved.
-    fn events(&mut self, sockets: &mut SocketSet<'_>) {
+    fn events(&mut self, now: Instant, sockets: &mut SocketSet<'_>) {
         while let Some(e) = self.core.poll_event() {
             match e {
                 Event::SendDone { id, result } => {
@@ -606,11 +606,14 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
                     });
                 }
                 Event::Reconnect(peer) => {
-                    // Reopened at the next frame for it.
-                    if let Some(c) = self.conn_mut(peer) {
-                        c.state = ConnState::Idle;
-                        let handle = c.handle;
-                        sockets.get_mut::<tcp::Socket<'_>>(handle).abort();
+                    // Reopened at the next frame for it (the NameServer socket only if it still
+                    // talks to that NameServer).
+                    let ours = self.conn_mut(peer).is_some_and(|c| {
+                        c.state != ConnState::Idle
+                            && !matches!(peer, Peer::NameServer(i) if c.namesrv != Some(i))
+                    });
+                    if ours {
+                        self.fail_conn(now, sockets, peer, TransportError::ConnectionClosed);
                     }
                 }
                 _ => {}

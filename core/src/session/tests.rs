@@ -14,7 +14,7 @@ type S = Session<4, 4, 16, 8, 4, 2048>;
 const PROPS: &str = "WAIT\u{1}true\u{2}";
 
 struct Props;
-impl Messages for Props {
+impl Outbound for Props {
     fn properties(&self, _: SendId) -> &str {
         PROPS
     }
@@ -553,4 +553,189 @@ fn capacities_are_reported_not_exceeded() {
         w.s.send(w.now, TopicId(9), &args),
         Err(SubmitError::UnknownTopic)
     );
+}
+
+#[test]
+fn a_timeout_on_a_silent_connection_asks_for_a_reconnect() {
+    let mut w = World::with(&cfg(1));
+    let id = w.send("T");
+    let r = one(w.out());
+    w.reply(&r, 0, &[], route(&[A], 1).as_bytes());
+    let s = one(w.out());
+    w.advance_to(t(3000));
+    assert!(matches!(w.done(id), Some(Err(_))));
+    // The heartbeat at 1 s went unanswered too: the broker said nothing since the send.
+    assert!(
+        w.events
+            .contains(&Event::Reconnect(Peer::Broker(BrokerId(0))))
+    );
+    assert!(!w.s.is_live(s.opaque));
+    // A route request that times out closes that NameServer connection.
+    let mut w = World::new(2);
+    w.s.topic(w.now, "T").unwrap();
+    let r = one(w.out());
+    w.advance_to(t(3000));
+    assert!(w.events.contains(&Event::Reconnect(r.peer)));
+}
+
+#[test]
+fn a_timeout_on_a_connection_that_answers_keeps_it() {
+    let mut w = World::with(&cfg(1));
+    let id = w.send("T");
+    let r = one(w.out());
+    w.reply(&r, 0, &[], route(&[A], 1).as_bytes());
+    let _s = one(w.out());
+    w.advance_to(t(1000));
+    let hb = one(w.out());
+    assert_eq!(hb.code, RequestCode::HEART_BEAT.0);
+    w.reply(&hb, 0, &[], b"");
+    w.advance_to(t(3000));
+    assert!(matches!(w.done(id), Some(Err(_))));
+    assert!(!w.events.iter().any(|e| matches!(e, Event::Reconnect(_))));
+}
+
+#[test]
+fn route_events_tell_when_a_topic_can_be_used() {
+    let mut w = World::new(1);
+    let tid = w.s.topic(w.now, "T").unwrap();
+    let r = one(w.out());
+    w.s.handle_closed(w.now, r.peer, TransportError::ConnectFailed);
+    w.drain();
+    assert_eq!(w.events, [Event::RouteFailed(tid)]);
+    w.events.clear();
+    w.advance_to(t(1000));
+    let r = one(w.out());
+    w.reply(&r, 0, &[], route(&[A], 2).as_bytes());
+    assert_eq!(w.events, [Event::RouteUpdated(tid)]);
+    assert_eq!(w.s.find_broker("broker-a"), Some(BrokerId(0)));
+    assert_eq!(w.s.find_broker("broker-x"), None);
+}
+
+#[test]
+fn refused_credentials_end_the_send_without_retry() {
+    let mut w = World::new(1);
+    let id = w.send("T");
+    let r = one(w.out());
+    w.reply(&r, 0, &[], route(&[A, B], 1).as_bytes());
+    let s = one(w.out());
+    let mut cmd = CommandRepr::response(
+        ResponseCode(16),
+        s.opaque,
+        version::V5_3_3,
+        None::<&[(&str, &str)]>,
+    );
+    cmd.remark = Some("User:rmq is not found");
+    let mut buf = std::vec![0u8; 512];
+    let n = cmd
+        .emit_frame_prefix_and_header(SerializeType::JSON, 0, &mut buf)
+        .unwrap();
+    w.s.handle_frame(w.now, s.peer, &buf[..n]).unwrap();
+    w.drain();
+    match w.done(id) {
+        Some(Err(SendFailure::Authentication {
+            code,
+            attempts,
+            remark,
+        })) => {
+            assert_eq!((code, attempts), (16, 1));
+            assert_eq!(remark.as_str(), "User:rmq is not found");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        w.out()
+            .iter()
+            .all(|f| f.code != RequestCode::SEND_MESSAGE_V2.0),
+        "no retry"
+    );
+}
+
+struct Signed;
+impl Outbound for Signed {
+    fn properties(&self, _: SendId) -> &str {
+        PROPS
+    }
+    fn body(&self, _: SendId) -> &[u8] {
+        b"xxxxx"
+    }
+    fn credentials(&self) -> Option<crate::acl::Credentials<'_>> {
+        Some(crate::acl::Credentials {
+            access_key: "ak",
+            secret_key: "sk",
+            security_token: None,
+        })
+    }
+}
+
+#[test]
+fn requests_are_signed_with_the_lent_credentials() {
+    let mut w = World::new(1);
+    w.send("T");
+    let mut buf = [0u8; 1024];
+    let tx = w.s.poll_transmit(w.now, &mut buf, &Signed).unwrap();
+    let f = Frame::new_checked(&buf[..tx.len]).unwrap();
+    let h = CommandHeader::parse(&f).unwrap();
+    assert!(h.get("AccessKey").unwrap().eq_str("ak"));
+    let route_sig = crate::acl::SignedFields::sign(
+        &Signed.credentials().unwrap(),
+        GetRouteInfoRequestHeader {
+            topic: "T",
+            accept_standard_json_only: None,
+        },
+        b"",
+    )
+    .unwrap();
+    assert!(h.get("Signature").unwrap().eq_str(route_sig.signature()));
+    let resp = response(0, tx.opaque, &[], route(&[A], 1).as_bytes());
+    w.s.handle_frame(w.now, tx.peer, &resp).unwrap();
+    let tx = w.s.poll_transmit(w.now, &mut buf, &Signed).unwrap();
+    let mut frame = buf[..tx.len].to_vec();
+    frame.extend_from_slice(b"xxxxx");
+    let f = Frame::new_checked(&frame[..]).unwrap();
+    let h = CommandHeader::parse(&f).unwrap();
+    assert!(h.get("AccessKey").unwrap().eq_str("ak"));
+    assert!(h.get("Signature").is_some());
+    assert!(
+        h.get("b").unwrap().eq_str("T"),
+        "the send header is still there"
+    );
+}
+
+#[test]
+fn unregister_goes_to_every_known_broker() {
+    let mut w = World::new(1);
+    w.s.topic(w.now, "T").unwrap();
+    let r = one(w.out());
+    w.reply(&r, 0, &[], route(&[A, B], 1).as_bytes());
+    assert_eq!(w.s.unregister_all(w.now), 2);
+    let out = w.out();
+    assert_eq!(out.len(), 2);
+    for f in &out {
+        assert_eq!(f.code, RequestCode::UNREGISTER_CLIENT.0);
+        assert_eq!(f.ext["clientID"], "10.0.0.2@gw");
+        assert_eq!(f.ext["producerGroup"], "pg");
+    }
+    assert_eq!(w.s.pending_requests(), 2);
+    for f in &out {
+        w.reply(f, 0, &[], b"");
+    }
+    assert_eq!(w.s.pending_requests(), 0);
+}
+
+#[test]
+fn a_broker_that_fails_is_isolated_and_counted() {
+    let mut w = World::new(1);
+    let id = w.send("T");
+    let r = one(w.out());
+    w.reply(&r, 0, &[], route(&[A, B], 1).as_bytes());
+    let s1 = one(w.out());
+    w.now = t(10);
+    w.s.handle_closed(w.now, s1.peer, TransportError::ConnectionClosed);
+    let s2 = one(w.out());
+    w.stored(&s2, 1);
+    assert!(w.done(id).unwrap().is_ok());
+    let st = w.s.stats();
+    assert_eq!((st.attempts, st.retries, st.brokers_isolated), (2, 1, 1));
+    let Peer::Broker(b1) = s1.peer else { panic!() };
+    assert!(!w.s.fault_table().is_available(w.now, b1));
 }
