@@ -288,8 +288,17 @@ impl<const N: usize> DeadlineHeap<N> {
         (*self.pos.get(k)? != 0).then(|| self.at.get(k).copied())?
     }
 
+    /// Tables this small are scanned instead of kept in heap order (less code, as fast).
+    const SCAN: bool = N <= 16;
+
     /// The earliest deadline and its key.
     pub fn peek(&self) -> Option<(u16, Instant)> {
+        if Self::SCAN {
+            return (0..N)
+                .filter(|&k| self.pos.get(k).is_some_and(|p| *p != 0))
+                .filter_map(|k| Some((k as u16, *self.at.get(k)?)))
+                .min_by_key(|e| e.1);
+        }
         let k = *self.heap.get(..self.len)?.first()?;
         Some((k, self.at.get(usize::from(k)).copied()?))
     }
@@ -305,11 +314,28 @@ impl<const N: usize> DeadlineHeap<N> {
 
     /// Sets (or moves) the deadline of `key`. Keys `>= N` are ignored.
     pub fn set(&mut self, key: u16, at: Instant) {
+        if Self::SCAN {
+            let k = usize::from(key);
+            if let (Some(p), Some(slot)) = (self.pos.get_mut(k), self.at.get_mut(k)) {
+                self.len += usize::from(*p == 0);
+                *p = 1;
+                *slot = at;
+            }
+            return;
+        }
         self.view().set(key, at);
     }
 
     /// Removes the deadline of `key`; whether it had one.
     pub fn remove(&mut self, key: u16) -> bool {
+        if Self::SCAN {
+            let had = self
+                .pos
+                .get_mut(usize::from(key))
+                .is_some_and(|p| core::mem::take(p) != 0);
+            self.len -= usize::from(had);
+            return had;
+        }
         self.view().remove(key)
     }
 
@@ -531,18 +557,51 @@ mod tests {
         }
     }
 
+    trait HeapOps {
+        fn set(&mut self, k: u16, at: Instant);
+        fn remove(&mut self, k: u16) -> bool;
+        fn pop_expired(&mut self, now: Instant) -> Option<u16>;
+        fn len(&self) -> usize;
+        fn peek(&self) -> Option<(u16, Instant)>;
+        fn get(&self, k: u16) -> Option<Instant>;
+    }
+
+    impl<const N: usize> HeapOps for DeadlineHeap<N> {
+        fn set(&mut self, k: u16, at: Instant) {
+            DeadlineHeap::set(self, k, at)
+        }
+        fn remove(&mut self, k: u16) -> bool {
+            DeadlineHeap::remove(self, k)
+        }
+        fn pop_expired(&mut self, now: Instant) -> Option<u16> {
+            DeadlineHeap::pop_expired(self, now)
+        }
+        fn len(&self) -> usize {
+            DeadlineHeap::len(self)
+        }
+        fn peek(&self) -> Option<(u16, Instant)> {
+            DeadlineHeap::peek(self)
+        }
+        fn get(&self, k: u16) -> Option<Instant> {
+            DeadlineHeap::get(self, k)
+        }
+    }
+
     proptest! {
         /// The heap agrees with a plain list of (key, deadline) under any sequence of sets,
         /// moves, removals and expiries.
         #[test]
-        fn deadline_heap_matches_a_list(ops in proptest::collection::vec((0u8..3, 0u16..12, 0u64..100), 0..300)) {
-            let mut h = DeadlineHeap::<10>::new();
+        fn deadline_heap_matches_a_list(big in any::<bool>(), ops in proptest::collection::vec((0u8..3, 0u16..12, 0u64..100), 0..300)) {
+            // 10 keys used of 10 (scanned) or of 40 (heap order).
+            let mut small = DeadlineHeap::<10>::new();
+            let mut large = DeadlineHeap::<40>::new();
+            let h: &mut dyn HeapOps = if big { &mut large } else { &mut small };
             let mut model: std::vec::Vec<(u16, u64)> = std::vec::Vec::new();
             for (op, k, at) in ops {
                 match op {
                     0 => {
                         h.set(k, t(at));
-                        if k < 10 {
+                        if k < if big { 40 } else { 10 } {
                             model.retain(|e| e.0 != k);
                             model.push((k, at));
                         }
