@@ -554,6 +554,8 @@ struct Topic<const Q: usize> {
     error_refresh: Option<Instant>,
     /// An event waiting in `route_events`: updated (`true`) or failed.
     notify: Option<bool>,
+    /// The last lookup failed because no NameServer answered.
+    unreachable: bool,
 }
 
 #[derive(Debug)]
@@ -979,6 +981,7 @@ impl<
                 backoff: Backoff::new(self.cfg.route_retry, MAX_ROUTE_RETRY),
                 error_refresh: None,
                 notify: None,
+                unreachable: false,
             })
             .map_err(|_| SubmitError::TooManyTopics)?;
         self.lookup(now, id, false);
@@ -1519,9 +1522,11 @@ impl<
             return;
         };
         topic.backoff.failed();
+        topic.unreachable = transport;
         let failures = topic.backoff.failures() as usize;
         topic.lookup = Lookup::Idle(None);
-        if transport && failures < servers {
+        let failover = transport && failures < servers;
+        if failover {
             // Fail over: ask the next NameServer at once (each one once per round).
             self.lookup(now, t, false);
         } else if let Some(topic) = self.topics.get_mut(usize::from(t)) {
@@ -1533,14 +1538,22 @@ impl<
             }
             self.rearm_route_retry();
         }
-        let lookup = self.topics.get(usize::from(t)).map(|x| x.lookup);
-        let routeless = self.publish_queues(TopicId(t)).is_empty();
-        if routeless && lookup != Some(Lookup::InFlight) {
+        if self.publish_queues(TopicId(t)).is_empty() && !failover {
             self.notify(t, false);
-        }
-        if definitive {
+            // The NameServers said no, or none answered this round: the sends waiting for
+            // this topic end now with NoRoute (Java's "No route info of this topic"); later
+            // sends trigger the next lookup.
+            self.wake_waiting(now, t);
+        } else if definitive {
             self.wake_waiting(now, t);
         }
+    }
+
+    /// Whether the last lookup of topic `t` failed because no NameServer answered.
+    pub fn route_unreachable(&self, t: TopicId) -> bool {
+        self.topics
+            .get(usize::from(t.0))
+            .is_some_and(|x| x.unreachable)
     }
 
     fn install_route(
@@ -1585,6 +1598,7 @@ impl<
             return;
         }
         topic.from_default = default;
+        topic.unreachable = false;
         topic.backoff.reset();
         topic.lookup = Lookup::Idle(None);
         self.stats.route_updates = self.stats.route_updates.wrapping_add(1);

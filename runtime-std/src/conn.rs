@@ -47,10 +47,23 @@ pub type Reply = Result<Bytes, TransportError>;
 pub type ServerRequest = (String, Bytes);
 type Waiter = oneshot::Sender<Reply>;
 
+/// Called once a frame is written (`true`) or dropped unwritten (`false`).
+pub(crate) type OnWritten = Box<dyn FnOnce(bool) + Send>;
+
 struct Outgoing {
     head: Vec<u8>,
     body: Bytes,
     written: Option<oneshot::Sender<Result<(), TransportError>>>,
+    on_written: Option<OnWritten>,
+}
+
+/// Where a connection driven by the client session hands every frame it reads, and says when
+/// it ends (its in-flight table is then unused: the session correlates).
+pub(crate) trait FrameSink: Send + Sync {
+    /// A whole frame arrived; an error names what is wrong with it and closes the connection.
+    fn frame(&self, frame: &[u8]) -> Result<(), &'static str>;
+    /// The connection ended (`lost`: not by our request).
+    fn closed(&self, lost: bool);
 }
 
 enum Cmd {
@@ -239,6 +252,7 @@ impl Conn {
                 head,
                 body,
                 written: None,
+                on_written: None,
             }))
             .is_err()
         {
@@ -291,6 +305,7 @@ impl Conn {
                 head,
                 body,
                 written: Some(tx),
+                on_written: None,
             }))
             .map_err(|_| TransportError::ConnectionClosed)?;
         match tokio::time::timeout_at(clock::to_tokio(deadline), rx).await {
@@ -298,6 +313,24 @@ impl Conn {
             Ok(Err(_)) => Err(TransportError::ConnectionClosed),
             Err(_) => Err(TransportError::TimedOut),
         }
+    }
+
+    /// Queues a frame already encoded (prefix and header in `head`, then `body`); `on_written`
+    /// is told whether it was written. `false` when the connection is closed (nothing queued;
+    /// `on_written` is not called).
+    pub(crate) fn send_frame(
+        &self,
+        head: Vec<u8>,
+        body: Bytes,
+        on_written: Option<OnWritten>,
+    ) -> bool {
+        let out = Outgoing {
+            head,
+            body,
+            written: None,
+            on_written,
+        };
+        !self.is_closed() && self.tx.send(Cmd::Send(out)).is_ok()
     }
 
     /// Asks the task to close the connection (requests in flight fail at once).
@@ -345,6 +378,14 @@ pub struct ConnOptions {
     pub tls: Option<Arc<crate::tls::TlsConfig>>,
     /// Forward the requests the server sends on the connection here (else they are dropped).
     pub server_requests: Option<mpsc::UnboundedSender<ServerRequest>>,
+    /// Hand every frame to this sink instead of the in-flight table.
+    pub(crate) sink: Option<Arc<dyn FrameSink>>,
+}
+
+impl std::fmt::Debug for dyn FrameSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FrameSink")
+    }
 }
 
 /// Opens a plain connection to `addr` and spawns its task.
@@ -416,6 +457,7 @@ pub async fn connect_with(
         rx_capacity: conn.rx_capacity.clone(),
         last_matched: conn.last_matched.clone(),
         server_requests: opts.server_requests.clone(),
+        sink: opts.sink.clone(),
     };
     match tls {
         Some(s) => {
@@ -441,6 +483,7 @@ struct Task {
     rx_capacity: Arc<std::sync::atomic::AtomicUsize>,
     last_matched: Arc<std::sync::atomic::AtomicU64>,
     server_requests: Option<mpsc::UnboundedSender<ServerRequest>>,
+    sink: Option<Arc<dyn FrameSink>>,
 }
 
 enum End {
@@ -487,6 +530,9 @@ impl Task {
                                 if let Some(w) = out.written {
                                     let _ = w.send(if ok { Ok(()) } else { Err(TransportError::WriteFailed) });
                                 }
+                                if let Some(f) = out.on_written {
+                                    f(ok);
+                                }
                                 if !ok { failed = true; break; }
                             }
                         }
@@ -510,12 +556,22 @@ impl Task {
         self.permits.close();
         rx.close();
         while let Ok(cmd) = rx.try_recv() {
-            if let Cmd::Send(Outgoing {
-                written: Some(w), ..
-            }) = cmd
-            {
-                let _ = w.send(Err(TransportError::ConnectionClosed));
+            if let Cmd::Send(out) = cmd {
+                if let Some(w) = out.written {
+                    let _ = w.send(Err(TransportError::ConnectionClosed));
+                }
+                if let Some(f) = out.on_written {
+                    f(false);
+                }
             }
+        }
+        if let Some(sink) = &self.sink {
+            if let End::Lost(why) = end {
+                self.counters.bump(Counter::ConnectionsLost);
+                warn!(addr = %self.addr, why, "connection lost");
+            }
+            sink.closed(matches!(end, End::Lost(_)));
+            return;
         }
         let failed = self.inflight.drain_connection(self.id);
         match end {
@@ -540,6 +596,10 @@ impl Task {
             let n = reader.feed(chunk).map_err(|_| "malformed frame")?;
             chunk.advance(n);
             if let Some(frame) = reader.take_frame() {
+                if let Some(sink) = &self.sink {
+                    sink.frame(frame.into_inner())?;
+                    continue;
+                }
                 let h = CommandHeader::parse(&frame).map_err(|_| "malformed header")?;
                 if !h.is_response() {
                     // A request from the broker (consumer ids changed, transaction check, ...):

@@ -321,28 +321,35 @@ fn name_server_failover_on_timeout_and_on_close() {
 }
 
 #[test]
-fn no_route_within_the_send_timeout_fails_the_send() {
-    let mut w = World::new(1);
+fn no_name_server_answering_fails_the_waiting_sends_at_once() {
+    let mut w = World::new(2);
     let id = w.send("T");
+    let tid = w.s.topic(w.now, "T").unwrap();
     let r = one(w.out());
     w.s.handle_closed(w.now, r.peer, TransportError::ConnectFailed);
-    assert!(w.done(id).is_none(), "waits for a later lookup");
-    // Lookups go on with back-off: 1 s, 2 s after the first failure.
-    w.advance_to(t(1000));
-    let r = one(w.out());
-    w.s.handle_closed(w.now, r.peer, TransportError::ConnectFailed);
-    assert_eq!(w.s.poll_timeout(), Some(t(3000)));
-    w.advance_to(t(3000));
+    w.drain();
+    assert!(w.done(id).is_none(), "the other NameServer is asked first");
+    let r2 = one(w.out());
+    assert_ne!(r2.peer, r.peer);
+    w.s.handle_closed(w.now, r2.peer, TransportError::ConnectFailed);
+    w.drain();
+    // Both failed in this round: the send ends now (Java: "No route info of this topic").
     match w.done(id) {
         Some(Err(SendFailure::Plan { error, .. })) => {
-            assert!(matches!(
-                error.kind(),
-                SendErrorKind::NoRoute | SendErrorKind::CallTimeout
-            ));
+            assert_eq!(error.kind(), SendErrorKind::NoRoute);
             assert_eq!(error.attempts(), 0);
         }
         other => panic!("{other:?}"),
     }
+    assert!(w.s.route_unreachable(tid));
+    assert!(w.events.contains(&Event::RouteFailed(tid)));
+    // Lookups go on with back-off (two failures: 2 s).
+    assert!(w.out().is_empty());
+    assert_eq!(w.s.poll_timeout(), Some(t(2000)));
+    w.advance_to(t(2000));
+    let r3 = one(w.out());
+    w.reply(&r3, 0, &[], route(&[A], 1).as_bytes());
+    assert!(!w.s.route_unreachable(tid));
 }
 
 #[test]
