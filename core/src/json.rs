@@ -276,6 +276,7 @@ impl<'a> JsonStr<'a> {
             // 64-bit targets: while eight bytes are left on both sides, copy whole words up
             // to the next backslash (the bytes copied past it are overwritten), and decode
             // the common `\u00XX` escape (`properties` separators) on the spot.
+            #[cfg_attr(not(target_pointer_width = "64"), allow(unused_mut))]
             let mut found = None;
             #[cfg(target_pointer_width = "64")]
             while let (Some(rest), Some(d)) = (

@@ -806,5 +806,17 @@ mod tests {
         assert!(!is_auth_failure(16, Some("the topic is not writable")));
         assert!(!is_auth_failure(14, Some("signature")));
         assert!(!is_auth_failure(1, None));
+        // Remarks of the real brokers (tests/tests/std_acl.rs): 5.3.3 and 4.9.
+        assert!(is_auth_failure(16, Some("check signature failed.")));
+        assert!(is_auth_failure(
+            16,
+            Some("User:nobodyKnowsMe is not found.")
+        ));
+        assert!(is_auth_failure(16, Some("username cannot be null.")));
+        assert!(!is_auth_failure(
+            16,
+            Some("the broker[broker-a] sending message is forbidden")
+        ));
+        assert!(!is_auth_failure(13, Some("check signature failed.")));
     }
 }

@@ -350,7 +350,6 @@ impl RetryConfig {
 /// Why a send failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[non_exhaustive]
 pub enum SendErrorKind {
     /// The route has no publish queue (Java "No route info of this topic").
     NoRoute,

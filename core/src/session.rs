@@ -380,9 +380,8 @@ pub struct SendReceipt {
     pub attempts: u8,
 }
 
-/// Why a send failed.
+/// Why a send failed. Exhaustive on purpose: a runtime's mapping of it must name every case.
 #[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum SendFailure {
     /// The retry plan gave up (no route, broker codes, transport failures, timeout).
     Plan {
@@ -853,6 +852,14 @@ impl<
     pub fn find_broker(&self, name: &str) -> Option<BrokerId> {
         let i = self.brokers.iter().position(|b| b.name == name)?;
         Some(BrokerId(i as u16))
+    }
+
+    /// Requests written to `peer` and not answered yet (diagnostics: O(REQUESTS)).
+    pub fn in_flight(&self, peer: Peer) -> usize {
+        self.reqs
+            .iter()
+            .filter(|r| r.state == ReqState::Sent && r.peer == peer)
+            .count()
     }
 
     /// Requests queued or in flight.

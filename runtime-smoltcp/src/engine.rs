@@ -281,7 +281,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         // The message buffer is free once its send ended and no frame reads from it.
         self.job.is_none()
             && self.done.is_none()
-            && !self.tx_frame.is_some_and(|f| f.tx.body.is_some())
+            && self.tx_frame.is_none_or(|f| f.tx.body.is_none())
     }
 
     /// The end of the last send, once.

@@ -27,8 +27,6 @@ use crate::sync::{Mutex, lock};
 
 /// The session of one producer or consumer with its NameServers and brokers.
 pub(crate) struct Client {
-    /// The local address that routes to the first NameServer.
-    pub(crate) ip: IpAddr,
     /// `ip@instanceName`.
     pub(crate) client_id: String,
     pub(crate) enc: Encoding,
@@ -54,7 +52,6 @@ impl Client {
         let ip = local_ip(namesrv_addr);
         let counters = Arc::new(Counters::new());
         Client {
-            ip,
             client_id: client_id(ip, instance_name),
             enc,
             pool: Pool::new(max_in_flight, counters.clone())
@@ -212,7 +209,7 @@ impl Client {
 }
 
 /// The local address that routes to the first NameServer (no packet is sent), or loopback.
-fn local_ip(namesrv_addrs: &[String]) -> IpAddr {
+pub(crate) fn local_ip(namesrv_addrs: &[String]) -> IpAddr {
     let namesrv = namesrv_addrs
         .first()
         .map_or("127.0.0.1:9876", |s| s.as_str());
@@ -226,7 +223,7 @@ fn local_ip(namesrv_addrs: &[String]) -> IpAddr {
 }
 
 /// The client id (`ip@instanceName`, core `write_client_id`).
-fn client_id(ip: IpAddr, instance_name: &str) -> String {
+pub(crate) fn client_id(ip: IpAddr, instance_name: &str) -> String {
     let mut idbuf = [0u8; 512];
     write_client_id(ip, instance_name, &mut idbuf)
         .ok()

@@ -39,6 +39,8 @@ pub enum ConfigError {
     InstanceName,
     /// ACL is configured with an empty access key.
     AclAccessKey,
+    /// The core session refused the configuration (e.g. a client id or group too long).
+    Session(rmq_core::session::ConfigError),
 }
 
 impl fmt::Display for ConfigError {
@@ -48,6 +50,7 @@ impl fmt::Display for ConfigError {
             ConfigError::Group(e) => write!(f, "invalid producer group: {e}"),
             ConfigError::InstanceName => f.write_str("instance name is empty"),
             ConfigError::AclAccessKey => f.write_str("ACL access key is empty"),
+            ConfigError::Session(e) => write!(f, "client session: {e}"),
         }
     }
 }
@@ -441,7 +444,7 @@ impl ProducerBuilder {
         if self.cfg.security.empty_access_key() {
             return Err(ConfigError::AclAccessKey);
         }
-        Ok(Producer::start(self.cfg))
+        Producer::start(self.cfg).map_err(ConfigError::Session)
     }
 }
 

@@ -144,6 +144,11 @@ impl Response {
 }
 
 impl Conn {
+    /// The id it was opened with.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
     /// Address this connection goes to.
     pub fn addr(&self) -> &str {
         &self.addr

@@ -63,6 +63,8 @@ mod config;
 pub mod conn;
 #[cfg(not(loom))]
 pub mod consumer;
+#[cfg(not(loom))]
+mod driver;
 mod message;
 #[cfg(not(loom))]
 mod producer;

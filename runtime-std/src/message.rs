@@ -162,6 +162,11 @@ pub enum SendErrorKind {
     Malformed,
     /// The producer is shut down.
     Shutdown,
+    /// The client's tables are full (too many topics or sends at once); nothing was sent.
+    Capacity(rmq_core::session::SubmitError),
+    /// The request could not be built (frame over 16 MiB, header over its buffer, ACL
+    /// signing refused the key); nothing was sent.
+    Request(String),
     /// The broker refused the ACL credentials (wrong access key or secret, missing or bad
     /// signature, or no credentials for a broker that requires them). Not retried.
     Authentication {
@@ -170,30 +175,6 @@ pub enum SendErrorKind {
         /// The broker's remark.
         remark: Option<String>,
     },
-}
-
-/// Whether a refusal with `code` and `remark` is an authentication failure: 5.x answers
-/// NO_PERMISSION (16) with "check signature failed." or an authentication message, 4.9
-/// answers SYSTEM_ERROR (1) with the text of an `AclException`; 5.3.3 says "User:<key> is not
-/// found." for an unknown access key and "username cannot be null." for an unsigned request.
-#[cfg_attr(loom, allow(dead_code))]
-pub(crate) fn is_auth_failure(code: i32, remark: Option<&str>) -> bool {
-    if code != 1 && code != 16 {
-        return false;
-    }
-    let Some(r) = remark else { return false };
-    let r = r.to_ascii_lowercase();
-    [
-        "signature",
-        "aclexception",
-        "authenticat",
-        "accesskey",
-        "access key",
-        "user:",
-        "username",
-    ]
-    .iter()
-    .any(|w| r.contains(w))
 }
 
 /// A failed send: its cause, the attempts made, and whether trying again may help.
@@ -273,6 +254,8 @@ impl fmt::Display for SendError {
             }
             SendErrorKind::Malformed => f.write_str("malformed send response"),
             SendErrorKind::Shutdown => f.write_str("producer is shut down"),
+            SendErrorKind::Capacity(e) => write!(f, "client capacity: {e}"),
+            SendErrorKind::Request(e) => write!(f, "cannot build the request: {e}"),
             SendErrorKind::Authentication { code, remark } => write!(
                 f,
                 "authentication failed: the broker refused the ACL credentials with code {code} \
@@ -284,31 +267,3 @@ impl fmt::Display for SendError {
 }
 
 impl std::error::Error for SendError {}
-
-#[cfg(test)]
-mod tests {
-    use super::is_auth_failure;
-
-    #[test]
-    fn authentication_remarks_of_real_brokers() {
-        // Remarks seen from the real 5.3.3 broker (tests/tests/std_acl.rs).
-        assert!(is_auth_failure(16, Some("check signature failed.")));
-        assert!(is_auth_failure(
-            16,
-            Some("User:nobodyKnowsMe is not found.")
-        ));
-        assert!(is_auth_failure(16, Some("username cannot be null.")));
-        assert!(is_auth_failure(
-            1,
-            Some("org.apache.rocketmq.acl.common.AclException: Check signature failed")
-        ));
-        // Not authentication: other codes, other remarks, no remark.
-        assert!(!is_auth_failure(
-            16,
-            Some("the broker[broker-a] sending message is forbidden")
-        ));
-        assert!(!is_auth_failure(13, Some("check signature failed.")));
-        assert!(!is_auth_failure(1, None));
-        assert!(!is_auth_failure(14, Some("service not available now")));
-    }
-}

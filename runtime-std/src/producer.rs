@@ -1,77 +1,41 @@
-//! The [`Producer`]: routes, connections, heartbeats and the send driver around the core
-//! [`SendPlan`].
+//! The [`Producer`]: a thin front end on the core client session ([`crate::driver`]).
+//!
+//! It builds the message (properties and validation through
+//! [`rmq_core::producer::encode_message_properties`], zlib, batch bodies), hands it to the
+//! session, and turns the session's outcome into a [`SendResult`] or a [`SendError`]. Routes,
+//! queue choice, retries within one deadline, heartbeats and the fault table are the
+//! session's.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use bytes::Bytes;
-use rmq_core::message::properties::EncodeProperties;
-use rmq_core::message::validate::{
-    MAX_DELAY_LEVEL, validate_delay_level, validate_message, validate_user_property,
-};
+use rmq_core::message::properties::{EncodeProperties, Preencoded};
+use rmq_core::message::validate::ValidationError;
 use rmq_core::message::{BatchMessage, PropertiesEncoder, UniqKeyGenerator, encode_batch, keys};
 use rmq_core::producer::{
-    COMPRESSION_LEVEL, DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, SendRequest, SendResponse,
-    compression_flags, error_refresh_due, parse_send_response, write_heartbeat,
+    CLIENT_API_TIMEOUT, COMPRESSION_LEVEL, MessageError, MessageFields, compression_flags,
+    encode_message_properties, message_properties_len,
 };
-use rmq_core::retry::{
-    Attempt, AttemptOutcome, SendEnv, SendErrorKind as CoreKind, SendMode, SendPlan, Step,
-    TransportError,
-};
-use rmq_core::route::{PublishQueueRef, TopicRoute};
+use rmq_core::retry::{SendErrorKind as CoreKind, SendMode, TransportError};
 use rmq_core::select::{PublishQueue, select_by_index, select_by_sharding_key};
-use rmq_core::wire::{CommandRepr, ResponseCode, Scratch};
+use rmq_core::session::{self, SendArgs, SendFailure, SubmitError};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
-use tracing::{Instrument, debug, debug_span, info_span, warn};
+use tracing::{Instrument, info_span, warn};
 
-use crate::client::Client;
 use crate::clock;
 use crate::config::{ProducerBuilder, ProducerConfig};
-use crate::conn::{Encoding, Response};
-use crate::message::{
-    Message, MessageQueue, SendError, SendErrorKind, SendResult, is_auth_failure,
-};
-use crate::shared::{Counter, CountersSnapshot, Faults};
+use crate::driver::{Driver, Refused};
+use crate::message::{Message, MessageQueue, SendError, SendErrorKind, SendResult};
+use crate::shared::{Counter, Counters, CountersSnapshot};
 use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering, lock};
-
-/// Route capacities: brokers (and queue datas) per route, bytes of names and addresses.
-const ROUTE_BROKERS: usize = 32;
-const ROUTE_STR: usize = 8192;
-/// Publish queues per topic.
-const MAX_QUEUES: usize = 1024;
-
-/// A topic's publish queues, keyed by interned broker ids.
-#[derive(Debug)]
-struct TopicInfo {
-    queues: Vec<PublishQueue<u16>>,
-    from_default: bool,
-}
-
-#[derive(Debug, Default)]
-struct Brokers {
-    names: Vec<String>,
-    by_name: HashMap<String, u16>,
-}
-
-impl Brokers {
-    fn key(&mut self, name: &str) -> u16 {
-        if let Some(k) = self.by_name.get(name) {
-            return *k;
-        }
-        let k = u16::try_from(self.names.len()).unwrap_or(u16::MAX);
-        self.names.push(name.to_owned());
-        self.by_name.insert(name.to_owned(), k);
-        k
-    }
-}
 
 /// A route as the CLI shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RouteInfo {
-    /// `(broker name, master address)` of every broker in the route.
+    /// `(broker name, master address)` of every broker with a publish queue.
     pub brokers: Vec<(String, Option<String>)>,
     /// The publish queues, in selection order.
     pub queues: Vec<MessageQueue>,
@@ -79,6 +43,7 @@ pub struct RouteInfo {
     pub from_default_topic: bool,
 }
 
+/// A message ready for the session: its properties, body and send-header fields.
 struct Prepared {
     topic: String,
     body: Bytes,
@@ -87,15 +52,6 @@ struct Prepared {
     flag: i32,
     batch: bool,
     msg_id: String,
-    born: i64,
-}
-
-#[derive(Debug)]
-struct Stored {
-    number: u8,
-    offset_msg_id: String,
-    queue_id: i32,
-    queue_offset: i64,
 }
 
 enum Target {
@@ -107,23 +63,19 @@ enum Target {
 
 struct Inner {
     cfg: ProducerConfig,
-    client: Client,
-    faults: Faults,
-    routes: Mutex<HashMap<String, Arc<TopicInfo>>>,
-    error_refreshes: Mutex<HashMap<String, rmq_core::time::Instant>>,
-    brokers: Mutex<Brokers>,
+    client_id: String,
+    driver: Driver,
     uniq: Mutex<UniqKeyGenerator>,
     running: AtomicBool,
     active: AtomicU64,
     idle: Notify,
-    tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
-/// A RocketMQ producer on tokio. Cheap to clone (all clones share one client).
+/// A RocketMQ producer on tokio. Cheap to clone (all clones share one client session).
 ///
-/// Every send validates the message first (no byte is sent for an invalid one), finds the
-/// topic's route (NameServer, cached, refreshed every `poll_name_server_interval`), and lets
-/// the core [`SendPlan`] choose queues and retries within one total deadline
+/// Every send validates the message first (no byte is sent for an invalid one), then the core
+/// session finds the topic's route (NameServer, cached, refreshed every
+/// `poll_name_server_interval`) and chooses queues and retries within one total deadline
 /// (`send_msg_timeout`).
 #[derive(Clone)]
 pub struct Producer {
@@ -133,7 +85,7 @@ pub struct Producer {
 impl std::fmt::Debug for Producer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Producer")
-            .field("client_id", &self.inner.client.client_id)
+            .field("client_id", &self.inner.client_id)
             .field("group", &self.inner.cfg.producer_group)
             .finish()
     }
@@ -155,72 +107,44 @@ impl Producer {
         ProducerBuilder::default()
     }
 
-    pub(crate) fn start(cfg: ProducerConfig) -> Producer {
-        let enc = Encoding {
-            serialize_type: cfg.serialize_type,
-            version: cfg.version,
-            language: cfg.language,
-        };
-        let client = Client::new(
-            &cfg.namesrv_addr,
-            &cfg.instance_name,
-            enc,
+    pub(crate) fn start(cfg: ProducerConfig) -> Result<Producer, session::ConfigError> {
+        let ip = crate::client::local_ip(&cfg.namesrv_addr);
+        let client_id = crate::client::client_id(ip, &cfg.instance_name);
+        let mut sc = session::Config::new(cfg.namesrv_addr.len(), &cfg.producer_group, &client_id);
+        sc.version = cfg.version;
+        sc.serialize_type = cfg.serialize_type;
+        sc.language = cfg.language;
+        sc.fault_rule = cfg.profile().update_rule();
+        sc.route_refresh = clock::to_core(cfg.poll_name_server_interval);
+        sc.heartbeat = Some(clock::to_core(cfg.heartbeat_broker_interval));
+        sc.seed = clock::random_u32();
+        let driver = Driver::start(
+            &sc,
+            cfg.namesrv_addr.clone(),
+            cfg.security.clone(),
             cfg.max_requests_in_flight,
-            &cfg.security,
-            None,
-        );
-        let ip = client.ip;
-        let profile = cfg.profile();
-        let inner = Arc::new(Inner {
-            client,
-            faults: Faults::new(profile.update_rule(), clock::random_u32()),
-            routes: Mutex::new(HashMap::new()),
-            error_refreshes: Mutex::new(HashMap::new()),
-            brokers: Mutex::new(Brokers::default()),
-            uniq: Mutex::new(UniqKeyGenerator::new(
-                ip,
-                std::process::id(),
-                clock::random_u32(),
-            )),
-            running: AtomicBool::new(true),
-            active: AtomicU64::new(0),
-            idle: Notify::new(),
-            tasks: Mutex::new(Vec::new()),
-            cfg,
-        });
-        let p = Producer { inner };
-        let refresh = {
-            let weak = Arc::downgrade(&p.inner);
-            let every = p.inner.cfg.poll_name_server_interval;
-            tokio::spawn(async move {
-                let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-                loop {
-                    tick.tick().await;
-                    let Some(inner) = weak.upgrade() else { break };
-                    Producer { inner }.refresh_all_routes().await;
-                }
-            })
-        };
-        let heartbeat = {
-            let weak = Arc::downgrade(&p.inner);
-            let every = p.inner.cfg.heartbeat_broker_interval;
-            tokio::spawn(async move {
-                let start = tokio::time::Instant::now() + StdDuration::from_secs(1);
-                let mut tick = tokio::time::interval_at(start, every);
-                loop {
-                    tick.tick().await;
-                    let Some(inner) = weak.upgrade() else { break };
-                    Producer { inner }.heartbeat_all().await;
-                }
-            })
-        };
-        lock(&p.inner.tasks).extend([refresh, heartbeat]);
-        p
+            Arc::new(Counters::new()),
+        )?;
+        Ok(Producer {
+            inner: Arc::new(Inner {
+                uniq: Mutex::new(UniqKeyGenerator::new(
+                    ip,
+                    std::process::id(),
+                    clock::random_u32(),
+                )),
+                client_id,
+                driver,
+                running: AtomicBool::new(true),
+                active: AtomicU64::new(0),
+                idle: Notify::new(),
+                cfg,
+            }),
+        })
     }
 
     /// The client id (`ip@instance`) announced in heartbeats.
     pub fn client_id(&self) -> &str {
-        &self.inner.client.client_id
+        &self.inner.client_id
     }
 
     /// The configuration.
@@ -230,13 +154,20 @@ impl Producer {
 
     /// The event counters.
     pub fn counters(&self) -> CountersSnapshot {
-        self.inner.client.counters.snapshot()
+        let st = self.inner.driver.with(|s| s.stats());
+        CountersSnapshot {
+            attempts: u64::from(st.attempts),
+            retried: u64::from(st.retries),
+            brokers_isolated: u64::from(st.brokers_isolated),
+            late_responses_dropped: u64::from(st.late_responses),
+            ..self.inner.driver.counters().snapshot()
+        }
     }
 
     /// Buffers and in-flight tables of the producer's connections (tests: memory bounds).
     #[doc(hidden)]
     pub fn connection_stats(&self) -> Vec<crate::conn::ConnStats> {
-        self.inner.client.pool.stats()
+        self.inner.driver.connection_stats()
     }
 
     /// Sends `msg` and waits for the broker (SYNC: up to `1 + retry_times_when_send_failed`
@@ -324,10 +255,7 @@ impl Producer {
     /// [`SendErrorKind::InvalidBatch`] for an empty batch, mixed topics or delay levels, plus
     /// the errors of [`Producer::send`].
     pub async fn send_batch(&self, msgs: Vec<Message>) -> Result<SendResult, SendError> {
-        let _g = match self.enter() {
-            Ok(g) => g,
-            Err(e) => return Err(e),
-        };
+        let _g = self.enter()?;
         let r = match self.prepare_batch(msgs) {
             Ok(p) => {
                 let span = info_span!("send_batch", topic = %p.topic);
@@ -341,35 +269,44 @@ impl Producer {
         r
     }
 
-    /// The route of `topic` as the producer sees it (fetched now).
+    /// The route of `topic` as the producer sees it (looked up now).
     ///
     /// # Errors
     /// [`SendErrorKind::NoRoute`] or [`SendErrorKind::NoNameServer`].
     pub async fn route(&self, topic: &str) -> Result<RouteInfo, SendError> {
-        let (resp, from_default) = self
-            .fetch_route_body(topic)
-            .await
-            .map_err(|k| SendError::new(k, 0))?;
-        let route = TopicRoute::<ROUTE_BROKERS, ROUTE_STR>::parse(resp.body())
-            .map_err(|_| SendError::new(SendErrorKind::NoRoute, 0))?;
-        let mut qs = heapless::Vec::<PublishQueueRef, MAX_QUEUES>::new();
-        route
-            .publish_queues(from_default.then_some(DEFAULT_TOPIC_QUEUE_NUMS), &mut qs)
-            .map_err(|_| SendError::new(SendErrorKind::NoRoute, 0))?;
-        Ok(RouteInfo {
-            brokers: route
-                .brokers()
-                .map(|b| (b.name().to_owned(), b.addr(0).map(str::to_owned)))
-                .collect(),
-            queues: qs
-                .iter()
-                .map(|q| MessageQueue {
-                    topic: topic.to_owned(),
-                    broker_name: route.broker_name(q.broker).unwrap_or("").to_owned(),
-                    queue_id: q.queue_id,
-                })
-                .collect(),
-            from_default_topic: from_default,
+        let d = &self.inner.driver;
+        let t = d.topic(topic).map_err(refused)?;
+        let wait = CLIENT_API_TIMEOUT.saturating_mul(self.inner.cfg.namesrv_addr.len() as u64 + 1);
+        let found = d.route(topic, true, clock::to_std(wait)).await;
+        d.with(|s| {
+            let queues = s.publish_queues(t);
+            if !found && queues.is_empty() {
+                let kind = if s.route_unreachable(t) {
+                    SendErrorKind::NoNameServer
+                } else {
+                    SendErrorKind::NoRoute
+                };
+                return Err(SendError::new(kind, 0));
+            }
+            let mut brokers: Vec<(String, Option<String>)> = Vec::new();
+            for q in queues {
+                let name = s.broker_name(q.broker).unwrap_or("");
+                if !brokers.iter().any(|(n, _)| n == name) {
+                    brokers.push((name.to_owned(), s.broker_addr(q.broker).map(str::to_owned)));
+                }
+            }
+            Ok(RouteInfo {
+                brokers,
+                queues: queues
+                    .iter()
+                    .map(|q| MessageQueue {
+                        topic: topic.to_owned(),
+                        broker_name: s.broker_name(q.broker).unwrap_or("").to_owned(),
+                        queue_id: q.queue_id,
+                    })
+                    .collect(),
+                from_default_topic: s.from_default_topic(t),
+            })
         })
     }
 
@@ -398,11 +335,10 @@ impl Producer {
                 break;
             }
         }
-        for t in lock(&self.inner.tasks).drain(..) {
-            t.abort();
-        }
-        let group = Some(self.inner.cfg.producer_group.as_str());
-        self.inner.client.shutdown(group, None).await;
+        self.inner
+            .driver
+            .shutdown(clock::to_std(CLIENT_API_TIMEOUT))
+            .await;
     }
 
     fn enter(&self) -> Result<ActiveGuard<'_>, SendError> {
@@ -433,7 +369,7 @@ impl Producer {
     }
 
     fn count<T>(&self, r: &Result<T, SendError>) {
-        self.inner.client.counters.bump(if r.is_ok() {
+        self.inner.driver.counters().bump(if r.is_ok() {
             Counter::Sent
         } else {
             Counter::Failed
@@ -448,56 +384,27 @@ impl Producer {
             .to_owned()
     }
 
-    fn encode_props(entries: &[(&str, &str)]) -> Result<String, SendError> {
-        let enc = PropertiesEncoder::new(entries.iter().copied());
-        let mut buf = vec![0u8; enc.encoded_len()];
-        let n = enc.encode(&mut buf).map_err(|_| {
-            SendError::new(
-                SendErrorKind::Validation(
-                    rmq_core::message::validate::ValidationError::PropertySeparator,
-                ),
-                0,
-            )
-        })?;
+    /// The properties string of `m` (validated by the core, as every runtime does).
+    fn message_props(&self, m: &Message, uniq: Option<&str>) -> Result<String, SendError> {
+        let keys = m.keys.join(keys::KEY_SEPARATOR);
+        let fields = MessageFields {
+            tags: m.tags.as_deref(),
+            keys: Some(keys.as_str()),
+            delay_level: m.delay_level,
+            wait_store_msg_ok: m.wait_store_msg_ok,
+            user: m.properties.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        };
+        let max = self.inner.cfg.max_message_size;
+        let invalid = |e| match e {
+            MessageError::Invalid(v) => SendError::new(SendErrorKind::Validation(v), 0),
+            MessageError::BufferTooSmall => SendError::new(SendErrorKind::Malformed, 0),
+        };
+        let len = message_properties_len(&m.topic, &m.body, max, &fields, uniq).map_err(invalid)?;
+        let mut buf = vec![0u8; len];
+        let n = encode_message_properties(&m.topic, &m.body, max, &fields, uniq, &mut buf)
+            .map_err(invalid)?;
         buf.truncate(n);
         String::from_utf8(buf).map_err(|_| SendError::new(SendErrorKind::Malformed, 0))
-    }
-
-    fn message_props(&self, m: &Message, uniq: Option<&str>) -> Result<String, SendError> {
-        let invalid = |e| SendError::new(SendErrorKind::Validation(e), 0);
-        validate_message(&m.topic, &m.body, self.inner.cfg.max_message_size).map_err(invalid)?;
-        for (k, v) in &m.properties {
-            validate_user_property(k, v).map_err(invalid)?;
-        }
-        let delay = match m.delay_level {
-            Some(l) => {
-                validate_delay_level(l, MAX_DELAY_LEVEL).map_err(invalid)?;
-                Some(l.to_string())
-            }
-            None => None,
-        };
-        let joined_keys = m.keys.join(keys::KEY_SEPARATOR);
-        let mut entries: Vec<(&str, &str)> = Vec::with_capacity(6 + m.properties.len());
-        if let Some(t) = &m.tags {
-            entries.push((keys::TAGS, t));
-        }
-        if !joined_keys.is_empty() {
-            entries.push((keys::KEYS, &joined_keys));
-        }
-        if let Some(d) = &delay {
-            entries.push((keys::DELAY_TIME_LEVEL, d));
-        }
-        entries.push((
-            keys::WAIT_STORE_MSG_OK,
-            if m.wait_store_msg_ok { "true" } else { "false" },
-        ));
-        if let Some(u) = uniq {
-            entries.push((keys::UNIQ_KEY, u));
-        }
-        for (k, v) in &m.properties {
-            entries.push((k, v));
-        }
-        Self::encode_props(&entries)
     }
 
     fn prepare(&self, m: Message) -> Result<Prepared, SendError> {
@@ -521,7 +428,6 @@ impl Producer {
             flag: m.flag,
             batch: false,
             msg_id: uniq,
-            born: clock::unix_millis(),
         })
     }
 
@@ -550,33 +456,79 @@ impl Producer {
             msgs.iter().zip(&props).map(|(m, p)| BatchMessage {
                 flag: m.flag,
                 body: &m.body,
-                properties: rmq_core::message::properties::Preencoded(p.as_bytes()),
+                properties: Preencoded(p.as_bytes()),
             })
         };
         let len = rmq_core::message::batch::batch_encoded_len(records())
             .map_err(|_| bad("batch too large"))?;
         if len > self.inner.cfg.max_message_size {
-            return Err(SendError::new(
-                SendErrorKind::Validation(
-                    rmq_core::message::validate::ValidationError::BodyTooLarge,
-                ),
-                0,
-            ));
+            let kind = SendErrorKind::Validation(ValidationError::BodyTooLarge);
+            return Err(SendError::new(kind, 0));
         }
         let mut body = vec![0u8; len];
         let n = encode_batch(records(), &mut body).map_err(|_| bad("batch encoding failed"))?;
         body.truncate(n);
-        let properties =
-            Self::encode_props(&[(keys::WAIT_STORE_MSG_OK, if wait { "true" } else { "false" })])?;
+        let wait = [(keys::WAIT_STORE_MSG_OK, if wait { "true" } else { "false" })];
+        let enc = PropertiesEncoder::new(wait.iter().copied());
+        let mut p = vec![0u8; enc.encoded_len()];
+        let n = enc
+            .encode(&mut p)
+            .map_err(|_| bad("batch encoding failed"))?;
+        p.truncate(n);
         Ok(Prepared {
             topic,
             body: Bytes::from(body),
-            properties,
+            properties: String::from_utf8(p).map_err(|_| bad("batch encoding failed"))?,
             sys_flag: 0,
             flag: 0,
             batch: true,
             msg_id: ids.join(","),
-            born: clock::unix_millis(),
+        })
+    }
+
+    /// The queue a target names, once the topic has a route (`None` to select).
+    async fn queue(
+        &self,
+        topic: &str,
+        target: Target,
+    ) -> Result<Option<PublishQueue<rmq_core::session::BrokerId>>, SendError> {
+        if matches!(target, Target::Select) {
+            return Ok(None);
+        }
+        let d = &self.inner.driver;
+        let t = d.topic(topic).map_err(refused)?;
+        let has_route = d.with(|s| !s.publish_queues(t).is_empty());
+        if !has_route {
+            let wait = self.inner.cfg.send_msg_timeout;
+            if !d.route(topic, false, wait).await {
+                let unreachable = d.with(|s| s.route_unreachable(t));
+                let kind = if unreachable {
+                    SendErrorKind::NoNameServer
+                } else {
+                    SendErrorKind::NoRoute
+                };
+                return Err(SendError::new(kind, 0));
+            }
+        }
+        d.with(|s| {
+            let queues = s.publish_queues(t);
+            let no_route = || SendError::new(SendErrorKind::NoRoute, 0);
+            match target {
+                Target::Select => Ok(None),
+                Target::Queue(name, queue_id) => match s.find_broker(&name) {
+                    Some(broker) => Ok(Some(PublishQueue { broker, queue_id })),
+                    None => Err(SendError::new(
+                        SendErrorKind::Transport(TransportError::BrokerNotFound),
+                        0,
+                    )),
+                },
+                Target::Index(f) => select_by_index(queues, f(queues.len()))
+                    .map(Some)
+                    .ok_or_else(no_route),
+                Target::Key(k) => select_by_sharding_key(queues, &k)
+                    .map(Some)
+                    .ok_or_else(no_route),
+            }
         })
     }
 
@@ -586,403 +538,97 @@ impl Producer {
         mode: SendMode,
         target: Target,
     ) -> Result<SendResult, SendError> {
-        let topic = p.topic.clone();
-        let r = self.drive_plan(p, mode, target).await;
-        if let Err(e) = &r
-            && !matches!(
-                e.kind(),
-                SendErrorKind::Validation(_) | SendErrorKind::InvalidBatch(_)
-            )
-        {
-            self.refresh_after_error(topic);
-        }
-        r
-    }
-
-    /// A failed send refreshes its topic's route in the background (rate-limited per topic).
-    fn refresh_after_error(&self, topic: String) {
-        let now = clock::now();
-        {
-            let mut last = lock(&self.inner.error_refreshes);
-            if !error_refresh_due(last.get(&topic).copied(), now) {
-                return;
-            }
-            last.insert(topic.clone(), now);
-        }
-        let this = self.clone();
-        tokio::spawn(async move {
-            if let Err(e) = this.refresh_route(&topic).await {
-                debug!(topic, ?e, "route refresh after a failed send failed");
-            }
-        });
-    }
-
-    async fn drive_plan(
-        &self,
-        p: Prepared,
-        mode: SendMode,
-        target: Target,
-    ) -> Result<SendResult, SendError> {
-        let info = self
-            .topic_info(&p.topic)
+        let queue = self.queue(&p.topic, target).await?;
+        let mut args = SendArgs::new(
+            self.inner.cfg.retry_config(mode),
+            p.body.len(),
+            clock::unix_millis(),
+        );
+        args.flag = p.flag;
+        args.sys_flag = p.sys_flag;
+        args.batch = p.batch;
+        args.queue = queue;
+        let d = &self.inner.driver;
+        let (t, outcome) = d
+            .send(&p.topic, args, p.properties, p.body)
             .await
-            .map_err(|k| SendError::new(k, 0))?;
-        let cfg = self.inner.cfg.retry_config(mode);
-        let now = clock::now();
-        let no_route = || SendError::new(SendErrorKind::NoRoute, 0);
-        let mut plan = match target {
-            Target::Select => SendPlan::new(now, cfg),
-            Target::Queue(name, queue_id) => {
-                let broker = lock(&self.inner.brokers).key(&name);
-                SendPlan::to_queue(now, cfg, PublishQueue { broker, queue_id })
+            .map_err(refused)?;
+        let receipt = match outcome {
+            Ok(r) => r,
+            Err(f) => {
+                let unreachable = d.with(|s| s.route_unreachable(t));
+                return Err(send_error(f, unreachable));
             }
-            Target::Index(f) => {
-                let idx = f(info.queues.len());
-                SendPlan::to_queue(
-                    now,
-                    cfg,
-                    select_by_index(&info.queues, idx).ok_or_else(no_route)?,
-                )
-            }
-            Target::Key(k) => SendPlan::to_queue(
-                now,
-                cfg,
-                select_by_sharding_key(&info.queues, &k).ok_or_else(no_route)?,
-            ),
         };
-        let mut step = self.plan_step(&info, |env| plan.start(now, env), None);
-        let mut stored: Vec<Stored> = Vec::new();
-        let mut remark: Option<String> = None;
-        loop {
-            match step {
-                Step::Send(att) => {
-                    self.inner.client.counters.bump(Counter::Attempts);
-                    if att.number > 1 {
-                        self.inner.client.counters.bump(Counter::Retried);
-                    }
-                    let span = debug_span!(
-                        "attempt",
-                        n = att.number,
-                        broker = att.queue.broker,
-                        queue = att.queue.queue_id,
-                        template_route = info.from_default
-                    );
-                    let (outcome, st, rk) = self.attempt(&p, &att, mode).instrument(span).await;
-                    debug!(?outcome, "attempt ended");
-                    if let AttemptOutcome::Response(code) = outcome
-                        && is_auth_failure(code, rk.as_deref())
-                    {
-                        // The same credentials fail the same way on every broker: no retry.
-                        let kind = SendErrorKind::Authentication { code, remark: rk };
-                        return Err(SendError::new(kind, att.number));
-                    }
-                    if let Some(s) = st {
-                        stored.push(s);
-                    }
-                    if rk.is_some() {
-                        remark = rk;
-                    }
-                    let now = clock::now();
-                    step = self.plan_step(
-                        &info,
-                        |env| plan.handle_outcome(now, outcome, env),
-                        Some((now, att.queue.broker)),
-                    );
-                }
-                Step::Wait => {
-                    // The plan only waits with an attempt in flight, which we never leave
-                    // behind; treat it as that attempt's timeout.
-                    let Some(at) = plan.poll_timeout() else {
-                        return Err(SendError::new(SendErrorKind::Timeout, plan.attempts_made()));
-                    };
-                    tokio::time::sleep_until(clock::to_tokio(at)).await;
-                    let now = clock::now();
-                    step = self.plan_step(&info, |env| plan.handle_timeout(now, env), None);
-                }
-                Step::Done(Ok(sent)) => {
-                    let names = lock(&self.inner.brokers);
-                    let broker_name = names
-                        .names
-                        .get(usize::from(sent.queue.broker))
-                        .cloned()
-                        .unwrap_or_default();
-                    drop(names);
-                    let queue = MessageQueue {
-                        topic: p.topic.clone(),
-                        broker_name,
-                        queue_id: sent.queue.queue_id,
-                    };
-                    if mode == SendMode::Oneway {
-                        return Ok(SendResult {
-                            status: sent.status,
-                            msg_id: p.msg_id,
-                            offset_msg_id: String::new(),
-                            queue,
-                            queue_offset: -1,
-                            attempts: sent.attempts,
-                        });
-                    }
-                    let Some(s) = stored.into_iter().rev().find(|s| s.number == sent.attempts)
-                    else {
-                        return Err(SendError::new(SendErrorKind::Malformed, sent.attempts));
-                    };
-                    return Ok(SendResult {
-                        status: sent.status,
-                        msg_id: p.msg_id,
-                        offset_msg_id: s.offset_msg_id,
-                        queue: MessageQueue {
-                            queue_id: s.queue_id,
-                            ..queue
-                        },
-                        queue_offset: s.queue_offset,
-                        attempts: sent.attempts,
-                    });
-                }
-                Step::Done(Err(e)) => {
-                    let kind = match e.kind() {
-                        CoreKind::NoRoute => SendErrorKind::NoRoute,
-                        CoreKind::Broker { code } => SendErrorKind::Broker {
-                            code,
-                            remark: remark.take(),
-                        },
-                        CoreKind::Transport(t) => SendErrorKind::Transport(t),
-                        _ => SendErrorKind::Timeout,
-                    };
-                    let mut err = SendError::new(kind, e.attempts());
-                    err.retryable = e.is_retryable();
-                    return Err(err);
-                }
-            }
-        }
-    }
-
-    /// Runs one plan transition with the fault table locked; counts a broker that went from
-    /// available to isolated.
-    fn plan_step(
-        &self,
-        info: &TopicInfo,
-        f: impl FnOnce(&mut SendEnv<'_, u16, { crate::shared::FAULT_CAPACITY }>) -> Step<u16>,
-        watch: Option<(rmq_core::time::Instant, u16)>,
-    ) -> Step<u16> {
-        let entropy = clock::random_u32();
-        self.inner.faults.with(|st| {
-            let before = watch.map(|(now, b)| st.table.is_available(now, b));
-            let mut env = SendEnv {
-                queues: &info.queues,
-                table: &mut st.table,
-                counter: &mut st.counter,
-                entropy,
-            };
-            let step = f(&mut env);
-            if let (Some(true), Some((now, b))) = (before, watch)
-                && !st.table.is_available(now, b)
-            {
-                self.inner.client.counters.bump(Counter::Isolated);
-            }
-            step
+        let broker_name = d.with(|s| s.broker_name(receipt.broker).unwrap_or("").to_owned());
+        Ok(SendResult {
+            status: receipt.status,
+            msg_id: p.msg_id,
+            offset_msg_id: receipt.offset_msg_id.as_str().to_owned(),
+            queue: MessageQueue {
+                topic: p.topic,
+                broker_name,
+                queue_id: receipt.queue_id,
+            },
+            queue_offset: receipt.queue_offset.unwrap_or(-1),
+            attempts: receipt.attempts,
         })
     }
+}
 
-    fn master_of(&self, broker: u16) -> (String, Option<String>) {
-        let b = lock(&self.inner.brokers);
-        let name = b
-            .names
-            .get(usize::from(broker))
-            .cloned()
-            .unwrap_or_default();
-        drop(b);
-        let addr = self.inner.client.master(&name);
-        (name, addr)
-    }
-
-    async fn attempt(
-        &self,
-        p: &Prepared,
-        att: &Attempt<u16>,
-        mode: SendMode,
-    ) -> (AttemptOutcome, Option<Stored>, Option<String>) {
-        let transport = |t| (AttemptOutcome::Transport(t), None, None);
-        let (name, mut addr) = self.master_of(att.queue.broker);
-        if addr.is_none() {
-            // Java refreshes the route once when the broker address is unknown.
-            let _ = self.refresh_route(&p.topic).await;
-            addr = self.master_of(att.queue.broker).1;
+fn refused(r: Refused) -> SendError {
+    match r {
+        Refused::Session(SubmitError::TopicTooLong) => {
+            SendError::new(SendErrorKind::Validation(ValidationError::TopicTooLong), 0)
         }
-        let Some(addr) = addr else {
-            return transport(TransportError::BrokerNotFound);
-        };
-        let conn = match self.inner.client.pool.get(&addr).await {
-            Ok(c) => c,
-            Err(e) => return transport(e),
-        };
-        let cfg = &self.inner.cfg;
-        let req = SendRequest::new(
-            &cfg.producer_group,
-            &p.topic,
-            att.queue.queue_id,
-            &name,
-            &p.properties,
-            p.born,
-        )
-        .flag(p.flag)
-        .sys_flag(p.sys_flag)
-        .batch(p.batch);
-        let build =
-            |opaque| CommandRepr::request(req.code(), opaque, cfg.version, Some(req.header()));
-        if mode == SendMode::Oneway {
-            return match conn
-                .oneway(self.inner.client.enc, build, p.body.clone(), att.deadline)
-                .await
-            {
-                Ok(()) => (AttemptOutcome::Written, None, None),
-                Err(e) => transport(e),
+        Refused::Session(e) => SendError::new(SendErrorKind::Capacity(e), 0),
+        Refused::Stopped => SendError::new(SendErrorKind::Shutdown, 0),
+    }
+}
+
+/// The session's failure as rmq-std reports it (`unreachable`: the topic's last lookup found
+/// no NameServer).
+fn send_error(f: SendFailure, unreachable: bool) -> SendError {
+    let attempts = f.attempts();
+    let remark = |r: &heapless::String<{ session::MAX_REMARK }>| {
+        (!r.is_empty()).then(|| r.as_str().to_owned())
+    };
+    let (kind, retryable) = match &f {
+        SendFailure::Plan { error, remark: r } => {
+            let kind = match error.kind() {
+                CoreKind::NoRoute | CoreKind::CallTimeout if attempts == 0 && unreachable => {
+                    SendErrorKind::NoNameServer
+                }
+                CoreKind::NoRoute => SendErrorKind::NoRoute,
+                CoreKind::Broker { code } => SendErrorKind::Broker {
+                    code,
+                    remark: remark(r),
+                },
+                CoreKind::Transport(t) => SendErrorKind::Transport(t),
+                CoreKind::CallTimeout => SendErrorKind::Timeout,
             };
+            (kind, Some(error.is_retryable()))
         }
-        let resp = match conn
-            .request(self.inner.client.enc, build, p.body.clone(), att.deadline)
-            .await
-        {
-            Ok(r) => r,
-            Err(e) => {
-                if e == TransportError::TimedOut && !conn.answered_since(att.started) {
-                    warn!(
-                        addr,
-                        "nothing answered on the connection since the request: closing it"
-                    );
-                    conn.close();
-                }
-                return transport(e);
-            }
-        };
-        let Some(h) = resp.header() else {
-            return transport(TransportError::ConnectionClosed);
-        };
-        let mut sbuf = [0u8; 512];
-        let mut scratch = Scratch::new(&mut sbuf);
-        match parse_send_response(&h, &mut scratch) {
-            Ok(SendResponse::Stored {
-                code,
-                offset_msg_id,
-                queue_id,
-                queue_offset,
-                ..
-            }) => (
-                AttemptOutcome::Response(code),
-                Some(Stored {
-                    number: att.number,
-                    offset_msg_id: offset_msg_id.to_owned(),
-                    queue_id,
-                    queue_offset,
-                }),
-                None,
-            ),
-            Ok(SendResponse::Rejected { code }) => {
-                (AttemptOutcome::Response(code), None, resp.remark())
-            }
-            Err(_) => (AttemptOutcome::Response(h.code()), None, None),
-        }
+        SendFailure::Authentication {
+            code, remark: r, ..
+        } => (
+            SendErrorKind::Authentication {
+                code: *code,
+                remark: remark(r),
+            },
+            None,
+        ),
+        SendFailure::MalformedResponse { .. } => (SendErrorKind::Malformed, None),
+        SendFailure::Encode(e) => (SendErrorKind::Request(e.to_string()), None),
+        SendFailure::Acl(e) => (SendErrorKind::Request(e.to_string()), None),
+        SendFailure::TooManyRequests => (
+            SendErrorKind::Capacity(SubmitError::TooManySends),
+            Some(true),
+        ),
+    };
+    let mut e = SendError::new(kind, attempts);
+    if let Some(r) = retryable {
+        e.retryable = r;
     }
-
-    async fn topic_info(&self, topic: &str) -> Result<Arc<TopicInfo>, SendErrorKind> {
-        if let Some(i) = lock(&self.inner.routes).get(topic).cloned()
-            && !i.queues.is_empty()
-        {
-            return Ok(i);
-        }
-        self.refresh_route(topic).await
-    }
-
-    /// The route body of `topic`, or of TBW102 when the topic does not exist
-    /// (`(response, from_default)`).
-    async fn fetch_route_body(&self, topic: &str) -> Result<(Response, bool), SendErrorKind> {
-        let r = self.namesrv_route(topic).await?;
-        match ResponseCode(r.code()) {
-            ResponseCode::SUCCESS => Ok((r, false)),
-            ResponseCode::TOPIC_NOT_EXIST => {
-                let d = self.namesrv_route(DEFAULT_TOPIC).await?;
-                if d.code() == ResponseCode::SUCCESS.0 {
-                    Ok((d, true))
-                } else {
-                    Err(SendErrorKind::NoRoute)
-                }
-            }
-            _ => Err(SendErrorKind::NoRoute),
-        }
-    }
-
-    async fn namesrv_route(&self, topic: &str) -> Result<Response, SendErrorKind> {
-        let r = self.inner.client.route_request(topic).await;
-        r.ok_or(SendErrorKind::NoNameServer)
-    }
-
-    async fn refresh_route(&self, topic: &str) -> Result<Arc<TopicInfo>, SendErrorKind> {
-        let (resp, from_default) = self.fetch_route_body(topic).await?;
-        let info = self.install_route(topic, resp.body(), from_default)?;
-        Ok(info)
-    }
-
-    fn install_route(
-        &self,
-        topic: &str,
-        body: &[u8],
-        from_default: bool,
-    ) -> Result<Arc<TopicInfo>, SendErrorKind> {
-        let route = Box::new(
-            TopicRoute::<ROUTE_BROKERS, ROUTE_STR>::parse(body)
-                .map_err(|_| SendErrorKind::NoRoute)?,
-        );
-        let mut qs = Box::new(heapless::Vec::<PublishQueueRef, MAX_QUEUES>::new());
-        route
-            .publish_queues(from_default.then_some(DEFAULT_TOPIC_QUEUE_NUMS), &mut qs)
-            .map_err(|_| SendErrorKind::NoRoute)?;
-        self.inner.client.note_masters(&route);
-        let mut brokers = lock(&self.inner.brokers);
-        let keys: Vec<u16> = route.brokers().map(|b| brokers.key(b.name())).collect();
-        drop(brokers);
-        let queues: Vec<PublishQueue<u16>> = qs
-            .iter()
-            .filter_map(|q| {
-                Some(PublishQueue {
-                    broker: *keys.get(q.broker)?,
-                    queue_id: q.queue_id,
-                })
-            })
-            .collect();
-        if queues.is_empty() {
-            return Err(SendErrorKind::NoRoute);
-        }
-        let info = Arc::new(TopicInfo {
-            queues,
-            from_default,
-        });
-        lock(&self.inner.routes).insert(topic.to_owned(), info.clone());
-        debug!(
-            topic,
-            queues = info.queues.len(),
-            from_default,
-            "route installed"
-        );
-        Ok(info)
-    }
-
-    async fn refresh_all_routes(&self) {
-        let topics: Vec<String> = lock(&self.inner.routes).keys().cloned().collect();
-        for t in topics {
-            if let Err(e) = self.refresh_route(&t).await {
-                debug!(topic = %t, ?e, "route refresh failed");
-            }
-        }
-    }
-
-    async fn heartbeat_all(&self) {
-        let client = &self.inner.client;
-        let group = &self.inner.cfg.producer_group;
-        let mut buf = vec![0u8; 1024 + client.client_id.len() + group.len() * 2];
-        let flavor = client.heartbeat_flavor();
-        let Ok(n) = write_heartbeat(&client.client_id, &[group], flavor, &mut buf) else {
-            return;
-        };
-        buf.truncate(n);
-        client.heartbeat_all(Bytes::from(buf)).await;
-    }
+    e
 }

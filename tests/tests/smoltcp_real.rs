@@ -201,7 +201,7 @@ fn inner_gateway_in_netns() {
     // The broker goes away (kill -9) and comes back on the same address.
     cluster.kill9_broker(0);
     match send_one(COUNT / 2) {
-        Err(SendFailure::Plan(e)) => {
+        Err(SendFailure::Plan { error: e, .. }) => {
             assert!(e.is_retryable(), "{e}");
             assert!(
                 matches!(e.kind(), SendErrorKind::Transport(_)),

@@ -1,0 +1,552 @@
+//! The tokio driver of the core client session ([`rmq_core::session`]).
+//!
+//! Every protocol decision (NameServer failover, routes and the TBW102 fallback, queue
+//! selection, retries within one deadline, request correlation, heartbeats, ACL signing) is
+//! the session's. This module owns what the core cannot: sockets, the clock, and the waiters.
+//!
+//! - One [`Driver`] per client holds the session behind one lock, the encoded properties and
+//!   bodies of the sends in flight, and one connection per [`Peer`].
+//! - A driver task (quinn's `ConnectionDriver` shape) runs `handle_timeout`, drains
+//!   `poll_transmit` into the connections, hands out events and sleeps until
+//!   `poll_timeout` or a wake-up.
+//! - Each connection's task hands every frame it reads to the session (`handle_frame`) and
+//!   reports its end (`handle_closed`); completions are handed out right there.
+//! - Connections open lazily, the first time a transmit names a peer; frames queue while the
+//!   connection opens. A failed connect, a lost connection or a malformed frame fails what was
+//!   written to it at once (the session's plans retry elsewhere).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering as AtomicOrdering};
+use std::sync::{Arc, Weak};
+
+use bytes::Bytes;
+use rmq_core::acl::Credentials;
+use rmq_core::retry::TransportError;
+use rmq_core::session::{
+    self, Event, Outbound, Peer, SendArgs, SendFailure, SendId, SendReceipt, Session, SubmitError,
+    TopicId,
+};
+use rmq_core::time::Instant;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot};
+use tokio::task::JoinHandle;
+use tracing::{debug, warn};
+
+use crate::clock;
+use crate::config::SecurityConfig;
+use crate::conn::{self, Conn, ConnOptions, ConnStats, FrameSink};
+use crate::shared::Counters;
+use crate::sync::{Mutex, MutexGuard, lock};
+
+/// Topics with a route per client.
+pub(crate) const TOPICS: usize = 128;
+/// Brokers per client (also the fault table's size).
+pub(crate) const BROKERS: usize = 64;
+/// Publish queues kept per topic.
+pub(crate) const QUEUES: usize = 256;
+/// Requests queued or in flight per client.
+pub(crate) const REQUESTS: usize = 2048;
+/// Sends in progress per client (further sends wait for a slot).
+pub(crate) const SENDS: usize = 1024;
+/// Bytes of names and addresses in one route.
+pub(crate) const ROUTE_STR: usize = 8192;
+/// Room for one request's prefix and header (the properties travel in the header).
+const TX_BUF: usize = 256 * 1024;
+
+type Core = Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR>;
+
+/// How a send ended, with the topic it went to.
+pub(crate) type Outcome = Result<SendReceipt, SendFailure>;
+
+struct Pending {
+    properties: String,
+    body: Bytes,
+    done: oneshot::Sender<Outcome>,
+    _slot: OwnedSemaphorePermit,
+}
+
+/// One frame on its way to a connection.
+struct Frame {
+    head: Vec<u8>,
+    body: Bytes,
+    opaque: i32,
+    report_written: bool,
+}
+
+enum Link {
+    /// Opening (connection id); frames wait here.
+    Opening(u32, Vec<Frame>),
+    Up(Arc<Conn>),
+}
+
+struct State {
+    session: Box<Core>,
+    topics: HashMap<String, TopicId>,
+    sends: HashMap<u32, Pending>,
+    links: HashMap<Peer, Link>,
+    route_waiters: HashMap<u16, Vec<oneshot::Sender<bool>>>,
+}
+
+/// What the session borrows to write frames.
+struct Lend<'a> {
+    sends: &'a HashMap<u32, Pending>,
+    acl: Option<&'a crate::AclConfig>,
+}
+
+impl Outbound for Lend<'_> {
+    fn properties(&self, id: SendId) -> &str {
+        self.sends.get(&id.0).map_or("", |p| p.properties.as_str())
+    }
+
+    fn body(&self, id: SendId) -> &[u8] {
+        self.sends.get(&id.0).map_or(&[], |p| &p.body[..])
+    }
+
+    fn credentials(&self) -> Option<Credentials<'_>> {
+        self.acl.map(crate::AclConfig::credentials)
+    }
+}
+
+pub(crate) struct Inner {
+    state: Mutex<State>,
+    wake: Notify,
+    slots: Arc<Semaphore>,
+    counters: Arc<Counters>,
+    namesrv_addr: Vec<String>,
+    security: SecurityConfig,
+    next_conn: AtomicU32,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// A handle on one client session and its driver task (cheap to clone).
+#[derive(Clone)]
+pub(crate) struct Driver {
+    inner: Arc<Inner>,
+}
+
+/// Why a command was refused before it reached the session's plans.
+#[derive(Debug)]
+pub(crate) enum Refused {
+    /// The session's tables are full or the topic name does not fit.
+    Session(SubmitError),
+    /// The driver stopped.
+    Stopped,
+}
+
+impl Driver {
+    /// Starts a session with `cfg` and its driver task.
+    pub(crate) fn start(
+        cfg: &session::Config<'_>,
+        namesrv_addr: Vec<String>,
+        security: SecurityConfig,
+        max_sends: usize,
+        counters: Arc<Counters>,
+    ) -> Result<Driver, session::ConfigError> {
+        let session = build(cfg)?;
+        let inner = Arc::new(Inner {
+            state: Mutex::new(State {
+                session,
+                topics: HashMap::new(),
+                sends: HashMap::new(),
+                links: HashMap::new(),
+                route_waiters: HashMap::new(),
+            }),
+            wake: Notify::new(),
+            slots: Arc::new(Semaphore::new(max_sends.clamp(1, SENDS))),
+            counters,
+            namesrv_addr,
+            security,
+            next_conn: AtomicU32::new(1),
+            task: Mutex::new(None),
+        });
+        let task = tokio::spawn(run(Arc::downgrade(&inner)));
+        *lock(&inner.task) = Some(task);
+        Ok(Driver { inner })
+    }
+
+    /// Runs `f` on the session (read-only work: getters, stats).
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&Core) -> R) -> R {
+        f(&lock(&self.inner.state).session)
+    }
+
+    /// The topic's id, registering it (and starting its lookup) when new.
+    pub(crate) fn topic(&self, topic: &str) -> Result<TopicId, Refused> {
+        let mut st = lock(&self.inner.state);
+        let t = topic_id(&mut st, topic)?;
+        drop(st);
+        self.inner.wake.notify_one();
+        Ok(t)
+    }
+
+    /// Waits until `topic` has a route (looking it up now if it has none, or if `refresh`):
+    /// `true` when it has one, `false` when the lookup failed or `timeout` passed.
+    pub(crate) async fn route(
+        &self,
+        topic: &str,
+        refresh: bool,
+        timeout: std::time::Duration,
+    ) -> bool {
+        let rx = {
+            let mut st = lock(&self.inner.state);
+            let Ok(t) = topic_id(&mut st, topic) else {
+                return false;
+            };
+            if !refresh && !st.session.publish_queues(t).is_empty() {
+                return true;
+            }
+            st.session.refresh_route(clock::now(), t);
+            let (tx, rx) = oneshot::channel();
+            st.route_waiters.entry(t.0).or_default().push(tx);
+            rx
+        };
+        self.inner.wake.notify_one();
+        matches!(tokio::time::timeout(timeout, rx).await, Ok(Ok(true)))
+    }
+
+    /// Starts a send of `properties` + `body` to `topic` and waits for its end.
+    pub(crate) async fn send(
+        &self,
+        topic: &str,
+        args: SendArgs,
+        properties: String,
+        body: Bytes,
+    ) -> Result<(TopicId, Outcome), Refused> {
+        let slot = self
+            .inner
+            .slots
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| Refused::Stopped)?;
+        let (done, rx) = oneshot::channel();
+        let t = {
+            let mut st = lock(&self.inner.state);
+            let t = topic_id(&mut st, topic)?;
+            let now = clock::now();
+            let id = st.session.send(now, t, &args).map_err(Refused::Session)?;
+            st.sends.insert(
+                id.0,
+                Pending {
+                    properties,
+                    body,
+                    done,
+                    _slot: slot,
+                },
+            );
+            self.inner.events(&mut st);
+            t
+        };
+        self.inner.wake.notify_one();
+        rx.await.map(|o| (t, o)).map_err(|_| Refused::Stopped)
+    }
+
+    /// Unregisters from every broker (waiting up to `timeout` for the answers), then stops the
+    /// driver and closes every connection.
+    pub(crate) async fn shutdown(&self, timeout: std::time::Duration) {
+        let queued = lock(&self.inner.state).session.unregister_all(clock::now());
+        self.inner.wake.notify_one();
+        let end = tokio::time::Instant::now() + timeout;
+        while queued > 0
+            && lock(&self.inner.state).session.pending_requests() > 0
+            && tokio::time::Instant::now() < end
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        self.inner.slots.close();
+        if let Some(t) = lock(&self.inner.task).take() {
+            t.abort();
+        }
+        let mut st = lock(&self.inner.state);
+        for (_, link) in st.links.drain() {
+            if let Link::Up(c) = link {
+                c.close();
+            }
+        }
+    }
+
+    /// Every connection: address, whether closed, requests in flight, read buffer (tests).
+    pub(crate) fn connection_stats(&self) -> Vec<ConnStats> {
+        let st = lock(&self.inner.state);
+        st.links
+            .iter()
+            .filter_map(|(peer, link)| match link {
+                Link::Up(c) => {
+                    let mut s = c.stats();
+                    s.in_flight = st.session.in_flight(*peer);
+                    Some(s)
+                }
+                Link::Opening(..) => None,
+            })
+            .collect()
+    }
+
+    /// The shared counters.
+    pub(crate) fn counters(&self) -> &Arc<Counters> {
+        &self.inner.counters
+    }
+}
+
+/// Builds the session on a thread with a stack large enough for it (it is a few hundred KiB
+/// before it reaches the heap).
+fn build(cfg: &session::Config<'_>) -> Result<Box<Core>, session::ConfigError> {
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .stack_size(16 << 20)
+            .spawn_scoped(s, || Core::new(cfg, clock::now()).map(Box::new))
+            .map_err(|_| session::ConfigError::NameServers)?
+            .join()
+            .unwrap_or(Err(session::ConfigError::NameServers))
+    })
+}
+
+fn topic_id(st: &mut State, topic: &str) -> Result<TopicId, Refused> {
+    if let Some(t) = st.topics.get(topic) {
+        return Ok(*t);
+    }
+    let t = st
+        .session
+        .topic(clock::now(), topic)
+        .map_err(Refused::Session)?;
+    st.topics.insert(topic.to_owned(), t);
+    Ok(t)
+}
+
+/// The driver task: timeouts, transmits, events; then sleep until the next deadline or a
+/// wake-up.
+async fn run(weak: Weak<Inner>) {
+    let mut buf = vec![0u8; TX_BUF];
+    loop {
+        let Some(inner) = weak.upgrade() else { return };
+        let deadline = inner.step(&mut buf);
+        let sleep = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(clock::to_tokio(d)).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = inner.wake.notified() => {}
+            () = sleep => {}
+        }
+    }
+}
+
+impl Inner {
+    fn step(self: &Arc<Self>, buf: &mut [u8]) -> Option<Instant> {
+        let mut st = lock(&self.state);
+        let now = clock::now();
+        st.session.handle_timeout(now);
+        self.events(&mut st);
+        self.flush(&mut st, now, buf);
+        st.session.poll_timeout()
+    }
+
+    /// Moves every queued transmit to its connection.
+    fn flush(self: &Arc<Self>, st: &mut MutexGuard<'_, State>, now: Instant, buf: &mut [u8]) {
+        loop {
+            let state = &mut **st;
+            let lend = Lend {
+                sends: &state.sends,
+                acl: self.security.acl.as_ref(),
+            };
+            let Some(tx) = state.session.poll_transmit(now, buf, &lend) else {
+                break;
+            };
+            let body = tx
+                .body
+                .and_then(|id| state.sends.get(&id.0))
+                .map(|p| p.body.clone())
+                .unwrap_or_default();
+            let frame = Frame {
+                head: buf.get(..tx.len).unwrap_or(&[]).to_vec(),
+                body,
+                opaque: tx.opaque,
+                report_written: tx.report_written,
+            };
+            self.dispatch(st, tx.peer, frame);
+            // A failed encode or a connection that failed at once may have ended sends.
+            self.events(st);
+        }
+    }
+
+    /// Hands `frame` to the connection to `peer`, opening one if there is none.
+    fn dispatch(self: &Arc<Self>, st: &mut MutexGuard<'_, State>, peer: Peer, frame: Frame) {
+        match st.links.get_mut(&peer) {
+            Some(Link::Opening(_, q)) => q.push(frame),
+            Some(Link::Up(c)) if !c.is_closed() => {
+                let c = c.clone();
+                self.write(st, peer, &c, frame);
+            }
+            _ => {
+                let id = self.next_conn.fetch_add(1, AtomicOrdering::Relaxed);
+                st.links.insert(peer, Link::Opening(id, vec![frame]));
+                let addr = match peer {
+                    Peer::NameServer(i) => self.namesrv_addr.get(usize::from(i)).cloned(),
+                    Peer::Broker(b) => st.session.broker_addr(b).map(str::to_owned),
+                };
+                let Some(addr) = addr else {
+                    st.links.remove(&peer);
+                    let now = clock::now();
+                    st.session
+                        .handle_closed(now, peer, TransportError::BrokerNotFound);
+                    return;
+                };
+                tokio::spawn(open(Arc::downgrade(self), peer, id, addr));
+            }
+        }
+    }
+
+    fn write(
+        self: &Arc<Self>,
+        st: &mut MutexGuard<'_, State>,
+        peer: Peer,
+        c: &Arc<Conn>,
+        f: Frame,
+    ) {
+        let on_written = f.report_written.then(|| {
+            let weak = Arc::downgrade(self);
+            let opaque = f.opaque;
+            Box::new(move |ok: bool| {
+                // A failed write closes the connection, which reports it.
+                if let (true, Some(inner)) = (ok, weak.upgrade()) {
+                    let mut st = lock(&inner.state);
+                    st.session.handle_written(clock::now(), opaque);
+                    inner.events(&mut st);
+                }
+            }) as conn::OnWritten
+        });
+        if !c.send_frame(f.head, f.body, on_written) {
+            st.links.remove(&peer);
+            st.session
+                .handle_closed(clock::now(), peer, TransportError::ConnectionClosed);
+        }
+    }
+
+    /// Hands out every pending event.
+    fn events(&self, st: &mut State) {
+        while let Some(e) = st.session.poll_event() {
+            match e {
+                Event::SendDone { id, result } => {
+                    if let Some(p) = st.sends.remove(&id.0) {
+                        let _ = p.done.send(result);
+                    }
+                }
+                Event::Reconnect(peer) => {
+                    if let Some(link) = st.links.remove(&peer) {
+                        if let Link::Up(c) = link {
+                            warn!(addr = c.addr(), "closing the connection ({peer:?})");
+                            c.close();
+                        }
+                        st.session.handle_closed(
+                            clock::now(),
+                            peer,
+                            TransportError::ConnectionClosed,
+                        );
+                    }
+                }
+                Event::RouteUpdated(t) | Event::RouteFailed(t) => {
+                    let ok = matches!(e, Event::RouteUpdated(_));
+                    for w in st.route_waiters.remove(&t.0).unwrap_or_default() {
+                        let _ = w.send(ok);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Opens the connection for `peer` and sends what queued meanwhile.
+async fn open(weak: Weak<Inner>, peer: Peer, id: u32, addr: String) {
+    let Some(inner) = weak.upgrade() else { return };
+    let tls = match peer {
+        Peer::NameServer(_) => inner
+            .security
+            .tls
+            .clone()
+            .filter(|t| t.applies_to_name_server()),
+        Peer::Broker(_) => inner.security.tls.clone(),
+    };
+    let opts = ConnOptions {
+        tls: tls.map(Arc::new),
+        sink: Some(Arc::new(PeerSink {
+            inner: weak.clone(),
+            peer,
+            id,
+        })),
+        ..ConnOptions::default()
+    };
+    let r = conn::connect_with(id, &addr, usize::MAX, inner.counters.clone(), &opts).await;
+    let mut st = lock(&inner.state);
+    let queued = match st.links.remove(&peer) {
+        Some(Link::Opening(i, q)) if i == id => q,
+        other => {
+            // Closed or replaced while opening.
+            if let Some(l) = other {
+                st.links.insert(peer, l);
+            }
+            if let Ok(c) = r {
+                c.close();
+            }
+            return;
+        }
+    };
+    match r {
+        Ok(c) => {
+            debug!(addr, ?peer, "connected");
+            st.links.insert(peer, Link::Up(c.clone()));
+            for f in queued {
+                inner.write(&mut st, peer, &c, f);
+            }
+        }
+        Err(e) => {
+            debug!(addr, ?peer, ?e, "connect failed");
+            st.session.handle_closed(clock::now(), peer, e);
+        }
+    }
+    inner.events(&mut st);
+    drop(st);
+    inner.wake.notify_one();
+}
+
+/// Hands a connection's frames to the session.
+struct PeerSink {
+    inner: Weak<Inner>,
+    peer: Peer,
+    id: u32,
+}
+
+impl FrameSink for PeerSink {
+    fn frame(&self, frame: &[u8]) -> Result<(), &'static str> {
+        let Some(inner) = self.inner.upgrade() else {
+            return Ok(());
+        };
+        let mut st = lock(&inner.state);
+        let r = st.session.handle_frame(clock::now(), self.peer, frame);
+        inner.events(&mut st);
+        let more = st.session.has_transmit();
+        drop(st);
+        if more {
+            inner.wake.notify_one();
+        }
+        r.map_err(|e| match e {
+            session::FrameError::Framing => "malformed frame",
+            _ => "malformed header",
+        })
+    }
+
+    fn closed(&self, _lost: bool) {
+        let Some(inner) = self.inner.upgrade() else {
+            return;
+        };
+        let mut st = lock(&inner.state);
+        let ours = matches!(st.links.get(&self.peer), Some(Link::Up(c)) if c.id() == self.id);
+        if ours {
+            st.links.remove(&self.peer);
+            st.session
+                .handle_closed(clock::now(), self.peer, TransportError::ConnectionClosed);
+            inner.events(&mut st);
+        }
+        drop(st);
+        inner.wake.notify_one();
+    }
+}
