@@ -83,6 +83,8 @@ struct State {
     topics: HashMap<String, TopicId>,
     sends: HashMap<u32, Pending>,
     links: HashMap<Peer, Link>,
+    /// The last closed connection per peer (diagnostics).
+    closed: HashMap<Peer, Arc<Conn>>,
     route_waiters: HashMap<u16, Vec<oneshot::Sender<bool>>>,
 }
 
@@ -148,6 +150,7 @@ impl Driver {
                 topics: HashMap::new(),
                 sends: HashMap::new(),
                 links: HashMap::new(),
+                closed: HashMap::new(),
                 route_waiters: HashMap::new(),
             }),
             wake: Notify::new(),
@@ -266,15 +269,19 @@ impl Driver {
     /// Every connection: address, whether closed, requests in flight, read buffer (tests).
     pub(crate) fn connection_stats(&self) -> Vec<ConnStats> {
         let st = lock(&self.inner.state);
-        st.links
+        let up = st.links.iter().filter_map(|(peer, link)| match link {
+            Link::Up(c) => Some((peer, c)),
+            Link::Opening(..) => None,
+        });
+        let closed = st
+            .closed
             .iter()
-            .filter_map(|(peer, link)| match link {
-                Link::Up(c) => {
-                    let mut s = c.stats();
-                    s.in_flight = st.session.in_flight(*peer);
-                    Some(s)
-                }
-                Link::Opening(..) => None,
+            .filter(|(peer, _)| !matches!(st.links.get(peer), Some(Link::Up(_))));
+        up.chain(closed)
+            .map(|(peer, c)| {
+                let mut s = c.stats();
+                s.in_flight = st.session.in_flight(*peer);
+                s
             })
             .collect()
     }
@@ -416,6 +423,7 @@ impl Inner {
         });
         if !c.send_frame(f.head, f.body, on_written) {
             st.links.remove(&peer);
+            st.closed.insert(peer, c.clone());
             st.session
                 .handle_closed(clock::now(), peer, TransportError::ConnectionClosed);
         }
@@ -435,6 +443,7 @@ impl Inner {
                         if let Link::Up(c) = link {
                             warn!(addr = c.addr(), "closing the connection ({peer:?})");
                             c.close();
+                            st.closed.insert(peer, c);
                         }
                         st.session.handle_closed(
                             clock::now(),
@@ -541,7 +550,9 @@ impl FrameSink for PeerSink {
         let mut st = lock(&inner.state);
         let ours = matches!(st.links.get(&self.peer), Some(Link::Up(c)) if c.id() == self.id);
         if ours {
-            st.links.remove(&self.peer);
+            if let Some(Link::Up(c)) = st.links.remove(&self.peer) {
+                st.closed.insert(self.peer, c);
+            }
             st.session
                 .handle_closed(clock::now(), self.peer, TransportError::ConnectionClosed);
             inner.events(&mut st);
