@@ -1,12 +1,16 @@
-//! A minimal blocking RocketMQ producer over [`std::net::TcpStream`] (no async runtime), built
-//! only from rmq-core pieces, for interop tests against the real broker.
+//! A blocking wire probe over [`std::net::TcpStream`] (no async runtime) for interop tests
+//! against the real broker: it writes exactly the frames a test asks for (SEND_MESSAGE V1,
+//! V2, batches, raw requests) and takes every protocol decision from rmq-core (message
+//! properties and validation, compression, route parsing, queue lists). Retries, failover
+//! and the TBW102 fallback are not its business: the rmq runtimes get those from the core
+//! session.
 //!
 //! - route: GET_ROUTEINFO_BY_TOPIC with [`GetRouteInfoRequestHeader`], body parsed by
 //!   [`TopicRoute`], publish queues from [`TopicRoute::publish_queues`];
 //! - send: SEND_MESSAGE (10, V1 keys), SEND_MESSAGE_V2 (310) or SEND_BATCH_MESSAGE (320),
-//!   framed by [`CommandRepr`], properties by [`PropertiesEncoder`] (with a UNIQ_KEY from
-//!   [`UniqKeyGenerator`]), zlib level 5 when the body is ≥ the compression threshold
-//!   (sysFlag `0x1 | 0x300`), batch bodies by [`encode_batch`];
+//!   framed by [`CommandRepr`], properties by the core's `encode_message_properties` (with a
+//!   UNIQ_KEY from [`UniqKeyGenerator`]), zlib level 5 when the core's `compression_flags`
+//!   says so (sysFlag `0x1 | 0x300`), batch bodies by [`encode_batch`];
 //! - responses: cut by [`FrameReader`], decoded by [`CommandHeader`] and
 //!   [`SendMessageResponseHeader`]; the code maps to [`SendStatus`] or
 //!   [`ClientError::Broker`] with the broker's code and remark.
@@ -22,12 +26,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rmq_core::message::batch::{BatchError, BatchMessage, encode_batch};
 use rmq_core::message::properties::{EncodeProperties, PropertiesEncoder, PropertiesError};
-use rmq_core::message::sysflag::{CompressionType, SysFlag};
-use rmq_core::message::validate::{
-    DEFAULT_MAX_MESSAGE_SIZE, MAX_DELAY_LEVEL, ValidationError, validate_body,
-    validate_delay_level, validate_message, validate_topic, validate_user_property,
-};
+use rmq_core::message::validate::{DEFAULT_MAX_MESSAGE_SIZE, ValidationError, validate_body};
 use rmq_core::message::{UniqKeyGenerator, keys};
+use rmq_core::producer::{
+    MessageError, MessageFields, compression_flags, encode_message_properties,
+    message_properties_len,
+};
 use rmq_core::retry::SendStatus;
 use rmq_core::route::{PublishQueueRef, RouteError, TopicRoute};
 use rmq_core::wire::headers::{
@@ -383,35 +387,38 @@ impl Message {
         self
     }
 
-    /// Client-side checks (Java `Validators.checkMessage` + `putUserProperty` + delay range).
-    pub fn validate(&self, max_message_size: usize) -> Result<(), ValidationError> {
-        validate_message(&self.topic, &self.body, max_message_size)?;
-        for (k, v) in &self.user_properties {
-            validate_user_property(k, v)?;
-        }
-        if let Some(l) = self.delay_level {
-            validate_delay_level(l, MAX_DELAY_LEVEL)?;
-        }
-        Ok(())
-    }
-
-    /// The property entries in the order this client writes them: TAGS, KEYS, DELAY, WAIT,
-    /// user properties, then UNIQ_KEY.
-    pub fn property_entries(&self, uniq_key: &str) -> Vec<(String, String)> {
-        let mut p = Vec::new();
-        if let Some(t) = &self.tags {
-            p.push((keys::TAGS.to_owned(), t.clone()));
-        }
-        if !self.keys.is_empty() {
-            p.push((keys::KEYS.to_owned(), self.keys.join(keys::KEY_SEPARATOR)));
-        }
-        if let Some(l) = self.delay_level {
-            p.push((keys::DELAY_TIME_LEVEL.to_owned(), l.to_string()));
-        }
-        p.push((keys::WAIT_STORE_MSG_OK.to_owned(), "true".to_owned()));
-        p.extend(self.user_properties.iter().cloned());
-        p.push((keys::UNIQ_KEY.to_owned(), uniq_key.to_owned()));
-        p
+    /// The properties string, built and validated by the core exactly as every rmq runtime
+    /// builds it ([`rmq_core::producer::encode_message_properties`]).
+    pub fn properties(
+        &self,
+        uniq_key: &str,
+        max_message_size: usize,
+    ) -> Result<String, ClientError> {
+        let keys = self.keys.join(keys::KEY_SEPARATOR);
+        let fields = MessageFields {
+            tags: self.tags.as_deref(),
+            keys: Some(keys.as_str()),
+            delay_level: self.delay_level,
+            wait_store_msg_ok: true,
+            user: self
+                .user_properties
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str())),
+        };
+        let err = |e| match e {
+            MessageError::Invalid(v) => ClientError::Validation(v),
+            MessageError::BufferTooSmall => {
+                ClientError::Properties(PropertiesError::BufferTooSmall)
+            }
+        };
+        let (topic, body, uniq) = (&self.topic, &self.body, Some(uniq_key));
+        let len =
+            message_properties_len(topic, body, max_message_size, &fields, uniq).map_err(err)?;
+        let mut buf = vec![0u8; len];
+        let n = encode_message_properties(topic, body, max_message_size, &fields, uniq, &mut buf)
+            .map_err(err)?;
+        buf.truncate(n);
+        String::from_utf8(buf).map_err(|_| ClientError::Properties(PropertiesError::BufferTooSmall))
     }
 }
 
@@ -629,18 +636,16 @@ impl Producer {
         self.send_prepared(addr, broker_name, queue_id, msg, prepared)
     }
 
-    /// Validates, encodes the properties (with a fresh UNIQ_KEY) and compresses.
+    /// Validates, encodes the properties (with a fresh UNIQ_KEY) and compresses, with the
+    /// core's rules.
     fn prepare(&mut self, msg: &Message) -> Result<Prepared, ClientError> {
-        msg.validate(self.config.max_message_size)?;
         let uniq = self.next_uniq_key();
-        let props =
-            encode_properties(&msg.property_entries(&uniq)).map_err(ClientError::Properties)?;
-        let (body, sys_flag) = if msg.body.len() >= self.config.compress_over {
-            let flag = SysFlag::NONE.with_compression(CompressionType::Zlib).bits();
-            (zlib(&msg.body, ZLIB_LEVEL), flag)
-        } else {
-            (msg.body.clone(), 0)
-        };
+        let props = msg.properties(&uniq, self.config.max_message_size)?;
+        let (body, sys_flag) =
+            match compression_flags(msg.body.len(), self.config.compress_over, false) {
+                Some(flag) => (zlib(&msg.body, ZLIB_LEVEL), flag),
+                None => (msg.body.clone(), 0),
+            };
         if self.config.check_compressed_size && body.len() > self.config.max_message_size {
             return Err(ClientError::CompressedTooLarge {
                 compressed: body.len(),
@@ -691,9 +696,7 @@ impl Producer {
             .first()
             .map(|m| m.topic.clone())
             .ok_or(ClientError::Validation(ValidationError::BodyEmpty))?;
-        validate_topic(&topic)?;
         for m in msgs {
-            m.validate(self.config.max_message_size)?;
             if m.topic != topic {
                 return Err(ClientError::Protocol("batch mixes topics".into()));
             }
@@ -708,8 +711,7 @@ impl Producer {
         let mut props = Vec::new();
         for m in msgs {
             let u = self.next_uniq_key();
-            props
-                .push(encode_properties(&m.property_entries(&u)).map_err(ClientError::Properties)?);
+            props.push(m.properties(&u, self.config.max_message_size)?);
             uniqs.push(u);
         }
         let records: Vec<_> = msgs
