@@ -26,6 +26,12 @@
 //!   reconnect back-off.
 //! - [`consumer`]: pull requests and results, tag expressions, Java's queue allocation, flow
 //!   control and per-queue offset tracking.
+//! - [`session`]: the client session that ties the pieces together, one per client instance
+//!   (Java's `MQClientInstance`): NameServer failover, topic routes with the TBW102 fallback,
+//!   the broker table, request correlation with deadlines, sends on the retry plan, heartbeats
+//!   and ACL signing. Runtimes drive it with `handle_*` (frames, closed connections, time)
+//!   and `poll_*` (transmits, events, the next deadline); `rmq-std` and `rmq-smoltcp` are
+//!   such drivers.
 //!
 //! ## Invariants
 //!

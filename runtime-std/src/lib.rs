@@ -6,22 +6,25 @@
 //!
 //! ## Shape
 //!
-//! - [`Producer`] (built with [`ProducerBuilder`]): routes per topic (NameServer, cached,
-//!   refreshed every `poll_name_server_interval`, the TBW102 template route for topics that
-//!   do not exist yet), heartbeats to every broker master, and the send driver: one core
-//!   [`rmq_core::retry::SendPlan`] per send, one total deadline.
+//! - [`Producer`] (built with [`ProducerBuilder`]): a thin front end on the core client
+//!   session ([`rmq_core::session`]). It builds the message (properties and validation by the
+//!   core, zlib, batch bodies) and hands it to the session, which owns routes (NameServer
+//!   failover, refresh every `poll_name_server_interval`, the TBW102 template route for topics
+//!   that do not exist yet), queue choice and retries within one total deadline, heartbeats,
+//!   ACL signing and the fault table.
+//! - `driver`: drives the session over tokio: one task runs its timers and writes what it
+//!   wants written; each connection's task hands the frames it reads to the session; the
+//!   session's events complete the callers' futures.
 //! - [`consumer::Consumer`] (built with [`consumer::ConsumerBuilder`]): the clustering-mode
-//!   long-polling pull consumer (rebalance, one pull loop per queue, acks, offset commits).
-//! - `client`: the session both share, so that they behave alike: the client id, the
-//!   NameServer cursor and the route request with failover, the broker-name → master table,
-//!   heartbeats to every master, unregistering at shutdown, and the connection pool with the
-//!   [`SecurityConfig`] (TLS, ACL) and the [`shared::Counters`]. Both builders take the same
-//!   `.tls(TlsConfig)` and `.acl(access_key, secret_key, security_token)`.
-//! - `conn`: one multiplexed TCP (or TLS) connection per address, owned by one task; an
-//!   in-flight table keyed by opaque; a lost connection fails everything in flight on it at
-//!   once.
-//! - [`shared`]: the only state shared between tasks (in-flight table, fault table,
-//!   counters), built from the primitives of `sync` (std, or loom under `--cfg loom`).
+//!   long-polling pull consumer (rebalance, one pull loop per queue, acks, offset commits),
+//!   with the same `.tls(TlsConfig)` and `.acl(access_key, secret_key, security_token)` as
+//!   the producer. It does not drive the core session yet: `client` keeps its NameServer
+//!   cursor, route request, master table, heartbeats and unregistering for now.
+//! - `conn`: one multiplexed TCP (or TLS) connection per address, owned by one task, either
+//!   handing every frame to the session (producer) or matching responses in its own in-flight
+//!   table (consumer); a lost connection fails everything in flight on it at once.
+//! - [`shared`]: counters and the consumer's in-flight table, built from the primitives of
+//!   `sync` (std, or loom under `--cfg loom`).
 //!
 //! ## Deliberate differences from the Java client
 //!

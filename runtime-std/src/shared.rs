@@ -6,13 +6,9 @@
 //! - [`Inflight`]: the in-flight table of one connection (core
 //!   [`PendingTable`] + [`OpaqueGen`]). A response, a timeout, a lost connection and a cancelled
 //!   caller all race to take a request's token; the table hands it out **exactly once**.
-//! - [`Faults`]: the producer's fault table and round-robin counter, lent to the core
-//!   [`SendPlan`](rmq_core::retry::SendPlan) under one lock per plan step.
 //! - [`Counters`]: monotonically increasing event counters.
 
-use rmq_core::fault::{FaultTable, UpdateRule};
 use rmq_core::pending::{InsertError, OpaqueGen, PendingTable};
-use rmq_core::select::QueueCounter;
 use rmq_core::time::Instant;
 
 use crate::sync::{AtomicU64, Mutex, Ordering, lock};
@@ -99,46 +95,6 @@ impl<T, const N: usize> Inflight<T, N> {
     /// Whether nothing is in flight.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-}
-
-/// Capacity of the producer's fault table (distinct brokers tracked).
-pub const FAULT_CAPACITY: usize = 64;
-
-/// The fault table (keyed by interned broker ids) and the queue counter of one producer.
-#[derive(Debug)]
-pub struct Faults {
-    inner: Mutex<FaultState>,
-}
-
-/// What [`Faults::with`] lends out.
-#[derive(Debug)]
-pub struct FaultState {
-    /// The core fault table.
-    pub table: FaultTable<u16, FAULT_CAPACITY>,
-    /// The round-robin counter.
-    pub counter: QueueCounter,
-}
-
-impl Faults {
-    /// An empty table with `rule`, and a counter seeded with `seed`.
-    pub fn new(rule: UpdateRule, seed: u32) -> Self {
-        Faults {
-            inner: Mutex::new(FaultState {
-                table: FaultTable::new(rule),
-                counter: QueueCounter::new(seed),
-            }),
-        }
-    }
-
-    /// Runs `f` with the table locked. Keep `f` short and never await inside it.
-    pub fn with<R>(&self, f: impl FnOnce(&mut FaultState) -> R) -> R {
-        f(&mut lock(&self.inner))
-    }
-
-    /// Whether `broker` is available at `now`.
-    pub fn is_available(&self, now: Instant, broker: u16) -> bool {
-        lock(&self.inner).table.is_available(now, broker)
     }
 }
 
