@@ -155,6 +155,14 @@ pub trait Outbound {
     fn credentials(&self) -> Option<Credentials<'_>> {
         None
     }
+
+    /// Writes the HEART_BEAT body into `buf` and returns its length, for a client whose
+    /// heartbeat carries more than its producer group (a consumer's subscriptions, written with
+    /// [`crate::consumer::write_heartbeat`]); `None` (the default) writes the producer body.
+    fn heartbeat_body(&self, buf: &mut [u8]) -> Option<usize> {
+        let _ = buf;
+        None
+    }
 }
 
 /// What a session compiles in. A gateway leaves out what it never uses, because flash is
@@ -169,6 +177,9 @@ pub trait Features {
     /// Whether a rejecting broker's remark is kept for [`SendFailure::Plan`]; `false` leaves
     /// it empty.
     const BROKER_REMARKS: bool;
+    /// Whether routes keep their subscribe (read) queues too ([`Session::subscribe_queues`]),
+    /// for consumers.
+    const SUBSCRIBE_QUEUES: bool;
 }
 
 /// Every feature (servers).
@@ -179,6 +190,7 @@ impl Features for Full {
     const ROCKETMQ_HEADERS: bool = true;
     const HEARTBEATS: bool = true;
     const BROKER_REMARKS: bool = true;
+    const SUBSCRIBE_QUEUES: bool = true;
 }
 
 /// Settings of a session. Strings are copied in.
@@ -186,8 +198,10 @@ impl Features for Full {
 pub struct Config<'a> {
     /// How many NameServers the runtime knows (1..=255); [`Peer::NameServer`] indexes them.
     pub name_servers: usize,
-    /// Producer group (send headers and heartbeats).
+    /// Producer group (send headers and heartbeats; empty for a consumer-only client).
     pub producer_group: &'a str,
+    /// Consumer group, for a consumer's client (UNREGISTER_CLIENT names it).
+    pub consumer_group: Option<&'a str>,
     /// Client id announced in heartbeats (`ip@instance`).
     pub client_id: &'a str,
     /// `version` ordinal sent in every header (5.x heartbeats from `V5_0_0` on).
@@ -219,6 +233,7 @@ impl<'a> Config<'a> {
         Config {
             name_servers,
             producer_group,
+            consumer_group: None,
             client_id,
             version: version::V4_9_8,
             serialize_type: SerializeType::JSON,
@@ -468,7 +483,55 @@ pub enum Event {
     RouteUpdated(TopicId),
     /// A lookup of this topic, which has no route, failed (it is retried with back-off).
     RouteFailed(TopicId),
+    /// A request of [`Session::call`] got no answer.
+    CallFailed {
+        /// Its opaque.
+        opaque: i32,
+        /// Why: timed out, or its connection was lost.
+        error: TransportError,
+    },
 }
+
+/// What [`Session::handle_frame`] found in a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum Incoming {
+    /// Handled by the session (or a late answer, counted and dropped).
+    Handled,
+    /// The answer to the [`Session::call`] with this opaque: the frame is the runtime's.
+    Response(i32),
+    /// A request the broker sent us (e.g. NOTIFY_CONSUMER_IDS_CHANGED): the frame is the
+    /// runtime's to act on.
+    Request {
+        /// The request code.
+        code: i32,
+        /// Its opaque.
+        opaque: i32,
+    },
+}
+
+/// Why [`Session::call`] refused a request (nothing was registered).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallError {
+    /// Every request slot is in use.
+    TooManyRequests,
+    /// The request does not fit the buffer (or a frame).
+    Encode(EncodeError),
+    /// The request cannot be signed.
+    Acl(AclError),
+}
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::TooManyRequests => f.write_str("too many requests in flight"),
+            CallError::Encode(e) => write!(f, "cannot encode the request: {e}"),
+            CallError::Acl(e) => write!(f, "cannot sign the request: {e}"),
+        }
+    }
+}
+
+impl core::error::Error for CallError {}
 
 /// Session counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -510,10 +573,17 @@ enum ReqState {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ReqKind {
-    Route { topic: u16, default: bool },
-    Send { send: u16 },
+    Route {
+        topic: u16,
+        default: bool,
+    },
+    Send {
+        send: u16,
+    },
     Heartbeat,
     Unregister,
+    /// A request the runtime encoded and wrote itself ([`Session::call`]).
+    Call,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -547,6 +617,8 @@ enum Lookup {
 struct Topic<const Q: usize> {
     name: String<MAX_TOPIC_LEN>,
     queues: Vec<PublishQueue<BrokerId>, Q>,
+    /// Subscribe (read) queues, with [`Features::SUBSCRIBE_QUEUES`].
+    read: Vec<PublishQueue<BrokerId>, Q>,
     from_default: bool,
     lookup: Lookup,
     backoff: Backoff,
@@ -696,6 +768,7 @@ pub struct Session<
     features: core::marker::PhantomData<F>,
     cfg: Settings,
     group: String<MAX_GROUP_LEN>,
+    consumer_group: String<MAX_GROUP_LEN>,
     client_id: String<MAX_CLIENT_ID_LEN>,
     namesrv: NamesrvCursor,
     topics: Vec<Topic<QUEUES>, TOPICS>,
@@ -713,6 +786,7 @@ pub struct Session<
     done: Deque<u16, SENDS>,
     moved: Deque<BrokerId, BROKERS>,
     ns_close: Deque<u8, 4>,
+    call_failures: Deque<(i32, TransportError), REQUESTS>,
     route_events: Deque<u16, TOPICS>,
     timers: [Option<Instant>; TIMERS],
     stats: Stats,
@@ -750,6 +824,8 @@ impl<
             return Err(ConfigError::NameServers);
         }
         let group = copy_exact(cfg.producer_group).ok_or(ConfigError::GroupTooLong)?;
+        let consumer_group =
+            copy_exact(cfg.consumer_group.unwrap_or("")).ok_or(ConfigError::GroupTooLong)?;
         let client_id = copy_exact(cfg.client_id).ok_or(ConfigError::ClientIdTooLong)?;
         let seed = if cfg.seed == 0 { 0x9E37_79B9 } else { cfg.seed };
         let mut req_free = Vec::new();
@@ -776,6 +852,7 @@ impl<
                 heartbeat: cfg.heartbeat,
             },
             group,
+            consumer_group,
             client_id,
             namesrv: NamesrvCursor::new(seed >> 8),
             topics: Vec::new(),
@@ -793,6 +870,7 @@ impl<
             done: Deque::new(),
             moved: Deque::new(),
             ns_close: Deque::new(),
+            call_failures: Deque::new(),
             route_events: Deque::new(),
             timers,
             stats: Stats::default(),
@@ -859,6 +937,22 @@ impl<
         self.reqs
             .iter()
             .filter(|r| r.state == ReqState::Sent && r.peer == peer)
+            .count()
+    }
+
+    /// The topic's subscribe (read) queues (with [`Features::SUBSCRIBE_QUEUES`]; empty until
+    /// a route arrived).
+    pub fn subscribe_queues(&self, t: TopicId) -> &[PublishQueue<BrokerId>] {
+        self.topics
+            .get(usize::from(t.0))
+            .map_or(&[], |t| t.read.as_slice())
+    }
+
+    /// Heartbeats queued or in flight.
+    pub fn heartbeats_pending(&self) -> usize {
+        self.reqs
+            .iter()
+            .filter(|r| r.state != ReqState::Free && r.kind == ReqKind::Heartbeat)
             .count()
     }
 
@@ -983,6 +1077,7 @@ impl<
             .push(Topic {
                 name,
                 queues: Vec::new(),
+                read: Vec::new(),
                 from_default: false,
                 lookup: Lookup::Idle(None),
                 backoff: Backoff::new(self.cfg.route_retry, MAX_ROUTE_RETRY),
@@ -1015,6 +1110,69 @@ impl<
             n += 1;
         }
         n
+    }
+
+    /// Sends the heartbeats now (a consumer announces itself before it rebalances) and then on
+    /// the usual period.
+    pub fn heartbeat_now(&mut self, now: Instant) {
+        if self.cfg.heartbeat.is_some() {
+            self.timers[Timer::Heartbeat as usize] = Some(now);
+            self.handle_timeout(now);
+        }
+    }
+
+    /// A request the runtime writes itself (consumer pulls, offsets, ...): encodes `code` with
+    /// `ext` into `buf` (signed over `body` with the lent credentials), registers it with a
+    /// deadline of `now + timeout`, and returns the [`Transmit`] whose `len` bytes the runtime
+    /// writes to `peer` at once, followed by `body`. The answer comes back from
+    /// [`Session::handle_frame`] as [`Incoming::Response`] with this opaque; no answer in time
+    /// (or a lost connection) comes as [`Event::CallFailed`].
+    ///
+    /// # Errors
+    /// [`CallError`]; nothing is registered then.
+    #[allow(clippy::too_many_arguments)]
+    pub fn call<E: crate::wire::ExtFields, M: Outbound + ?Sized>(
+        &mut self,
+        now: Instant,
+        peer: Peer,
+        code: RequestCode,
+        ext: Option<E>,
+        body: &[u8],
+        timeout: Duration,
+        buf: &mut [u8],
+        out: &M,
+    ) -> Result<Transmit, CallError> {
+        let i = *self.req_free.last().ok_or(CallError::TooManyRequests)?;
+        let generation = self
+            .reqs
+            .get(usize::from(i))
+            .map_or(0, |r| (r.generation + 1) % Self::generations());
+        let opaque = self.opaque_of(i, generation);
+        let len = self
+            .emit(code, opaque, ext, 0, body, body.len(), buf, out)
+            .map_err(|e| match e {
+                Ending::Acl(a) => CallError::Acl(a),
+                Ending::Encode(e) => CallError::Encode(e),
+                _ => CallError::Encode(EncodeError::BufferTooSmall),
+            })?;
+        let deadline = now.saturating_add(timeout);
+        let slot = self
+            .alloc_req(peer, ReqKind::Call, deadline)
+            .ok_or(CallError::TooManyRequests)?;
+        // Written by the runtime right away: never in the transmit queue.
+        let _ = self.queued.pop_back();
+        if let Some(r) = self.reqs.get_mut(usize::from(slot)) {
+            r.state = ReqState::Sent;
+            r.sent_at = now;
+        }
+        Ok(Transmit {
+            peer,
+            len,
+            opaque,
+            body: None,
+            body_len: body.len(),
+            report_written: false,
+        })
     }
 
     /// Looks the topic's route up now (unless a lookup is already in flight).
@@ -1084,14 +1242,17 @@ impl<
         now: Instant,
         peer: Peer,
         bytes: &[u8],
-    ) -> Result<(), FrameError> {
+    ) -> Result<Incoming, FrameError> {
         let frame = Frame::new_checked(bytes).map_err(|_| FrameError::Framing)?;
         let h = CommandHeader::parse(&frame).map_err(|_| FrameError::Header)?;
         if !h.is_response() {
-            // Broker-initiated requests (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE, ...)
-            // are not for a producer; counted.
+            // Broker-initiated requests (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE,
+            // ...): counted and handed to the runtime.
             self.stats.broker_requests = self.stats.broker_requests.wrapping_add(1);
-            return Ok(());
+            return Ok(Incoming::Request {
+                code: h.code(),
+                opaque: h.opaque(),
+            });
         }
         let Some(i) = self.slot_of(h.opaque()).filter(|&i| {
             self.reqs
@@ -1099,10 +1260,10 @@ impl<
                 .is_some_and(|r| r.state == ReqState::Sent && r.peer == peer)
         }) else {
             self.stats.late_responses = self.stats.late_responses.wrapping_add(1);
-            return Ok(());
+            return Ok(Incoming::Handled);
         };
         let Some(kind) = self.free_req(i) else {
-            return Ok(());
+            return Ok(Incoming::Handled);
         };
         if let Peer::Broker(b) = peer
             && let Some(x) = self.brokers.get_mut(usize::from(b.0))
@@ -1133,8 +1294,9 @@ impl<
                 }
             }
             ReqKind::Unregister => {}
+            ReqKind::Call => return Ok(Incoming::Response(h.opaque())),
         }
-        Ok(())
+        Ok(Incoming::Handled)
     }
 
     /// The connection to `peer` is gone (or could not be opened): every request written to it
@@ -1255,7 +1417,7 @@ impl<
                     match r.kind {
                         ReqKind::Send { send } => self.finish(now, send, e),
                         ReqKind::Route { topic, .. } => self.route_failed(now, topic, false, true),
-                        ReqKind::Heartbeat | ReqKind::Unregister => {}
+                        ReqKind::Heartbeat | ReqKind::Unregister | ReqKind::Call => {}
                     }
                 }
             }
@@ -1285,6 +1447,9 @@ impl<
         }
         if let Some(i) = self.ns_close.pop_front() {
             return Some(Event::Reconnect(Peer::NameServer(i)));
+        }
+        if let Some((opaque, error)) = self.call_failures.pop_front() {
+            return Some(Event::CallFailed { opaque, error });
         }
         if let Some(t) = self.route_events.pop_front() {
             let ok = self
@@ -1367,7 +1532,11 @@ impl<
 
     fn opaque(&self, i: u16) -> i32 {
         let generation = self.reqs.get(usize::from(i)).map_or(0, |r| r.generation);
-        (generation as i64 * REQUESTS as i64 + i64::from(i)) as i32
+        self.opaque_of(i, generation)
+    }
+
+    fn opaque_of(&self, i: u16, generation: u32) -> i32 {
+        (i64::from(generation) * REQUESTS as i64 + i64::from(i)) as i32
     }
 
     fn slot_of(&self, opaque: i32) -> Option<u16> {
@@ -1456,6 +1625,15 @@ impl<
                 self.outcome(now, send, AttemptOutcome::Transport(cause));
             }
             ReqKind::Heartbeat | ReqKind::Unregister => {}
+            ReqKind::Call => {
+                let error = if timeout {
+                    TransportError::TimedOut
+                } else {
+                    cause
+                };
+                let opaque = self.opaque_of(i, r.generation);
+                let _ = self.call_failures.push_back((opaque, error));
+            }
         }
     }
 
@@ -1588,6 +1766,21 @@ impl<
                 self.set_addr(id, addr);
             }
             let _ = ids.push(id);
+        }
+        if F::SUBSCRIBE_QUEUES {
+            let mut read: Vec<PublishQueueRef, QUEUES> = Vec::new();
+            let _ = route.subscribe_queues(&mut read);
+            if let Some(topic) = self.topics.get_mut(usize::from(t)) {
+                topic.read.clear();
+                for r in &read {
+                    if let Some(Some(b)) = ids.get(r.broker) {
+                        let _ = topic.read.push(PublishQueue {
+                            broker: *b,
+                            queue_id: r.queue_id,
+                        });
+                    }
+                }
+            }
         }
         let Some(topic) = self.topics.get_mut(usize::from(t)) else {
             return;
@@ -1884,14 +2077,18 @@ impl<
                 (RequestCode::GET_ROUTEINFO_BY_TOPIC, Header::Route(hdr))
             }
             ReqKind::Heartbeat | ReqKind::Unregister if !F::HEARTBEATS => return Err(too_small),
+            ReqKind::Call => return Err(too_small),
             ReqKind::Heartbeat => {
                 let flavor = if version >= version::V5_0_0 {
                     HeartbeatFlavor::V5
                 } else {
                     HeartbeatFlavor::V4
                 };
-                let n = write_heartbeat(&self.client_id, &[self.group.as_str()], flavor, buf)
-                    .map_err(|_| too_small)?;
+                let n = match out.heartbeat_body(buf) {
+                    Some(n) => n,
+                    None => write_heartbeat(&self.client_id, &[self.group.as_str()], flavor, buf)
+                        .map_err(|_| too_small)?,
+                };
                 let total = buf.len();
                 buf.copy_within(..n, total - n);
                 inline_body = n;
@@ -1901,8 +2098,9 @@ impl<
             ReqKind::Unregister => {
                 let hdr = UnregisterClientRequestHeader {
                     client_id: &self.client_id,
-                    producer_group: Some(&self.group),
-                    consumer_group: None,
+                    producer_group: (!self.group.is_empty()).then_some(self.group.as_str()),
+                    consumer_group: (!self.consumer_group.is_empty())
+                        .then_some(self.consumer_group.as_str()),
                 };
                 (RequestCode::UNREGISTER_CLIENT, Header::Unregister(hdr))
             }
@@ -1937,37 +2135,54 @@ impl<
         };
         let total = buf.len();
         let body_len = inline_body.max(tx.body_len);
+        let flag = if tx.report_written { flag::ONEWAY } else { 0 };
+        let (head, tail) = buf.split_at_mut(total - inline_body);
+        let body: &[u8] = match tx.body {
+            Some(id) => out.body(id),
+            None => tail,
+        };
+        let h = self.emit(code, opaque, Some(header), flag, body, body_len, head, out)?;
+        buf.copy_within(total - inline_body.., h);
+        tx.len = h + inline_body;
+        Ok(tx)
+    }
+
+    /// Writes the prefix and header of a request into `head` (signed over `body` when the
+    /// runtime lends credentials); the frame counts `body_len` body bytes after it.
+    #[allow(clippy::too_many_arguments)]
+    fn emit<E: crate::wire::ExtFields, M: Outbound + ?Sized>(
+        &self,
+        code: RequestCode,
+        opaque: i32,
+        ext: E,
+        flag: i32,
+        body: &[u8],
+        body_len: usize,
+        head: &mut [u8],
+        out: &M,
+    ) -> Result<usize, Ending> {
         let ty = if F::ROCKETMQ_HEADERS {
             self.cfg.serialize_type
         } else {
             SerializeType::JSON
         };
-        let flag = if tx.report_written { flag::ONEWAY } else { 0 };
-        let h = match out.credentials() {
+        let version = self.cfg.version;
+        match out.credentials() {
             None => {
-                let mut repr = CommandRepr::request(code, opaque, version, Some(header));
+                let mut repr = CommandRepr::request(code, opaque, version, Some(ext));
                 repr.language = self.cfg.language;
                 repr.flag = flag;
-                let head = buf.get_mut(..total - inline_body).ok_or(too_small)?;
                 repr.emit_frame_prefix_and_header(ty, body_len, head)
             }
             Some(creds) => {
-                let body = match tx.body {
-                    Some(id) => out.body(id),
-                    None => buf.get(total - inline_body..).unwrap_or(&[]),
-                };
-                let signed = SignedFields::sign(&creds, header, body).map_err(Ending::Acl)?;
+                let signed = SignedFields::sign(&creds, ext, body).map_err(Ending::Acl)?;
                 let mut repr = CommandRepr::request(code, opaque, version, Some(signed));
                 repr.language = self.cfg.language;
                 repr.flag = flag;
-                let head = buf.get_mut(..total - inline_body).ok_or(too_small)?;
                 repr.emit_frame_prefix_and_header(ty, body_len, head)
             }
         }
-        .map_err(Ending::Encode)?;
-        buf.copy_within(total - inline_body.., h);
-        tx.len = h + inline_body;
-        Ok(tx)
+        .map_err(Ending::Encode)
     }
 }
 

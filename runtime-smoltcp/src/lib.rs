@@ -1,8 +1,11 @@
 //! # rmq-smoltcp
 //!
-//! A heap-free Apache RocketMQ producer for constrained gateways: it drives the
-//! [`rmq_core`] codec, route parser, queue selection, fault table and retry plan over smoltcp
-//! TCP sockets.
+//! A heap-free Apache RocketMQ producer for constrained gateways: it drives the core client
+//! session ([`rmq_core::session`], the same one rmq-std drives) over smoltcp TCP sockets.
+//! Every protocol decision is the session's: NameServer choice and failover, the route and its
+//! TBW102 fallback, queue selection, retries, request correlation; message properties and
+//! validation come from [`rmq_core::producer::encode_message_properties`], as in rmq-std. This
+//! crate opens and watches connections, stages one frame at a time and moves bytes.
 //!
 //! ## Model
 //!
@@ -10,7 +13,14 @@
 //!   sized by const generics; the caller passes `now` to every call.
 //! - **One topic per [`Producer`]**, looked up through the NameServer (GET_ROUTEINFO_BY_TOPIC;
 //!   a topic the NameServer does not know falls back to the `TBW102` route, as Java does) and
-//!   refreshed every [`Config::route_refresh`].
+//!   refreshed every [`Config::route_refresh`]. When no NameServer answers a whole round, the
+//!   send waiting for the route fails at once (Java's "No route info"); lookups go on with
+//!   back-off.
+//! - **Gateway defaults that differ from rmq-std, and why**: JSON headers only and no
+//!   heartbeats (a producer without transactions needs none; they cost cellular traffic),
+//!   broker remarks not kept (the failure carries the code), the Java 4.9 fault profile (fewer
+//!   states than Adaptive), 4.9.8 header version. Each is compiled out (session `Features`),
+//!   which is what keeps the image within its flash budget.
 //! - **One send in flight.** [`Producer::send`] (completion reported by
 //!   [`Producer::take_completion`]) or [`Producer::send_oneway`] (complete once written). The
 //!   retry plan, queue selection and latency fault table are the core's

@@ -146,7 +146,10 @@ impl World {
 
     fn reply(&mut self, to: &Sent, code: i32, ext: &[(&str, &str)], body: &[u8]) {
         let f = response(code, to.opaque, ext, body);
-        self.s.handle_frame(self.now, to.peer, &f).unwrap();
+        assert_eq!(
+            self.s.handle_frame(self.now, to.peer, &f).unwrap(),
+            Incoming::Handled
+        );
         self.drain();
     }
 
@@ -443,7 +446,10 @@ fn broker_code_is_retried_and_the_remark_kept_when_all_fail() {
             buf.truncate(n);
             buf
         };
-        w.s.handle_frame(w.now, s.peer, &f).unwrap();
+        assert_eq!(
+            w.s.handle_frame(w.now, s.peer, &f).unwrap(),
+            Incoming::Handled
+        );
         w.drain();
     }
     match w.done(id) {
@@ -495,14 +501,20 @@ fn attempt_timeout_and_late_answer() {
     assert_eq!(w.s.stats().late_responses, 1);
     // An opaque never issued, and a response on the wrong connection, are dropped too.
     let f = response(0, 123_456, &[], b"");
-    w.s.handle_frame(w.now, Peer::Broker(BrokerId(0)), &f)
-        .unwrap();
-    w.s.handle_frame(
-        w.now,
-        Peer::NameServer(0),
-        &response(0, hb.opaque, &[], b""),
-    )
-    .unwrap();
+    assert_eq!(
+        w.s.handle_frame(w.now, Peer::Broker(BrokerId(0)), &f)
+            .unwrap(),
+        Incoming::Handled
+    );
+    assert_eq!(
+        w.s.handle_frame(
+            w.now,
+            Peer::NameServer(0),
+            &response(0, hb.opaque, &[], b""),
+        )
+        .unwrap(),
+        Incoming::Handled
+    );
     assert_eq!(w.s.stats().late_responses, 3);
 }
 
@@ -636,7 +648,10 @@ fn refused_credentials_end_the_send_without_retry() {
     let n = cmd
         .emit_frame_prefix_and_header(SerializeType::JSON, 0, &mut buf)
         .unwrap();
-    w.s.handle_frame(w.now, s.peer, &buf[..n]).unwrap();
+    assert_eq!(
+        w.s.handle_frame(w.now, s.peer, &buf[..n]).unwrap(),
+        Incoming::Handled
+    );
     w.drain();
     match w.done(id) {
         Some(Err(SendFailure::Authentication {
@@ -694,7 +709,10 @@ fn requests_are_signed_with_the_lent_credentials() {
     .unwrap();
     assert!(h.get("Signature").unwrap().eq_str(route_sig.signature()));
     let resp = response(0, tx.opaque, &[], route(&[A], 1).as_bytes());
-    w.s.handle_frame(w.now, tx.peer, &resp).unwrap();
+    assert_eq!(
+        w.s.handle_frame(w.now, tx.peer, &resp).unwrap(),
+        Incoming::Handled
+    );
     let tx = w.s.poll_transmit(w.now, &mut buf, &Signed).unwrap();
     let mut frame = buf[..tx.len].to_vec();
     frame.extend_from_slice(b"xxxxx");
@@ -745,4 +763,117 @@ fn a_broker_that_fails_is_isolated_and_counted() {
     assert_eq!((st.attempts, st.retries, st.brokers_isolated), (2, 1, 1));
     let Peer::Broker(b1) = s1.peer else { panic!() };
     assert!(!w.s.fault_table().is_available(w.now, b1));
+}
+
+struct ConsumerOut;
+impl Outbound for ConsumerOut {
+    fn properties(&self, _: SendId) -> &str {
+        ""
+    }
+    fn heartbeat_body(&self, buf: &mut [u8]) -> Option<usize> {
+        let b = br#"{"clientID":"c","consumerDataSet":[{"groupName":"cg"}]}"#;
+        buf.get_mut(..b.len())?.copy_from_slice(b);
+        Some(b.len())
+    }
+}
+
+#[test]
+fn runtime_calls_are_correlated_and_fail_typed() {
+    let mut c = cfg(1);
+    c.producer_group = "";
+    c.consumer_group = Some("cg");
+    let mut w = World::with(&c);
+    let tid = w.s.topic(w.now, "T").unwrap();
+    let r = one(w.out());
+    w.reply(&r, 0, &[], route(&[A, B], 2).as_bytes());
+    // Subscribe queues come with the route.
+    assert_eq!(w.s.subscribe_queues(tid).len(), 4);
+    let b = w.s.find_broker("broker-b").unwrap();
+    let mut buf = [0u8; 512];
+    let hdr = [("consumerGroup", "cg")];
+    let tx = w
+        .s
+        .call(
+            w.now,
+            Peer::Broker(b),
+            RequestCode::GET_CONSUMER_LIST_BY_GROUP,
+            Some(&hdr[..]),
+            b"",
+            crate::time::Duration::from_millis(3000),
+            &mut buf,
+            &ConsumerOut,
+        )
+        .unwrap();
+    let f = Frame::new_checked(&buf[..tx.len]).unwrap();
+    let h = CommandHeader::parse(&f).unwrap();
+    assert_eq!(h.code(), RequestCode::GET_CONSUMER_LIST_BY_GROUP.0);
+    assert_eq!(h.opaque(), tx.opaque);
+    assert!(w.s.is_live(tx.opaque));
+    assert!(w.out().is_empty(), "the runtime wrote it: not queued");
+    let resp = response(0, tx.opaque, &[], b"{}");
+    assert_eq!(
+        w.s.handle_frame(w.now, Peer::Broker(b), &resp),
+        Ok(Incoming::Response(tx.opaque))
+    );
+    assert!(!w.s.is_live(tx.opaque));
+    // Unanswered: CallFailed at the deadline; a lost connection fails the others at once.
+    let call = |w: &mut World, buf: &mut [u8]| {
+        w.s.call(
+            w.now,
+            Peer::Broker(b),
+            RequestCode::QUERY_CONSUMER_OFFSET,
+            None::<()>,
+            b"",
+            crate::time::Duration::from_millis(100),
+            buf,
+            &ConsumerOut,
+        )
+        .unwrap()
+        .opaque
+    };
+    let o1 = call(&mut w, &mut buf);
+    w.advance_to(t(100));
+    assert!(w.events.contains(&Event::CallFailed {
+        opaque: o1,
+        error: TransportError::TimedOut
+    }));
+    let o2 = call(&mut w, &mut buf);
+    w.s.handle_closed(w.now, Peer::Broker(b), TransportError::ConnectionClosed);
+    w.drain();
+    assert!(w.events.contains(&Event::CallFailed {
+        opaque: o2,
+        error: TransportError::ConnectionClosed
+    }));
+    // A request from the broker is handed to the runtime.
+    let mut cmd = CommandRepr::request(
+        RequestCode::NOTIFY_CONSUMER_IDS_CHANGED,
+        77,
+        version::V5_3_3,
+        None::<()>,
+    );
+    cmd.flag = flag::ONEWAY;
+    let mut fb = [0u8; 256];
+    let n = cmd.emit_frame_prefix_and_header(SerializeType::JSON, 0, &mut fb).unwrap();
+    assert_eq!(
+        w.s.handle_frame(w.now, Peer::Broker(b), &fb[..n]),
+        Ok(Incoming::Request {
+            code: RequestCode::NOTIFY_CONSUMER_IDS_CHANGED.0,
+            opaque: 77
+        })
+    );
+    // The consumer's heartbeat body and unregister.
+    w.s.heartbeat_now(w.now);
+    let mut buf = [0u8; 1024];
+    let mut hbs = 0;
+    while let Some(tx) = w.s.poll_transmit(w.now, &mut buf, &ConsumerOut) {
+        let f = Frame::new_checked(&buf[..tx.len]).unwrap();
+        assert!(f.body().starts_with(br#"{"clientID":"c","consumerDataSet""#));
+        hbs += 1;
+    }
+    assert_eq!(hbs, 2);
+    assert_eq!(w.s.heartbeats_pending(), 2);
+    assert_eq!(w.s.unregister_all(w.now), 2);
+    let u = w.out();
+    assert_eq!(u[0].ext.get("consumerGroup").map(StdString::as_str), Some("cg"));
+    assert!(!u[0].ext.contains_key("producerGroup"));
 }
