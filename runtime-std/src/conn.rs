@@ -116,6 +116,11 @@ pub struct Response {
 }
 
 impl Response {
+    /// A whole response frame (already cut and checked by a frame reader).
+    pub(crate) fn from_frame(frame: Bytes) -> Response {
+        Response { frame }
+    }
+
     /// The header (the frame was validated by the reader).
     pub fn header(&self) -> Option<CommandHeader<'_>> {
         CommandHeader::parse(&Frame::new_unchecked(&self.frame[..])).ok()

@@ -23,17 +23,18 @@ use bytes::Bytes;
 use rmq_core::acl::Credentials;
 use rmq_core::retry::TransportError;
 use rmq_core::session::{
-    self, Event, Outbound, Peer, SendArgs, SendFailure, SendId, SendReceipt, Session, SubmitError,
-    TopicId,
+    self, CallError, Event, Incoming, Outbound, Peer, SendArgs, SendFailure, SendId, SendReceipt,
+    Session, SubmitError, TopicId,
 };
 use rmq_core::time::Instant;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot};
+use rmq_core::wire::{ExtFields, RequestCode};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
 use crate::clock;
 use crate::config::SecurityConfig;
-use crate::conn::{self, Conn, ConnOptions, ConnStats, FrameSink};
+use crate::conn::{self, Conn, ConnOptions, ConnStats, FrameSink, Response, ServerRequest};
 use crate::shared::Counters;
 use crate::sync::{Mutex, MutexGuard, lock};
 
@@ -80,6 +81,12 @@ enum Link {
 
 struct State {
     session: Box<Core>,
+    /// Where frames are encoded (under the lock, by whoever flushes).
+    buf: Vec<u8>,
+    /// Waiters of runtime calls (consumer requests), by opaque.
+    calls: HashMap<i32, oneshot::Sender<Result<Bytes, TransportError>>>,
+    /// A consumer's HEART_BEAT body (its subscriptions); `None` for a producer.
+    heartbeat: Option<Vec<u8>>,
     topics: HashMap<String, TopicId>,
     sends: HashMap<u32, Pending>,
     links: HashMap<Peer, Link>,
@@ -92,6 +99,7 @@ struct State {
 struct Lend<'a> {
     sends: &'a HashMap<u32, Pending>,
     acl: Option<&'a crate::AclConfig>,
+    heartbeat: Option<&'a [u8]>,
 }
 
 impl Outbound for Lend<'_> {
@@ -106,6 +114,12 @@ impl Outbound for Lend<'_> {
     fn credentials(&self) -> Option<Credentials<'_>> {
         self.acl.map(crate::AclConfig::credentials)
     }
+
+    fn heartbeat_body(&self, buf: &mut [u8]) -> Option<usize> {
+        let h = self.heartbeat?;
+        buf.get_mut(..h.len())?.copy_from_slice(h);
+        Some(h.len())
+    }
 }
 
 pub(crate) struct Inner {
@@ -115,6 +129,7 @@ pub(crate) struct Inner {
     counters: Arc<Counters>,
     namesrv_addr: Vec<String>,
     security: SecurityConfig,
+    server_requests: Option<mpsc::UnboundedSender<ServerRequest>>,
     next_conn: AtomicU32,
     task: Mutex<Option<JoinHandle<()>>>,
 }
@@ -142,11 +157,15 @@ impl Driver {
         security: SecurityConfig,
         max_sends: usize,
         counters: Arc<Counters>,
+        server_requests: Option<mpsc::UnboundedSender<ServerRequest>>,
     ) -> Result<Driver, session::ConfigError> {
         let session = build(cfg)?;
         let inner = Arc::new(Inner {
             state: Mutex::new(State {
                 session,
+                buf: vec![0u8; TX_BUF],
+                calls: HashMap::new(),
+                heartbeat: None,
                 topics: HashMap::new(),
                 sends: HashMap::new(),
                 links: HashMap::new(),
@@ -158,6 +177,7 @@ impl Driver {
             counters,
             namesrv_addr,
             security,
+            server_requests,
             next_conn: AtomicU32::new(1),
             task: Mutex::new(None),
         });
@@ -236,16 +256,119 @@ impl Driver {
                 },
             );
             self.inner.events(&mut st);
+            // Written from here, without a hop through the driver task.
+            self.inner.flush(&mut st, now);
             t
         };
         self.inner.wake.notify_one();
         rx.await.map(|o| (t, o)).map_err(|_| Refused::Stopped)
     }
 
+    /// One request to `peer` encoded from `code` and `ext` (signed by the session), answered
+    /// within `timeout`.
+    ///
+    /// # Errors
+    /// [`TransportError`]: no answer in time, the connection failed, or the request could not
+    /// be built (`WriteFailed`).
+    pub(crate) async fn call<E: ExtFields>(
+        &self,
+        peer: Peer,
+        code: RequestCode,
+        ext: Option<E>,
+        body: Bytes,
+        timeout: std::time::Duration,
+    ) -> Result<Response, TransportError> {
+        let rx = {
+            let mut st = lock(&self.inner.state);
+            let state = &mut *st;
+            let lend = Lend {
+                sends: &state.sends,
+                acl: self.inner.security.acl.as_ref(),
+                heartbeat: None,
+            };
+            let now = clock::now();
+            let tx = state
+                .session
+                .call(
+                    now,
+                    peer,
+                    code,
+                    ext,
+                    &body,
+                    clock::to_core(timeout),
+                    &mut state.buf,
+                    &lend,
+                )
+                .map_err(|e| match e {
+                    CallError::TooManyRequests | CallError::Encode(_) | CallError::Acl(_) => {
+                        TransportError::WriteFailed
+                    }
+                })?;
+            let frame = Frame {
+                head: state.buf.get(..tx.len).unwrap_or(&[]).to_vec(),
+                body,
+                opaque: tx.opaque,
+                report_written: false,
+            };
+            let (done, rx) = oneshot::channel();
+            st.calls.insert(tx.opaque, done);
+            self.inner.dispatch(&mut st, peer, frame);
+            self.inner.events(&mut st);
+            rx
+        };
+        self.inner.wake.notify_one();
+        match rx.await {
+            Ok(r) => r.map(Response::from_frame),
+            Err(_) => Err(TransportError::ConnectionClosed),
+        }
+    }
+
+    /// The peer of broker `name`, once a route named it.
+    pub(crate) fn broker(&self, name: &str) -> Option<Peer> {
+        self.with(|s| s.find_broker(name)).map(Peer::Broker)
+    }
+
+    /// Sets the HEART_BEAT body (a consumer's subscriptions) and sends it to every known
+    /// master now; waits up to `timeout` for the answers.
+    pub(crate) async fn heartbeat(&self, body: Vec<u8>, timeout: std::time::Duration) {
+        {
+            let mut st = lock(&self.inner.state);
+            st.heartbeat = Some(body);
+            st.session.heartbeat_now(clock::now());
+            self.inner.flush(&mut st, clock::now());
+        }
+        self.inner.wake.notify_one();
+        let end = tokio::time::Instant::now() + timeout;
+        while lock(&self.inner.state).session.heartbeats_pending() > 0
+            && tokio::time::Instant::now() < end
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Stops the driver task and closes every connection at once (no unregister).
+    pub(crate) fn close(&self) {
+        if let Some(t) = lock(&self.inner.task).take() {
+            t.abort();
+        }
+        self.inner.slots.close();
+        let mut st = lock(&self.inner.state);
+        for (_, link) in st.links.drain() {
+            if let Link::Up(c) = link {
+                c.close();
+            }
+        }
+    }
+
     /// Unregisters from every broker (waiting up to `timeout` for the answers), then stops the
     /// driver and closes every connection.
     pub(crate) async fn shutdown(&self, timeout: std::time::Duration) {
-        let queued = lock(&self.inner.state).session.unregister_all(clock::now());
+        let queued = {
+            let mut st = lock(&self.inner.state);
+            let n = st.session.unregister_all(clock::now());
+            self.inner.flush(&mut st, clock::now());
+            n
+        };
         self.inner.wake.notify_one();
         let end = tokio::time::Instant::now() + timeout;
         while queued > 0
@@ -254,16 +377,7 @@ impl Driver {
         {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
-        self.inner.slots.close();
-        if let Some(t) = lock(&self.inner.task).take() {
-            t.abort();
-        }
-        let mut st = lock(&self.inner.state);
-        for (_, link) in st.links.drain() {
-            if let Link::Up(c) = link {
-                c.close();
-            }
-        }
+        self.close();
     }
 
     /// Every connection: address, whether closed, requests in flight, read buffer (tests).
@@ -320,10 +434,9 @@ fn topic_id(st: &mut State, topic: &str) -> Result<TopicId, Refused> {
 /// The driver task: timeouts, transmits, events; then sleep until the next deadline or a
 /// wake-up.
 async fn run(weak: Weak<Inner>) {
-    let mut buf = vec![0u8; TX_BUF];
     loop {
         let Some(inner) = weak.upgrade() else { return };
-        let deadline = inner.step(&mut buf);
+        let deadline = inner.step();
         let sleep = async {
             match deadline {
                 Some(d) => tokio::time::sleep_until(clock::to_tokio(d)).await,
@@ -338,24 +451,25 @@ async fn run(weak: Weak<Inner>) {
 }
 
 impl Inner {
-    fn step(self: &Arc<Self>, buf: &mut [u8]) -> Option<Instant> {
+    fn step(self: &Arc<Self>) -> Option<Instant> {
         let mut st = lock(&self.state);
         let now = clock::now();
         st.session.handle_timeout(now);
         self.events(&mut st);
-        self.flush(&mut st, now, buf);
+        self.flush(&mut st, now);
         st.session.poll_timeout()
     }
 
     /// Moves every queued transmit to its connection.
-    fn flush(self: &Arc<Self>, st: &mut MutexGuard<'_, State>, now: Instant, buf: &mut [u8]) {
+    fn flush(self: &Arc<Self>, st: &mut MutexGuard<'_, State>, now: Instant) {
         loop {
             let state = &mut **st;
             let lend = Lend {
                 sends: &state.sends,
                 acl: self.security.acl.as_ref(),
+                heartbeat: state.heartbeat.as_deref(),
             };
-            let Some(tx) = state.session.poll_transmit(now, buf, &lend) else {
+            let Some(tx) = state.session.poll_transmit(now, &mut state.buf, &lend) else {
                 break;
             };
             let body = tx
@@ -364,7 +478,7 @@ impl Inner {
                 .map(|p| p.body.clone())
                 .unwrap_or_default();
             let frame = Frame {
-                head: buf.get(..tx.len).unwrap_or(&[]).to_vec(),
+                head: state.buf.get(..tx.len).unwrap_or(&[]).to_vec(),
                 body,
                 opaque: tx.opaque,
                 report_written: tx.report_written,
@@ -452,6 +566,11 @@ impl Inner {
                         );
                     }
                 }
+                Event::CallFailed { opaque, error } => {
+                    if let Some(w) = st.calls.remove(&opaque) {
+                        let _ = w.send(Err(error));
+                    }
+                }
                 Event::RouteUpdated(t) | Event::RouteFailed(t) => {
                     let ok = matches!(e, Event::RouteUpdated(_));
                     for w in st.route_waiters.remove(&t.0).unwrap_or_default() {
@@ -530,14 +649,30 @@ impl FrameSink for PeerSink {
             return Ok(());
         };
         let mut st = lock(&inner.state);
-        let r = st.session.handle_frame(clock::now(), self.peer, frame);
-        inner.events(&mut st);
-        let more = st.session.has_transmit();
-        drop(st);
-        if more {
-            inner.wake.notify_one();
+        let now = clock::now();
+        let r = st.session.handle_frame(now, self.peer, frame);
+        match r {
+            Ok(Incoming::Response(opaque)) => {
+                if let Some(w) = st.calls.remove(&opaque) {
+                    let _ = w.send(Ok(Bytes::copy_from_slice(frame)));
+                }
+            }
+            Ok(Incoming::Request { .. }) => {
+                if let Some(tx) = &inner.server_requests {
+                    let addr = match st.links.get(&self.peer) {
+                        Some(Link::Up(c)) => c.addr().to_owned(),
+                        _ => String::new(),
+                    };
+                    let _ = tx.send((addr, Bytes::copy_from_slice(frame)));
+                }
+            }
+            Ok(Incoming::Handled) | Err(_) => {}
         }
-        r.map_err(|e| match e {
+        inner.events(&mut st);
+        // Retries the answer caused go out from here.
+        inner.flush(&mut st, now);
+        drop(st);
+        r.map(|_| ()).map_err(|e| match e {
             session::FrameError::Framing => "malformed frame",
             _ => "malformed header",
         })

@@ -124,6 +124,7 @@ impl Producer {
             cfg.security.clone(),
             cfg.max_requests_in_flight,
             Arc::new(Counters::new()),
+            None,
         )?;
         Ok(Producer {
             inner: Arc::new(Inner {

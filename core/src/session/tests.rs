@@ -791,9 +791,8 @@ fn runtime_calls_are_correlated_and_fail_typed() {
     let b = w.s.find_broker("broker-b").unwrap();
     let mut buf = [0u8; 512];
     let hdr = [("consumerGroup", "cg")];
-    let tx = w
-        .s
-        .call(
+    let tx =
+        w.s.call(
             w.now,
             Peer::Broker(b),
             RequestCode::GET_CONSUMER_LIST_BY_GROUP,
@@ -853,7 +852,9 @@ fn runtime_calls_are_correlated_and_fail_typed() {
     );
     cmd.flag = flag::ONEWAY;
     let mut fb = [0u8; 256];
-    let n = cmd.emit_frame_prefix_and_header(SerializeType::JSON, 0, &mut fb).unwrap();
+    let n = cmd
+        .emit_frame_prefix_and_header(SerializeType::JSON, 0, &mut fb)
+        .unwrap();
     assert_eq!(
         w.s.handle_frame(w.now, Peer::Broker(b), &fb[..n]),
         Ok(Incoming::Request {
@@ -867,13 +868,19 @@ fn runtime_calls_are_correlated_and_fail_typed() {
     let mut hbs = 0;
     while let Some(tx) = w.s.poll_transmit(w.now, &mut buf, &ConsumerOut) {
         let f = Frame::new_checked(&buf[..tx.len]).unwrap();
-        assert!(f.body().starts_with(br#"{"clientID":"c","consumerDataSet""#));
+        assert!(
+            f.body()
+                .starts_with(br#"{"clientID":"c","consumerDataSet""#)
+        );
         hbs += 1;
     }
     assert_eq!(hbs, 2);
     assert_eq!(w.s.heartbeats_pending(), 2);
     assert_eq!(w.s.unregister_all(w.now), 2);
     let u = w.out();
-    assert_eq!(u[0].ext.get("consumerGroup").map(StdString::as_str), Some("cg"));
+    assert_eq!(
+        u[0].ext.get("consumerGroup").map(StdString::as_str),
+        Some("cg")
+    );
     assert!(!u[0].ext.contains_key("producerGroup"));
 }
