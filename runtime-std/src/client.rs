@@ -1,210 +1,144 @@
-//! What the [`crate::Producer`] and the [`crate::consumer::Consumer`] share: the client id,
-//! the connection [`Pool`] (built with the TLS and ACL options, and the client's
-//! [`Counters`]), the NameServer cursor and the route request with failover, the broker-name →
-//! master-address table, heartbeats to every master and unregistering at shutdown.
+//! What the [`crate::consumer::Consumer`] asks of the core client session, through the same
+//! [`Driver`] the [`crate::Producer`] uses: routes with NameServer failover, the broker table,
+//! heartbeats, unregistering, ACL signing and the connections (TLS) are the session's. This
+//! module only names brokers by name and turns answers into [`Response`]s.
 
-use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use rmq_core::producer::{CLIENT_API_TIMEOUT, HeartbeatFlavor, NamesrvCursor, write_client_id};
-use rmq_core::retry::TransportError;
-use rmq_core::route::{MASTER_ID, TopicRoute};
+use rmq_core::producer::{HeartbeatFlavor, write_client_id};
+use rmq_core::session::{self, TopicId};
 use rmq_core::time::Duration;
-use rmq_core::wire::headers::{
-    GetRouteInfoRequestHeader, HeartbeatRequestHeader, UnregisterClientRequestHeader,
-};
-use rmq_core::wire::{CommandRepr, ExtFields, RequestCode, version};
+use rmq_core::wire::{ExtFields, LanguageCode, RequestCode, SerializeType, version};
 use tokio::sync::mpsc;
 use tracing::debug;
 
 use crate::clock;
 use crate::config::SecurityConfig;
-use crate::conn::{Conn, Encoding, Pool, Response, ServerRequest};
-use crate::shared::Counters;
-use crate::sync::{Mutex, lock};
+use crate::conn::{Response, ServerRequest};
+use crate::driver::Driver;
+use crate::shared::{Counters, CountersSnapshot};
 
-/// The session of one producer or consumer with its NameServers and brokers.
+/// How a consumer's client is set up.
+pub(crate) struct ClientSetup<'a> {
+    pub(crate) namesrv_addr: &'a [String],
+    pub(crate) instance_name: &'a str,
+    pub(crate) group: &'a str,
+    pub(crate) version: i32,
+    pub(crate) serialize_type: SerializeType,
+    pub(crate) language: LanguageCode,
+    pub(crate) heartbeat: std::time::Duration,
+    pub(crate) security: &'a SecurityConfig,
+    pub(crate) server_requests: mpsc::UnboundedSender<ServerRequest>,
+}
+
+/// A consumer's client session.
 pub(crate) struct Client {
     /// `ip@instanceName`.
     pub(crate) client_id: String,
-    pub(crate) enc: Encoding,
-    pub(crate) pool: Pool,
-    pub(crate) counters: Arc<Counters>,
-    namesrv_addr: Vec<String>,
-    namesrv: Mutex<NamesrvCursor>,
-    /// Broker name → master address.
-    masters: Mutex<HashMap<String, String>>,
+    pub(crate) driver: Driver,
+    version: i32,
 }
 
 impl Client {
-    /// A client of `namesrv_addr`; connections carry `security` and, with `server_requests`,
-    /// forward the requests brokers send to us.
-    pub(crate) fn new(
-        namesrv_addr: &[String],
-        instance_name: &str,
-        enc: Encoding,
-        max_in_flight: usize,
-        security: &SecurityConfig,
-        server_requests: Option<mpsc::UnboundedSender<ServerRequest>>,
-    ) -> Client {
-        let ip = local_ip(namesrv_addr);
-        let counters = Arc::new(Counters::new());
-        Client {
-            client_id: client_id(ip, instance_name),
-            enc,
-            pool: Pool::new(max_in_flight, counters.clone())
-                .with_server_requests(server_requests)
-                .with_acl(security.acl.clone())
-                .with_tls(security.tls.clone(), namesrv_addr),
-            counters,
-            namesrv_addr: namesrv_addr.to_vec(),
-            namesrv: Mutex::new(NamesrvCursor::new(clock::random_u32())),
-            masters: Mutex::new(HashMap::new()),
-        }
+    /// Starts the session of a consumer.
+    pub(crate) fn new(s: &ClientSetup<'_>) -> Result<Client, session::ConfigError> {
+        let client_id = client_id(local_ip(s.namesrv_addr), s.instance_name);
+        let mut cfg = session::Config::new(s.namesrv_addr.len(), "", &client_id);
+        cfg.consumer_group = Some(s.group);
+        cfg.version = s.version;
+        cfg.serialize_type = s.serialize_type;
+        cfg.language = s.language;
+        cfg.heartbeat = Some(clock::to_core(s.heartbeat));
+        cfg.seed = clock::random_u32();
+        let driver = Driver::start(
+            &cfg,
+            s.namesrv_addr.to_vec(),
+            s.security.clone(),
+            1,
+            Arc::new(Counters::new()),
+            Some(s.server_requests.clone()),
+        )?;
+        Ok(Client {
+            client_id,
+            driver,
+            version: s.version,
+        })
     }
 
-    /// One request to `addr`, answered within `timeout`; `None` (logged) if it failed.
+    /// One request to the master of `broker`, answered within `timeout`; `None` (logged) if
+    /// the broker is unknown or the request failed.
     pub(crate) async fn request<E: ExtFields>(
         &self,
-        addr: &str,
+        broker: &str,
         code: RequestCode,
         ext: Option<E>,
-        body: Bytes,
         timeout: Duration,
     ) -> Option<Response> {
-        let r = match self.pool.get(addr).await {
-            Ok(conn) => self.exchange(&conn, code, ext, body, timeout).await,
-            Err(e) => Err(e),
+        let Some(peer) = self.driver.broker(broker) else {
+            debug!(broker, code = code.0, "request to an unknown broker");
+            return None;
         };
-        r.map_err(|e| debug!(addr, code = code.0, ?e, "request failed"))
+        let r = self
+            .driver
+            .call(peer, code, ext, Bytes::new(), clock::to_std(timeout))
+            .await;
+        r.map_err(|e| debug!(broker, code = code.0, ?e, "request failed"))
             .ok()
     }
 
-    async fn exchange<E: ExtFields>(
+    /// The subscribe queues of `topic` as `(broker name, queue id)`, looked up now; `None`
+    /// when the lookup failed.
+    pub(crate) async fn subscribe_queues(
         &self,
-        conn: &Conn,
-        code: RequestCode,
-        ext: Option<E>,
-        body: Bytes,
-        timeout: Duration,
-    ) -> Result<Response, TransportError> {
-        let (v, deadline) = (self.enc.version, clock::now() + timeout);
-        let build = |op| CommandRepr::request(code, op, v, ext);
-        conn.request(self.enc, build, body, deadline).await
-    }
-
-    /// GET_ROUTEINFO_BY_TOPIC, trying each NameServer once, starting with the sticky one; a
-    /// server that fails moves the cursor on (a timed-out connection is closed). `None` when
-    /// none answered.
-    pub(crate) async fn route_request(&self, topic: &str) -> Option<Response> {
-        let addrs = &self.namesrv_addr;
-        for _ in 0..addrs.len() {
-            let addr = addrs.get(lock(&self.namesrv).current(addrs.len()))?;
-            let hdr = GetRouteInfoRequestHeader {
-                topic,
-                accept_standard_json_only: None,
-            };
-            let code = RequestCode::GET_ROUTEINFO_BY_TOPIC;
-            let r = match self.pool.get(addr).await {
-                Ok(conn) => {
-                    let r = self.exchange(&conn, code, Some(hdr), Bytes::new(), CLIENT_API_TIMEOUT);
-                    let r = r.await;
-                    if r.as_ref().is_err_and(|e| *e == TransportError::TimedOut) {
-                        conn.close();
-                    }
-                    r
-                }
-                Err(e) => Err(e),
-            };
-            match r {
-                Ok(r) => return Some(r),
-                Err(e) => debug!(addr, ?e, "NameServer request failed"),
-            }
-            lock(&self.namesrv).failed();
+        topic: &str,
+        timeout: std::time::Duration,
+    ) -> Option<Vec<(String, i32)>> {
+        let t: TopicId = self.driver.topic(topic).ok()?;
+        if !self.driver.route(topic, true, timeout).await {
+            return None;
         }
-        None
-    }
-
-    /// Records the master address of every broker of `route`.
-    pub(crate) fn note_masters<const B: usize, const S: usize>(&self, route: &TopicRoute<B, S>) {
-        let mut masters = lock(&self.masters);
-        for b in route.brokers() {
-            if let Some(a) = b.addr(MASTER_ID) {
-                masters.insert(b.name().to_owned(), a.to_owned());
-            }
-        }
-    }
-
-    /// The master address of broker `name`, if a route named it.
-    pub(crate) fn master(&self, name: &str) -> Option<String> {
-        lock(&self.masters).get(name).cloned()
-    }
-
-    fn masters(&self) -> Vec<String> {
-        lock(&self.masters).values().cloned().collect()
+        self.driver.with(|s| {
+            let qs = s.subscribe_queues(t);
+            Some(
+                qs.iter()
+                    .filter_map(|q| Some((s.broker_name(q.broker)?.to_owned(), q.queue_id)))
+                    .collect(),
+            )
+        })
     }
 
     /// The heartbeat body format the configured version calls for.
     pub(crate) fn heartbeat_flavor(&self) -> HeartbeatFlavor {
-        if self.enc.version >= version::V5_0_0 {
+        if self.version >= version::V5_0_0 {
             HeartbeatFlavor::V5
         } else {
             HeartbeatFlavor::V4
         }
     }
 
-    /// Sends HEART_BEAT with `body` to every known master.
-    pub(crate) async fn heartbeat_all(&self, body: Bytes) {
-        let ext =
-            (self.heartbeat_flavor() == HeartbeatFlavor::V5).then_some(HeartbeatRequestHeader {});
-        for addr in self.masters() {
-            let r = self
-                .request(
-                    &addr,
-                    RequestCode::HEART_BEAT,
-                    ext,
-                    body.clone(),
-                    CLIENT_API_TIMEOUT,
-                )
-                .await;
-            debug!(
-                addr,
-                ok = matches!(&r, Some(x) if x.code() == 0),
-                "heartbeat"
-            );
-        }
+    /// Sets the HEART_BEAT body the session sends to every master, and sends it now.
+    pub(crate) async fn heartbeat(&self, body: Vec<u8>) {
+        self.driver
+            .heartbeat(body, clock::to_std(rmq_core::producer::CLIENT_API_TIMEOUT))
+            .await;
     }
 
-    /// Unregisters the group from every known master, then closes every connection.
-    pub(crate) async fn shutdown(
-        &self,
-        producer_group: Option<&str>,
-        consumer_group: Option<&str>,
-    ) {
-        let hdr = UnregisterClientRequestHeader {
-            client_id: &self.client_id,
-            producer_group,
-            consumer_group,
-        };
-        for addr in self.masters() {
-            let r = self
-                .request(
-                    &addr,
-                    RequestCode::UNREGISTER_CLIENT,
-                    Some(hdr),
-                    Bytes::new(),
-                    CLIENT_API_TIMEOUT,
-                )
-                .await;
-            debug!(
-                addr,
-                ok = matches!(&r, Some(x) if x.code() == 0),
-                "unregister"
-            );
+    /// Unregisters from every master, then closes every connection.
+    pub(crate) async fn shutdown(&self) {
+        self.driver
+            .shutdown(clock::to_std(rmq_core::producer::CLIENT_API_TIMEOUT))
+            .await;
+    }
+
+    /// Connection and response counters.
+    pub(crate) fn counters(&self) -> CountersSnapshot {
+        let late = self.driver.with(|s| s.stats().late_responses);
+        CountersSnapshot {
+            late_responses_dropped: u64::from(late),
+            ..self.driver.counters().snapshot()
         }
-        self.pool.close_all();
     }
 }
 

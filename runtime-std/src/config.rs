@@ -403,8 +403,8 @@ impl ProducerBuilder {
         self
     }
 
-    /// Requests in flight per connection (default 2048, at most
-    /// [`crate::conn::INFLIGHT_CAP`]); further requests wait for a slot within their deadline.
+    /// Sends in progress at once (default 2048, at most the client session's 1,024 send
+    /// slots); further sends wait for a slot.
     #[must_use]
     pub fn max_requests_in_flight(mut self, n: usize) -> Self {
         self.cfg.max_requests_in_flight = n;

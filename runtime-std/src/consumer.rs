@@ -71,32 +71,27 @@ use rmq_core::message::stored::CrcCheck;
 use rmq_core::message::stored::MessageId;
 use rmq_core::message::{CompressionType, StoredMessage, StoredMessages, keys};
 use rmq_core::producer::{CLIENT_API_TIMEOUT, HEARTBEAT_BROKER_INTERVAL};
-use rmq_core::route::{PublishQueueRef, TopicRoute};
 use rmq_core::wire::headers::{
     GetConsumerListByGroupRequestHeader, GetMaxOffsetRequestHeader, GetMaxOffsetResponseHeader,
     QueryConsumerOffsetRequestHeader, QueryConsumerOffsetResponseHeader,
     UpdateConsumerOffsetRequestHeader,
 };
 use rmq_core::wire::{
-    CommandHeader, CommandRepr, Frame, LanguageCode, RequestCode, ResponseCode, Scratch,
-    SerializeType, version,
+    CommandHeader, Frame, LanguageCode, RequestCode, ResponseCode, Scratch, SerializeType, version,
 };
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
-use crate::client::Client;
+use crate::client::{Client, ClientSetup};
 use crate::clock;
 use crate::config::{SecurityConfig, security_knobs};
-use crate::conn::{Encoding, ServerRequest};
+use crate::conn::ServerRequest;
 use crate::message::MessageQueue;
 use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering, lock};
 
 /// In-flight offsets one queue can track (must exceed the count threshold plus one batch).
 pub const TRACK_CAPACITY: usize = 2048;
-/// Route capacities.
-const ROUTE_BROKERS: usize = 32;
-const ROUTE_STR: usize = 8192;
 /// Queues per topic route.
 const MAX_QUEUES: usize = 1024;
 /// Consumers per group.
@@ -155,6 +150,8 @@ pub enum ConsumerConfigError {
     ZeroBatch,
     /// ACL is configured with an empty access key.
     AclAccessKey,
+    /// The core session refused the configuration (e.g. a group or client id too long).
+    Session(rmq_core::session::ConfigError),
 }
 
 impl std::fmt::Display for ConsumerConfigError {
@@ -165,6 +162,7 @@ impl std::fmt::Display for ConsumerConfigError {
             ConsumerConfigError::NoSubscription => "no subscription",
             ConsumerConfigError::ZeroBatch => "pull batch size is 0",
             ConsumerConfigError::AclAccessKey => "ACL access key is empty",
+            ConsumerConfigError::Session(_) => "the client session refused the configuration",
         })
     }
 }
@@ -329,7 +327,9 @@ impl ConsumerBuilder {
         if c.security.empty_access_key() {
             return Err(ConsumerConfigError::AclAccessKey);
         }
-        Ok(Consumer::start(self.cfg).await)
+        Consumer::start(self.cfg)
+            .await
+            .map_err(ConsumerConfigError::Session)
     }
 }
 
@@ -472,7 +472,7 @@ impl Drop for Lifeline {
                 t.abort();
             }
         }
-        inner.client.pool.close_all();
+        inner.client.driver.close();
     }
 }
 
@@ -491,17 +491,22 @@ impl Consumer {
         ConsumerBuilder::default()
     }
 
-    async fn start(cfg: ConsumerConfig) -> Consumer {
+    async fn start(cfg: ConsumerConfig) -> Result<Consumer, rmq_core::session::ConfigError> {
         let (req_tx, req_rx) = mpsc::unbounded_channel();
         let (tx, rx) = mpsc::unbounded_channel();
-        let enc = Encoding {
-            serialize_type: cfg.serialize_type,
+        let client = Client::new(&ClientSetup {
+            namesrv_addr: &cfg.namesrv_addr,
+            instance_name: &cfg.instance_name,
+            group: &cfg.group,
             version: cfg.version,
+            serialize_type: cfg.serialize_type,
             language: cfg.language,
-        };
-        let (ns, name) = (&cfg.namesrv_addr, &cfg.instance_name);
+            heartbeat: cfg.heartbeat_interval,
+            security: &cfg.security,
+            server_requests: req_tx,
+        })?;
         let inner = Arc::new(Inner {
-            client: Client::new(ns, name, enc, 1024, &cfg.security, Some(req_tx)),
+            client,
             state: Mutex::new(State::default()),
             tx,
             rx: tokio::sync::Mutex::new(rx),
@@ -527,14 +532,10 @@ impl Consumer {
             c.spawn_periodic(c.inner.cfg.persist_interval, false, |c| async move {
                 c.commit_all().await;
             }),
-            c.spawn_periodic(c.inner.cfg.heartbeat_interval, false, |c| async move {
-                c.refresh_routes().await;
-                c.heartbeat_all().await;
-            }),
             c.spawn_server_requests(req_rx),
         ];
         lock(&c.inner.tasks).extend(tasks);
-        c
+        Ok(c)
     }
 
     /// Runs `f` every `every` (and, with `wake_on_notify`, whenever a rebalance is requested).
@@ -606,7 +607,7 @@ impl Consumer {
     pub fn stats(&self) -> ConsumerStats {
         let s = &self.inner.stats;
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let c = self.inner.client.counters.snapshot();
+        let c = self.inner.client.counters();
         ConsumerStats {
             pulls: g(&s.pulls),
             flow_control_delays: g(&s.flow_control_delays),
@@ -737,13 +738,13 @@ impl Consumer {
         }
         self.commit_all().await;
         lock(&self.inner.state).queues.clear();
-        let group = Some(self.inner.cfg.group.as_str());
-        self.inner.client.shutdown(None, group).await;
+        self.inner.client.shutdown().await;
     }
 
     // --- requests ------------------------------------------------------------------------
 
-    /// Fetches the routes of every subscribed topic; keeps the old one on failure.
+    /// Fetches the routes of every subscribed topic (through the session); keeps the old one
+    /// on failure.
     async fn refresh_routes(&self) {
         let topics: Vec<String> = self
             .inner
@@ -752,34 +753,20 @@ impl Consumer {
             .iter()
             .map(|(t, _)| t.clone())
             .collect();
+        let wait = clock::to_std(CLIENT_API_TIMEOUT);
         for topic in topics {
-            let Some(r) = self.inner.client.route_request(&topic).await else {
+            let Some(qs) = self.inner.client.subscribe_queues(&topic, wait).await else {
+                debug!(topic, "no route");
                 continue;
             };
-            if r.code() != ResponseCode::SUCCESS.0 {
-                debug!(topic, code = r.code(), "no route");
-                continue;
-            }
-            let Ok(route) = TopicRoute::<ROUTE_BROKERS, ROUTE_STR>::parse(r.body()).map(Box::new)
-            else {
-                warn!(topic, "bad route body");
-                continue;
-            };
-            let mut qs = Box::new(heapless::Vec::<PublishQueueRef, MAX_QUEUES>::new());
-            if route.subscribe_queues(&mut qs).is_err() {
-                continue;
-            }
             let queues: Vec<MessageQueue> = qs
-                .iter()
-                .filter_map(|q| {
-                    Some(MessageQueue {
-                        topic: topic.clone(),
-                        broker_name: route.broker_name(q.broker)?.to_owned(),
-                        queue_id: q.queue_id,
-                    })
+                .into_iter()
+                .map(|(broker_name, queue_id)| MessageQueue {
+                    topic: topic.clone(),
+                    broker_name,
+                    queue_id,
                 })
                 .collect();
-            self.inner.client.note_masters(&route);
             lock(&self.inner.state).routes.insert(topic, queues);
         }
     }
@@ -814,7 +801,7 @@ impl Consumer {
             }
         };
         buf.truncate(n);
-        client.heartbeat_all(Bytes::from(buf)).await;
+        client.heartbeat(buf).await;
     }
 
     async fn consumer_ids(&self, topic_queues: &[MessageQueue]) -> Option<Vec<String>> {
@@ -827,9 +814,6 @@ impl Consumer {
         let start = clock::random_u32() as usize % brokers.len().max(1);
         for i in 0..brokers.len() {
             let b = brokers.get((start + i) % brokers.len())?;
-            let Some(addr) = self.inner.client.master(b) else {
-                continue;
-            };
             let hdr = GetConsumerListByGroupRequestHeader {
                 consumer_group: &self.inner.cfg.group,
             };
@@ -837,10 +821,9 @@ impl Consumer {
                 .inner
                 .client
                 .request(
-                    &addr,
+                    b,
                     RequestCode::GET_CONSUMER_LIST_BY_GROUP,
                     Some(hdr),
-                    Bytes::new(),
                     CLIENT_API_TIMEOUT,
                 )
                 .await
@@ -859,7 +842,6 @@ impl Consumer {
     }
 
     async fn query_offset(&self, q: &MessageQueue) -> Result<Option<i64>, ()> {
-        let addr = self.inner.client.master(&q.broker_name).ok_or(())?;
         let hdr = QueryConsumerOffsetRequestHeader {
             consumer_group: &self.inner.cfg.group,
             topic: &q.topic,
@@ -870,10 +852,9 @@ impl Consumer {
             .inner
             .client
             .request(
-                &addr,
+                &q.broker_name,
                 RequestCode::QUERY_CONSUMER_OFFSET,
                 Some(hdr),
-                Bytes::new(),
                 OFFSET_RPC_TIMEOUT,
             )
             .await
@@ -891,7 +872,6 @@ impl Consumer {
     }
 
     async fn max_offset(&self, q: &MessageQueue) -> Option<i64> {
-        let addr = self.inner.client.master(&q.broker_name)?;
         let hdr = GetMaxOffsetRequestHeader {
             topic: &q.topic,
             queue_id: q.queue_id,
@@ -901,10 +881,9 @@ impl Consumer {
             .inner
             .client
             .request(
-                &addr,
+                &q.broker_name,
                 RequestCode::GET_MAX_OFFSET,
                 Some(hdr),
-                Bytes::new(),
                 CLIENT_API_TIMEOUT,
             )
             .await?;
@@ -931,9 +910,6 @@ impl Consumer {
     }
 
     async fn update_offset(&self, q: &MessageQueue, offset: i64) -> bool {
-        let Some(addr) = self.inner.client.master(&q.broker_name) else {
-            return false;
-        };
         let hdr = UpdateConsumerOffsetRequestHeader {
             consumer_group: &self.inner.cfg.group,
             topic: &q.topic,
@@ -944,10 +920,9 @@ impl Consumer {
             .inner
             .client
             .request(
-                &addr,
+                &q.broker_name,
                 RequestCode::UPDATE_CONSUMER_OFFSET,
                 Some(hdr),
-                Bytes::new(),
                 OFFSET_RPC_TIMEOUT,
             )
             .await
@@ -1181,9 +1156,6 @@ async fn pull_once(inner: &Arc<Inner>, q: &MessageQueue, lease: &mut u64, expr_t
         }
         FlowDecision::Pull(n) => n,
     };
-    let Some(addr) = inner.client.master(&q.broker_name) else {
-        return Next::After(cfg.pull_exception_delay);
-    };
     let req = PullRequest {
         group: &cfg.group,
         topic: &q.topic,
@@ -1196,27 +1168,19 @@ async fn pull_once(inner: &Arc<Inner>, q: &MessageQueue, lease: &mut u64, expr_t
         expression: TagExpression::new(expr_text),
         sub_version: inner.sub_version,
     };
-    let Ok(conn) = inner.client.pool.get(&addr).await else {
-        return Next::After(cfg.pull_exception_delay);
-    };
     bump(&inner.stats.pulls, 1);
-    let hdr = req.header();
-    let v = cfg.version;
     let timeout = req.rpc_timeout(CLIENT_API_TIMEOUT);
-    let resp = match conn
+    let Some(resp) = inner
+        .client
         .request(
-            inner.client.enc,
-            |op| CommandRepr::request(RequestCode::PULL_MESSAGE, op, v, Some(hdr)),
-            Bytes::new(),
-            clock::now() + timeout,
+            &q.broker_name,
+            RequestCode::PULL_MESSAGE,
+            Some(req.header()),
+            timeout,
         )
         .await
-    {
-        Ok(r) => r,
-        Err(e) => {
-            debug!(queue = ?q, ?e, "pull failed");
-            return Next::After(cfg.pull_exception_delay);
-        }
+    else {
+        return Next::After(cfg.pull_exception_delay);
     };
     let Some(h) = resp.header() else {
         return Next::After(cfg.pull_exception_delay);

@@ -34,7 +34,7 @@ use tracing::{debug, warn};
 
 use crate::clock;
 use crate::config::SecurityConfig;
-use crate::conn::{self, Conn, ConnOptions, ConnStats, FrameSink, Response, ServerRequest};
+use crate::conn::{self, Conn, ConnStats, FrameSink, Response, ServerRequest};
 use crate::shared::Counters;
 use crate::sync::{Mutex, MutexGuard, lock};
 
@@ -594,16 +594,12 @@ async fn open(weak: Weak<Inner>, peer: Peer, id: u32, addr: String) {
             .filter(|t| t.applies_to_name_server()),
         Peer::Broker(_) => inner.security.tls.clone(),
     };
-    let opts = ConnOptions {
-        tls: tls.map(Arc::new),
-        sink: Some(Arc::new(PeerSink {
-            inner: weak.clone(),
-            peer,
-            id,
-        })),
-        ..ConnOptions::default()
-    };
-    let r = conn::connect_with(id, &addr, usize::MAX, inner.counters.clone(), &opts).await;
+    let sink = Arc::new(PeerSink {
+        inner: weak.clone(),
+        peer,
+        id,
+    });
+    let r = conn::connect(id, &addr, tls.as_ref(), inner.counters.clone(), sink).await;
     let mut st = lock(&inner.state);
     let queued = match st.links.remove(&peer) {
         Some(Link::Opening(i, q)) if i == id => q,

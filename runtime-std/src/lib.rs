@@ -18,13 +18,15 @@
 //! - [`consumer::Consumer`] (built with [`consumer::ConsumerBuilder`]): the clustering-mode
 //!   long-polling pull consumer (rebalance, one pull loop per queue, acks, offset commits),
 //!   with the same `.tls(TlsConfig)` and `.acl(access_key, secret_key, security_token)` as
-//!   the producer. It does not drive the core session yet: `client` keeps its NameServer
-//!   cursor, route request, master table, heartbeats and unregistering for now.
-//! - `conn`: one multiplexed TCP (or TLS) connection per address, owned by one task, either
-//!   handing every frame to the session (producer) or matching responses in its own in-flight
-//!   table (consumer); a lost connection fails everything in flight on it at once.
-//! - [`shared`]: counters and the consumer's in-flight table, built from the primitives of
-//!   `sync` (std, or loom under `--cfg loom`).
+//!   the producer. It drives its own core session through the same driver (`client`): routes
+//!   and their subscribe queues, NameServer failover, the broker table, heartbeats with its
+//!   subscriptions, unregistering and ACL signing are the session's; its pulls and offset
+//!   requests are session calls (correlated and timed out by the session).
+//! - `conn`: one TCP (or TLS) connection per peer, owned by one task: a frame pipe that hands
+//!   every frame it reads to the session; a lost connection fails everything in flight on it
+//!   at once.
+//! - [`shared`]: counters, built from the primitives of `sync` (std, or loom under
+//!   `--cfg loom`).
 //!
 //! ## Deliberate differences from the Java client
 //!
@@ -55,15 +57,15 @@
 //! # Ok(()) }
 //! ```
 
-// Under `--cfg loom` only the shared-state layer is built: tokio has no networking there, and
-// the loom tests exercise `shared` alone.
+// Under `--cfg loom` only the shared-state layer is built (tokio has no networking there) and
+// made public for the loom tests (`tests/loom_*.rs`); otherwise the internals are private.
 #[cfg(not(loom))]
 mod client;
-pub mod clock;
+mod clock;
 #[cfg(not(loom))]
 mod config;
 #[cfg(not(loom))]
-pub mod conn;
+mod conn;
 #[cfg(not(loom))]
 pub mod consumer;
 #[cfg(not(loom))]
@@ -71,10 +73,16 @@ mod driver;
 mod message;
 #[cfg(not(loom))]
 mod producer;
+#[cfg(loom)]
 pub mod shared;
+#[cfg(not(loom))]
+mod shared;
+#[cfg(loom)]
 pub mod sync;
 #[cfg(not(loom))]
-pub mod tls;
+mod sync;
+#[cfg(not(loom))]
+mod tls;
 #[cfg(not(loom))]
 mod zlib;
 
@@ -83,6 +91,10 @@ pub use config::{
     AclConfig, ConfigError, FaultProfile, ProducerBuilder, ProducerConfig, RUNTIME_ADAPTIVE,
     SecurityConfig,
 };
+/// Connection diagnostics for tests (memory bounds); not part of the API.
+#[cfg(not(loom))]
+#[doc(hidden)]
+pub use conn::{ConnStats, MAX_RX_FRAME};
 pub use message::{Message, MessageQueue, SendError, SendErrorKind, SendResult};
 #[cfg(not(loom))]
 pub use producer::{Producer, RouteInfo};

@@ -167,7 +167,7 @@ impl Producer {
 
     /// Buffers and in-flight tables of the producer's connections (tests: memory bounds).
     #[doc(hidden)]
-    pub fn connection_stats(&self) -> Vec<crate::conn::ConnStats> {
+    pub fn connection_stats(&self) -> Vec<crate::ConnStats> {
         self.inner.driver.connection_stats()
     }
 

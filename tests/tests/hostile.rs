@@ -12,7 +12,7 @@ use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rmq_std::conn::MAX_RX_FRAME;
+use rmq_std::MAX_RX_FRAME;
 use rmq_std::{Message, MessageQueue, Producer, SendErrorKind, TransportError};
 use rmq_tests::hostile::{
     Action, Peer, Request, Script, answer_ok, ok_response, raw_frame, reset, response, route_json,

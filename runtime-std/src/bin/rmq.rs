@@ -562,7 +562,9 @@ mod cli {
             let reading = format!(
                 r#"{{"device":"{device}","seq":{},"ts":{},"temperature_c":{:.2},"humidity_pct":{:.1}}}"#,
                 i / u64::from(devices.max(1)),
-                rmq_std::clock::unix_millis(),
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as i64),
                 20.0 + ((i * 7) % 100) as f64 / 10.0,
                 40.0 + ((i * 13) % 300) as f64 / 10.0,
             );
