@@ -569,6 +569,8 @@ enum ReqState {
     Free,
     Queued,
     Sent,
+    /// A call that got no answer; freed when its [`Event::CallFailed`] is polled.
+    Failed(TransportError),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -786,7 +788,7 @@ pub struct Session<
     done: Deque<u16, SENDS>,
     moved: Deque<BrokerId, BROKERS>,
     ns_close: Deque<u8, 4>,
-    call_failures: Deque<(i32, TransportError), REQUESTS>,
+    call_failures: Deque<u16, REQUESTS>,
     route_events: Deque<u16, TOPICS>,
     timers: [Option<Instant>; TIMERS],
     stats: Stats,
@@ -998,7 +1000,12 @@ impl<
         if live + self.req_free.len() != REQUESTS {
             return Err("request slots lost or doubled");
         }
-        if self.req_deadlines.len() != live {
+        let failed = self
+            .reqs
+            .iter()
+            .filter(|r| matches!(r.state, ReqState::Failed(_)))
+            .count();
+        if self.req_deadlines.len() + failed != live || failed != self.call_failures.len() {
             return Err("a live request without a deadline (or a free one with)");
         }
         let queued = self
@@ -1448,7 +1455,19 @@ impl<
         if let Some(i) = self.ns_close.pop_front() {
             return Some(Event::Reconnect(Peer::NameServer(i)));
         }
-        if let Some((opaque, error)) = self.call_failures.pop_front() {
+        while let Some(i) = self.call_failures.pop_front() {
+            let Some(&Req {
+                state: ReqState::Failed(error),
+                ..
+            }) = self.reqs.get(usize::from(i))
+            else {
+                continue;
+            };
+            let opaque = self.opaque(i);
+            if let Some(r) = self.reqs.get_mut(usize::from(i)) {
+                r.state = ReqState::Free;
+            }
+            let _ = self.req_free.push(i);
             return Some(Event::CallFailed { opaque, error });
         }
         if let Some(t) = self.route_events.pop_front() {
@@ -1544,7 +1563,8 @@ impl<
         let n = u32::try_from(REQUESTS).ok().filter(|n| *n > 0)?;
         let i = u16::try_from(o % n).ok()?;
         let r = self.reqs.get(usize::from(i))?;
-        (r.generation == o / n && r.state != ReqState::Free).then_some(i)
+        let live = matches!(r.state, ReqState::Queued | ReqState::Sent);
+        (r.generation == o / n && live).then_some(i)
     }
 
     fn alloc_req(&mut self, peer: Peer, kind: ReqKind, deadline: Instant) -> Option<u16> {
@@ -1589,6 +1609,17 @@ impl<
         let Some(r) = self.reqs.get(usize::from(i)).copied() else {
             return;
         };
+        if r.kind == ReqKind::Call && r.state == ReqState::Sent {
+            // The slot waits with its error until the event is polled, so that no failure is
+            // ever dropped (the queue holds each slot at most once).
+            let error = if timeout { TransportError::TimedOut } else { cause };
+            self.req_deadlines.remove(i);
+            if let Some(x) = self.reqs.get_mut(usize::from(i)) {
+                x.state = ReqState::Failed(error);
+            }
+            let _ = self.call_failures.push_back(i);
+            return;
+        }
         let Some(kind) = self.free_req(i) else {
             return;
         };
@@ -1625,15 +1656,7 @@ impl<
                 self.outcome(now, send, AttemptOutcome::Transport(cause));
             }
             ReqKind::Heartbeat | ReqKind::Unregister => {}
-            ReqKind::Call => {
-                let error = if timeout {
-                    TransportError::TimedOut
-                } else {
-                    cause
-                };
-                let opaque = self.opaque_of(i, r.generation);
-                let _ = self.call_failures.push_back((opaque, error));
-            }
+            ReqKind::Call => {}
         }
     }
 

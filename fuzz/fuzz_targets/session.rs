@@ -12,11 +12,13 @@
 //! - `4 p n bytes…`: `n` raw bytes as one frame from peer `p` (an error closes that peer);
 //! - `5 p c`: the connection to peer `p` is lost with cause `c`;
 //! - `6 d`: advance the clock by `d²` ms and handle timeouts;
-//! - `7`: take every event.
+//! - `7`: take every event;
+//! - `8 p`: a runtime call (as a consumer's pull) to peer `p`, with a timeout of 500 ms.
 //!
 //! Invariants: no panic; the session's bookkeeping holds after every operation
-//! (`check_invariants`); every send ends exactly once; once the clock passes every deadline
-//! (and transmits are drained unanswered), every send has ended.
+//! (`check_invariants`); every send and every call ends exactly once (a call: its response
+//! handed back by `handle_frame`, or `CallFailed`); once the clock passes every deadline (and
+//! transmits are drained unanswered), every send and call has ended.
 #![no_main]
 
 use std::collections::HashSet;
@@ -25,8 +27,10 @@ use libfuzzer_sys::fuzz_target;
 use rmq_core::retry::{RetryConfig, SendMode, TransportError};
 use rmq_core::select::PublishQueue;
 use rmq_core::session::{
-    BrokerId, Config, Event, Outbound, Peer, SendArgs, SendId, Session, TopicId, Transmit,
+    BrokerId, Config, Event, Incoming, Outbound, Peer, SendArgs, SendId, Session, TopicId,
+    Transmit,
 };
+use rmq_core::wire::RequestCode;
 use rmq_core::time::{Duration, Instant};
 use rmq_core::wire::{CommandRepr, ResponseCode, SerializeType, version};
 
@@ -85,6 +89,7 @@ struct World {
     written: Vec<Transmit>,
     started: HashSet<u32>,
     ended: HashSet<u32>,
+    calls: HashSet<i32>,
 }
 
 impl World {
@@ -97,17 +102,34 @@ impl World {
             }
             self.written.push(t);
             if self.written.len() > 64 {
-                self.written.remove(0);
+                let _ = self.written.remove(0);
             }
         }
     }
 
     fn events(&mut self) {
         while let Some(e) = self.s.poll_event() {
-            if let Event::SendDone { id, .. } = e {
-                assert!(self.started.contains(&id.0), "an unknown send ended");
-                assert!(self.ended.insert(id.0), "a send ended twice");
+            match e {
+                Event::SendDone { id, .. } => {
+                    assert!(self.started.contains(&id.0), "an unknown send ended");
+                    assert!(self.ended.insert(id.0), "a send ended twice");
+                }
+                Event::CallFailed { opaque, .. } => {
+                    assert!(self.calls.remove(&opaque), "a call ended twice or was unknown");
+                }
+                _ => {}
             }
+        }
+    }
+
+    /// A frame from `peer`: an error closes that connection, a call's answer ends the call.
+    fn frame(&mut self, peer: Peer, bytes: &[u8]) {
+        match self.s.handle_frame(self.now, peer, bytes) {
+            Err(_) => self.s.handle_closed(self.now, peer, TransportError::ConnectionClosed),
+            Ok(Incoming::Response(op)) => {
+                assert!(self.calls.remove(&op), "a call answered twice or was unknown");
+            }
+            Ok(_) => {}
         }
     }
 
@@ -142,9 +164,10 @@ fuzz_target!(|data: &[u8]| {
         written: Vec::new(),
         started: HashSet::new(),
         ended: HashSet::new(),
+        calls: HashSet::new(),
     };
     let mut topics: Vec<TopicId> = Vec::new();
-    let mut next = |ops: &mut &[u8]| -> u8 {
+    let next = |ops: &mut &[u8]| -> u8 {
         let Some((&b, rest)) = ops.split_first() else {
             return 0;
         };
@@ -152,7 +175,7 @@ fuzz_target!(|data: &[u8]| {
         b
     };
     while !ops.is_empty() {
-        match next(&mut ops) % 8 {
+        match next(&mut ops) % 9 {
             0 => {
                 let t = TOPICS[usize::from(next(&mut ops) % 3)];
                 if let Ok(id) = w.s.topic(w.now, t) {
@@ -203,18 +226,14 @@ fuzz_target!(|data: &[u8]| {
                     ),
                     Peer::Broker(_) => response(code, t.opaque, &[], b""),
                 };
-                if w.s.handle_frame(w.now, t.peer, &frame).is_err() {
-                    w.s.handle_closed(w.now, t.peer, TransportError::ConnectionClosed);
-                }
+                w.frame(t.peer, &frame);
             }
             4 => {
                 let p = peer(next(&mut ops));
                 let n = usize::from(next(&mut ops)).min(ops.len());
                 let (bytes, rest) = ops.split_at(n);
                 ops = rest;
-                if w.s.handle_frame(w.now, p, bytes).is_err() {
-                    w.s.handle_closed(w.now, p, TransportError::ConnectionClosed);
-                }
+                w.frame(p, bytes);
             }
             5 => {
                 let p = peer(next(&mut ops));
@@ -226,7 +245,24 @@ fuzz_target!(|data: &[u8]| {
                 w.now = w.now + Duration::from_millis(d * d);
                 w.s.handle_timeout(w.now);
             }
-            _ => w.events(),
+            7 => w.events(),
+            _ => {
+                let p = peer(next(&mut ops));
+                let mut buf = [0u8; 256];
+                if let Ok(t) = w.s.call(
+                    w.now,
+                    p,
+                    RequestCode::PULL_MESSAGE,
+                    None::<()>,
+                    b"",
+                    Duration::from_millis(500),
+                    &mut buf,
+                    &Props,
+                ) {
+                    assert!(w.calls.insert(t.opaque), "a live call opaque was reused");
+                    w.written.push(t);
+                }
+            }
         }
         w.check();
     }
@@ -240,5 +276,6 @@ fuzz_target!(|data: &[u8]| {
     }
     let open: Vec<_> = w.started.difference(&w.ended).collect();
     assert!(open.is_empty(), "sends never ended: {open:?}");
+    assert!(w.calls.is_empty(), "calls never ended: {:?}", w.calls);
     assert!(w.s.can_send());
 });
