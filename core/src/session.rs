@@ -1612,7 +1612,11 @@ impl<
         if r.kind == ReqKind::Call && r.state == ReqState::Sent {
             // The slot waits with its error until the event is polled, so that no failure is
             // ever dropped (the queue holds each slot at most once).
-            let error = if timeout { TransportError::TimedOut } else { cause };
+            let error = if timeout {
+                TransportError::TimedOut
+            } else {
+                cause
+            };
             self.req_deadlines.remove(i);
             if let Some(x) = self.reqs.get_mut(usize::from(i)) {
                 x.state = ReqState::Failed(error);

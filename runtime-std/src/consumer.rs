@@ -9,7 +9,7 @@
 //! only moves bytes and owns the timers:
 //!
 //! - **Start**: fetch the routes of the subscribed topics, send a heartbeat (with the consumer
-//!   data) to every master, rebalance at once.
+//!   data) to every master and wait for the answers, rebalance at once.
 //! - **Rebalance** every `rebalance_interval` (20 s) and whenever a broker sends
 //!   NOTIFY_CONSUMER_IDS_CHANGED (a server-initiated request on our connection): route →
 //!   subscribe set, GET_CONSUMER_LIST_BY_GROUP → consumer ids, allocate, then stop the pulls of
@@ -22,10 +22,13 @@
 //!   UPDATE_CONSUMER_OFFSET with the committable offset of every owned queue whose offset moved.
 //!   The committed offset also travels in each pull (COMMIT_OFFSET flag), as in Java.
 //!
-//! The session with the NameServers and brokers (route requests with NameServer failover, the
-//! master table, heartbeats, unregister, the connection pool) is the producer's, so the
-//! consumer has the same transport options: [`ConsumerBuilder::tls`] (rustls, brokers only by
-//! default) and [`ConsumerBuilder::acl`] (every request signed, ACL 1.0). A broker that refuses
+//! The session with the NameServers and brokers is the core client session
+//! ([`rmq_core::session`]), driven as the producer's is: routes and their subscribe queues
+//! with NameServer failover, the broker table, heartbeats (with this consumer's subscriptions)
+//! on the session's schedule, unregister, ACL signing; pulls and offset requests are session
+//! calls (correlated and timed out by the session). So the consumer has the producer's
+//! transport options: [`ConsumerBuilder::tls`] (rustls, brokers only by default) and
+//! [`ConsumerBuilder::acl`] (every request signed, ACL 1.0). A broker that refuses
 //! the credentials refuses the heartbeat, the consumer list and the pulls: the consumer is
 //! assigned nothing and receives nothing (logged at debug level). Connections lost and late
 //! responses are counted in [`ConsumerStats`].
