@@ -177,9 +177,10 @@ pub trait Features {
     /// Whether a rejecting broker's remark is kept for [`SendFailure::Plan`]; `false` leaves
     /// it empty.
     const BROKER_REMARKS: bool;
-    /// Whether routes keep their subscribe (read) queues too ([`Session::subscribe_queues`]),
-    /// for consumers.
-    const SUBSCRIBE_QUEUES: bool;
+    /// Consumer support: routes keep their subscribe (read) queues too
+    /// ([`Session::subscribe_queues`]), and the runtime may issue its own requests
+    /// ([`Session::call`]).
+    const CONSUMER: bool;
 }
 
 /// Every feature (servers).
@@ -190,7 +191,7 @@ impl Features for Full {
     const ROCKETMQ_HEADERS: bool = true;
     const HEARTBEATS: bool = true;
     const BROKER_REMARKS: bool = true;
-    const SUBSCRIBE_QUEUES: bool = true;
+    const CONSUMER: bool = true;
 }
 
 /// Settings of a session. Strings are copied in.
@@ -200,7 +201,8 @@ pub struct Config<'a> {
     pub name_servers: usize,
     /// Producer group (send headers and heartbeats; empty for a consumer-only client).
     pub producer_group: &'a str,
-    /// Consumer group, for a consumer's client (UNREGISTER_CLIENT names it).
+    /// Consumer group, for a consumer's client (UNREGISTER_CLIENT names it; the producer
+    /// group is then unused).
     pub consumer_group: Option<&'a str>,
     /// Client id announced in heartbeats (`ip@instance`).
     pub client_id: &'a str,
@@ -519,6 +521,8 @@ pub enum CallError {
     Encode(EncodeError),
     /// The request cannot be signed.
     Acl(AclError),
+    /// This session was built without [`Features::CONSUMER`].
+    Unsupported,
 }
 
 impl fmt::Display for CallError {
@@ -527,6 +531,7 @@ impl fmt::Display for CallError {
             CallError::TooManyRequests => f.write_str("too many requests in flight"),
             CallError::Encode(e) => write!(f, "cannot encode the request: {e}"),
             CallError::Acl(e) => write!(f, "cannot sign the request: {e}"),
+            CallError::Unsupported => f.write_str("runtime calls are not compiled in"),
         }
     }
 }
@@ -619,7 +624,7 @@ enum Lookup {
 struct Topic<const Q: usize> {
     name: String<MAX_TOPIC_LEN>,
     queues: Vec<PublishQueue<BrokerId>, Q>,
-    /// Subscribe (read) queues, with [`Features::SUBSCRIBE_QUEUES`].
+    /// Subscribe (read) queues, with [`Features::CONSUMER`].
     read: Vec<PublishQueue<BrokerId>, Q>,
     from_default: bool,
     lookup: Lookup,
@@ -769,8 +774,9 @@ pub struct Session<
 > {
     features: core::marker::PhantomData<F>,
     cfg: Settings,
+    /// The producer group, or the consumer group of a consumer's client (`consumer`).
     group: String<MAX_GROUP_LEN>,
-    consumer_group: String<MAX_GROUP_LEN>,
+    consumer: bool,
     client_id: String<MAX_CLIENT_ID_LEN>,
     namesrv: NamesrvCursor,
     topics: Vec<Topic<QUEUES>, TOPICS>,
@@ -825,9 +831,9 @@ impl<
         if cfg.name_servers == 0 || cfg.name_servers > usize::from(u8::MAX) {
             return Err(ConfigError::NameServers);
         }
-        let group = copy_exact(cfg.producer_group).ok_or(ConfigError::GroupTooLong)?;
-        let consumer_group =
-            copy_exact(cfg.consumer_group.unwrap_or("")).ok_or(ConfigError::GroupTooLong)?;
+        let consumer = cfg.consumer_group.is_some();
+        let group = copy_exact(cfg.consumer_group.unwrap_or(cfg.producer_group))
+            .ok_or(ConfigError::GroupTooLong)?;
         let client_id = copy_exact(cfg.client_id).ok_or(ConfigError::ClientIdTooLong)?;
         let seed = if cfg.seed == 0 { 0x9E37_79B9 } else { cfg.seed };
         let mut req_free = Vec::new();
@@ -854,7 +860,7 @@ impl<
                 heartbeat: cfg.heartbeat,
             },
             group,
-            consumer_group,
+            consumer,
             client_id,
             namesrv: NamesrvCursor::new(seed >> 8),
             topics: Vec::new(),
@@ -942,7 +948,7 @@ impl<
             .count()
     }
 
-    /// The topic's subscribe (read) queues (with [`Features::SUBSCRIBE_QUEUES`]; empty until
+    /// The topic's subscribe (read) queues (with [`Features::CONSUMER`]; empty until
     /// a route arrived).
     pub fn subscribe_queues(&self, t: TopicId) -> &[PublishQueue<BrokerId>] {
         self.topics
@@ -1149,6 +1155,9 @@ impl<
         buf: &mut [u8],
         out: &M,
     ) -> Result<Transmit, CallError> {
+        if !F::CONSUMER {
+            return Err(CallError::Unsupported);
+        }
         let i = *self.req_free.last().ok_or(CallError::TooManyRequests)?;
         let generation = self
             .reqs
@@ -1455,7 +1464,7 @@ impl<
         if let Some(i) = self.ns_close.pop_front() {
             return Some(Event::Reconnect(Peer::NameServer(i)));
         }
-        while let Some(i) = self.call_failures.pop_front() {
+        while let Some(i) = self.call_failures.pop_front().filter(|_| F::CONSUMER) {
             let Some(&Req {
                 state: ReqState::Failed(error),
                 ..
@@ -1609,7 +1618,7 @@ impl<
         let Some(r) = self.reqs.get(usize::from(i)).copied() else {
             return;
         };
-        if r.kind == ReqKind::Call && r.state == ReqState::Sent {
+        if F::CONSUMER && r.kind == ReqKind::Call && r.state == ReqState::Sent {
             // The slot waits with its error until the event is polled, so that no failure is
             // ever dropped (the queue holds each slot at most once).
             let error = if timeout {
@@ -1794,7 +1803,7 @@ impl<
             }
             let _ = ids.push(id);
         }
-        if F::SUBSCRIBE_QUEUES {
+        if F::CONSUMER {
             let mut read: Vec<PublishQueueRef, QUEUES> = Vec::new();
             let _ = route.subscribe_queues(&mut read);
             if let Some(topic) = self.topics.get_mut(usize::from(t)) {
@@ -2125,9 +2134,8 @@ impl<
             ReqKind::Unregister => {
                 let hdr = UnregisterClientRequestHeader {
                     client_id: &self.client_id,
-                    producer_group: (!self.group.is_empty()).then_some(self.group.as_str()),
-                    consumer_group: (!self.consumer_group.is_empty())
-                        .then_some(self.consumer_group.as_str()),
+                    producer_group: (!self.consumer).then_some(self.group.as_str()),
+                    consumer_group: self.consumer.then_some(self.group.as_str()),
                 };
                 (RequestCode::UNREGISTER_CLIENT, Header::Unregister(hdr))
             }

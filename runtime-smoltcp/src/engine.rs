@@ -38,7 +38,7 @@ impl Features for Gateway {
     const ROCKETMQ_HEADERS: bool = false;
     const HEARTBEATS: bool = false;
     const BROKER_REMARKS: bool = false;
-    const SUBSCRIBE_QUEUES: bool = false;
+    const CONSUMER: bool = false;
 }
 
 /// The session of a gateway producer: one topic, one send at a time.

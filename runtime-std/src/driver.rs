@@ -300,9 +300,10 @@ impl Driver {
                     &lend,
                 )
                 .map_err(|e| match e {
-                    CallError::TooManyRequests | CallError::Encode(_) | CallError::Acl(_) => {
-                        TransportError::WriteFailed
-                    }
+                    CallError::TooManyRequests
+                    | CallError::Encode(_)
+                    | CallError::Acl(_)
+                    | CallError::Unsupported => TransportError::WriteFailed,
                 })?;
             let frame = Frame {
                 head: state.buf.get(..tx.len).unwrap_or(&[]).to_vec(),
