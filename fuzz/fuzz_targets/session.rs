@@ -27,11 +27,10 @@ use libfuzzer_sys::fuzz_target;
 use rmq_core::retry::{RetryConfig, SendMode, TransportError};
 use rmq_core::select::PublishQueue;
 use rmq_core::session::{
-    BrokerId, Config, Event, Incoming, Outbound, Peer, SendArgs, SendId, Session, TopicId,
-    Transmit,
+    BrokerId, Config, Event, Incoming, Outbound, Peer, SendArgs, SendId, Session, TopicId, Transmit,
 };
-use rmq_core::wire::RequestCode;
 use rmq_core::time::{Duration, Instant};
+use rmq_core::wire::RequestCode;
 use rmq_core::wire::{CommandRepr, ResponseCode, SerializeType, version};
 
 type S = Session<3, 3, 8, 6, 4, 1024>;
@@ -57,8 +56,7 @@ impl Outbound for Props {
 fn response(code: i32, opaque: i32, ext: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
     let cmd = CommandRepr::response(ResponseCode(code), opaque, version::V5_3_3, Some(ext));
     let mut buf = vec![0u8; 512];
-    let Ok(n) = cmd.emit_frame_prefix_and_header(SerializeType::JSON, body.len(), &mut buf)
-    else {
+    let Ok(n) = cmd.emit_frame_prefix_and_header(SerializeType::JSON, body.len(), &mut buf) else {
         return Vec::new();
     };
     buf.truncate(n);
@@ -115,7 +113,10 @@ impl World {
                     assert!(self.ended.insert(id.0), "a send ended twice");
                 }
                 Event::CallFailed { opaque, .. } => {
-                    assert!(self.calls.remove(&opaque), "a call ended twice or was unknown");
+                    assert!(
+                        self.calls.remove(&opaque),
+                        "a call ended twice or was unknown"
+                    );
                 }
                 _ => {}
             }
@@ -125,9 +126,14 @@ impl World {
     /// A frame from `peer`: an error closes that connection, a call's answer ends the call.
     fn frame(&mut self, peer: Peer, bytes: &[u8]) {
         match self.s.handle_frame(self.now, peer, bytes) {
-            Err(_) => self.s.handle_closed(self.now, peer, TransportError::ConnectionClosed),
+            Err(_) => self
+                .s
+                .handle_closed(self.now, peer, TransportError::ConnectionClosed),
             Ok(Incoming::Response(op)) => {
-                assert!(self.calls.remove(&op), "a call answered twice or was unknown");
+                assert!(
+                    self.calls.remove(&op),
+                    "a call answered twice or was unknown"
+                );
             }
             Ok(_) => {}
         }
@@ -150,8 +156,12 @@ fuzz_target!(|data: &[u8]| {
         2 => RetryConfig::java5(SendMode::Sync),
         _ => RetryConfig::adaptive(SendMode::Sync),
     };
-    retry.mode = [SendMode::Sync, SendMode::Async, SendMode::Oneway, SendMode::Sync]
-        [usize::from((head >> 2) & 3)];
+    retry.mode = [
+        SendMode::Sync,
+        SendMode::Async,
+        SendMode::Oneway,
+        SendMode::Sync,
+    ][usize::from((head >> 2) & 3)];
     let mut cfg = Config::new(2, "pg", "10.0.0.2@fuzz");
     cfg.seed = u32::from(head) + 1;
     cfg.heartbeat = Some(Duration::from_millis(500));
@@ -242,7 +252,7 @@ fuzz_target!(|data: &[u8]| {
             }
             6 => {
                 let d = u64::from(next(&mut ops));
-                w.now = w.now + Duration::from_millis(d * d);
+                w.now += Duration::from_millis(d * d);
                 w.s.handle_timeout(w.now);
             }
             7 => w.events(),
@@ -269,7 +279,7 @@ fuzz_target!(|data: &[u8]| {
     // Let every deadline pass with nothing answered: every send must end.
     for _ in 0..40 {
         w.take_transmits(true);
-        w.now = w.now + Duration::from_millis(10_000);
+        w.now += Duration::from_millis(10_000);
         w.s.handle_timeout(w.now);
         w.events();
         w.check();

@@ -87,15 +87,20 @@ fn stored(opaque: i32) -> Vec<u8> {
     )
 }
 
-/// A session with the route of topic `T` installed; returns it and the topic.
-fn routed() -> (State, TopicId) {
+/// A new session (no heartbeats) and empty waiters.
+fn fresh() -> State {
     let mut cfg = Config::new(1, "pg", "c@1");
     cfg.heartbeat = None;
-    let mut st = State {
+    State {
         s: Box::new(S::new(&cfg, Instant::ZERO).unwrap()),
         waiters: HashMap::new(),
         results: HashMap::new(),
-    };
+    }
+}
+
+/// A session with the route of topic `T` installed; returns it and the topic.
+fn routed() -> (State, TopicId) {
+    let mut st = fresh();
     let t = st.s.topic(Instant::ZERO, "T").unwrap();
     let out = st.step(Instant::ZERO);
     let (peer, opaque) = out[0];
@@ -209,13 +214,7 @@ fn connection_lost_while_a_send_is_queued_and_written() {
 #[test]
 fn send_submitted_while_the_route_arrives() {
     model(|| {
-        let mut cfg = Config::new(1, "pg", "c@1");
-        cfg.heartbeat = None;
-        let mut st = State {
-            s: Box::new(S::new(&cfg, Instant::ZERO).unwrap()),
-            waiters: HashMap::new(),
-            results: HashMap::new(),
-        };
+        let mut st = fresh();
         let t = st.s.topic(Instant::ZERO, "T").unwrap();
         let (peer, opaque) = st.step(Instant::ZERO)[0];
         let st = Arc::new(Mutex::new(st));

@@ -64,6 +64,23 @@ fn response(code: i32, opaque: i32, ext: &[(&str, &str)], body: &[u8]) -> StdVec
     buf
 }
 
+/// A refusal with `code` and `remark`.
+fn rejected(code: i32, opaque: i32, remark: &str) -> StdVec<u8> {
+    let mut cmd = CommandRepr::response(
+        ResponseCode(code),
+        opaque,
+        version::V5_3_3,
+        None::<&[(&str, &str)]>,
+    );
+    cmd.remark = Some(remark);
+    let mut buf = std::vec![0u8; 512];
+    let n = cmd
+        .emit_frame_prefix_and_header(SerializeType::JSON, 0, &mut buf)
+        .unwrap();
+    buf.truncate(n);
+    buf
+}
+
 /// One written frame, decoded.
 #[derive(Debug)]
 struct Sent {
@@ -431,21 +448,7 @@ fn broker_code_is_retried_and_the_remark_kept_when_all_fail() {
     w.reply(&r, 0, &[], route(&[A, B], 1).as_bytes());
     for _ in 0..3 {
         let s = one(w.out());
-        let f = {
-            let mut cmd = CommandRepr::response(
-                ResponseCode(14),
-                s.opaque,
-                version::V5_3_3,
-                None::<&[(&str, &str)]>,
-            );
-            cmd.remark = Some("service not available now");
-            let mut buf = std::vec![0u8; 512];
-            let n = cmd
-                .emit_frame_prefix_and_header(SerializeType::JSON, 0, &mut buf)
-                .unwrap();
-            buf.truncate(n);
-            buf
-        };
+        let f = rejected(14, s.opaque, "service not available now");
         assert_eq!(
             w.s.handle_frame(w.now, s.peer, &f).unwrap(),
             Incoming::Handled
@@ -637,19 +640,9 @@ fn refused_credentials_end_the_send_without_retry() {
     let r = one(w.out());
     w.reply(&r, 0, &[], route(&[A, B], 1).as_bytes());
     let s = one(w.out());
-    let mut cmd = CommandRepr::response(
-        ResponseCode(16),
-        s.opaque,
-        version::V5_3_3,
-        None::<&[(&str, &str)]>,
-    );
-    cmd.remark = Some("User:rmq is not found");
-    let mut buf = std::vec![0u8; 512];
-    let n = cmd
-        .emit_frame_prefix_and_header(SerializeType::JSON, 0, &mut buf)
-        .unwrap();
+    let f = rejected(16, s.opaque, "User:rmq is not found");
     assert_eq!(
-        w.s.handle_frame(w.now, s.peer, &buf[..n]).unwrap(),
+        w.s.handle_frame(w.now, s.peer, &f).unwrap(),
         Incoming::Handled
     );
     w.drain();
