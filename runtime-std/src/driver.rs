@@ -87,6 +87,8 @@ struct State {
     calls: HashMap<i32, oneshot::Sender<Result<Bytes, TransportError>>>,
     /// A consumer's HEART_BEAT body (its subscriptions); `None` for a producer.
     heartbeat: Option<Vec<u8>>,
+    /// [`Driver::close`] ran: no new connection, no new call.
+    stopped: bool,
     topics: HashMap<String, TopicId>,
     sends: HashMap<u32, Pending>,
     links: HashMap<Peer, Link>,
@@ -166,6 +168,7 @@ impl Driver {
                 buf: vec![0u8; TX_BUF],
                 calls: HashMap::new(),
                 heartbeat: None,
+                stopped: false,
                 topics: HashMap::new(),
                 sends: HashMap::new(),
                 links: HashMap::new(),
@@ -280,6 +283,9 @@ impl Driver {
     ) -> Result<Response, TransportError> {
         let rx = {
             let mut st = lock(&self.inner.state);
+            if st.stopped {
+                return Err(TransportError::ConnectionClosed);
+            }
             let state = &mut *st;
             let lend = Lend {
                 sends: &state.sends,
@@ -347,18 +353,25 @@ impl Driver {
         }
     }
 
-    /// Stops the driver task and closes every connection at once (no unregister).
+    /// Stops the driver task and closes every connection at once (no unregister). Whatever is
+    /// still waiting (sends past the shutdown drain, calls, route waits) ends now: nothing
+    /// would time it out any more.
     pub(crate) fn close(&self) {
         if let Some(t) = lock(&self.inner.task).take() {
             t.abort();
         }
         self.inner.slots.close();
         let mut st = lock(&self.inner.state);
+        st.stopped = true;
         for (_, link) in st.links.drain() {
             if let Link::Up(c) = link {
                 c.close();
             }
         }
+        // Dropping the waiters ends their futures (Shutdown / ConnectionClosed).
+        st.sends.clear();
+        st.calls.clear();
+        st.route_waiters.clear();
     }
 
     /// Unregisters from every broker (waiting up to `timeout` for the answers), then stops the
@@ -499,6 +512,9 @@ impl Inner {
                 self.write(st, peer, &c, frame);
             }
             _ => {
+                if st.stopped {
+                    return;
+                }
                 let id = self.next_conn.fetch_add(1, AtomicOrdering::Relaxed);
                 st.links.insert(peer, Link::Opening(id, vec![frame]));
                 let addr = match peer {

@@ -1,6 +1,7 @@
 //! The Producer against scripted fake NameServer and broker peers (fast, no JVM): retries on
 //! another broker, async not retrying broker codes, the TBW102 path, no NameServer, the
-//! request headers actually sent, and UNREGISTER_CLIENT on shutdown.
+//! request headers actually sent, UNREGISTER_CLIENT on shutdown, and sends still waiting when
+//! the shutdown drain ends.
 #![cfg(not(loom))]
 
 mod common;
@@ -191,4 +192,37 @@ async fn heartbeat_carries_the_producer_groups() {
     assert!(body.contains(r#"{"groupName":"pg-hb"}"#), "{body}");
     assert!(body.contains("CLIENT_INNER_PRODUCER"), "{body}");
     p.shutdown().await;
+}
+
+#[tokio::test]
+async fn shutdown_ends_sends_still_waiting_past_the_drain() {
+    // A broker that never answers a send, and a send timeout far beyond the drain deadline.
+    let silent: Handler = std::sync::Arc::new(|r: &Seen| match r.code {
+        SEND_V2 => None,
+        _ => Some((0, Vec::new(), Vec::new())),
+    });
+    let (a, a_seen) = peer(silent).await;
+    let (ns, _) = peer(namesrv(vec![("T", route_json(&[("broker-a", &a, 1)]))])).await;
+    let p = Producer::builder()
+        .namesrv_addr(&ns)
+        .producer_group("pg-stuck")
+        .send_msg_timeout(Duration::from_secs(600))
+        .start()
+        .await
+        .unwrap();
+    let stuck = tokio::spawn(p.send_async(Message::new("T", "never answered")));
+    while !a_seen.lock().unwrap().iter().any(|s| s.code == SEND_V2) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    p.shutdown_timeout(Duration::from_millis(100)).await;
+    // The guard only keeps a regression from hanging the suite; the send ends at once.
+    let r = tokio::time::timeout(Duration::from_secs(60), stuck)
+        .await
+        .expect("the send ended after shutdown")
+        .unwrap();
+    let e = r.expect_err("nobody answered");
+    assert_eq!(e.kind(), &SendErrorKind::Shutdown, "{e}");
+    // And nothing new starts.
+    let e = p.send(Message::new("T", "late")).await.unwrap_err();
+    assert_eq!(e.kind(), &SendErrorKind::Shutdown);
 }
