@@ -177,12 +177,32 @@ pub enum SendErrorKind {
     },
 }
 
-/// A failed send: its cause, the attempts made, and whether trying again may help.
+/// A failed send: its cause, the attempts made, whether trying again may help, and (for the
+/// single-message sends) the message itself, so that a caller can retry without cloning
+/// first.
+///
+/// ```no_run
+/// # async fn f(p: rmq_std::Producer) {
+/// use rmq_std::Message;
+/// let mut msg = Message::new("TopicA", "hello");
+/// for _ in 0..3 {
+///     match p.send(msg).await {
+///         Ok(_) => return,
+///         Err(e) if e.is_retryable() => match e.into_message() {
+///             Some(m) => msg = m,
+///             None => return,
+///         },
+///         Err(_) => return,
+///     }
+/// }
+/// # }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SendError {
     pub(crate) kind: SendErrorKind,
     pub(crate) attempts: u8,
     pub(crate) retryable: bool,
+    pub(crate) message: Option<Box<Message>>,
 }
 
 impl SendError {
@@ -199,7 +219,25 @@ impl SendError {
             kind,
             attempts,
             retryable,
+            message: None,
         }
+    }
+
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn with_message(mut self, m: Message) -> Self {
+        self.message = Some(Box::new(m));
+        self
+    }
+
+    /// The message that was not sent (single-message sends; `None` for batches).
+    pub fn message(&self) -> Option<&Message> {
+        self.message.as_deref()
+    }
+
+    /// The message that was not sent, to send it again (single-message sends; `None` for
+    /// batches).
+    pub fn into_message(self) -> Option<Message> {
+        self.message.map(|m| *m)
     }
 
     /// The cause.

@@ -360,13 +360,14 @@ impl Producer {
         let _g = self.enter()?;
         let span = info_span!("send", topic = %msg.topic, mode = ?mode);
         let r = async {
-            let p = self.prepare(msg)?;
+            let p = self.prepare(&msg)?;
             self.drive(p, mode, target).await
         }
         .instrument(span)
         .await;
         self.count(&r);
-        r
+        // A failed send hands the message back.
+        r.map_err(|e| e.with_message(msg))
     }
 
     fn count<T>(&self, r: &Result<T, SendError>) {
@@ -408,10 +409,10 @@ impl Producer {
         String::from_utf8(buf).map_err(|_| SendError::new(SendErrorKind::Malformed, 0))
     }
 
-    fn prepare(&self, m: Message) -> Result<Prepared, SendError> {
+    fn prepare(&self, m: &Message) -> Result<Prepared, SendError> {
         let uniq = self.next_uniq();
-        let properties = self.message_props(&m, Some(&uniq))?;
-        let mut body = m.body;
+        let properties = self.message_props(m, Some(&uniq))?;
+        let mut body = m.body.clone();
         let mut sys_flag = 0;
         if let Some(bits) = compression_flags(
             body.len(),
@@ -422,7 +423,7 @@ impl Producer {
             sys_flag |= bits;
         }
         Ok(Prepared {
-            topic: m.topic,
+            topic: m.topic.clone(),
             body,
             properties,
             sys_flag,

@@ -144,6 +144,8 @@ async fn validation_fails_before_any_byte_and_no_namesrv_is_typed() {
     let p = producer(&ns).await;
     let e = p.send(Message::new("bad topic!", "x")).await.unwrap_err();
     assert!(matches!(e.kind(), SendErrorKind::Validation(_)), "{e:?}");
+    // A failed send hands the message back.
+    assert_eq!(e.message().map(Message::topic), Some("bad topic!"));
     let e = p
         .send_batch(vec![Message::new("A", "1"), Message::new("B", "2")])
         .await
@@ -157,9 +159,15 @@ async fn validation_fails_before_any_byte_and_no_namesrv_is_typed() {
         l.local_addr().unwrap().to_string()
     };
     let p = producer(&format!("{dead};{dead}")).await;
-    let e = p.send(Message::new("T", "x")).await.unwrap_err();
+    let e = p
+        .send(Message::new("T", "x").with_tags("TagA"))
+        .await
+        .unwrap_err();
     assert_eq!(e.kind(), &SendErrorKind::NoNameServer);
     assert!(e.is_retryable());
+    let back = e.into_message().expect("the message comes back");
+    assert_eq!((back.topic(), back.tags()), ("T", Some("TagA")));
+    assert_eq!(back.body().as_ref(), b"x");
     assert_eq!(p.counters().failed, 1);
     p.shutdown().await;
 }
