@@ -137,6 +137,9 @@ pub enum TransportError {
     ConnectionClosed,
     /// The runtime has no address for this broker (Java "The broker\[x\] not exist").
     BrokerNotFound,
+    /// The peer sent bytes that are not a valid frame or header; the runtime closed the
+    /// connection and everything in flight on it failed with this.
+    Malformed,
 }
 
 /// What happened to the attempt in flight.
@@ -551,6 +554,11 @@ impl<K: Copy + Eq> SendPlan<K> {
     /// Attempts issued so far.
     pub fn attempts_made(&self) -> u8 {
         self.made
+    }
+
+    /// The broker of the latest attempt (kept after the plan ends).
+    pub fn last_broker(&self) -> Option<K> {
+        self.last_broker
     }
 
     /// The attempt in flight.

@@ -310,17 +310,17 @@ impl core::error::Error for SubmitError {}
 #[non_exhaustive]
 pub enum FrameError {
     /// The length words are inconsistent.
-    Framing,
+    Framing(crate::wire::FrameError),
     /// The header cannot be decoded.
-    Header,
+    Header(crate::wire::DecodeError),
 }
 
 impl fmt::Display for FrameError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            FrameError::Framing => "malformed frame: inconsistent length words",
-            FrameError::Header => "malformed frame: undecodable header",
-        })
+        match self {
+            FrameError::Framing(e) => write!(f, "malformed frame: {e}"),
+            FrameError::Header(e) => write!(f, "malformed header: {e}"),
+        }
     }
 }
 
@@ -406,6 +406,9 @@ pub enum SendFailure {
         error: SendError,
         /// The remark of the broker's last rejecting response (empty if none).
         remark: String<MAX_REMARK>,
+        /// The broker of the last attempt (`None` when no attempt was made), so that a runtime
+        /// can attach what it knows about that connection's failure.
+        broker: Option<BrokerId>,
     },
     /// The request header did not fit the transmit buffer.
     Encode(EncodeError),
@@ -445,8 +448,10 @@ impl SendFailure {
 impl fmt::Display for SendFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SendFailure::Plan { error, remark } if remark.is_empty() => fmt::Display::fmt(error, f),
-            SendFailure::Plan { error, remark } => write!(f, "{error}: {remark}"),
+            SendFailure::Plan { error, remark, .. } if remark.is_empty() => {
+                fmt::Display::fmt(error, f)
+            }
+            SendFailure::Plan { error, remark, .. } => write!(f, "{error}: {remark}"),
             SendFailure::Encode(e) => write!(f, "cannot encode the request: {e}"),
             SendFailure::Acl(e) => write!(f, "cannot sign the request: {e}"),
             SendFailure::Authentication { code, remark, .. } => {
@@ -1259,8 +1264,8 @@ impl<
         peer: Peer,
         bytes: &[u8],
     ) -> Result<Incoming, FrameError> {
-        let frame = Frame::new_checked(bytes).map_err(|_| FrameError::Framing)?;
-        let h = CommandHeader::parse(&frame).map_err(|_| FrameError::Header)?;
+        let frame = Frame::new_checked(bytes).map_err(FrameError::Framing)?;
+        let h = CommandHeader::parse(&frame).map_err(FrameError::Header)?;
         if !h.is_response() {
             // Broker-initiated requests (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE,
             // ...): counted and handed to the runtime.
@@ -1520,6 +1525,7 @@ impl<
             Some(Ending::Plan(Err(error))) => Err(SendFailure::Plan {
                 error,
                 remark: core::mem::take(&mut slot.remark),
+                broker: slot.plan.as_ref().and_then(SendPlan::last_broker),
             }),
             Some(Ending::Authentication { code, attempts }) => Err(SendFailure::Authentication {
                 code,

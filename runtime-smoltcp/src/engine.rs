@@ -640,7 +640,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
                     Ok(None) => break,
                     Ok(Some(n)) => n,
                     Err(()) => {
-                        self.fail_conn(now, sockets, peer, TransportError::ConnectionClosed);
+                        self.fail_conn(now, sockets, peer, TransportError::Malformed);
                         break;
                     }
                 };
@@ -648,7 +648,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
                 let frame = self.rx.get(..n).unwrap_or(&[]);
                 if self.core.handle_frame(now, peer, frame).is_err() {
                     warn!("malformed frame, resetting the connection");
-                    self.fail_conn(now, sockets, peer, TransportError::ConnectionClosed);
+                    self.fail_conn(now, sockets, peer, TransportError::Malformed);
                     break;
                 }
             }

@@ -12,7 +12,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use bytes::{Buf, Bytes, BytesMut};
 use rmq_core::producer::CONNECT_TIMEOUT;
-use rmq_core::retry::TransportError;
 use rmq_core::wire::{CommandHeader, Frame, FrameReader};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
@@ -20,6 +19,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
 use crate::clock;
+use crate::message::ConnectionError;
 use crate::shared::{Counter, Counters};
 
 /// Largest frame accepted from a peer (route bodies and pulls are the largest).
@@ -35,9 +35,9 @@ pub(crate) type OnWritten = Box<dyn FnOnce(bool) + Send>;
 /// Where a connection hands every frame it reads, and says when it ends.
 pub(crate) trait FrameSink: Send + Sync {
     /// A whole frame arrived; an error names what is wrong with it and closes the connection.
-    fn frame(&self, frame: &[u8]) -> Result<(), &'static str>;
-    /// The connection ended (`lost`: not by our request).
-    fn closed(&self, lost: bool);
+    fn frame(&self, frame: &[u8]) -> Result<(), String>;
+    /// The connection ended: why, or `None` when we asked for it.
+    fn closed(&self, lost: Option<ConnectionError>);
 }
 
 struct Outgoing {
@@ -155,7 +155,7 @@ impl Conn {
 /// frame to `sink`.
 ///
 /// # Errors
-/// [`TransportError::ConnectFailed`] on refusal, unreachable, a failed TLS handshake or after
+/// The I/O error (refused, unreachable), the TLS failure, or the timeout after
 /// [`CONNECT_TIMEOUT`].
 pub(crate) async fn connect(
     id: u32,
@@ -163,11 +163,12 @@ pub(crate) async fn connect(
     tls: Option<&crate::tls::TlsConfig>,
     counters: Arc<Counters>,
     sink: Arc<dyn FrameSink>,
-) -> Result<Arc<Conn>, TransportError> {
+) -> Result<Arc<Conn>, ConnectionError> {
     let timeout = clock::to_std(CONNECT_TIMEOUT);
     let stream = match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
         Ok(Ok(s)) => s,
-        _ => return Err(TransportError::ConnectFailed),
+        Ok(Err(e)) => return Err(ConnectionError::io(addr, e)),
+        Err(_) => return Err(ConnectionError::connect_timeout(addr)),
     };
     let _ = stream.set_nodelay(true);
     let (tx, rx) = mpsc::unbounded_channel();
@@ -189,8 +190,8 @@ pub(crate) async fn connect(
         Some(t) => {
             let s =
                 match tokio::time::timeout(timeout, crate::tls::handshake(t, addr, stream)).await {
-                    Ok(Ok(s)) => s,
-                    _ => return Err(TransportError::ConnectFailed),
+                    Ok(r) => r?,
+                    Err(_) => return Err(ConnectionError::connect_timeout(addr)),
                 };
             let (rd, wr) = tokio::io::split(s);
             tokio::spawn(task.run(rd, wr, rx));
@@ -214,7 +215,7 @@ struct Task {
 
 enum End {
     Requested,
-    Lost(&'static str),
+    Lost(ConnectionError),
 }
 
 impl Task {
@@ -229,11 +230,11 @@ impl Task {
         let end = loop {
             tokio::select! {
                 r = rd.read_buf(&mut chunk) => match r {
-                    Ok(0) => break End::Lost("closed by peer"),
-                    Err(_) => break End::Lost("read error"),
+                    Ok(0) => break End::Lost(ConnectionError::closed_by_peer(&self.addr)),
+                    Err(e) => break End::Lost(ConnectionError::io(&self.addr, e)),
                     Ok(_) => {
                         if let Err(why) = self.ingest(&mut reader, &mut chunk) {
-                            break End::Lost(why);
+                            break End::Lost(ConnectionError::bad_frame(&self.addr, why));
                         }
                         if chunk.capacity() - chunk.len() < 4096 {
                             chunk.reserve(64 * 1024);
@@ -244,17 +245,22 @@ impl Task {
                 cmd = rx.recv() => {
                     let Some(mut cmd) = cmd else { break End::Requested };
                     // Write this frame and everything else already queued, then flush once.
-                    let mut failed = false;
+                    let mut failed = None;
                     loop {
                         match cmd {
-                            Cmd::Close => { failed = true; break; }
+                            Cmd::Close => { failed = Some(End::Requested); break; }
                             Cmd::Send(out) => {
-                                let ok = wr.write_all(&out.head).await.is_ok()
-                                    && wr.write_all(&out.body).await.is_ok();
+                                let r = match wr.write_all(&out.head).await {
+                                    Ok(()) => wr.write_all(&out.body).await,
+                                    e => e,
+                                };
                                 if let Some(f) = out.on_written {
-                                    f(ok);
+                                    f(r.is_ok());
                                 }
-                                if !ok { failed = true; break; }
+                                if let Err(e) = r {
+                                    failed = Some(End::Lost(ConnectionError::io(&self.addr, e)));
+                                    break;
+                                }
                             }
                         }
                         match rx.try_recv() {
@@ -262,8 +268,11 @@ impl Task {
                             Err(_) => break,
                         }
                     }
-                    if failed || wr.flush().await.is_err() {
-                        break if failed { End::Requested } else { End::Lost("write error") };
+                    if let Some(end) = failed {
+                        break end;
+                    }
+                    if let Err(e) = wr.flush().await {
+                        break End::Lost(ConnectionError::io(&self.addr, e));
                     }
                 }
             }
@@ -279,11 +288,15 @@ impl Task {
                 f(false);
             }
         }
-        if let End::Lost(why) = end {
-            self.counters.bump(Counter::ConnectionsLost);
-            warn!(addr = %self.addr, why, "connection lost");
-        }
-        self.sink.closed(matches!(end, End::Lost(_)));
+        let lost = match end {
+            End::Lost(why) => {
+                self.counters.bump(Counter::ConnectionsLost);
+                warn!(%why, "connection lost");
+                Some(why)
+            }
+            End::Requested => None,
+        };
+        self.sink.closed(lost);
     }
 
     /// Cuts frames out of `chunk` and hands them to the sink; an error closes the connection.
@@ -291,9 +304,11 @@ impl Task {
         &self,
         reader: &mut FrameReader<Vec<u8>>,
         chunk: &mut BytesMut,
-    ) -> Result<(), &'static str> {
+    ) -> Result<(), String> {
         while !chunk.is_empty() {
-            let n = reader.feed(chunk).map_err(|_| "malformed frame")?;
+            let n = reader
+                .feed(chunk)
+                .map_err(|e| format!("malformed frame: {e}"))?;
             chunk.advance(n);
             if let Some(frame) = reader.take_frame() {
                 self.sink.frame(frame.into_inner())?;

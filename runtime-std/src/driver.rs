@@ -35,6 +35,7 @@ use tracing::{debug, warn};
 use crate::clock;
 use crate::config::SecurityConfig;
 use crate::conn::{self, Conn, ConnStats, FrameSink, Response, ServerRequest};
+use crate::message::ConnectionError;
 use crate::shared::Counters;
 use crate::sync::{Mutex, MutexGuard, lock};
 
@@ -94,6 +95,8 @@ struct State {
     links: HashMap<Peer, Link>,
     /// The last closed connection per peer (diagnostics).
     closed: HashMap<Peer, Arc<Conn>>,
+    /// Why the last connection to a peer failed (cleared when one opens).
+    causes: HashMap<Peer, ConnectionError>,
     route_waiters: HashMap<u16, Vec<oneshot::Sender<bool>>>,
 }
 
@@ -173,6 +176,7 @@ impl Driver {
                 sends: HashMap::new(),
                 links: HashMap::new(),
                 closed: HashMap::new(),
+                causes: HashMap::new(),
                 route_waiters: HashMap::new(),
             }),
             wake: Notify::new(),
@@ -414,6 +418,19 @@ impl Driver {
             .collect()
     }
 
+    /// Why the last connection to `peer` failed (any NameServer's with `None`), if it did.
+    pub(crate) fn cause(&self, peer: Option<Peer>) -> Option<ConnectionError> {
+        let st = lock(&self.inner.state);
+        match peer {
+            Some(p) => st.causes.get(&p).cloned(),
+            None => st
+                .causes
+                .iter()
+                .find(|(p, _)| matches!(p, Peer::NameServer(_)))
+                .map(|(_, c)| c.clone()),
+        }
+    }
+
     /// The shared counters.
     pub(crate) fn counters(&self) -> &Arc<Counters> {
         &self.inner.counters
@@ -634,14 +651,17 @@ async fn open(weak: Weak<Inner>, peer: Peer, id: u32, addr: String) {
     match r {
         Ok(c) => {
             debug!(addr, ?peer, "connected");
+            st.causes.remove(&peer);
             st.links.insert(peer, Link::Up(c.clone()));
             for f in queued {
                 inner.write(&mut st, peer, &c, f);
             }
         }
         Err(e) => {
-            debug!(addr, ?peer, ?e, "connect failed");
-            st.session.handle_closed(clock::now(), peer, e);
+            debug!(?peer, %e, "connect failed");
+            st.session
+                .handle_closed(clock::now(), peer, e.transport(true));
+            st.causes.insert(peer, e);
         }
     }
     inner.events(&mut st);
@@ -657,7 +677,7 @@ struct PeerSink {
 }
 
 impl FrameSink for PeerSink {
-    fn frame(&self, frame: &[u8]) -> Result<(), &'static str> {
+    fn frame(&self, frame: &[u8]) -> Result<(), String> {
         let Some(inner) = self.inner.upgrade() else {
             return Ok(());
         };
@@ -685,13 +705,10 @@ impl FrameSink for PeerSink {
         // Retries the answer caused go out from here.
         inner.flush(&mut st, now);
         drop(st);
-        r.map(|_| ()).map_err(|e| match e {
-            session::FrameError::Framing => "malformed frame",
-            _ => "malformed header",
-        })
+        r.map(|_| ()).map_err(|e| e.to_string())
     }
 
-    fn closed(&self, _lost: bool) {
+    fn closed(&self, lost: Option<ConnectionError>) {
         let Some(inner) = self.inner.upgrade() else {
             return;
         };
@@ -701,8 +718,13 @@ impl FrameSink for PeerSink {
             if let Some(Link::Up(c)) = st.links.remove(&self.peer) {
                 st.closed.insert(self.peer, c);
             }
-            st.session
-                .handle_closed(clock::now(), self.peer, TransportError::ConnectionClosed);
+            let cause = lost
+                .as_ref()
+                .map_or(TransportError::ConnectionClosed, |e| e.transport(false));
+            st.session.handle_closed(clock::now(), self.peer, cause);
+            if let Some(e) = lost {
+                st.causes.insert(self.peer, e);
+            }
             inner.events(&mut st);
         }
         drop(st);

@@ -95,7 +95,7 @@ pub use config::{
 #[cfg(not(loom))]
 #[doc(hidden)]
 pub use conn::{ConnStats, MAX_RX_FRAME};
-pub use message::{Message, MessageQueue, SendError, SendErrorKind, SendResult};
+pub use message::{ConnectionError, Message, MessageQueue, SendError, SendErrorKind, SendResult};
 #[cfg(not(loom))]
 pub use producer::{Producer, RouteInfo};
 pub use rmq_core as core;

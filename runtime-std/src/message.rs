@@ -1,6 +1,7 @@
 //! The message to send, and what a send returns.
 
 use std::fmt;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use rmq_core::message::validate::ValidationError;
@@ -203,6 +204,7 @@ pub struct SendError {
     pub(crate) attempts: u8,
     pub(crate) retryable: bool,
     pub(crate) message: Option<Box<Message>>,
+    pub(crate) cause: Option<Box<ConnectionError>>,
 }
 
 impl SendError {
@@ -220,6 +222,7 @@ impl SendError {
             attempts,
             retryable,
             message: None,
+            cause: None,
         }
     }
 
@@ -227,6 +230,13 @@ impl SendError {
     pub(crate) fn with_message(mut self, m: Message) -> Self {
         self.message = Some(Box::new(m));
         self
+    }
+
+    /// What failed below the protocol on the last attempt's connection (also the error's
+    /// [`source`](std::error::Error::source)): the I/O error kind, the TLS failure, or what
+    /// was malformed in a frame the peer sent.
+    pub fn connection_error(&self) -> Option<&ConnectionError> {
+        self.cause.as_deref()
     }
 
     /// The message that was not sent (single-message sends; `None` for batches).
@@ -285,7 +295,11 @@ impl fmt::Display for SendError {
                     f,
                     "transport failure {t:?} after {} attempt(s)",
                     self.attempts
-                )
+                )?;
+                match self.cause.as_deref() {
+                    Some(c) => write!(f, " ({c})"),
+                    None => Ok(()),
+                }
             }
             SendErrorKind::Timeout => {
                 write!(f, "send timed out after {} attempt(s)", self.attempts)
@@ -304,4 +318,152 @@ impl fmt::Display for SendError {
     }
 }
 
-impl std::error::Error for SendError {}
+impl std::error::Error for SendError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.cause.as_deref().map(|c| c as _)
+    }
+}
+
+/// Why a connection could not be opened, or ended without our asking: the cause behind a
+/// [`TransportError`]. Its [`source`](std::error::Error::source) is the [`std::io::Error`] or
+/// the [`rustls::Error`] (e.g. `InvalidCertificate(UnknownIssuer)` for an untrusted CA,
+/// `InvalidCertificate(NotValidForName)` for a name mismatch).
+///
+/// ```no_run
+/// # async fn f(p: rmq_std::Producer) {
+/// if let Err(e) = p.send(rmq_std::Message::new("TopicA", "x")).await {
+///     if let Some(c) = e.connection_error() {
+///         eprintln!("{}: io {:?}, tls {:?}", c.addr(), c.io_kind(), c.tls());
+///     }
+/// }
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct ConnectionError {
+    addr: String,
+    cause: Cause,
+}
+
+#[derive(Clone, Debug)]
+enum Cause {
+    Io(Arc<std::io::Error>),
+    Tls(rustls::Error),
+    Malformed(String),
+    ConnectTimeout,
+    ClosedByPeer,
+}
+
+impl ConnectionError {
+    /// An I/O error on `addr` (a TLS failure inside it is kept as such).
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn io(addr: &str, e: std::io::Error) -> Self {
+        let tls = e
+            .get_ref()
+            .and_then(|i| i.downcast_ref::<rustls::Error>())
+            .cloned();
+        let cause = match tls {
+            Some(t) => Cause::Tls(t),
+            None => Cause::Io(Arc::new(e)),
+        };
+        ConnectionError {
+            addr: addr.to_owned(),
+            cause,
+        }
+    }
+
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn bad_frame(addr: &str, what: String) -> Self {
+        Self::with(addr, Cause::Malformed(what))
+    }
+
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn connect_timeout(addr: &str) -> Self {
+        Self::with(addr, Cause::ConnectTimeout)
+    }
+
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn closed_by_peer(addr: &str) -> Self {
+        Self::with(addr, Cause::ClosedByPeer)
+    }
+
+    fn with(addr: &str, cause: Cause) -> Self {
+        ConnectionError {
+            addr: addr.to_owned(),
+            cause,
+        }
+    }
+
+    /// The peer's address.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// The I/O error kind (`TimedOut` for a connect that timed out, `UnexpectedEof` for a
+    /// connection the peer closed, `InvalidData` for a TLS failure or a malformed frame).
+    pub fn io_kind(&self) -> std::io::ErrorKind {
+        match &self.cause {
+            Cause::Io(e) => e.kind(),
+            Cause::Tls(_) | Cause::Malformed(_) => std::io::ErrorKind::InvalidData,
+            Cause::ConnectTimeout => std::io::ErrorKind::TimedOut,
+            Cause::ClosedByPeer => std::io::ErrorKind::UnexpectedEof,
+        }
+    }
+
+    /// The TLS failure (untrusted certificate, name mismatch, peer not speaking TLS).
+    pub fn tls(&self) -> Option<&rustls::Error> {
+        match &self.cause {
+            Cause::Tls(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// What was wrong with a frame the peer sent (the connection was closed for it).
+    pub fn malformed(&self) -> Option<&str> {
+        match &self.cause {
+            Cause::Malformed(w) => Some(w),
+            _ => None,
+        }
+    }
+
+    /// The core's transport error for this cause (`connecting`: before the connection was up).
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn transport(&self, connecting: bool) -> TransportError {
+        match self.cause {
+            Cause::Malformed(_) => TransportError::Malformed,
+            _ if connecting => TransportError::ConnectFailed,
+            _ => TransportError::ConnectionClosed,
+        }
+    }
+}
+
+impl fmt::Display for ConnectionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let a = &self.addr;
+        match &self.cause {
+            Cause::Io(e) => write!(f, "connection to {a}: {e}"),
+            Cause::Tls(e) => write!(f, "TLS with {a}: {e}"),
+            Cause::Malformed(w) => write!(f, "{a} sent a {w}; connection closed"),
+            Cause::ConnectTimeout => write!(f, "connect to {a} timed out"),
+            Cause::ClosedByPeer => write!(f, "{a} closed the connection"),
+        }
+    }
+}
+
+impl std::error::Error for ConnectionError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.cause {
+            Cause::Io(e) => Some(&**e),
+            Cause::Tls(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Equal when the address and the description are (I/O errors do not compare).
+impl PartialEq for ConnectionError {
+    fn eq(&self, o: &Self) -> bool {
+        self.addr == o.addr && self.to_string() == o.to_string()
+    }
+}
+
+impl Eq for ConnectionError {}

@@ -559,7 +559,16 @@ impl Producer {
             Ok(r) => r,
             Err(f) => {
                 let unreachable = d.with(|s| s.route_unreachable(t));
-                return Err(send_error(f, unreachable));
+                let mut e = send_error(&f, unreachable);
+                e.cause = match (&f, e.kind()) {
+                    (SendFailure::Plan { broker, .. }, SendErrorKind::Transport(_)) => {
+                        broker.and_then(|b| d.cause(Some(session::Peer::Broker(b))))
+                    }
+                    (_, SendErrorKind::NoNameServer) => d.cause(None),
+                    _ => None,
+                }
+                .map(Box::new);
+                return Err(e);
             }
         };
         let broker_name = d.with(|s| s.broker_name(receipt.broker).unwrap_or("").to_owned());
@@ -590,13 +599,15 @@ fn refused(r: Refused) -> SendError {
 
 /// The session's failure as rmq-std reports it (`unreachable`: the topic's last lookup found
 /// no NameServer).
-fn send_error(f: SendFailure, unreachable: bool) -> SendError {
+fn send_error(f: &SendFailure, unreachable: bool) -> SendError {
     let attempts = f.attempts();
     let remark = |r: &heapless::String<{ session::MAX_REMARK }>| {
         (!r.is_empty()).then(|| r.as_str().to_owned())
     };
-    let (kind, retryable) = match &f {
-        SendFailure::Plan { error, remark: r } => {
+    let (kind, retryable) = match f {
+        SendFailure::Plan {
+            error, remark: r, ..
+        } => {
             let kind = match error.kind() {
                 CoreKind::NoRoute | CoreKind::CallTimeout if attempts == 0 && unreachable => {
                     SendErrorKind::NoNameServer

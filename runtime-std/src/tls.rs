@@ -9,13 +9,14 @@
 //! certificate's IP SANs) unless [`TlsConfig::server_name`] overrides it.
 //!
 //! The connection layer does the TCP connect, then [`handshake`]; a failed handshake is a
-//! [`TransportError::ConnectFailed`] like any other failed connect, and the connection task
+//! `TransportError::ConnectFailed` like any other failed connect (its cause, the rustls error,
+//! is kept: [`crate::ConnectionError::tls`]), and the connection task
 //! then runs over the TLS stream exactly as over TCP.
 
 use std::fmt;
 use std::sync::Arc;
 
-use rmq_core::retry::TransportError;
+use crate::message::ConnectionError;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, RootCertStore};
@@ -143,18 +144,19 @@ impl TlsConfig {
 /// Runs the TLS handshake on a connected `tcp` to `addr`.
 ///
 /// # Errors
-/// [`TransportError::ConnectFailed`] when the handshake fails (certificate not trusted, name
-/// mismatch, peer not speaking TLS, closed).
+/// The TLS failure (certificate not trusted, name mismatch, peer not speaking TLS) or the I/O
+/// error.
 pub async fn handshake(
     cfg: &TlsConfig,
     addr: &str,
     tcp: TcpStream,
-) -> Result<TlsStream<TcpStream>, TransportError> {
+) -> Result<TlsStream<TcpStream>, ConnectionError> {
     let Some(name) = cfg.name_for(addr) else {
-        return Err(TransportError::ConnectFailed);
+        let e = std::io::Error::new(std::io::ErrorKind::InvalidInput, "no TLS server name");
+        return Err(ConnectionError::io(addr, e));
     };
     cfg.connector.connect(name, tcp).await.map_err(|e| {
         debug!(addr, error = %e, "TLS handshake failed");
-        TransportError::ConnectFailed
+        ConnectionError::io(addr, e)
     })
 }

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use common::*;
 use rmq_core::message::PropertiesRef;
-use rmq_std::{Message, Producer, SendErrorKind, SendStatus};
+use rmq_std::{ConnectionError, Message, Producer, SendErrorKind, SendStatus, TransportError};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 async fn producer(ns: &str) -> Producer {
     Producer::builder()
@@ -165,10 +166,62 @@ async fn validation_fails_before_any_byte_and_no_namesrv_is_typed() {
         .unwrap_err();
     assert_eq!(e.kind(), &SendErrorKind::NoNameServer);
     assert!(e.is_retryable());
+    // Why: the refused connect, its io::Error behind `source()`.
+    let c = e
+        .connection_error()
+        .expect("the NameServer's connect error");
+    assert_eq!(c.addr(), dead);
+    assert_eq!(c.io_kind(), std::io::ErrorKind::ConnectionRefused);
+    let io = std::error::Error::source(c).and_then(|s| s.downcast_ref::<std::io::Error>());
+    assert_eq!(
+        io.map(std::io::Error::kind),
+        Some(std::io::ErrorKind::ConnectionRefused)
+    );
     let back = e.into_message().expect("the message comes back");
     assert_eq!((back.topic(), back.tags()), ("T", Some("TagA")));
     assert_eq!(back.body().as_ref(), b"x");
     assert_eq!(p.counters().failed, 1);
+    p.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_malformed_answer_is_a_protocol_error_naming_what_was_wrong() {
+    // broker-a answers every read with a frame whose header is not JSON.
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let a = l.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                while matches!(s.read(&mut buf).await, Ok(n) if n > 0) {
+                    let bad = [0, 0, 0, 8, 0, 0, 0, 4, b'n', b'o', b'p', b'e'];
+                    if s.write_all(&bad).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let (ns, _) = peer(namesrv(vec![("T", route_json(&[("broker-a", &a, 1)]))])).await;
+    let p = producer(&ns).await;
+    let e = p.send(Message::new("T", "x")).await.unwrap_err();
+    assert_eq!(
+        e.kind(),
+        &SendErrorKind::Transport(TransportError::Malformed),
+        "{e}"
+    );
+    assert!(e.is_retryable());
+    let c = std::error::Error::source(&e)
+        .and_then(|s| s.downcast_ref::<ConnectionError>())
+        .expect("the connection error behind the send error");
+    assert_eq!(c.addr(), a);
+    let what = c.malformed().expect("what was malformed");
+    assert!(what.starts_with("malformed header: bad JSON"), "{what}");
+    assert_eq!(c.io_kind(), std::io::ErrorKind::InvalidData);
+    assert!(e.to_string().contains("malformed header"), "{e}");
+    // Every attempt met a broken connection; the message comes back to retry.
+    assert!(p.counters().connections_lost >= 1);
+    assert!(e.into_message().is_some());
     p.shutdown().await;
 }
 

@@ -34,6 +34,9 @@ const RX_CHUNK_BOUND: usize = 256 * 1024;
 enum Expect {
     /// `Transport(ConnectionClosed)` and the connection is gone.
     Closed,
+    /// `Transport(Malformed)`, the connection error naming what was wrong (it starts with
+    /// this), and the connection is gone.
+    Malformed(&'static str),
     /// `Transport(TimedOut)` at the deadline (or `ConnectionClosed` at the same moment, when
     /// another request's timeout closed the unresponsive connection).
     TimedOut,
@@ -153,6 +156,19 @@ async fn run(case: &str, script: Script, expect: Expect) {
                     "{case}: {e}"
                 );
             }
+            Expect::Malformed(what) => {
+                let e = r.as_ref().expect_err("the bad broker cannot store");
+                assert_eq!(
+                    e.kind(),
+                    &SendErrorKind::Transport(TransportError::Malformed),
+                    "{case}: {e}"
+                );
+                let said = e.connection_error().and_then(|c| c.malformed());
+                assert!(
+                    said.is_some_and(|s| s.starts_with(what)),
+                    "{case}: {said:?}"
+                );
+            }
             Expect::TimedOut => {
                 // The first request to time out closes the unresponsive connection, which
                 // fails the others at the same moment.
@@ -183,7 +199,7 @@ async fn run(case: &str, script: Script, expect: Expect) {
     let bad_conn = stats.iter().find(|c| c.addr == bad_addr);
     eprintln!("{case}: connections {stats:?}, counters {:?}", p.counters());
     match expect {
-        Expect::Closed | Expect::TimedOut => {
+        Expect::Closed | Expect::Malformed(_) | Expect::TimedOut => {
             // The broken connection is gone (lost, or closed as unresponsive).
             let c = bad_conn.expect("the bad broker was connected");
             assert!(
@@ -191,7 +207,7 @@ async fn run(case: &str, script: Script, expect: Expect) {
                 "{case}: the connection to the bad broker is still open"
             );
             assert_eq!(c.in_flight, 0, "{case}: requests left in flight");
-            if expect == Expect::Closed {
+            if expect != Expect::TimedOut {
                 assert!(
                     p.counters().connections_lost > lost_before,
                     "{case}: the lost connection is counted"
@@ -251,7 +267,7 @@ async fn oversize_length_word() {
             write_or_close(s, &prefix(0x7fff_ffff, 0, 10));
             Action::Hang
         }),
-        Expect::Closed,
+        Expect::Malformed("malformed frame: frame longer than 16 MiB"),
     )
     .await;
     run(
@@ -260,7 +276,7 @@ async fn oversize_length_word() {
             write_or_close(s, &prefix((MAX_RX_FRAME + 16) as u32, 0, 10));
             Action::Hang
         }),
-        Expect::Closed,
+        Expect::Malformed("malformed frame: frame of "),
     )
     .await;
 }
@@ -275,7 +291,7 @@ async fn header_length_past_frame() {
             write_or_close(s, &f);
             Action::Hang
         }),
-        Expect::Closed,
+        Expect::Malformed("malformed frame: header length past end of frame"),
     )
     .await;
 }
@@ -303,7 +319,7 @@ async fn invalid_json_header() {
             write_or_close(s, &raw_frame(0, h.as_bytes(), &[]));
             Action::Hang
         }),
-        Expect::Closed,
+        Expect::Malformed("malformed header: bad JSON header: unexpected byte"),
     )
     .await;
 }
@@ -321,7 +337,7 @@ async fn deeply_nested_json_header() {
             write_or_close(s, &raw_frame(0, h.as_bytes(), &[]));
             Action::Hang
         }),
-        Expect::Closed,
+        Expect::Malformed("malformed header: bad JSON header: JSON nested too deeply"),
     )
     .await;
 }
@@ -374,7 +390,7 @@ async fn unknown_serialize_type() {
             write_or_close(s, &raw_frame(7, h.as_bytes(), &[]));
             Action::Hang
         }),
-        Expect::Closed,
+        Expect::Malformed("malformed frame: unknown serialize type 7"),
     )
     .await;
 }

@@ -23,6 +23,7 @@ use rmq_core::consumer::ConsumeFromWhere;
 use rmq_std::consumer::Consumer;
 use rmq_std::{Message, Producer, SendErrorKind, SendStatus, TlsConfig, TransportError};
 use rmq_tests::broker::{Cluster, ClusterOptions, Version};
+use rustls::CertificateError;
 
 const TOPIC: &str = "TlsTopic";
 const CONSUME_TOPIC: &str = "TlsConsumeTopic";
@@ -33,11 +34,11 @@ struct Pki {
     key_path: PathBuf,
 }
 
-fn ca() -> (rcgen::Certificate, KeyPair) {
+fn ca(name: &str) -> (rcgen::Certificate, KeyPair) {
     let key = KeyPair::generate().expect("CA key");
     let mut p = CertificateParams::new(Vec::<String>::new()).expect("CA params");
     p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    p.distinguished_name.push(DnType::CommonName, "rmq test CA");
+    p.distinguished_name.push(DnType::CommonName, name);
     p.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
         KeyUsagePurpose::CrlSign,
@@ -48,7 +49,7 @@ fn ca() -> (rcgen::Certificate, KeyPair) {
 
 fn pki(dir: &std::path::Path) -> Pki {
     std::fs::create_dir_all(dir).expect("cert dir");
-    let (ca, ca_key) = ca();
+    let (ca, ca_key) = ca("rmq test CA");
     let key = KeyPair::generate().expect("server key");
     let mut p = CertificateParams::new(vec!["localhost".to_string()]).expect("server params");
     p.subject_alt_names
@@ -156,6 +157,15 @@ async fn consume_over_tls(p: &Producer, ns: &str, tls: TlsConfig) {
     c.shutdown().await;
 }
 
+/// The TLS failure behind a send error, found through the `source()` chain.
+fn tls_cause(e: &rmq_std::SendError) -> Option<rustls::Error> {
+    let c = std::error::Error::source(e)?.downcast_ref::<rmq_std::ConnectionError>()?;
+    let t = std::error::Error::source(c)?.downcast_ref::<rustls::Error>()?;
+    assert_eq!(c.tls(), Some(t));
+    assert_eq!(c.io_kind(), std::io::ErrorKind::InvalidData);
+    Some(t.clone())
+}
+
 fn run(v: Version) {
     let dir = std::env::temp_dir().join(format!("rmq-tls-{}-{}", std::process::id(), v.name()));
     let pki = pki(&dir);
@@ -235,21 +245,57 @@ fn run(v: Version) {
         );
         assert!(t0.elapsed() < Duration::from_secs(3) + Duration::from_millis(700));
 
-        // TLS trusting another CA: the handshake fails.
-        let (other, _) = ca();
-        let wrong = TlsConfig::with_ca_pem(other.pem().as_bytes()).expect("other CA");
-        let w = producer(&ns, "pg_wrong_ca", Some(wrong)).await;
-        let e = w
-            .send(Message::new(TOPIC, "untrusted"))
+        // TLS trusting another CA: the handshake fails, and the cause is kept (the rustls
+        // error, reachable through `source()`): an unknown issuer, or a bad signature when
+        // an impostor CA carries the real one's name.
+        let mut trusting_others = Vec::new();
+        for (name, why) in [
+            ("another CA", CertificateError::UnknownIssuer),
+            ("rmq test CA", CertificateError::BadSignature),
+        ] {
+            let (other, _) = ca(name);
+            let wrong = TlsConfig::with_ca_pem(other.pem().as_bytes()).expect("other CA");
+            let w = producer(&ns, "pg_wrong_ca", Some(wrong)).await;
+            let e = w
+                .send(Message::new(TOPIC, "untrusted"))
+                .await
+                .expect_err("the broker's certificate is not trusted");
+            eprintln!("trusting {name:?}: {e}");
+            assert_eq!(
+                e.kind(),
+                &SendErrorKind::Transport(TransportError::ConnectFailed),
+                "{e:?}"
+            );
+            assert_eq!(
+                tls_cause(&e),
+                Some(rustls::Error::InvalidCertificate(why)),
+                "{e:?}"
+            );
+            trusting_others.push(w);
+        }
+
+        // The right CA, but the certificate is checked against another name.
+        let named = TlsConfig::with_ca_pem(pki.ca_pem.as_bytes())
+            .expect("CA")
+            .server_name("broker.example")
+            .expect("name");
+        let n = producer(&ns, "pg_wrong_name", Some(named)).await;
+        let e = n
+            .send(Message::new(TOPIC, "wrong name"))
             .await
-            .expect_err("the broker's certificate is not trusted");
-        eprintln!("wrong CA: {e}");
-        assert_eq!(
-            e.kind(),
-            &SendErrorKind::Transport(TransportError::ConnectFailed),
+            .expect_err("the certificate names 127.0.0.1 only");
+        eprintln!("wrong name: {e}");
+        assert!(
+            matches!(
+                tls_cause(&e),
+                Some(rustls::Error::InvalidCertificate(
+                    CertificateError::NotValidForName
+                        | CertificateError::NotValidForNameContext { .. }
+                ))
+            ),
             "{e:?}"
         );
-        for x in [p, plain, w] {
+        for x in [p, plain, n].into_iter().chain(trusting_others) {
             x.shutdown_timeout(Duration::from_millis(500)).await;
         }
     });

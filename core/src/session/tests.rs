@@ -446,8 +446,10 @@ fn broker_code_is_retried_and_the_remark_kept_when_all_fail() {
     let id = w.send("T");
     let r = one(w.out());
     w.reply(&r, 0, &[], route(&[A, B], 1).as_bytes());
+    let mut last = None;
     for _ in 0..3 {
         let s = one(w.out());
+        last = Some(s.peer);
         let f = rejected(14, s.opaque, "service not available now");
         assert_eq!(
             w.s.handle_frame(w.now, s.peer, &f).unwrap(),
@@ -456,7 +458,13 @@ fn broker_code_is_retried_and_the_remark_kept_when_all_fail() {
         w.drain();
     }
     match w.done(id) {
-        Some(Err(SendFailure::Plan { error, remark })) => {
+        Some(Err(SendFailure::Plan {
+            error,
+            remark,
+            broker,
+        })) => {
+            // The failure names the broker of the last attempt.
+            assert_eq!(broker.map(Peer::Broker), last);
             assert_eq!(error.kind(), SendErrorKind::Broker { code: 14 });
             assert_eq!(error.attempts(), 3);
             assert_eq!(remark.as_str(), "service not available now");
@@ -535,11 +543,16 @@ fn oneway_ends_when_written_and_malformed_frames_are_errors() {
     assert_eq!(r.queue_offset, None);
     assert_eq!(
         w.s.handle_frame(w.now, s.peer, b"\x00\x00\x00\x02\x00\x00"),
-        Err(FrameError::Framing)
+        Err(FrameError::Framing(crate::wire::FrameError::Truncated))
     );
-    assert_eq!(
-        w.s.handle_frame(w.now, s.peer, b"\x00\x00\x00\x06\x00\x00\x00\x02{x"),
-        Err(FrameError::Header)
+    let r =
+        w.s.handle_frame(w.now, s.peer, b"\x00\x00\x00\x06\x00\x00\x00\x02{x");
+    assert!(
+        matches!(
+            r,
+            Err(FrameError::Header(crate::wire::DecodeError::Json(_)))
+        ),
+        "{r:?}"
     );
 }
 
