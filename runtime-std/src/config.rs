@@ -100,10 +100,25 @@ pub struct SecurityConfig {
     /// ACL credentials: when set, every request is signed.
     pub acl: Option<AclConfig>,
     /// TLS to brokers (and to NameServers if [`crate::TlsConfig::name_server_too`]).
+    #[cfg(feature = "tls")]
     pub tls: Option<crate::tls::TlsConfig>,
 }
 
 impl SecurityConfig {
+    /// The TLS settings for a connection to a NameServer (`name_server`) or a broker.
+    pub(crate) fn tls_for(&self, name_server: bool) -> Option<crate::conn::Tls> {
+        #[cfg(feature = "tls")]
+        return self
+            .tls
+            .clone()
+            .filter(|t| !name_server || t.applies_to_name_server());
+        #[cfg(not(feature = "tls"))]
+        {
+            let _ = name_server;
+            None
+        }
+    }
+
     /// Whether ACL is configured with an empty access key.
     pub fn empty_access_key(&self) -> bool {
         self.acl.as_ref().is_some_and(|a| a.access_key.is_empty())
@@ -135,11 +150,12 @@ macro_rules! security_knobs {
             self
         }
 
-        /// Connects to brokers over TLS with `tls` (rustls): e.g.
+        /// Connects to brokers over TLS with `tls` (rustls; feature `tls`, on by default): e.g.
         /// `TlsConfig::with_ca_pem(ca_pem)?` to trust a private CA. NameServers stay plain TCP
         /// unless [`crate::TlsConfig::name_server_too`] is set. A failed handshake fails the
         /// connect like any other (`TransportError::ConnectFailed`).
         #[must_use]
+        #[cfg(feature = "tls")]
         pub fn tls(mut self, tls: $crate::TlsConfig) -> Self {
             self.cfg.security.tls = Some(tls);
             self

@@ -22,6 +22,13 @@ use crate::clock;
 use crate::message::ConnectionError;
 use crate::shared::{Counter, Counters};
 
+/// TLS settings of a connection (nothing to set without the `tls` feature).
+#[cfg(feature = "tls")]
+pub(crate) type Tls = crate::tls::TlsConfig;
+/// TLS settings of a connection (nothing to set without the `tls` feature).
+#[cfg(not(feature = "tls"))]
+pub(crate) type Tls = std::convert::Infallible;
+
 /// Largest frame accepted from a peer (route bodies and pulls are the largest).
 pub const MAX_RX_FRAME: usize = 8 << 20;
 
@@ -160,7 +167,7 @@ impl Conn {
 pub(crate) async fn connect(
     id: u32,
     addr: &str,
-    tls: Option<&crate::tls::TlsConfig>,
+    tls: Option<&Tls>,
     counters: Arc<Counters>,
     sink: Arc<dyn FrameSink>,
 ) -> Result<Arc<Conn>, ConnectionError> {
@@ -187,6 +194,9 @@ pub(crate) async fn connect(
         sink,
     };
     match tls {
+        #[cfg(not(feature = "tls"))]
+        Some(t) => match *t {},
+        #[cfg(feature = "tls")]
         Some(t) => {
             let s =
                 match tokio::time::timeout(timeout, crate::tls::handshake(t, addr, stream)).await {

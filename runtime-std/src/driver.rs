@@ -620,14 +620,7 @@ impl Inner {
 /// Opens the connection for `peer` and sends what queued meanwhile.
 async fn open(weak: Weak<Inner>, peer: Peer, id: u32, addr: String) {
     let Some(inner) = weak.upgrade() else { return };
-    let tls = match peer {
-        Peer::NameServer(_) => inner
-            .security
-            .tls
-            .clone()
-            .filter(|t| t.applies_to_name_server()),
-        Peer::Broker(_) => inner.security.tls.clone(),
-    };
+    let tls = inner.security.tls_for(matches!(peer, Peer::NameServer(_)));
     let sink = Arc::new(PeerSink {
         inner: weak.clone(),
         peer,

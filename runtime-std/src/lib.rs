@@ -25,7 +25,7 @@
 //! - `conn`: one TCP (or TLS) connection per peer, owned by one task: a frame pipe that hands
 //!   every frame it reads to the session; a lost connection fails everything in flight on it
 //!   at once.
-//! - [`shared`]: counters, built from the primitives of `sync` (std, or loom under
+//! - `shared`: counters, built from the primitives of `sync` (std, or loom under
 //!   `--cfg loom`).
 //!
 //! ## Deliberate differences from the Java client
@@ -56,6 +56,7 @@
 //! producer.shutdown().await;
 //! # Ok(()) }
 //! ```
+#![warn(missing_docs)]
 
 // Under `--cfg loom` only the shared-state layer is built (tokio has no networking there) and
 // made public for the loom tests (`tests/loom_*.rs`); otherwise the internals are private.
@@ -81,7 +82,7 @@ mod shared;
 pub mod sync;
 #[cfg(not(loom))]
 mod sync;
-#[cfg(not(loom))]
+#[cfg(all(not(loom), feature = "tls"))]
 mod tls;
 #[cfg(not(loom))]
 mod zlib;
@@ -101,5 +102,5 @@ pub use producer::{Producer, RouteInfo};
 pub use rmq_core as core;
 pub use rmq_core::retry::{SendStatus, TransportError};
 pub use shared::CountersSnapshot;
-#[cfg(not(loom))]
+#[cfg(all(not(loom), feature = "tls"))]
 pub use tls::{TlsConfig, TlsError};

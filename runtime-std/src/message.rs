@@ -326,7 +326,7 @@ impl std::error::Error for SendError {
 
 /// Why a connection could not be opened, or ended without our asking: the cause behind a
 /// [`TransportError`]. Its [`source`](std::error::Error::source) is the [`std::io::Error`] or
-/// the [`rustls::Error`] (e.g. `InvalidCertificate(UnknownIssuer)` for an untrusted CA,
+/// the `rustls::Error` (e.g. `InvalidCertificate(UnknownIssuer)` for an untrusted CA,
 /// `InvalidCertificate(NotValidForName)` for a name mismatch).
 ///
 /// ```no_run
@@ -347,6 +347,7 @@ pub struct ConnectionError {
 #[derive(Clone, Debug)]
 enum Cause {
     Io(Arc<std::io::Error>),
+    #[cfg(feature = "tls")]
     Tls(rustls::Error),
     Malformed(String),
     ConnectTimeout,
@@ -357,14 +358,11 @@ impl ConnectionError {
     /// An I/O error on `addr` (a TLS failure inside it is kept as such).
     #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn io(addr: &str, e: std::io::Error) -> Self {
-        let tls = e
-            .get_ref()
-            .and_then(|i| i.downcast_ref::<rustls::Error>())
-            .cloned();
-        let cause = match tls {
-            Some(t) => Cause::Tls(t),
-            None => Cause::Io(Arc::new(e)),
-        };
+        #[cfg(feature = "tls")]
+        if let Some(t) = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+            return Self::with(addr, Cause::Tls(t.clone()));
+        }
+        let cause = Cause::Io(Arc::new(e));
         ConnectionError {
             addr: addr.to_owned(),
             cause,
@@ -403,13 +401,16 @@ impl ConnectionError {
     pub fn io_kind(&self) -> std::io::ErrorKind {
         match &self.cause {
             Cause::Io(e) => e.kind(),
-            Cause::Tls(_) | Cause::Malformed(_) => std::io::ErrorKind::InvalidData,
+            #[cfg(feature = "tls")]
+            Cause::Tls(_) => std::io::ErrorKind::InvalidData,
+            Cause::Malformed(_) => std::io::ErrorKind::InvalidData,
             Cause::ConnectTimeout => std::io::ErrorKind::TimedOut,
             Cause::ClosedByPeer => std::io::ErrorKind::UnexpectedEof,
         }
     }
 
     /// The TLS failure (untrusted certificate, name mismatch, peer not speaking TLS).
+    #[cfg(feature = "tls")]
     pub fn tls(&self) -> Option<&rustls::Error> {
         match &self.cause {
             Cause::Tls(e) => Some(e),
@@ -441,6 +442,7 @@ impl fmt::Display for ConnectionError {
         let a = &self.addr;
         match &self.cause {
             Cause::Io(e) => write!(f, "connection to {a}: {e}"),
+            #[cfg(feature = "tls")]
             Cause::Tls(e) => write!(f, "TLS with {a}: {e}"),
             Cause::Malformed(w) => write!(f, "{a} sent a {w}; connection closed"),
             Cause::ConnectTimeout => write!(f, "connect to {a} timed out"),
@@ -453,6 +455,7 @@ impl std::error::Error for ConnectionError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.cause {
             Cause::Io(e) => Some(&**e),
+            #[cfg(feature = "tls")]
             Cause::Tls(e) => Some(e),
             _ => None,
         }

@@ -19,7 +19,7 @@ pub struct Counters {
     connections_lost: AtomicU64,
 }
 
-/// A point-in-time copy of [`Counters`].
+/// A point-in-time copy of the client's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CountersSnapshot {
     /// Sends that returned a result (any stored status) or were written (oneway).

@@ -1,6 +1,7 @@
 //! The `rmq` binary against scripted fake peers: `route`, `send` and a short `bench`.
 #![cfg(not(loom))]
 
+#[path = "../../runtime-std/tests/common/mod.rs"]
 mod common;
 
 use std::process::Command;

@@ -516,7 +516,7 @@ mod cli {
     fn start_local() -> Result<(String, Local), Box<dyn std::error::Error>> {
         Err(
             "no NameServer answers on 127.0.0.1:9876; pass --namesrv, or rebuild with \
-             `cargo run -p rmq-std --features demo -- demo` to start a local RocketMQ"
+             `cargo run -p rmq-cli --features demo -- demo` to start a local RocketMQ"
                 .into(),
         )
     }
