@@ -33,13 +33,15 @@ mod cli {
     #[command(
         name = "rmq",
         version,
-        about = "Apache RocketMQ producer client (Rust)"
+        about = "Apache RocketMQ client (Rust): send, route, bench, consume, demo",
+        after_help = "Exit codes: 0 done (consume: Ctrl-C or --count reached, offsets committed); \
+                      1 the command failed (no NameServer, send refused, ...); 2 bad arguments."
     )]
     struct Cli {
         /// NameServer address(es), `;`-separated.
         #[arg(long, global = true, env = "RMQ_NAMESRV")]
         namesrv: Option<String>,
-        /// Producer group.
+        /// Producer group (consumer group for `consume`).
         #[arg(long, global = true, default_value = "rmq-cli")]
         group: String,
         /// Log spans and events to stderr (`-v` debug, `-vv` trace; or set RUST_LOG).
@@ -59,8 +61,36 @@ mod cli {
         Oneway,
     }
 
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+    enum From {
+        /// The group's committed offset, else the oldest message kept.
+        First,
+        /// The group's committed offset, else only messages stored from now on.
+        Last,
+    }
+
     #[derive(Subcommand, Debug)]
     enum Cmd {
+        /// Tail a topic as a member of a consumer group (`--group`); Ctrl-C or `--count` ends
+        /// it with the offsets of what was printed committed.
+        Consume {
+            /// Topic.
+            topic: String,
+            /// Tag expression (`*`, `TagA`, `TagA || TagB`).
+            #[arg(long, default_value = "*")]
+            tag: String,
+            /// Where a group without a committed offset starts.
+            #[arg(long, value_enum, default_value_t = From::Last)]
+            from: From,
+            /// Stop after this many messages.
+            #[arg(long)]
+            count: Option<u64>,
+            /// One JSON object per line: topic, broker, queueId, queueOffset, msgId, tags,
+            /// keys, properties, bornTimestamp, storeTimestamp, reconsumeTimes, and the body
+            /// as text (`body`) or, when it is not UTF-8, as base64 (`bodyBase64`).
+            #[arg(long)]
+            json: bool,
+        },
         /// Send one message.
         Send {
             /// Topic.
@@ -267,7 +297,156 @@ mod cli {
                 count,
                 devices,
             } => demo(&cli, topic, *count, *devices).await,
+            Cmd::Consume {
+                topic,
+                tag,
+                from,
+                count,
+                json,
+            } => consume(&cli, topic, tag, *from, *count, *json).await,
         }
+    }
+
+    async fn consume(
+        cli: &Cli,
+        topic: &str,
+        tag: &str,
+        from: From,
+        count: Option<u64>,
+        json: bool,
+    ) -> Res {
+        use rmq_std::consumer::Consumer;
+        use rmq_std::core::consumer::ConsumeFromWhere;
+        use std::io::Write;
+        let c = Consumer::builder()
+            .namesrv_addr(&need_namesrv(cli)?)
+            .group(&cli.group)
+            .subscribe(topic, tag)
+            .consume_from(match from {
+                From::First => ConsumeFromWhere::FirstOffset,
+                From::Last => ConsumeFromWhere::LastOffset,
+            })
+            .start()
+            .await?;
+        eprintln!(
+            "consuming {topic} ({tag}) as group {}; Ctrl-C to stop",
+            cli.group
+        );
+        let mut left = count.unwrap_or(u64::MAX);
+        let mut out = std::io::stdout().lock();
+        let ctrl_c = tokio::signal::ctrl_c();
+        tokio::pin!(ctrl_c);
+        let mut result = Ok(());
+        while left > 0 {
+            let batch = tokio::select! {
+                _ = &mut ctrl_c => break,
+                b = c.poll(usize::try_from(left.min(64)).unwrap_or(64), Duration::from_secs(1)) => b,
+            };
+            for m in batch
+                .iter()
+                .take(usize::try_from(left).unwrap_or(usize::MAX))
+            {
+                let line = if json { json_line(m) } else { plain_line(m) };
+                if let Err(e) = writeln!(out, "{line}") {
+                    // A closed pipe (`| head`) ends the run like Ctrl-C.
+                    if e.kind() != std::io::ErrorKind::BrokenPipe {
+                        result = Err(e.into());
+                    }
+                    left = 0;
+                    break;
+                }
+                c.ack(m);
+                left -= 1;
+            }
+            let _ = out.flush();
+        }
+        c.shutdown().await;
+        let s = c.stats();
+        eprintln!(
+            "{} message(s) received, {} committed offset update(s)",
+            s.acked, s.commits
+        );
+        result
+    }
+
+    fn plain_line(m: &rmq_std::consumer::ConsumedMessage) -> String {
+        format!(
+            "{}:{}#{} msgId={} tags={} keys={} {}",
+            m.queue.broker_name,
+            m.queue.queue_id,
+            m.queue_offset,
+            m.msg_id,
+            m.tags().unwrap_or("-"),
+            m.keys().unwrap_or("-"),
+            String::from_utf8_lossy(&m.body)
+        )
+    }
+
+    fn json_line(m: &rmq_std::consumer::ConsumedMessage) -> String {
+        let q = |s: &str| json_str(s);
+        let props: Vec<String> = m
+            .properties
+            .iter()
+            .map(|(k, v)| format!("{}:{}", q(k), q(v)))
+            .collect();
+        let opt = |v: Option<&str>| v.map_or_else(|| "null".to_owned(), q);
+        let body = match std::str::from_utf8(&m.body) {
+            Ok(t) => format!("\"body\":{}", q(t)),
+            Err(_) => format!("\"bodyBase64\":\"{}\"", base64(&m.body)),
+        };
+        format!(
+            "{{\"topic\":{},\"broker\":{},\"queueId\":{},\"queueOffset\":{},\"msgId\":{},\"tags\":{},\"keys\":{},\"properties\":{{{}}},\"bornTimestamp\":{},\"storeTimestamp\":{},\"reconsumeTimes\":{},{body}}}",
+            q(&m.queue.topic),
+            q(&m.queue.broker_name),
+            m.queue.queue_id,
+            m.queue_offset,
+            q(&m.msg_id),
+            opt(m.tags()),
+            opt(m.keys()),
+            props.join(","),
+            m.born_timestamp,
+            m.store_timestamp,
+            m.reconsume_times,
+        )
+    }
+
+    /// A JSON string literal.
+    fn json_str(s: &str) -> String {
+        let mut o = String::with_capacity(s.len() + 2);
+        o.push('"');
+        for ch in s.chars() {
+            match ch {
+                '"' => o.push_str("\\\""),
+                '\\' => o.push_str("\\\\"),
+                '\n' => o.push_str("\\n"),
+                '\r' => o.push_str("\\r"),
+                '\t' => o.push_str("\\t"),
+                c if u32::from(c) < 0x20 => o.push_str(&format!("\\u{:04x}", u32::from(c))),
+                c => o.push(c),
+            }
+        }
+        o.push('"');
+        o
+    }
+
+    /// Standard base64 with padding.
+    fn base64(b: &[u8]) -> String {
+        const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut o = String::with_capacity(b.len().div_ceil(3) * 4);
+        for c in b.chunks(3) {
+            let n = c
+                .iter()
+                .enumerate()
+                .fold(0u32, |n, (i, &x)| n | u32::from(x) << (16 - 8 * i));
+            for i in 0..4 {
+                if i <= c.len() {
+                    o.push(char::from(A[(n >> (18 - 6 * i) & 63) as usize]));
+                } else {
+                    o.push('=');
+                }
+            }
+        }
+        o
     }
 
     #[derive(Clone, Copy, Debug)]
