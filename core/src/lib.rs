@@ -55,6 +55,7 @@ pub mod json;
 pub mod message;
 pub mod pending;
 pub mod producer;
+pub mod pull_consumer;
 pub mod retry;
 pub mod route;
 pub mod select;

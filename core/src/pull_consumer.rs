@@ -1,0 +1,1223 @@
+//! A clustering pull consumer, sans-IO, on top of the client [`Session`]: the decisions that
+//! make RocketMQ's push consumer (Java `RebalanceImpl`, `DefaultMQPushConsumerImpl.pullMessage`,
+//! `RemoteBrokerOffsetStore`), for every runtime.
+//!
+//! One [`PullConsumer`] per consumer group member. It owns:
+//!
+//! - **rebalance rounds** every `rebalance_interval` and on [`PullConsumer::rebalance_now`]
+//!   (e.g. NOTIFY_CONSUMER_IDS_CHANGED, see [`PullConsumer::handle_broker_request`]):
+//!   GET_CONSUMER_LIST_BY_GROUP to a random broker of each subscribed topic's route, the
+//!   allocation on Java-sorted inputs ([`allocate`]), then revoked queues (their offset
+//!   committed) and new ones;
+//! - **start offsets** (`computePullFromWhere`): QUERY_CONSUMER_OFFSET, else `consume_from`
+//!   (GET_MAX_OFFSET for the last offset; 0 for the first and for retry topics);
+//! - **pull scheduling** per owned queue: flow control ([`QueueTracker::flow`]), one long-polling
+//!   PULL_MESSAGE at a time, what each answer does (deliver, advance, reset on OFFSET_ILLEGAL,
+//!   back off on errors);
+//! - **offsets**: the in-flight set per queue, acknowledgements, and UPDATE_CONSUMER_OFFSET
+//!   every `persist_interval`, for revoked queues, and on [`PullConsumer::stop`].
+//!
+//! Each owned queue carries a **lease**: a number that changes whenever the queue is
+//! (re)assigned or reset, so that a runtime can tell messages of a revoked queue
+//! ([`PullConsumer::is_current`]) and acknowledgements can never touch a later ownership.
+//!
+//! ## Driving it
+//!
+//! ```text
+//!   subscribe(topic, expression)            once per topic, before the first rebalance
+//!   handle_timeout(now)                     at poll_timeout()
+//!   poll_call(now, session, buf, lend)      until None: each Transmit is written like a
+//!                                           Session::call (the session correlates it)
+//!   handle_response(now, session, opaque,   for every Incoming::Response the runtime did not
+//!       frame, deliver)                     issue itself; deliver() receives each message
+//!   handle_call_failed(now, opaque)         for every Event::CallFailed likewise
+//!   ack(queue, lease, offset)               when the application processed a message
+//!   stop(now)                               then poll_call until commits_pending() == 0
+//! ```
+//!
+//! Capacities are const generics: `SUBS` subscriptions, `OWNED` queues owned at once, `TRACK`
+//! messages in flight per queue (flow control never pulls more than the free slots), `CALLS`
+//! requests in flight (a power of two), `CIDS` consumers per group.
+
+use core::fmt;
+
+use heapless::{FnvIndexMap, String, Vec};
+
+use crate::consumer::{
+    AllocateStrategy, BROKER_SUSPEND_MAX_TIME, ConsumeFromWhere, ConsumeType, ConsumerData,
+    FlowDecision, FlowLimits, MessageModel, MessageQueue, OFFSET_RPC_TIMEOUT,
+    PERSIST_OFFSET_INTERVAL, PULL_BATCH_SIZE, PULL_EXCEPTION_DELAY_V5, PullRequest, PullStatus,
+    QueueTracker, REBALANCE_INTERVAL, Subscription, TagExpression, TrackError, allocate,
+    parse_consumer_list, parse_pull_response, sort_consumer_ids, write_heartbeat,
+};
+use crate::message::stored::CrcCheck;
+use crate::message::{StoredMessage, StoredMessages};
+use crate::producer::{CLIENT_API_TIMEOUT, HeartbeatFlavor};
+use crate::session::{BrokerId, CallError, Features, Outbound, Peer, Session, TopicId, Transmit};
+use crate::time::{Duration, Instant};
+use crate::wire::headers::{
+    GetConsumerListByGroupRequestHeader, GetMaxOffsetRequestHeader, GetMaxOffsetResponseHeader,
+    QueryConsumerOffsetRequestHeader, QueryConsumerOffsetResponseHeader,
+    UpdateConsumerOffsetRequestHeader,
+};
+use crate::wire::{CommandHeader, ExtFields, Frame, RequestCode, ResponseCode, Scratch, version};
+
+/// Longest consumer group or client id kept.
+pub const MAX_NAME: usize = 255;
+/// Longest subscription expression kept.
+pub const MAX_EXPRESSION: usize = 255;
+
+/// How a [`PullConsumer`] behaves. [`PullConfig::new`] has Java's defaults.
+#[derive(Clone, Copy, Debug)]
+pub struct PullConfig<'a> {
+    /// Consumer group.
+    pub group: &'a str,
+    /// This client's id (`ip@instance`), as its heartbeats announce it.
+    pub client_id: &'a str,
+    /// Queue allocation strategy.
+    pub strategy: AllocateStrategy,
+    /// Where a queue without a committed offset starts.
+    pub consume_from: ConsumeFromWhere,
+    /// Flow-control thresholds per queue.
+    pub flow: FlowLimits,
+    /// `pullBatchSize`.
+    pub pull_batch_size: u32,
+    /// How long the broker may hold a pull (`None`: no long polling).
+    pub suspend: Option<Duration>,
+    /// Back-off after a failed pull (Java 5.x: 1 s; 4.9: 3 s).
+    pub pull_exception_delay: Duration,
+    /// Time between rebalance rounds.
+    pub rebalance_interval: Duration,
+    /// Time between offset commits.
+    pub persist_interval: Duration,
+    /// Protocol version announced (GET_MAX_OFFSET's `committed` flag from 5.0).
+    pub version: i32,
+    /// `subVersion` of the subscriptions (a millisecond timestamp).
+    pub sub_version: i64,
+    /// Seed of the random broker choice for GET_CONSUMER_LIST_BY_GROUP.
+    pub seed: u32,
+}
+
+impl<'a> PullConfig<'a> {
+    /// Java's defaults for `group` and `client_id`.
+    pub fn new(group: &'a str, client_id: &'a str) -> Self {
+        PullConfig {
+            group,
+            client_id,
+            strategy: AllocateStrategy::Averagely,
+            consume_from: ConsumeFromWhere::LastOffset,
+            flow: FlowLimits::default(),
+            pull_batch_size: PULL_BATCH_SIZE,
+            suspend: Some(BROKER_SUSPEND_MAX_TIME),
+            pull_exception_delay: PULL_EXCEPTION_DELAY_V5,
+            rebalance_interval: REBALANCE_INTERVAL,
+            persist_interval: PERSIST_OFFSET_INTERVAL,
+            version: version::V5_3_3,
+            sub_version: 0,
+            seed: 1,
+        }
+    }
+}
+
+/// Why a [`PullConsumer`] could not be built or a subscription added.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum PullConfigError {
+    /// The group or client id is empty or longer than [`MAX_NAME`].
+    Name,
+    /// The expression is longer than [`MAX_EXPRESSION`].
+    Expression,
+    /// Every subscription slot is in use.
+    TooManySubscriptions,
+    /// The topic is subscribed already.
+    Duplicate,
+    /// The session refused the topic (full, or name too long).
+    Topic,
+}
+
+impl fmt::Display for PullConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PullConfigError::Name => "consumer group or client id empty or too long",
+            PullConfigError::Expression => "subscription expression too long",
+            PullConfigError::TooManySubscriptions => "too many subscriptions",
+            PullConfigError::Duplicate => "topic subscribed twice",
+            PullConfigError::Topic => "the session refused the topic",
+        })
+    }
+}
+
+impl core::error::Error for PullConfigError {}
+
+/// One queue, as the session names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct QueueKey {
+    /// Topic.
+    pub topic: TopicId,
+    /// Broker.
+    pub broker: BrokerId,
+    /// Queue id.
+    pub queue_id: i32,
+}
+
+/// One message handed to the application by [`PullConsumer::handle_response`].
+#[derive(Clone, Copy, Debug)]
+pub struct Delivery<'a, 'm> {
+    /// Its queue.
+    pub queue: QueueKey,
+    /// The queue's lease when it was pulled (give it back to [`PullConsumer::ack`]).
+    pub lease: u32,
+    /// Topic name.
+    pub topic: &'a str,
+    /// Broker name.
+    pub broker_name: &'a str,
+    /// The message (body as stored: decompress it if its sys flag says so).
+    pub message: &'a StoredMessage<'m>,
+}
+
+/// Counters of a [`PullConsumer`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PullStats {
+    /// PULL_MESSAGE requests written.
+    pub pulls: u64,
+    /// Pulls that failed (error code, bad header, no answer).
+    pub pull_failures: u64,
+    /// Pulls delayed by flow control.
+    pub flow_control_delays: u64,
+    /// Messages delivered.
+    pub delivered: u64,
+    /// Messages acknowledged.
+    pub acked: u64,
+    /// Records of a pull answer that did not decode (the rest of that answer was dropped).
+    pub undecodable: u64,
+    /// Rebalance rounds started.
+    pub rebalances: u64,
+    /// NOTIFY_CONSUMER_IDS_CHANGED received.
+    pub notifications: u64,
+    /// Offsets committed (UPDATE_CONSUMER_OFFSET answered with success).
+    pub commits: u64,
+    /// Commits that failed.
+    pub commit_failures: u64,
+    /// Queues allocated to us that did not fit the owned table.
+    pub owned_full: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum QState {
+    /// Needs QUERY_CONSUMER_OFFSET.
+    New,
+    /// QUERY_CONSUMER_OFFSET in flight.
+    Querying,
+    /// Needs GET_MAX_OFFSET.
+    NeedMax,
+    /// GET_MAX_OFFSET in flight.
+    MaxQuerying,
+    /// Pull at this instant.
+    Ready(Instant),
+    /// PULL_MESSAGE in flight.
+    Pulling,
+}
+
+struct Owned<const TRACK: usize> {
+    key: QueueKey,
+    lease: u32,
+    state: QState,
+    /// A commit is wanted (persist tick, reset, stop).
+    commit: bool,
+    /// A commit is in flight.
+    committing: bool,
+    tracker: QueueTracker<TRACK>,
+}
+
+struct Sub {
+    topic: TopicId,
+    expression: String<MAX_EXPRESSION>,
+    /// GET_CONSUMER_LIST_BY_GROUP wanted in this round / in flight.
+    list: bool,
+    listing: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum CallRef {
+    ConsumerList(u8),
+    Query(QueueKey, u32),
+    MaxOffset(QueueKey, u32),
+    Pull(QueueKey, u32),
+    /// `lease` is `None` for a revoked queue.
+    Commit(QueueKey, Option<u32>, i64),
+}
+
+/// The consumer (see the [module docs](self)).
+pub struct PullConsumer<
+    const SUBS: usize,
+    const OWNED: usize,
+    const TRACK: usize,
+    const CALLS: usize,
+    const CIDS: usize,
+> {
+    group: String<MAX_NAME>,
+    client_id: String<MAX_NAME>,
+    strategy: AllocateStrategy,
+    consume_from: ConsumeFromWhere,
+    flow: FlowLimits,
+    batch: u32,
+    suspend: Option<Duration>,
+    exception_delay: Duration,
+    rebalance_interval: Duration,
+    persist_interval: Duration,
+    version: i32,
+    sub_version: i64,
+    rng: u32,
+    subs: Vec<Sub, SUBS>,
+    owned: Vec<Owned<TRACK>, OWNED>,
+    /// Offsets of revoked queues still to commit.
+    revoked: Vec<(QueueKey, i64), OWNED>,
+    calls: FnvIndexMap<i32, CallRef, CALLS>,
+    next_lease: u32,
+    rebalance_at: Instant,
+    persist_at: Instant,
+    /// Where the next `poll_call` scan of the owned table starts.
+    cursor: usize,
+    /// The request tables were full at the last `poll_call`: due pulls wait for an answer.
+    blocked: bool,
+    stopping: bool,
+    stats: PullStats,
+}
+
+impl<
+    const SUBS: usize,
+    const OWNED: usize,
+    const TRACK: usize,
+    const CALLS: usize,
+    const CIDS: usize,
+> PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS>
+{
+    /// A consumer with no subscription yet; its first rebalance is due at once.
+    ///
+    /// # Errors
+    /// [`PullConfigError::Name`].
+    pub fn new(cfg: &PullConfig<'_>, now: Instant) -> Result<Self, PullConfigError> {
+        let name = |s: &str| {
+            let mut o = String::new();
+            match !s.is_empty() && o.push_str(s).is_ok() {
+                true => Ok(o),
+                false => Err(PullConfigError::Name),
+            }
+        };
+        Ok(PullConsumer {
+            group: name(cfg.group)?,
+            client_id: name(cfg.client_id)?,
+            strategy: cfg.strategy,
+            consume_from: cfg.consume_from,
+            flow: cfg.flow,
+            batch: cfg.pull_batch_size.max(1),
+            suspend: cfg.suspend,
+            exception_delay: cfg.pull_exception_delay,
+            rebalance_interval: cfg.rebalance_interval,
+            persist_interval: cfg.persist_interval,
+            version: cfg.version,
+            sub_version: cfg.sub_version,
+            rng: cfg.seed.max(1),
+            subs: Vec::new(),
+            owned: Vec::new(),
+            revoked: Vec::new(),
+            calls: FnvIndexMap::new(),
+            next_lease: 1,
+            rebalance_at: now,
+            persist_at: now.saturating_add(cfg.persist_interval),
+            cursor: 0,
+            blocked: false,
+            stopping: false,
+            stats: PullStats::default(),
+        })
+    }
+
+    /// Subscribes `topic` with the TAG `expression` (`*` for all); registers the topic with
+    /// the session, which looks its route up.
+    ///
+    /// # Errors
+    /// [`PullConfigError`].
+    pub fn subscribe<
+        const T: usize,
+        const B: usize,
+        const Q: usize,
+        const R: usize,
+        const S: usize,
+        const RS: usize,
+        F: Features,
+    >(
+        &mut self,
+        now: Instant,
+        session: &mut Session<T, B, Q, R, S, RS, F>,
+        topic: &str,
+        expression: &str,
+    ) -> Result<TopicId, PullConfigError> {
+        let mut e = String::new();
+        e.push_str(expression)
+            .map_err(|_| PullConfigError::Expression)?;
+        let t = session
+            .topic(now, topic)
+            .map_err(|_| PullConfigError::Topic)?;
+        if self.subs.iter().any(|s| s.topic == t) {
+            return Err(PullConfigError::Duplicate);
+        }
+        self.subs
+            .push(Sub {
+                topic: t,
+                expression: e,
+                list: false,
+                listing: false,
+            })
+            .map_err(|_| PullConfigError::TooManySubscriptions)?;
+        Ok(t)
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> PullStats {
+        self.stats
+    }
+
+    /// The subscribed topics.
+    pub fn topics(&self) -> impl Iterator<Item = TopicId> + '_ {
+        self.subs.iter().map(|s| s.topic)
+    }
+
+    /// The owned queues, with their lease and tracker.
+    pub fn owned(&self) -> impl Iterator<Item = (QueueKey, u32, &QueueTracker<TRACK>)> + '_ {
+        self.owned.iter().map(|o| (o.key, o.lease, &o.tracker))
+    }
+
+    /// Whether `queue` is still owned under `lease` (its messages may be handed out).
+    pub fn is_current(&self, queue: QueueKey, lease: u32) -> bool {
+        self.owned
+            .iter()
+            .any(|o| o.key == queue && o.lease == lease)
+    }
+
+    /// Whether a rebalance round is still waiting for consumer lists.
+    pub fn rebalancing(&self) -> bool {
+        self.subs.iter().any(|s| s.list || s.listing)
+    }
+
+    /// Commits not yet answered: wanted, revoked, or in flight.
+    pub fn commits_pending(&self) -> usize {
+        let wanted = self
+            .owned
+            .iter()
+            .filter(|o| (o.commit && o.tracker.commit_due().is_some()) || o.committing)
+            .count();
+        wanted
+            + self.revoked.len()
+            + self
+                .calls
+                .values()
+                .filter(|c| matches!(c, CallRef::Commit(_, None, _)))
+                .count()
+    }
+
+    /// Starts a rebalance round now (NOTIFY_CONSUMER_IDS_CHANGED, or the application asks).
+    pub fn rebalance_now(&mut self, now: Instant) {
+        self.rebalance_at = now;
+    }
+
+    /// Commits every owned queue whose offset moved, now.
+    pub fn commit_now(&mut self) {
+        for o in &mut self.owned {
+            o.commit = true;
+        }
+    }
+
+    /// A request a broker sent on one of our connections: `true` when it was for the consumer
+    /// (NOTIFY_CONSUMER_IDS_CHANGED starts a rebalance at once).
+    pub fn handle_broker_request(&mut self, now: Instant, code: i32) -> bool {
+        if code != RequestCode::NOTIFY_CONSUMER_IDS_CHANGED.0 {
+            return false;
+        }
+        self.stats.notifications = self.stats.notifications.wrapping_add(1);
+        self.rebalance_now(now);
+        true
+    }
+
+    /// Stops pulling and rebalancing, and commits every owned queue's offset: keep calling
+    /// [`poll_call`](Self::poll_call) until [`commits_pending`](Self::commits_pending) is 0.
+    pub fn stop(&mut self) {
+        self.stopping = true;
+        self.commit_now();
+    }
+
+    /// Acknowledges the message at `offset` of `queue`: it becomes committable once every
+    /// lower offset is acknowledged too. `false` when it was not in flight under `lease`.
+    pub fn ack(&mut self, queue: QueueKey, lease: u32, offset: i64) -> bool {
+        let ok = self
+            .owned
+            .iter_mut()
+            .find(|o| o.key == queue && o.lease == lease)
+            .is_some_and(|o| o.tracker.ack(offset));
+        if ok {
+            self.stats.acked = self.stats.acked.wrapping_add(1);
+        }
+        ok
+    }
+
+    /// Runs the rebalance and commit schedules.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.stopping {
+            return;
+        }
+        if now >= self.rebalance_at {
+            self.rebalance_at = now.saturating_add(self.rebalance_interval);
+            self.stats.rebalances = self.stats.rebalances.wrapping_add(1);
+            for s in &mut self.subs {
+                s.list = true;
+            }
+        }
+        if now >= self.persist_at {
+            self.persist_at = now.saturating_add(self.persist_interval);
+            self.commit_now();
+        }
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) or [`poll_call`](Self::poll_call) has
+    /// work next.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.stopping {
+            return None;
+        }
+        let pulls = self.owned.iter().filter_map(|o| match o.state {
+            QState::Ready(at) if !self.blocked => Some(at),
+            _ => None,
+        });
+        pulls.chain([self.rebalance_at, self.persist_at]).min()
+    }
+
+    /// The next request to write, encoded into `buf` through [`Session::call`] (write it to
+    /// the transmit's peer at once); `None` when nothing is due, or the session's request
+    /// table is full (try again after a response).
+    pub fn poll_call<
+        const T: usize,
+        const B: usize,
+        const Q: usize,
+        const R: usize,
+        const S: usize,
+        const RS: usize,
+        F: Features,
+        M: Outbound + ?Sized,
+    >(
+        &mut self,
+        now: Instant,
+        session: &mut Session<T, B, Q, R, S, RS, F>,
+        buf: &mut [u8],
+        lend: &M,
+    ) -> Option<Transmit> {
+        if self.calls.len() >= CALLS {
+            self.blocked = true;
+            return None;
+        }
+        // Commits of revoked queues first, then of owned ones.
+        while let Some(&(key, offset)) = self.revoked.last() {
+            let r = self.commit_call(now, session, key, None, offset, buf, lend);
+            if r == Err(CallError::TooManyRequests) {
+                self.blocked = true;
+                return None;
+            }
+            let _ = self.revoked.pop();
+            if let Ok(tx) = r {
+                return Some(tx);
+            }
+        }
+        for i in 0..self.owned.len() {
+            let o = &self.owned[i];
+            if !o.commit || o.committing || !matches!(o.state, QState::Ready(_) | QState::Pulling) {
+                continue;
+            }
+            let (key, lease) = (o.key, o.lease);
+            let Some(offset) = o.tracker.commit_due() else {
+                self.owned[i].commit = false;
+                continue;
+            };
+            let r = self.commit_call(now, session, key, Some(lease), offset, buf, lend);
+            if r == Err(CallError::TooManyRequests) {
+                self.blocked = true;
+                return None;
+            }
+            self.owned[i].commit = false;
+            if let Ok(tx) = r {
+                self.owned[i].committing = true;
+                return Some(tx);
+            }
+        }
+        if self.stopping {
+            return None;
+        }
+        for i in 0..self.subs.len() {
+            if !self.subs[i].list {
+                continue;
+            }
+            self.subs[i].list = false;
+            if let Some(tx) = self.list_call(now, session, i, buf, lend) {
+                self.subs[i].listing = true;
+                return Some(tx);
+            }
+        }
+        let n = self.owned.len();
+        for step in 0..n {
+            let i = (self.cursor + step) % n;
+            if let Some(tx) = self.queue_call(now, session, i, buf, lend) {
+                self.cursor = (i + 1) % n;
+                return Some(tx);
+            }
+        }
+        None
+    }
+
+    /// An answer to one of this consumer's calls (`false` when `opaque` is not one): applies
+    /// it, handing each delivered message to `deliver`.
+    pub fn handle_response<
+        const T: usize,
+        const B: usize,
+        const Q: usize,
+        const R: usize,
+        const S: usize,
+        const RS: usize,
+        F: Features,
+    >(
+        &mut self,
+        now: Instant,
+        session: &Session<T, B, Q, R, S, RS, F>,
+        opaque: i32,
+        frame: &[u8],
+        deliver: &mut dyn FnMut(Delivery<'_, '_>),
+    ) -> bool {
+        let Some(call) = self.calls.remove(&opaque) else {
+            return false;
+        };
+        self.blocked = false;
+        let f = Frame::new_unchecked(frame);
+        let header = CommandHeader::parse(&f).ok();
+        let code = header.as_ref().map_or(-1, CommandHeader::code);
+        match call {
+            CallRef::ConsumerList(i) => {
+                let mut ids: Vec<&str, CIDS> = Vec::new();
+                let ok = code == 0 && parse_consumer_list(f.body_ref(), &mut ids).is_ok();
+                if let Some(s) = self.subs.get_mut(usize::from(i)) {
+                    s.listing = false;
+                    if ok {
+                        let t = s.topic;
+                        self.assign(session, t, &mut ids);
+                    }
+                }
+            }
+            CallRef::Query(key, lease) => {
+                let Some(o) = self.entry(key, lease, QState::Querying) else {
+                    return true;
+                };
+                let offset = header.as_ref().filter(|_| code == 0).and_then(|h| {
+                    QueryConsumerOffsetResponseHeader::decode(h, &mut Scratch::default()).ok()
+                });
+                let retry = session
+                    .topic_name(key.topic)
+                    .is_some_and(|t| t.starts_with("%RETRY%"));
+                let start = match (code, offset) {
+                    (0, Some(h)) if h.offset >= 0 => Some(h.offset),
+                    (0, Some(_)) => self.first_or_last(retry),
+                    (c, _) if c == ResponseCode::QUERY_NOT_FOUND.0 => self.first_or_last(retry),
+                    _ => {
+                        // Retried at the next rebalance, as Java does.
+                        self.drop_queue(key);
+                        return true;
+                    }
+                };
+                let o = &mut self.owned[o];
+                match start {
+                    Some(offset) => Self::start(o, offset, now),
+                    None => o.state = QState::NeedMax,
+                }
+            }
+            CallRef::MaxOffset(key, lease) => {
+                let Some(o) = self.entry(key, lease, QState::MaxQuerying) else {
+                    return true;
+                };
+                let offset = header.as_ref().filter(|_| code == 0).and_then(|h| {
+                    GetMaxOffsetResponseHeader::decode(h, &mut Scratch::default()).ok()
+                });
+                match offset {
+                    Some(h) => Self::start(&mut self.owned[o], h.offset, now),
+                    None => self.drop_queue(key),
+                }
+            }
+            CallRef::Pull(key, lease) => {
+                let Some(o) = self.entry(key, lease, QState::Pulling) else {
+                    return true;
+                };
+                self.pulled(now, session, o, header.as_ref(), f.body_ref(), deliver);
+            }
+            CallRef::Commit(key, lease, offset) => {
+                self.committed(key, lease, offset, code == 0);
+            }
+        }
+        true
+    }
+
+    /// One of this consumer's calls got no answer (`false` when `opaque` is not one).
+    pub fn handle_call_failed(&mut self, now: Instant, opaque: i32) -> bool {
+        let Some(call) = self.calls.remove(&opaque) else {
+            return false;
+        };
+        self.blocked = false;
+        match call {
+            CallRef::ConsumerList(i) => {
+                if let Some(s) = self.subs.get_mut(usize::from(i)) {
+                    s.listing = false;
+                }
+            }
+            CallRef::Query(key, _) | CallRef::MaxOffset(key, _) => self.drop_queue(key),
+            CallRef::Pull(key, lease) => {
+                self.stats.pull_failures = self.stats.pull_failures.wrapping_add(1);
+                if let Some(o) = self.entry(key, lease, QState::Pulling) {
+                    self.owned[o].state = QState::Ready(now.saturating_add(self.exception_delay));
+                }
+            }
+            CallRef::Commit(key, lease, offset) => self.committed(key, lease, offset, false),
+        }
+        true
+    }
+
+    /// Writes the HEART_BEAT body announcing this consumer (its subscriptions) into `buf`.
+    /// `None` when it does not fit.
+    pub fn heartbeat_body<
+        const T: usize,
+        const B: usize,
+        const Q: usize,
+        const R: usize,
+        const S: usize,
+        const RS: usize,
+        F: Features,
+    >(
+        &self,
+        session: &Session<T, B, Q, R, S, RS, F>,
+        buf: &mut [u8],
+    ) -> Option<usize> {
+        let mut subs: Vec<Subscription<'_>, SUBS> = Vec::new();
+        for s in &self.subs {
+            let topic = session.topic_name(s.topic)?;
+            let sub = Subscription {
+                topic,
+                expression: TagExpression::new(&s.expression),
+                sub_version: self.sub_version,
+            };
+            subs.push(sub).ok()?;
+        }
+        let data = [ConsumerData {
+            group: &self.group,
+            consume_type: ConsumeType::Passively,
+            message_model: MessageModel::Clustering,
+            consume_from_where: self.consume_from,
+            subscriptions: &subs,
+        }];
+        let flavor = if self.version >= version::V5_0_0 {
+            HeartbeatFlavor::V5
+        } else {
+            HeartbeatFlavor::V4
+        };
+        write_heartbeat(&self.client_id, &data, &[], flavor, buf).ok()
+    }
+
+    // ----- internals -----------------------------------------------------------------------
+
+    fn entry(&self, key: QueueKey, lease: u32, state: QState) -> Option<usize> {
+        self.owned
+            .iter()
+            .position(|o| o.key == key && o.lease == lease && o.state == state)
+    }
+
+    fn drop_queue(&mut self, key: QueueKey) {
+        if let Some(i) = self.owned.iter().position(|o| o.key == key) {
+            let _ = self.owned.swap_remove(i);
+        }
+    }
+
+    fn lease(&mut self) -> u32 {
+        let l = self.next_lease;
+        self.next_lease = self.next_lease.wrapping_add(1).max(1);
+        l
+    }
+
+    /// `computePullFromWhere` without a committed offset: `None` = ask GET_MAX_OFFSET.
+    fn first_or_last(&self, retry_topic: bool) -> Option<i64> {
+        match self.consume_from {
+            ConsumeFromWhere::FirstOffset => Some(0),
+            ConsumeFromWhere::LastOffset if retry_topic => Some(0),
+            ConsumeFromWhere::LastOffset => None,
+        }
+    }
+
+    fn start(o: &mut Owned<TRACK>, offset: i64, now: Instant) {
+        o.tracker = QueueTracker::new(offset);
+        o.tracker.mark_committed(offset);
+        o.state = QState::Ready(now);
+    }
+
+    fn next_random(&mut self) -> u32 {
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        self.rng = x;
+        x
+    }
+
+    /// Applies an allocation round of topic `t` with the (unsorted) consumer ids `ids`.
+    fn assign<
+        const T: usize,
+        const B: usize,
+        const Q: usize,
+        const R: usize,
+        const S: usize,
+        const RS: usize,
+        F: Features,
+    >(
+        &mut self,
+        session: &Session<T, B, Q, R, S, RS, F>,
+        t: TopicId,
+        ids: &mut [&str],
+    ) {
+        let Some(topic) = session.topic_name(t) else {
+            return;
+        };
+        let mut all: Vec<(MessageQueue<'_>, BrokerId), Q> = Vec::new();
+        for q in session.subscribe_queues(t) {
+            let Some(b) = session.broker_name(q.broker) else {
+                continue;
+            };
+            let _ = all.push((MessageQueue::new(topic, b, q.queue_id), q.broker));
+        }
+        if all.is_empty() {
+            return;
+        }
+        // Java sorts both lists before allocating (MessageQueue.compareTo, String.compareTo).
+        all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        sort_consumer_ids(ids);
+        let mut mine: Vec<(MessageQueue<'_>, BrokerId), Q> = Vec::new();
+        if allocate(self.strategy, &all, ids, &self.client_id, &mut mine).is_err() {
+            return;
+        }
+        let mut wanted: Vec<QueueKey, Q> = Vec::new();
+        for (m, broker) in &mine {
+            let _ = wanted.push(QueueKey {
+                topic: t,
+                broker: *broker,
+                queue_id: m.queue_id,
+            });
+        }
+        // Revoke: commit the offset, forget the queue (Java removeUnnecessaryMessageQueue).
+        let mut i = 0;
+        while i < self.owned.len() {
+            let o = &self.owned[i];
+            if o.key.topic != t || wanted.contains(&o.key) {
+                i += 1;
+                continue;
+            }
+            let started = matches!(o.state, QState::Ready(_) | QState::Pulling);
+            if let (true, Some(offset)) = (started, o.tracker.commit_due()) {
+                let _ = self.revoked.push((o.key, offset));
+            }
+            let _ = self.owned.swap_remove(i);
+        }
+        for key in wanted {
+            if self.owned.iter().any(|o| o.key == key) {
+                continue;
+            }
+            let lease = self.lease();
+            let o = Owned {
+                key,
+                lease,
+                state: QState::New,
+                commit: false,
+                committing: false,
+                tracker: QueueTracker::new(0),
+            };
+            if self.owned.push(o).is_err() {
+                self.stats.owned_full = self.stats.owned_full.wrapping_add(1);
+            }
+        }
+    }
+
+    /// Applies a pull answer to owned queue `i`.
+    fn pulled<
+        const T: usize,
+        const B: usize,
+        const Q: usize,
+        const R: usize,
+        const S: usize,
+        const RS: usize,
+        F: Features,
+    >(
+        &mut self,
+        now: Instant,
+        session: &Session<T, B, Q, R, S, RS, F>,
+        i: usize,
+        header: Option<&CommandHeader<'_>>,
+        body: &[u8],
+        deliver: &mut dyn FnMut(Delivery<'_, '_>),
+    ) {
+        let result = match header.map(parse_pull_response) {
+            Some(Ok(r)) => r,
+            Some(Err(e)) => {
+                self.stats.pull_failures = self.stats.pull_failures.wrapping_add(1);
+                let at = now.saturating_add(e.retry_delay(self.exception_delay));
+                self.owned[i].state = QState::Ready(at);
+                return;
+            }
+            None => {
+                self.stats.pull_failures = self.stats.pull_failures.wrapping_add(1);
+                self.owned[i].state = QState::Ready(now.saturating_add(self.exception_delay));
+                return;
+            }
+        };
+        let key = self.owned[i].key;
+        match result.status {
+            PullStatus::Found => {
+                let sub = self.subs.iter().find(|s| s.topic == key.topic);
+                let expr = TagExpression::new(sub.map_or("*", |s| s.expression.as_str()));
+                let topic = session.topic_name(key.topic).unwrap_or("");
+                let broker_name = session.broker_name(key.broker).unwrap_or("");
+                let o = &mut self.owned[i];
+                let mut complete = true;
+                let mut delivered = 0u64;
+                for m in StoredMessages::new(body).crc_check(CrcCheck::Skip) {
+                    let Ok(m) = m else {
+                        self.stats.undecodable = self.stats.undecodable.wrapping_add(1);
+                        break;
+                    };
+                    if !expr.matches_message(&m) {
+                        continue;
+                    }
+                    let len = u32::try_from(m.body.len()).unwrap_or(u32::MAX);
+                    match o.tracker.push(m.queue_offset, len) {
+                        Ok(()) => {
+                            delivered += 1;
+                            deliver(Delivery {
+                                queue: key,
+                                lease: o.lease,
+                                topic,
+                                broker_name,
+                                message: &m,
+                            });
+                        }
+                        Err(TrackError::NotAscending) => {}
+                        Err(TrackError::Full) => {
+                            // Cannot happen: a pull asks for at most the free slots.
+                            complete = false;
+                            break;
+                        }
+                    }
+                }
+                if complete {
+                    o.tracker.advance(result.next_begin_offset);
+                }
+                o.state = QState::Ready(now);
+                self.stats.delivered = self.stats.delivered.wrapping_add(delivered);
+            }
+            PullStatus::NoNewMsg | PullStatus::NoMatchedMsg => {
+                let o = &mut self.owned[i];
+                o.tracker.advance(result.next_begin_offset);
+                o.state = QState::Ready(now);
+            }
+            PullStatus::OffsetIllegal => {
+                // Everything in flight is void: a new lease, and the new offset committed.
+                let lease = self.lease();
+                let o = &mut self.owned[i];
+                o.tracker.reset(result.next_begin_offset);
+                o.lease = lease;
+                o.commit = true;
+                o.state = QState::Ready(now);
+            }
+        }
+    }
+
+    fn committed(&mut self, key: QueueKey, lease: Option<u32>, offset: i64, ok: bool) {
+        if ok {
+            self.stats.commits = self.stats.commits.wrapping_add(1);
+        } else {
+            self.stats.commit_failures = self.stats.commit_failures.wrapping_add(1);
+        }
+        let Some(lease) = lease else { return };
+        if let Some(o) = self
+            .owned
+            .iter_mut()
+            .find(|o| o.key == key && o.lease == lease)
+        {
+            o.committing = false;
+            if ok {
+                o.tracker.mark_committed(offset);
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn call<
+        E: ExtFields,
+        const T: usize,
+        const B: usize,
+        const Q: usize,
+        const R: usize,
+        const S: usize,
+        const RS: usize,
+        F: Features,
+        M: Outbound + ?Sized,
+    >(
+        &mut self,
+        now: Instant,
+        session: &mut Session<T, B, Q, R, S, RS, F>,
+        peer: Peer,
+        code: RequestCode,
+        ext: E,
+        timeout: Duration,
+        what: CallRef,
+        buf: &mut [u8],
+        lend: &M,
+    ) -> Result<Transmit, CallError> {
+        let tx = session.call(now, peer, code, Some(ext), &[], timeout, buf, lend)?;
+        // `calls` has room: checked at the top of `poll_call`.
+        let _ = self.calls.insert(tx.opaque, what);
+        Ok(tx)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn commit_call<
+        const T: usize,
+        const B: usize,
+        const Q: usize,
+        const R: usize,
+        const S: usize,
+        const RS: usize,
+        F: Features,
+        M: Outbound + ?Sized,
+    >(
+        &mut self,
+        now: Instant,
+        session: &mut Session<T, B, Q, R, S, RS, F>,
+        key: QueueKey,
+        lease: Option<u32>,
+        offset: i64,
+        buf: &mut [u8],
+        lend: &M,
+    ) -> Result<Transmit, CallError> {
+        let mut name: String<MAX_NAME> = String::new();
+        let topic = session.topic_name(key.topic).unwrap_or("");
+        name.push_str(topic)
+            .map_err(|()| CallError::Encode(crate::wire::EncodeError::BufferTooSmall))?;
+        let group = self.group.clone();
+        let hdr = UpdateConsumerOffsetRequestHeader {
+            consumer_group: &group,
+            topic: &name,
+            queue_id: key.queue_id,
+            commit_offset: offset,
+        };
+        let what = CallRef::Commit(key, lease, offset);
+        let peer = Peer::Broker(key.broker);
+        let code = RequestCode::UPDATE_CONSUMER_OFFSET;
+        self.call(
+            now,
+            session,
+            peer,
+            code,
+            hdr,
+            OFFSET_RPC_TIMEOUT,
+            what,
+            buf,
+            lend,
+        )
+    }
+
+    fn list_call<
+        const T: usize,
+        const B: usize,
+        const Q: usize,
+        const R: usize,
+        const S: usize,
+        const RS: usize,
+        F: Features,
+        M: Outbound + ?Sized,
+    >(
+        &mut self,
+        now: Instant,
+        session: &mut Session<T, B, Q, R, S, RS, F>,
+        i: usize,
+        buf: &mut [u8],
+        lend: &M,
+    ) -> Option<Transmit> {
+        let t = self.subs.get(i)?.topic;
+        let queues = session.subscribe_queues(t);
+        if queues.is_empty() {
+            // No route yet: look it up; the next round tries again.
+            session.refresh_route(now, t);
+            return None;
+        }
+        // Java asks a random broker of the route; any broker of the group answers the same.
+        let pick = self.next_random() as usize % queues.len();
+        let broker = queues.get(pick)?.broker;
+        let group = self.group.clone();
+        let hdr = GetConsumerListByGroupRequestHeader {
+            consumer_group: &group,
+        };
+        let what = CallRef::ConsumerList(u8::try_from(i).ok()?);
+        let peer = Peer::Broker(broker);
+        let code = RequestCode::GET_CONSUMER_LIST_BY_GROUP;
+        self.call(
+            now,
+            session,
+            peer,
+            code,
+            hdr,
+            CLIENT_API_TIMEOUT,
+            what,
+            buf,
+            lend,
+        )
+        .ok()
+    }
+
+    /// The next request of owned queue `i`, if it needs one now.
+    fn queue_call<
+        const T: usize,
+        const B: usize,
+        const Q: usize,
+        const R: usize,
+        const S: usize,
+        const RS: usize,
+        F: Features,
+        M: Outbound + ?Sized,
+    >(
+        &mut self,
+        now: Instant,
+        session: &mut Session<T, B, Q, R, S, RS, F>,
+        i: usize,
+        buf: &mut [u8],
+        lend: &M,
+    ) -> Option<Transmit> {
+        let o = self.owned.get(i)?;
+        let (key, lease, state) = (o.key, o.lease, o.state);
+        let mut topic: String<MAX_NAME> = String::new();
+        topic.push_str(session.topic_name(key.topic)?).ok()?;
+        let peer = Peer::Broker(key.broker);
+        let group = self.group.clone();
+        let (tx, next) = match state {
+            QState::New => {
+                let hdr = QueryConsumerOffsetRequestHeader {
+                    consumer_group: &group,
+                    topic: &topic,
+                    queue_id: key.queue_id,
+                    set_zero_if_not_found: None,
+                };
+                let what = CallRef::Query(key, lease);
+                let code = RequestCode::QUERY_CONSUMER_OFFSET;
+                let r = self.call(
+                    now,
+                    session,
+                    peer,
+                    code,
+                    hdr,
+                    OFFSET_RPC_TIMEOUT,
+                    what,
+                    buf,
+                    lend,
+                );
+                (r, QState::Querying)
+            }
+            QState::NeedMax => {
+                let hdr = GetMaxOffsetRequestHeader {
+                    topic: &topic,
+                    queue_id: key.queue_id,
+                    committed: (self.version >= version::V5_0_0).then_some(true),
+                };
+                let what = CallRef::MaxOffset(key, lease);
+                let code = RequestCode::GET_MAX_OFFSET;
+                let r = self.call(
+                    now,
+                    session,
+                    peer,
+                    code,
+                    hdr,
+                    CLIENT_API_TIMEOUT,
+                    what,
+                    buf,
+                    lend,
+                );
+                (r, QState::MaxQuerying)
+            }
+            QState::Ready(at) if at <= now => {
+                let o = &self.owned[i];
+                let max = match o.tracker.flow(&self.flow, self.batch) {
+                    FlowDecision::DelayPull(d) => {
+                        self.stats.flow_control_delays =
+                            self.stats.flow_control_delays.wrapping_add(1);
+                        self.owned[i].state = QState::Ready(now.saturating_add(d));
+                        return None;
+                    }
+                    FlowDecision::Pull(n) => n,
+                };
+                let sub = self.subs.iter().find(|s| s.topic == key.topic)?;
+                let mut expression: String<MAX_EXPRESSION> = String::new();
+                expression.push_str(&sub.expression).ok()?;
+                let mut broker: String<MAX_NAME> = String::new();
+                broker.push_str(session.broker_name(key.broker)?).ok()?;
+                let req = PullRequest {
+                    group: &group,
+                    topic: &topic,
+                    broker_name: &broker,
+                    queue_id: key.queue_id,
+                    offset: o.tracker.next_offset(),
+                    max_msgs: max,
+                    commit_offset: o.tracker.committed(),
+                    suspend: self.suspend,
+                    expression: TagExpression::new(&expression),
+                    sub_version: self.sub_version,
+                };
+                let timeout = req.rpc_timeout(CLIENT_API_TIMEOUT);
+                let what = CallRef::Pull(key, lease);
+                let code = RequestCode::PULL_MESSAGE;
+                let r = self.call(
+                    now,
+                    session,
+                    peer,
+                    code,
+                    req.header(),
+                    timeout,
+                    what,
+                    buf,
+                    lend,
+                );
+                if r.is_ok() {
+                    self.stats.pulls = self.stats.pulls.wrapping_add(1);
+                }
+                (r, QState::Pulling)
+            }
+            _ => return None,
+        };
+        match tx {
+            Ok(tx) => {
+                self.owned[i].state = next;
+                Some(tx)
+            }
+            Err(CallError::TooManyRequests) => {
+                self.blocked = true;
+                None
+            }
+            Err(_) if matches!(state, QState::Ready(_)) => {
+                // Cannot be encoded or signed: try again after the exception delay.
+                self.owned[i].state = QState::Ready(now.saturating_add(self.exception_delay));
+                None
+            }
+            Err(_) => {
+                // Retried at the next rebalance.
+                self.drop_queue(key);
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

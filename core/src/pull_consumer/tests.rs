@@ -1,0 +1,458 @@
+//! Deterministic consumer tests: a real [`Session`] and [`PullConsumer`] on virtual time, a
+//! scripted NameServer and brokers, assertions on the exact requests written.
+
+use std::collections::HashMap;
+use std::string::{String as StdString, ToString};
+use std::vec::Vec as StdVec;
+
+use super::*;
+use crate::message::SysFlag;
+use crate::message::stored::MessageVersion;
+use crate::session::{Config, Incoming};
+use crate::wire::{CommandRepr, SerializeType};
+
+type S = crate::session::Session<4, 4, 16, 16, 4, 2048>;
+type C = PullConsumer<2, 4, 8, 16, 8>;
+
+const ME: &str = "10.0.0.2@gw";
+const OTHER: &str = "10.0.0.9@other";
+
+struct NoLend;
+impl Outbound for NoLend {
+    fn properties(&self, _: crate::session::SendId) -> &str {
+        ""
+    }
+}
+
+fn t(ms: u64) -> Instant {
+    Instant::from_millis(ms)
+}
+
+fn response(code: i32, opaque: i32, ext: &[(&str, &str)], body: &[u8]) -> StdVec<u8> {
+    let cmd = CommandRepr::response(ResponseCode(code), opaque, version::V5_3_3, Some(ext));
+    let mut buf = std::vec![0u8; 1024];
+    let n = cmd
+        .emit_frame_prefix_and_header(SerializeType::JSON, body.len(), &mut buf)
+        .unwrap();
+    buf.truncate(n);
+    buf.extend_from_slice(body);
+    buf
+}
+
+fn route(queues: i32) -> StdString {
+    format!(
+        r#"{{"brokerDatas":[{{"brokerAddrs":{{"0":"10.0.0.1:10911"}},"brokerName":"broker-a","cluster":"c"}}],"queueDatas":[{{"brokerName":"broker-a","perm":6,"readQueueNums":{queues},"topicSysFlag":0,"writeQueueNums":{queues}}}]}}"#
+    )
+}
+
+/// Stored records of `(offset, tag)` in queue 0 of topic `T`.
+fn records(msgs: &[(i64, &str)]) -> StdVec<u8> {
+    let host = core::net::SocketAddr::from(([10, 0, 0, 1], 10911));
+    let mut out = StdVec::new();
+    for (offset, tag) in msgs {
+        let props = format!("TAGS\u{1}{tag}\u{2}");
+        let body = format!("m{offset}");
+        let m = StoredMessage {
+            version: MessageVersion::V1,
+            body_crc: 0,
+            queue_id: 0,
+            flag: 0,
+            queue_offset: *offset,
+            physical_offset: 1000 + offset,
+            sys_flag: SysFlag(0),
+            born_timestamp: 1,
+            born_host: host,
+            store_timestamp: 2,
+            store_host: host,
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body: body.as_bytes(),
+            topic: "T",
+            raw_properties: props.as_bytes(),
+        };
+        let mut buf = std::vec![0u8; m.encoded_len().unwrap()];
+        m.encode(&mut buf).unwrap();
+        out.extend_from_slice(&buf);
+    }
+    out
+}
+
+#[derive(Debug)]
+struct Sent {
+    peer: Peer,
+    code: i32,
+    opaque: i32,
+    ext: HashMap<StdString, StdString>,
+}
+
+fn decode(frame: &[u8], peer: Peer, opaque: i32) -> Sent {
+    let f = Frame::new_checked(frame).expect("whole frame");
+    let h = CommandHeader::parse(&f).expect("header");
+    assert_eq!(h.opaque(), opaque);
+    let ext = h
+        .ext_iter()
+        .map(|(k, v)| {
+            let mut kb = [0u8; 64];
+            let mut vb = [0u8; 512];
+            (
+                k.unescape_into(&mut kb).unwrap().to_string(),
+                v.unescape_into(&mut vb).unwrap().to_string(),
+            )
+        })
+        .collect();
+    Sent {
+        peer,
+        code: h.code(),
+        opaque,
+        ext,
+    }
+}
+
+struct World {
+    s: S,
+    c: C,
+    now: Instant,
+    got: StdVec<(QueueKey, u32, i64, StdString)>,
+}
+
+impl World {
+    /// A consumer of `T` (`TagA || TagC`) whose route (broker-a, `queues` queues) is known.
+    fn new(queues: i32) -> World {
+        let mut cfg = Config::new(1, "", ME);
+        cfg.consumer_group = Some("cg");
+        cfg.heartbeat = None;
+        let mut s = S::new(&cfg, t(0)).unwrap();
+        let mut pc = PullConfig::new("cg", ME);
+        pc.sub_version = 77;
+        let mut c = C::new(&pc, t(0)).unwrap();
+        c.subscribe(t(0), &mut s, "T", "TagA || TagC").unwrap();
+        let mut w = World {
+            s,
+            c,
+            now: t(0),
+            got: StdVec::new(),
+        };
+        let r = w.session_out();
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].code, RequestCode::GET_ROUTEINFO_BY_TOPIC.0);
+        let f = response(0, r[0].opaque, &[], route(queues).as_bytes());
+        assert_eq!(
+            w.s.handle_frame(w.now, r[0].peer, &f).unwrap(),
+            Incoming::Handled
+        );
+        while w.s.poll_event().is_some() {}
+        w
+    }
+
+    fn session_out(&mut self) -> StdVec<Sent> {
+        let mut v = StdVec::new();
+        let mut buf = [0u8; 2048];
+        while let Some(tx) = self.s.poll_transmit(self.now, &mut buf, &NoLend) {
+            v.push(decode(&buf[..tx.len], tx.peer, tx.opaque));
+        }
+        v
+    }
+
+    /// The consumer's requests due now.
+    fn out(&mut self) -> StdVec<Sent> {
+        self.c.handle_timeout(self.now);
+        let mut v = StdVec::new();
+        let mut buf = [0u8; 2048];
+        while let Some(tx) = self.c.poll_call(self.now, &mut self.s, &mut buf, &NoLend) {
+            v.push(decode(&buf[..tx.len], tx.peer, tx.opaque));
+        }
+        v
+    }
+
+    fn reply(&mut self, to: &Sent, code: i32, ext: &[(&str, &str)], body: &[u8]) {
+        let f = response(code, to.opaque, ext, body);
+        assert_eq!(
+            self.s.handle_frame(self.now, to.peer, &f).unwrap(),
+            Incoming::Response(to.opaque)
+        );
+        let got = &mut self.got;
+        let mut deliver = |d: Delivery<'_, '_>| {
+            assert_eq!((d.topic, d.broker_name), ("T", "broker-a"));
+            let body = core::str::from_utf8(d.message.body).unwrap().to_string();
+            got.push((d.queue, d.lease, d.message.queue_offset, body));
+        };
+        assert!(
+            self.c
+                .handle_response(self.now, &self.s, to.opaque, &f, &mut deliver)
+        );
+    }
+
+    fn consumers(&mut self, to: &Sent, ids: &[&str]) {
+        let list: StdVec<StdString> = ids.iter().map(|i| format!("\"{i}\"")).collect();
+        let body = format!("{{\"consumerIdList\":[{}]}}", list.join(","));
+        self.reply(to, 0, &[], body.as_bytes());
+    }
+
+    fn pull_answer(&mut self, to: &Sent, next: i64, msgs: &[(i64, &str)]) {
+        let next = next.to_string();
+        let ext = [
+            ("suggestWhichBrokerId", "0"),
+            ("nextBeginOffset", next.as_str()),
+            ("minOffset", "0"),
+            ("maxOffset", "100"),
+        ];
+        let code = if msgs.is_empty() { 19 } else { 0 };
+        self.reply(to, code, &ext, &records(msgs));
+    }
+}
+
+fn one(mut v: StdVec<Sent>) -> Sent {
+    assert_eq!(v.len(), 1, "{v:?}");
+    v.remove(0)
+}
+
+fn q(i: i32) -> QueueKey {
+    QueueKey {
+        topic: TopicId(0),
+        broker: BrokerId(0),
+        queue_id: i,
+    }
+}
+
+/// Rebalances `w` (alone or with `OTHER`) and starts queue `queue` at `offset` (found in the
+/// broker's offset store); returns the first pull.
+fn start(w: &mut World, ids: &[&str], queue: i32, offset: i64) -> Sent {
+    let l = one(w.out());
+    assert_eq!(l.code, RequestCode::GET_CONSUMER_LIST_BY_GROUP.0);
+    assert_eq!(l.peer, Peer::Broker(BrokerId(0)));
+    assert_eq!(l.ext["consumerGroup"], "cg");
+    w.consumers(&l, ids);
+    let query = one(w.out());
+    assert_eq!(query.code, RequestCode::QUERY_CONSUMER_OFFSET.0);
+    assert_eq!(query.ext["queueId"], queue.to_string());
+    assert_eq!(query.ext["topic"], "T");
+    w.reply(&query, 0, &[("offset", &offset.to_string())], b"");
+    one(w.out())
+}
+
+#[test]
+fn assigns_queries_the_offset_pulls_filters_and_delivers() {
+    let mut w = World::new(2);
+    let pull = start(&mut w, &[OTHER, ME], 0, 5);
+    // Java's sorted consumer ids: "10.0.0.2@gw" < "10.0.0.9@other": we are first, queue 0.
+    assert_eq!(w.c.owned().map(|o| o.0).collect::<StdVec<_>>(), [q(0)]);
+    assert_eq!(pull.code, RequestCode::PULL_MESSAGE.0);
+    let e = &pull.ext;
+    assert_eq!(e["consumerGroup"], "cg");
+    assert_eq!(e["queueOffset"], "5");
+    // min(pullBatchSize 32, 8 free tracking slots).
+    assert_eq!(e["maxMsgNums"], "8");
+    // SUBSCRIPTION | SUSPEND | COMMIT_OFFSET (5 committed).
+    assert_eq!(e["sysFlag"], "7");
+    assert_eq!(e["commitOffset"], "5");
+    assert_eq!(e["suspendTimeoutMillis"], "15000");
+    assert_eq!(e["subscription"], "TagA || TagC");
+    assert_eq!(e["subVersion"], "77");
+    assert_eq!(e["bname"], "broker-a");
+    w.pull_answer(&pull, 8, &[(5, "TagA"), (6, "TagB"), (7, "TagC")]);
+    let lease = w.got[0].1;
+    assert_eq!(
+        w.got,
+        [
+            (q(0), lease, 5, "m5".to_string()),
+            (q(0), lease, 7, "m7".to_string())
+        ]
+    );
+    // The next long poll goes out at once, from the next begin offset.
+    let next = one(w.out());
+    assert_eq!(next.ext["queueOffset"], "8");
+    let st = w.c.stats();
+    assert_eq!((st.pulls, st.delivered, st.rebalances), (2, 2, 1));
+}
+
+#[test]
+fn commits_the_lowest_unacknowledged_offset_on_schedule() {
+    let mut w = World::new(1);
+    let pull = start(&mut w, &[ME], 0, 5);
+    w.pull_answer(&pull, 8, &[(5, "TagA"), (6, "TagA"), (7, "TagA")]);
+    let lease = w.got[0].1;
+    let _long_poll = one(w.out());
+    assert!(w.c.ack(q(0), lease, 6));
+    assert!(!w.c.ack(q(0), lease, 6), "acknowledged once");
+    assert!(!w.c.ack(q(0), lease + 1, 5), "another lease");
+    // 5 is still in flight: nothing to commit yet at the persist tick.
+    w.now = t(5000);
+    assert!(w.out().is_empty());
+    assert!(w.c.ack(q(0), lease, 5));
+    w.now = t(10_000);
+    let commit = one(w.out());
+    assert_eq!(commit.code, RequestCode::UPDATE_CONSUMER_OFFSET.0);
+    assert_eq!(commit.ext["commitOffset"], "7");
+    assert_eq!(commit.ext["queueId"], "0");
+    assert_eq!(w.c.commits_pending(), 1);
+    w.reply(&commit, 0, &[], b"");
+    assert_eq!(w.c.commits_pending(), 0);
+    assert_eq!(w.c.stats().commits, 1);
+    // Nothing moved since: the next tick commits nothing.
+    w.now = t(15_000);
+    assert!(w.out().is_empty());
+}
+
+#[test]
+fn a_group_without_offset_starts_at_the_max_offset() {
+    let mut w = World::new(1);
+    let l = one(w.out());
+    w.consumers(&l, &[ME]);
+    let query = one(w.out());
+    w.reply(&query, ResponseCode::QUERY_NOT_FOUND.0, &[], b"");
+    let max = one(w.out());
+    assert_eq!(max.code, RequestCode::GET_MAX_OFFSET.0);
+    assert_eq!(max.ext["committed"], "true");
+    w.reply(&max, 0, &[("offset", "42")], b"");
+    let pull = one(w.out());
+    assert_eq!(pull.ext["queueOffset"], "42");
+}
+
+#[test]
+fn rebalance_moves_queues_and_voids_the_old_lease() {
+    let mut w = World::new(2);
+    let l = one(w.out());
+    w.consumers(&l, &[ME]);
+    // Alone: both queues, both queried at once.
+    let queries = w.out();
+    assert_eq!(queries.len(), 2, "{queries:?}");
+    for query in &queries {
+        w.reply(query, 0, &[("offset", "0")], b"");
+    }
+    let pulls = w.out();
+    assert_eq!(pulls.len(), 2, "{pulls:?}");
+    let pull = pulls.iter().find(|p| p.ext["queueId"] == "0").unwrap();
+    w.pull_answer(pull, 2, &[(0, "TagA"), (1, "TagA")]);
+    let lease = w.got[0].1;
+    assert!(w.c.ack(q(0), lease, 0));
+    let _ = w.out();
+    // Another consumer joins; the broker says so.
+    assert!(w.c.handle_broker_request(w.now, RequestCode::NOTIFY_CONSUMER_IDS_CHANGED.0));
+    let l = one(w.out());
+    w.consumers(&l, &[OTHER, ME]);
+    // We keep queue 0 (first id); queue 1 is revoked. Queue 0's offset moved (1): it keeps
+    // its lease and its in-flight message.
+    assert_eq!(w.c.owned().map(|o| o.0).collect::<StdVec<_>>(), [q(0)]);
+    assert!(w.c.is_current(q(0), lease));
+    // Now we are second: queue 0 goes, its offset is committed first.
+    assert!(w.c.handle_broker_request(w.now, RequestCode::NOTIFY_CONSUMER_IDS_CHANGED.0));
+    let l = one(w.out());
+    w.consumers(&l, &["10.0.0.1@first", ME]);
+    assert!(!w.c.is_current(q(0), lease), "revoked");
+    assert!(!w.c.ack(q(0), lease, 1), "nothing to acknowledge any more");
+    let out = w.out();
+    assert_eq!(out.len(), 2, "{out:?}");
+    let commit = &out[0];
+    assert_eq!(commit.code, RequestCode::UPDATE_CONSUMER_OFFSET.0);
+    assert_eq!(commit.ext["queueId"], "0");
+    assert_eq!(commit.ext["commitOffset"], "1");
+    assert_eq!(out[1].code, RequestCode::QUERY_CONSUMER_OFFSET.0);
+    assert_eq!(out[1].ext["queueId"], "1");
+    assert_eq!(w.c.commits_pending(), 1);
+    w.reply(commit, 0, &[], b"");
+    assert_eq!(w.c.commits_pending(), 0);
+}
+
+#[test]
+fn late_pull_answers_of_revoked_queues_deliver_nothing() {
+    let mut w = World::new(1);
+    let pull = start(&mut w, &[ME], 0, 0);
+    assert!(w.c.handle_broker_request(w.now, RequestCode::NOTIFY_CONSUMER_IDS_CHANGED.0));
+    let l = one(w.out());
+    w.consumers(&l, &["10.0.0.1@first", ME]);
+    assert_eq!(w.c.owned().count(), 0);
+    w.pull_answer(&pull, 1, &[(0, "TagA")]);
+    assert!(w.got.is_empty());
+}
+
+#[test]
+fn offset_illegal_resets_commits_and_takes_a_new_lease() {
+    let mut w = World::new(1);
+    let pull = start(&mut w, &[ME], 0, 5);
+    let first_lease = w.c.owned().next().unwrap().1;
+    let ext = [
+        ("suggestWhichBrokerId", "0"),
+        ("nextBeginOffset", "20"),
+        ("minOffset", "20"),
+        ("maxOffset", "30"),
+    ];
+    w.reply(&pull, ResponseCode::PULL_OFFSET_MOVED.0, &ext, b"");
+    let out = w.out();
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert_eq!(out[0].code, RequestCode::UPDATE_CONSUMER_OFFSET.0);
+    assert_eq!(out[0].ext["commitOffset"], "20");
+    assert_eq!(out[1].code, RequestCode::PULL_MESSAGE.0);
+    assert_eq!(out[1].ext["queueOffset"], "20");
+    w.pull_answer(&out[1], 21, &[(20, "TagA")]);
+    let (_, new_lease, ..) = w.got[0];
+    assert_ne!(new_lease, first_lease);
+    assert!(!w.c.is_current(q(0), first_lease));
+    assert!(w.c.is_current(q(0), new_lease));
+}
+
+#[test]
+fn flow_control_waits_for_acks_and_errors_back_off() {
+    let mut w = World::new(1);
+    let pull = start(&mut w, &[ME], 0, 0);
+    let msgs: StdVec<(i64, &str)> = (0..8).map(|i| (i, "TagA")).collect();
+    w.pull_answer(&pull, 8, &msgs);
+    // Eight in flight fill the tracker: the pull is delayed 50 ms.
+    assert!(w.out().is_empty());
+    assert_eq!(w.c.stats().flow_control_delays, 1);
+    assert_eq!(w.c.poll_timeout(), Some(t(50)));
+    let lease = w.got[0].1;
+    assert!(w.c.ack(q(0), lease, 3));
+    w.now = t(50);
+    let pull = one(w.out());
+    assert_eq!(pull.ext["maxMsgNums"], "1");
+    // A broker error: pull again after the exception delay (1 s on 5.x).
+    w.reply(&pull, ResponseCode::SYSTEM_ERROR.0, &[], b"");
+    assert!(w.out().is_empty());
+    assert_eq!(w.c.poll_timeout(), Some(t(1050)));
+    w.now = t(1050);
+    let pull = one(w.out());
+    // No answer at all: the same back-off.
+    assert!(w.c.handle_call_failed(w.now, pull.opaque));
+    assert_eq!(w.c.stats().pull_failures, 2);
+    assert_eq!(w.c.poll_timeout(), Some(t(2050)));
+}
+
+#[test]
+fn stop_commits_and_pulls_no_more() {
+    let mut w = World::new(1);
+    let pull = start(&mut w, &[ME], 0, 0);
+    w.pull_answer(&pull, 2, &[(0, "TagA"), (1, "TagA")]);
+    let lease = w.got[0].1;
+    let _ = w.out();
+    assert!(w.c.ack(q(0), lease, 0));
+    w.c.stop();
+    assert_eq!(w.c.commits_pending(), 1);
+    let commit = one(w.out());
+    assert_eq!(commit.ext["commitOffset"], "1");
+    w.reply(&commit, 0, &[], b"");
+    assert_eq!(w.c.commits_pending(), 0);
+    w.now = t(60_000);
+    assert!(w.out().is_empty(), "no pull, no rebalance after stop");
+    assert_eq!(w.c.poll_timeout(), None);
+}
+
+#[test]
+fn heartbeat_announces_the_subscription() {
+    let w = World::new(1);
+    let mut buf = [0u8; 1024];
+    let n = w.c.heartbeat_body(&w.s, &mut buf).unwrap();
+    let body = core::str::from_utf8(&buf[..n]).unwrap();
+    assert!(body.contains(r#""clientID":"10.0.0.2@gw""#), "{body}");
+    assert!(body.contains(r#""groupName":"cg""#), "{body}");
+    assert!(body.contains(r#""subString":"TagA || TagC""#), "{body}");
+    assert!(body.contains(r#""subVersion":77"#), "{body}");
+    assert!(body.contains(r#""topic":"T""#), "{body}");
+}
+
+#[test]
+fn unknown_opaques_are_not_the_consumers() {
+    let mut w = World::new(1);
+    let f = response(0, 12345, &[], b"");
+    assert!(!w.c.handle_response(w.now, &w.s, 12345, &f, &mut |_| {}));
+    assert!(!w.c.handle_call_failed(w.now, 12345));
+}
