@@ -52,6 +52,7 @@ pub mod acl;
 pub mod consumer;
 pub mod fault;
 pub mod json;
+pub mod link;
 pub mod message;
 pub mod pending;
 pub mod producer;

@@ -395,6 +395,19 @@ impl<
             .any(|o| o.key == queue && o.lease == lease)
     }
 
+    /// Owned queues still looking up their start offset.
+    pub fn starting(&self) -> usize {
+        self.owned
+            .iter()
+            .filter(|o| {
+                matches!(
+                    o.state,
+                    QState::New | QState::Querying | QState::NeedMax | QState::MaxQuerying
+                )
+            })
+            .count()
+    }
+
     /// Whether a rebalance round is still waiting for consumer lists.
     pub fn rebalancing(&self) -> bool {
         self.subs.iter().any(|s| s.list || s.listing)
@@ -414,6 +427,60 @@ impl<
                 .values()
                 .filter(|c| matches!(c, CallRef::Commit(_, None, _)))
                 .count()
+    }
+
+    /// Checks the bookkeeping (tests and fuzzing): owned queues are distinct, every request
+    /// in flight belongs to a queue waiting for exactly it, and every waiting queue has its
+    /// request.
+    ///
+    /// # Errors
+    /// What does not hold.
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub fn check_invariants(&self) -> Result<(), &'static str> {
+        for (i, o) in self.owned.iter().enumerate() {
+            if self.owned.iter().skip(i + 1).any(|p| p.key == o.key) {
+                return Err("a queue is owned twice");
+            }
+            let waiting = |c: &CallRef| match (*c, o.state) {
+                (CallRef::Query(k, l), QState::Querying)
+                | (CallRef::MaxOffset(k, l), QState::MaxQuerying)
+                | (CallRef::Pull(k, l), QState::Pulling) => k == o.key && l == o.lease,
+                _ => false,
+            };
+            let n = self.calls.values().filter(|c| waiting(c)).count();
+            let busy = matches!(
+                o.state,
+                QState::Querying | QState::MaxQuerying | QState::Pulling
+            );
+            if n != usize::from(busy) {
+                return Err("a waiting queue without its request (or with two)");
+            }
+            let commits = self
+                .calls
+                .values()
+                .filter(
+                    |c| matches!(c, CallRef::Commit(k, Some(l), _) if *k == o.key && *l == o.lease),
+                )
+                .count();
+            if commits > 1 || (o.committing && commits == 0) {
+                return Err("commit bookkeeping");
+            }
+            if o.tracker.cached_count() > TRACK {
+                return Err("tracker over capacity");
+            }
+        }
+        for c in self.calls.values() {
+            let ok = match *c {
+                CallRef::ConsumerList(i) => {
+                    self.subs.get(usize::from(i)).is_some_and(|s| s.listing)
+                }
+                _ => true,
+            };
+            if !ok {
+                return Err("a consumer list request of no listing subscription");
+            }
+        }
+        Ok(())
     }
 
     /// Starts a rebalance round now (NOTIFY_CONSUMER_IDS_CHANGED, or the application asks).
@@ -551,7 +618,8 @@ impl<
             return None;
         }
         for i in 0..self.subs.len() {
-            if !self.subs[i].list {
+            // One consumer list in flight per topic; a round asked meanwhile follows it.
+            if !self.subs[i].list || self.subs[i].listing {
                 continue;
             }
             self.subs[i].list = false;
@@ -931,6 +999,8 @@ impl<
                 o.tracker.reset(result.next_begin_offset);
                 o.lease = lease;
                 o.commit = true;
+                // A commit of the old lease may be in flight: its answer is ignored.
+                o.committing = false;
                 o.state = QState::Ready(now);
             }
         }
@@ -1099,8 +1169,26 @@ impl<
     ) -> Option<Transmit> {
         let o = self.owned.get(i)?;
         let (key, lease, state) = (o.key, o.lease, o.state);
-        let mut topic: String<MAX_NAME> = String::new();
-        topic.push_str(session.topic_name(key.topic)?).ok()?;
+        if matches!(state, QState::Ready(at) if at > now)
+            || !matches!(state, QState::New | QState::NeedMax | QState::Ready(_))
+        {
+            return None;
+        }
+        let (mut topic, mut broker) = (String::<MAX_NAME>::new(), String::<MAX_NAME>::new());
+        let sub = self.subs.iter().find(|s| s.topic == key.topic);
+        let named = session
+            .topic_name(key.topic)
+            .is_some_and(|t| topic.push_str(t).is_ok())
+            && session
+                .broker_name(key.broker)
+                .is_some_and(|b| broker.push_str(b).is_ok());
+        let (true, Some(sub)) = (named, sub) else {
+            // The session forgot the topic or the broker: retried at the next rebalance.
+            self.drop_queue(key);
+            return None;
+        };
+        let mut expression: String<MAX_EXPRESSION> = String::new();
+        let _ = expression.push_str(&sub.expression);
         let peer = Peer::Broker(key.broker);
         let group = self.group.clone();
         let (tx, next) = match state {
@@ -1158,11 +1246,6 @@ impl<
                     }
                     FlowDecision::Pull(n) => n,
                 };
-                let sub = self.subs.iter().find(|s| s.topic == key.topic)?;
-                let mut expression: String<MAX_EXPRESSION> = String::new();
-                expression.push_str(&sub.expression).ok()?;
-                let mut broker: String<MAX_NAME> = String::new();
-                broker.push_str(session.broker_name(key.broker)?).ok()?;
                 let req = PullRequest {
                     group: &group,
                     topic: &topic,

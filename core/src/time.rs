@@ -190,6 +190,29 @@ impl fmt::Display for Duration {
     }
 }
 
+/// Wall-clock time for a runtime whose clock only counts from boot: once told that `now` is
+/// `unix_millis`, it maps any later instant to Unix milliseconds (for `bornTimestamp` and
+/// UNIQ_KEY); before that, the monotonic milliseconds themselves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct WallClock {
+    base: Option<(Instant, i64)>,
+}
+
+impl WallClock {
+    /// Records that `now` is `unix_millis`.
+    pub fn set(&mut self, now: Instant, unix_millis: i64) {
+        self.base = Some((now, unix_millis));
+    }
+
+    /// Unix milliseconds at `now`.
+    pub fn unix_millis(&self, now: Instant) -> i64 {
+        let (at, unix) = self.base.unwrap_or((Instant::ZERO, 0));
+        let d = i64::try_from(now.saturating_duration_since(at).millis()).unwrap_or(i64::MAX);
+        unix.saturating_add(d)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

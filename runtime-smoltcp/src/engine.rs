@@ -5,14 +5,15 @@
 //! watches connections, stages one frame at a time, and moves bytes.
 
 use heapless::String;
+use rmq_core::link::{Link, LinkCheck, LinkState, Outgoing};
 use rmq_core::message::UniqKeyGenerator;
 use rmq_core::message::validate::DEFAULT_MAX_MESSAGE_SIZE;
 use rmq_core::producer::{MessageError, MessageFields, encode_message_properties};
 use rmq_core::retry::{SendMode, TransportError};
 use rmq_core::session::{
-    self, BrokerId, Event, Features, Outbound, Peer, SendArgs, Session, TopicId, Transmit,
+    self, BrokerId, Event, Features, Outbound, Peer, SendArgs, Session, TopicId,
 };
-use rmq_core::time::Instant;
+use rmq_core::time::{Instant, WallClock};
 use rmq_core::wire::{FrameReader, PREFIX_LEN};
 use smoltcp::iface::{Interface, SocketHandle, SocketSet};
 use smoltcp::phy::Device;
@@ -69,49 +70,19 @@ pub struct Stats {
     pub attempts: u32,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ConnState {
-    Idle,
-    Connecting { deadline: Instant },
-    Up,
-}
-
+/// A socket and the life of its connection (the core's [`Link`]).
 #[derive(Debug)]
 struct Conn {
     handle: SocketHandle,
-    state: ConnState,
-    /// The NameServer index the NameServer socket is connected to.
-    namesrv: Option<u8>,
-    /// Bytes waiting for the peer's ACK at the last check.
-    unacked: usize,
-    /// Last time the peer acknowledged something (or nothing was outstanding).
-    acked_at: Instant,
+    link: Link,
 }
 
 impl Conn {
     const fn new(handle: SocketHandle) -> Self {
         Conn {
             handle,
-            state: ConnState::Idle,
-            namesrv: None,
-            unacked: 0,
-            acked_at: Instant::ZERO,
+            link: Link::IDLE,
         }
-    }
-}
-
-/// The one frame being written: `tx.len` bytes of the tx buffer, then the message body when
-/// `tx.body` is set.
-#[derive(Clone, Copy, Debug)]
-struct TxFrame {
-    tx: Transmit,
-    written: usize,
-    last_progress: Instant,
-}
-
-impl TxFrame {
-    fn total(&self) -> usize {
-        self.tx.len.saturating_add(self.tx.body_len)
     }
 }
 
@@ -156,12 +127,14 @@ pub struct Producer<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROU
     brokers: [Conn; BROKERS],
     core: Core<BROKERS, QUEUES, ROUTE_STR>,
     topic: Option<TopicId>,
-    tx_frame: Option<TxFrame>,
+    /// The one frame being written: `tx.len` bytes of the tx buffer, then the message body
+    /// when `tx.body` is set.
+    tx_frame: Option<Outgoing>,
     job: Option<Job>,
     done: Option<Completion>,
     port_offset: u16,
     uniq: UniqKeyGenerator,
-    unix_base: Option<(Instant, i64)>,
+    clock: WallClock,
     stats: Stats,
 }
 
@@ -183,10 +156,8 @@ fn earliest(a: Option<Instant>, b: Instant) -> Option<Instant> {
 /// Takes one whole frame out of the socket into `rx`, or `Ok(None)` when it has not fully
 /// arrived. Bytes stay in the socket's ring until the whole frame is there.
 fn read_frame(sock: &mut tcp::Socket<'_>, rx: &mut [u8]) -> Result<Option<usize>, ()> {
-    if sock.recv_queue() < PREFIX_LEN {
-        return Ok(None);
-    }
     let mut prefix = [0u8; PREFIX_LEN];
+    // Fewer than PREFIX_LEN bytes queued: not yet.
     if sock.peek_slice(&mut prefix) != Ok(PREFIX_LEN) {
         return Ok(None);
     }
@@ -249,7 +220,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             done: None,
             port_offset: (seed % 8192) as u16,
             uniq: UniqKeyGenerator::new(ip, seed >> 16, seed),
-            unix_base: None,
+            clock: WallClock::default(),
             stats: Stats::default(),
         })
     }
@@ -257,7 +228,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
     /// Tells the producer that `now` is `unix_millis` wall-clock time (for `bornTimestamp` and
     /// UNIQ_KEY); without it the monotonic milliseconds are used.
     pub fn set_unix_time(&mut self, now: Instant, unix_millis: i64) {
-        self.unix_base = Some((now, unix_millis));
+        self.clock.set(now, unix_millis);
     }
 
     /// Counters.
@@ -308,16 +279,6 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         self.submit(now, msg, SendMode::Oneway)
     }
 
-    fn unix_now(&self, now: Instant) -> i64 {
-        match self.unix_base {
-            Some((at, unix)) => {
-                let d = i64::try_from(now.saturating_duration_since(at).millis()).unwrap_or(0);
-                unix.saturating_add(d)
-            }
-            None => i64::try_from(now.millis()).unwrap_or(0),
-        }
-    }
-
     fn topic_id(&mut self, now: Instant) -> Result<TopicId, SubmitError> {
         if let Some(t) = self.topic {
             return Ok(t);
@@ -339,7 +300,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         if !self.can_send() {
             return Err(SubmitError::Busy);
         }
-        let born = self.unix_now(now);
+        let born = self.clock.unix_millis(now);
         let hex = self.uniq.next_id_at(born, 0).to_hex();
         let fields = MessageFields::new(msg.tags, msg.keys);
         let props_len = encode_message_properties(
@@ -422,19 +383,12 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
     ) -> Option<Instant> {
         let mut d = iface.poll_at(smol(now), sockets).map(unsmol);
         for c in core::iter::once(&self.ns).chain(self.brokers.iter()) {
-            match c.state {
-                ConnState::Connecting { deadline } => d = earliest(d, deadline),
-                ConnState::Up if c.unacked > 0 => {
-                    d = earliest(d, c.acked_at.saturating_add(self.cfg.write_stall_timeout));
-                }
-                _ => {}
+            if let Some(at) = c.link.deadline(self.cfg.write_stall_timeout) {
+                d = earliest(d, at);
             }
         }
         if let Some(f) = &self.tx_frame {
-            d = earliest(
-                d,
-                f.last_progress.saturating_add(self.cfg.write_stall_timeout),
-            );
+            d = earliest(d, f.deadline(self.cfg.write_stall_timeout));
         }
         if let Some(t) = self.core.poll_timeout() {
             d = earliest(d, t);
@@ -452,7 +406,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
     /// The peer behind connection `i` (0: the NameServer socket, then one per broker).
     fn peer(&self, i: usize) -> Peer {
         match i.checked_sub(1) {
-            None => Peer::NameServer(self.ns.namesrv.unwrap_or(0)),
+            None => Peer::NameServer(self.ns.link.name_server().unwrap_or(0)),
             Some(b) => Peer::Broker(BrokerId(b as u16)),
         }
     }
@@ -482,13 +436,11 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         let Some(conn) = self.conn_mut(peer) else {
             return;
         };
-        let was = conn.state;
-        conn.state = ConnState::Idle;
-        let handle = conn.handle;
-        sockets.get_mut::<tcp::Socket<'_>>(handle).abort();
-        match was {
-            ConnState::Up => self.stats.connections_lost += 1,
-            _ => self.stats.connect_failures += 1,
+        let was_up = conn.link.reset();
+        sockets.get_mut::<tcp::Socket<'_>>(conn.handle).abort();
+        match was_up {
+            true => self.stats.connections_lost += 1,
+            false => self.stats.connect_failures += 1,
         }
         warn!("connection lost or refused");
         if self.tx_frame.is_some_and(|f| f.tx.peer == peer) {
@@ -510,7 +462,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             return false;
         };
         let port = self.next_port();
-        let deadline = now.saturating_add(self.cfg.connect_timeout);
+        let timeout = self.cfg.connect_timeout;
         let Some(conn) = self.conn_mut(peer) else {
             return false;
         };
@@ -523,10 +475,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         if sock.connect(iface.context(), ep, port).is_err() {
             return false;
         }
-        conn.state = ConnState::Connecting { deadline };
-        if let Peer::NameServer(i) = peer {
-            conn.namesrv = Some(i);
-        }
+        conn.link.connecting(now, timeout, peer);
         debug!("connecting to port {=u16} from {=u16}", ep.port, port);
         true
     }
@@ -544,11 +493,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             let Some(tx) = self.core.poll_transmit(now, self.tx, &Props(props)) else {
                 return;
             };
-            self.tx_frame = Some(TxFrame {
-                tx,
-                written: 0,
-                last_progress: now,
-            });
+            self.tx_frame = Some(Outgoing::new(tx, now));
         }
         let Some(f) = self.tx_frame else { return };
         let peer = f.tx.peer;
@@ -558,15 +503,13 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
                 .handle_closed(now, peer, TransportError::BrokerNotFound);
             return;
         };
-        let state = conn.state;
-        let other_namesrv = matches!(peer, Peer::NameServer(i) if conn.namesrv != Some(i));
-        if other_namesrv && state != ConnState::Idle {
-            // The session moved to another NameServer: drop the old connection.
-            conn.state = ConnState::Idle;
-            let handle = conn.handle;
-            sockets.get_mut::<tcp::Socket<'_>>(handle).abort();
-        } else if state != ConnState::Idle {
+        if conn.link.serves(peer) {
             return;
+        }
+        if conn.link.state() != LinkState::Idle {
+            // The session moved to another NameServer: drop the old connection.
+            conn.link.reset();
+            sockets.get_mut::<tcp::Socket<'_>>(conn.handle).abort();
         }
         if !self.connect(now, iface, sockets, peer) {
             self.stats.connect_failures += 1;
@@ -606,16 +549,12 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
                         result,
                     });
                 }
-                Event::Reconnect(peer) => {
-                    // Reopened at the next frame for it (the NameServer socket only if it still
-                    // talks to that NameServer).
-                    let ours = self.conn_mut(peer).is_some_and(|c| {
-                        c.state != ConnState::Idle
-                            && !matches!(peer, Peer::NameServer(i) if c.namesrv != Some(i))
-                    });
-                    if ours {
-                        self.fail_conn(now, sockets, peer, TransportError::ConnectionClosed);
-                    }
+                // Reopened at the next frame for it (the NameServer socket only if it still
+                // talks to that NameServer).
+                Event::Reconnect(peer)
+                    if self.conn_mut(peer).is_some_and(|c| c.link.serves(peer)) =>
+                {
+                    self.fail_conn(now, sockets, peer, TransportError::ConnectionClosed);
                 }
                 _ => {}
             }
@@ -630,7 +569,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             let Some(conn) = self.conn_mut(peer) else {
                 continue;
             };
-            if conn.state != ConnState::Up {
+            if conn.link.state() != LinkState::Up {
                 continue;
             }
             let handle = conn.handle;
@@ -654,7 +593,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             }
             if self
                 .conn_mut(peer)
-                .is_some_and(|c| c.state == ConnState::Up)
+                .is_some_and(|c| c.link.state() == LinkState::Up)
                 && sockets.get_mut::<tcp::Socket<'_>>(handle).recv_queue() >= PREFIX_LEN
             {
                 more = true;
@@ -671,35 +610,18 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
                 continue;
             };
             let sock = sockets.get_mut::<tcp::Socket<'_>>(conn.handle);
-            let st = sock.state();
-            let unacked = sock.send_queue();
-            match conn.state {
-                ConnState::Connecting { deadline } => {
-                    if st == tcp::State::Established {
-                        conn.state = ConnState::Up;
-                        conn.unacked = 0;
-                        conn.acked_at = now;
-                        self.stats.connects += 1;
-                        debug!("connected");
-                    } else if st == tcp::State::Closed || now >= deadline {
-                        self.fail_conn(now, sockets, peer, TransportError::ConnectFailed);
-                    }
+            let (st, unacked) = (sock.state(), sock.send_queue());
+            let up = st == tcp::State::Established;
+            match conn
+                .link
+                .check(now, up, st == tcp::State::Closed, unacked, stall)
+            {
+                LinkCheck::Fine => {}
+                LinkCheck::Established => {
+                    self.stats.connects += 1;
+                    debug!("connected");
                 }
-                ConnState::Up => {
-                    if unacked == 0 || unacked < conn.unacked {
-                        conn.acked_at = now;
-                    }
-                    conn.unacked = unacked;
-                    let silent = unacked > 0 && now >= conn.acked_at.saturating_add(stall);
-                    if st != tcp::State::Established {
-                        self.fail_conn(now, sockets, peer, TransportError::ConnectionClosed);
-                    } else if silent {
-                        // Data outstanding and no ACK for the stall timeout: a vanished peer.
-                        warn!("no ACK from the peer, resetting the connection");
-                        self.fail_conn(now, sockets, peer, TransportError::ConnectionClosed);
-                    }
-                }
-                ConnState::Idle => {}
+                LinkCheck::Failed(cause) => self.fail_conn(now, sockets, peer, cause),
             }
         }
     }
@@ -712,14 +634,14 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         let peer = f.tx.peer;
         if !self.core.is_live(f.tx.opaque) {
             // The session gave up on this request (its attempt timed out).
-            if f.written > 0 {
+            if f.started() {
                 // Half written: it dies with its connection.
                 self.fail_conn(now, sockets, peer, TransportError::TimedOut);
             }
             self.tx_frame = None;
             return;
         }
-        if now >= f.last_progress.saturating_add(self.cfg.write_stall_timeout) {
+        if now >= f.deadline(self.cfg.write_stall_timeout) {
             warn!("write stalled, resetting the connection");
             self.fail_conn(now, sockets, peer, TransportError::WriteFailed);
             return;
@@ -728,45 +650,29 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             self.tx_frame = None;
             return;
         };
-        if conn.state != ConnState::Up {
+        if conn.link.state() != LinkState::Up {
             return;
         }
         let sock = sockets.get_mut::<tcp::Socket<'_>>(conn.handle);
         let body_off = self.job.as_ref().map_or(0, |j| j.props_len);
+        let body = self.msg.get(body_off..).unwrap_or(&[]);
         let mut failed = false;
-        while f.written < f.total() {
-            let data = if f.written < f.tx.len {
-                self.tx.get(f.written..f.tx.len)
-            } else {
-                let off = body_off.saturating_add(f.written - f.tx.len);
-                self.msg.get(off..body_off.saturating_add(f.tx.body_len))
-            };
-            let Some(data) = data else {
+        while let Some(data) = f.pending(self.tx, body) {
+            let n = sock.send_slice(data).unwrap_or_else(|_| {
                 failed = true;
+                0
+            });
+            f.advance(now, n);
+            if n < data.len() {
+                self.stats.partial_writes += u32::from(!failed);
                 break;
-            };
-            match sock.send_slice(data) {
-                Ok(n) => {
-                    if n > 0 {
-                        f.written += n;
-                        f.last_progress = now;
-                    }
-                    if n < data.len() {
-                        self.stats.partial_writes += 1;
-                        break;
-                    }
-                }
-                Err(_) => {
-                    failed = true;
-                    break;
-                }
             }
         }
-        if failed {
+        if failed || (!f.done() && f.pending(self.tx, body).is_none()) {
             self.fail_conn(now, sockets, peer, TransportError::WriteFailed);
             return;
         }
-        if f.written < f.total() {
+        if !f.done() {
             self.tx_frame = Some(f);
             return;
         }

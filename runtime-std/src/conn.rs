@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use bytes::{Buf, Bytes, BytesMut};
 use rmq_core::producer::CONNECT_TIMEOUT;
-use rmq_core::wire::{CommandHeader, Frame, FrameReader};
+use rmq_core::wire::FrameReader;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -31,10 +31,6 @@ pub(crate) type Tls = std::convert::Infallible;
 
 /// Largest frame accepted from a peer (route bodies and pulls are the largest).
 pub const MAX_RX_FRAME: usize = 8 << 20;
-
-/// A request the server sent on one of our connections (flag bit 0 clear, e.g.
-/// NOTIFY_CONSUMER_IDS_CHANGED): the connection's address and the whole frame.
-pub type ServerRequest = (String, Bytes);
 
 /// Called once a frame is written (`true`) or dropped unwritten (`false`).
 pub(crate) type OnWritten = Box<dyn FnOnce(bool) + Send>;
@@ -79,33 +75,6 @@ pub struct ConnStats {
     pub in_flight: usize,
     /// Capacity of the socket read chunk (the frame buffer is a fixed [`MAX_RX_FRAME`]).
     pub rx_chunk_capacity: usize,
-}
-
-/// A whole response frame.
-pub struct Response {
-    frame: Bytes,
-}
-
-impl Response {
-    /// A whole response frame (already cut and checked by a frame reader).
-    pub(crate) fn from_frame(frame: Bytes) -> Response {
-        Response { frame }
-    }
-
-    /// The header (the frame was validated by the reader).
-    pub fn header(&self) -> Option<CommandHeader<'_>> {
-        CommandHeader::parse(&Frame::new_unchecked(&self.frame[..])).ok()
-    }
-
-    /// The body.
-    pub fn body(&self) -> &[u8] {
-        Frame::new_unchecked(&self.frame[..]).body_ref()
-    }
-
-    /// The response code (or -1 if the header cannot be read).
-    pub fn code(&self) -> i32 {
-        self.header().map_or(-1, |h| h.code())
-    }
 }
 
 impl Conn {

@@ -1,37 +1,26 @@
 //! The long-polling pull [`Consumer`] (clustering mode): subscriptions, heartbeats, rebalance,
-//! one long-polling pull loop per assigned queue, a [`Consumer::poll`] API, per-message acks and
-//! offset commits.
+//! one long-polling pull per assigned queue at a time, a [`Consumer::poll`] API, per-message
+//! acks and offset commits.
 //!
-//! Every protocol decision is made in [`rmq_core::consumer`]: the pull header and the mapping of
-//! its answer, tag filtering, the queue allocation (Java's `AllocateMessageQueueAveragely` /
-//! `…ByCircle` on Java-sorted inputs), flow control and the per-queue offset tracker (the
-//! committable offset is the lowest offset handed out and not yet acknowledged). This module
-//! only moves bytes and owns the timers:
+//! Every decision is the core's [`rmq_core::pull_consumer::PullConsumer`], driven by the same
+//! session driver as the producer (one lock, one driver task, the connections): rebalance rounds
+//! (every `rebalance_interval`, and at once on NOTIFY_CONSUMER_IDS_CHANGED), the allocation on
+//! Java-sorted inputs, start offsets (QUERY_CONSUMER_OFFSET, else `consume_from`), flow control
+//! (Java's thresholds: 1000 messages, 100 MiB, span 2000 → retry in 50 ms), PULL_MESSAGE with
+//! SUSPEND (held up to 15 s by the broker), tag re-filtering, the in-flight offsets of every
+//! queue, and UPDATE_CONSUMER_OFFSET every `persist_interval` (5 s), for revoked queues and at
+//! [`Consumer::shutdown`]. This module only starts it, decompresses and hands out the messages,
+//! and turns acknowledgements into calls on it.
 //!
 //! - **Start**: fetch the routes of the subscribed topics, send a heartbeat (with the consumer
-//!   data) to every master and wait for the answers, rebalance at once.
-//! - **Rebalance** every `rebalance_interval` (20 s) and whenever a broker sends
-//!   NOTIFY_CONSUMER_IDS_CHANGED (a server-initiated request on our connection): route →
-//!   subscribe set, GET_CONSUMER_LIST_BY_GROUP → consumer ids, allocate, then stop the pulls of
-//!   revoked queues (committing their offset first) and start the new ones at the offset
-//!   QUERY_CONSUMER_OFFSET returns, or at `consume_from` when the group has none.
-//! - **Pull loop** per queue: flow control (Java's thresholds: 1000 messages, 100 MiB, span
-//!   2000 → retry in 50 ms), then PULL_MESSAGE with SUSPEND (the broker holds it up to 15 s,
-//!   the RPC times out after 30 s), decode, zlib-decompress, re-filter tags, track, deliver.
-//! - **Commit** every `persist_interval` (5 s) and on [`Consumer::shutdown`]:
-//!   UPDATE_CONSUMER_OFFSET with the committable offset of every owned queue whose offset moved.
-//!   The committed offset also travels in each pull (COMMIT_OFFSET flag), as in Java.
-//!
-//! The session with the NameServers and brokers is the core client session
-//! ([`rmq_core::session`]), driven as the producer's is: routes and their subscribe queues
-//! with NameServer failover, the broker table, heartbeats (with this consumer's subscriptions)
-//! on the session's schedule, unregister, ACL signing; pulls and offset requests are session
-//! calls (correlated and timed out by the session). So the consumer has the producer's
-//! transport options: [`ConsumerBuilder::tls`] (rustls, brokers only by default) and
-//! [`ConsumerBuilder::acl`] (every request signed, ACL 1.0). A broker that refuses
-//! the credentials refuses the heartbeat, the consumer list and the pulls: the consumer is
-//! assigned nothing and receives nothing (logged at debug level). Connections lost and late
-//! responses are counted in [`ConsumerStats`].
+//!   data) to every master and wait for the answers, rebalance at once; when
+//!   [`ConsumerBuilder::start`] returns, the assigned queues know their start offsets.
+//! - **Transport** is the client session's, as for the producer: NameServer failover, the
+//!   broker table, heartbeats on the session's schedule, unregister, ACL signing
+//!   ([`ConsumerBuilder::acl`]), TLS ([`ConsumerBuilder::tls`]). A broker that refuses the
+//!   credentials refuses the heartbeat, the consumer list and the pulls: the consumer is
+//!   assigned nothing and receives nothing. Connections lost and late responses are counted in
+//!   [`ConsumerStats`].
 //!
 //! Delivery is at least once. Messages handed out and not acknowledged when a queue moves to
 //! another consumer (rebalance) or when the process dies are delivered again, from the last
@@ -58,47 +47,32 @@
 //! # Ok(()) }
 //! ```
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use bytes::Bytes;
 use rmq_core::consumer::{
-    AllocateStrategy, BROKER_SUSPEND_MAX_TIME, ConsumeFromWhere, ConsumeType, ConsumerData,
-    FlowDecision, FlowLimits, MessageModel, MessageQueue as CoreQueue, OFFSET_RPC_TIMEOUT,
-    PERSIST_OFFSET_INTERVAL, PULL_BATCH_SIZE, PULL_EXCEPTION_DELAY_V5, PullRequest, PullStatus,
-    QueueTracker, REBALANCE_INTERVAL, Subscription, TagExpression, allocate, parse_consumer_list,
-    parse_pull_response, sort_consumer_ids, sort_queues, write_heartbeat,
+    AllocateStrategy, BROKER_SUSPEND_MAX_TIME, ConsumeFromWhere, FlowLimits,
+    MessageQueue as CoreQueue, OFFSET_RPC_TIMEOUT, PERSIST_OFFSET_INTERVAL, PULL_BATCH_SIZE,
+    PULL_EXCEPTION_DELAY_V5, QueueTracker, REBALANCE_INTERVAL,
 };
-use rmq_core::message::stored::CrcCheck;
 use rmq_core::message::stored::MessageId;
-use rmq_core::message::{CompressionType, StoredMessage, StoredMessages, keys};
+use rmq_core::message::{CompressionType, keys};
 use rmq_core::producer::{CLIENT_API_TIMEOUT, HEARTBEAT_BROKER_INTERVAL};
-use rmq_core::wire::headers::{
-    GetConsumerListByGroupRequestHeader, GetMaxOffsetRequestHeader, GetMaxOffsetResponseHeader,
-    QueryConsumerOffsetRequestHeader, QueryConsumerOffsetResponseHeader,
-    UpdateConsumerOffsetRequestHeader,
-};
-use rmq_core::wire::{
-    CommandHeader, Frame, LanguageCode, RequestCode, ResponseCode, Scratch, SerializeType, version,
-};
-use tokio::sync::{Notify, mpsc};
-use tokio::task::JoinHandle;
+use rmq_core::pull_consumer::{Delivery, PullConfig, PullConfigError, QueueKey};
+use rmq_core::session;
+use rmq_core::wire::{LanguageCode, SerializeType, version};
+use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
-use crate::client::{Client, ClientSetup};
+use crate::client::{client_id, local_ip};
 use crate::clock;
 use crate::config::{SecurityConfig, security_knobs};
-use crate::conn::ServerRequest;
+use crate::driver::{Core, Driver, Machine, TRACK};
 use crate::message::MessageQueue;
-use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering, lock};
-
-/// In-flight offsets one queue can track (must exceed the count threshold plus one batch).
-pub const TRACK_CAPACITY: usize = 2048;
-/// Queues per topic route.
-const MAX_QUEUES: usize = 1024;
-/// Consumers per group.
-const MAX_CONSUMERS: usize = 1024;
+use crate::shared::Counters;
+use crate::sync::{AtomicBool, Ordering};
 
 /// The settled configuration of a [`Consumer`].
 #[derive(Clone, Debug)]
@@ -155,6 +129,8 @@ pub enum ConsumerConfigError {
     AclAccessKey,
     /// The core session refused the configuration (e.g. a group or client id too long).
     Session(rmq_core::session::ConfigError),
+    /// The core consumer refused a subscription (too many, expression too long).
+    Subscription(PullConfigError),
 }
 
 impl std::fmt::Display for ConsumerConfigError {
@@ -166,6 +142,7 @@ impl std::fmt::Display for ConsumerConfigError {
             ConsumerConfigError::ZeroBatch => "pull batch size is 0",
             ConsumerConfigError::AclAccessKey => "ACL access key is empty",
             ConsumerConfigError::Session(_) => "the client session refused the configuration",
+            ConsumerConfigError::Subscription(_) => "the consumer refused a subscription",
         })
     }
 }
@@ -330,9 +307,7 @@ impl ConsumerBuilder {
         if c.security.empty_access_key() {
             return Err(ConsumerConfigError::AclAccessKey);
         }
-        Consumer::start(self.cfg)
-            .await
-            .map_err(ConsumerConfigError::Session)
+        Consumer::start(self.cfg).await
     }
 }
 
@@ -361,7 +336,8 @@ pub struct ConsumedMessage {
     pub reconsume_times: i32,
     /// Commit-log offset.
     pub commit_log_offset: i64,
-    lease: u64,
+    key: QueueKey,
+    lease: u32,
 }
 
 impl ConsumedMessage {
@@ -402,87 +378,37 @@ pub struct ConsumerStats {
     pub late_responses_dropped: u64,
 }
 
-#[derive(Default)]
-struct Stats {
-    pulls: AtomicU64,
-    flow_control_delays: AtomicU64,
-    delivered: AtomicU64,
-    acked: AtomicU64,
-    rebalances: AtomicU64,
-    notifications: AtomicU64,
-    commits: AtomicU64,
-}
-
-fn bump(a: &AtomicU64, n: u64) {
-    a.fetch_add(n, Ordering::Relaxed);
-}
-
-struct QueueEntry {
-    tracker: Box<QueueTracker<TRACK_CAPACITY>>,
-    lease: u64,
-    task: Option<JoinHandle<()>>,
-}
-
-#[derive(Default)]
-struct State {
-    queues: HashMap<MessageQueue, QueueEntry>,
-    /// Topic → subscribe set (route order).
-    routes: HashMap<String, Vec<MessageQueue>>,
-    next_lease: u64,
-}
-
 struct Inner {
     cfg: ConsumerConfig,
-    client: Client,
-    state: Mutex<State>,
-    tx: mpsc::UnboundedSender<ConsumedMessage>,
+    client_id: String,
+    driver: Driver,
     rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<ConsumedMessage>>,
-    rebalance_now: Arc<Notify>,
-    rebalance_lock: tokio::sync::Mutex<()>,
     running: AtomicBool,
-    tasks: Mutex<Vec<JoinHandle<()>>>,
-    sub_version: i64,
-    stats: Stats,
 }
 
 /// A clustering-mode long-polling pull consumer; see the [module docs](self).
 ///
 /// Clones share one consumer. Call [`Consumer::shutdown`] to stop cleanly (commit, unregister).
-/// Dropping the last clone without it stops every task at once, like a crash: nothing is
-/// committed beyond the last periodic commit and the brokers notice the closed connections.
+/// Dropping the last clone without it stops at once, like a crash: nothing is committed beyond
+/// the last periodic commit and the brokers notice the closed connections.
 #[derive(Clone)]
 pub struct Consumer {
     inner: Arc<Inner>,
-    /// `Some` on the handles given to the user; internal handles do not keep it alive.
-    _life: Option<Arc<Lifeline>>,
+    _life: Arc<Lifeline>,
 }
 
-struct Lifeline {
-    inner: std::sync::Weak<Inner>,
-}
+struct Lifeline(Driver);
 
 impl Drop for Lifeline {
     fn drop(&mut self) {
-        let Some(inner) = self.inner.upgrade() else {
-            return;
-        };
-        inner.running.store(false, Ordering::Release);
-        for t in lock(&inner.tasks).drain(..) {
-            t.abort();
-        }
-        for e in lock(&inner.state).queues.values_mut() {
-            if let Some(t) = e.task.take() {
-                t.abort();
-            }
-        }
-        inner.client.driver.close();
+        self.0.close();
     }
 }
 
 impl std::fmt::Debug for Consumer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Consumer")
-            .field("client_id", &self.inner.client.client_id)
+            .field("client_id", &self.inner.client_id)
             .field("group", &self.inner.cfg.group)
             .finish_non_exhaustive()
     }
@@ -494,111 +420,70 @@ impl Consumer {
         ConsumerBuilder::default()
     }
 
-    async fn start(cfg: ConsumerConfig) -> Result<Consumer, rmq_core::session::ConfigError> {
-        let (req_tx, req_rx) = mpsc::unbounded_channel();
+    async fn start(cfg: ConsumerConfig) -> Result<Consumer, ConsumerConfigError> {
+        let client_id = client_id(local_ip(&cfg.namesrv_addr), &cfg.instance_name);
+        let mut sc = session::Config::new(cfg.namesrv_addr.len(), "", &client_id);
+        sc.consumer_group = Some(&cfg.group);
+        sc.version = cfg.version;
+        sc.serialize_type = cfg.serialize_type;
+        sc.language = cfg.language;
+        sc.heartbeat = Some(clock::to_core(cfg.heartbeat_interval));
+        sc.seed = clock::random_u32();
+        let counters = Arc::new(Counters::new());
+        let driver = Driver::start(
+            &sc,
+            cfg.namesrv_addr.clone(),
+            cfg.security.clone(),
+            1,
+            counters,
+        )
+        .map_err(ConsumerConfigError::Session)?;
+        let mut pull = PullConfig::new(&cfg.group, &client_id);
+        pull.strategy = cfg.strategy;
+        pull.consume_from = cfg.consume_from;
+        pull.flow = cfg.flow;
+        pull.pull_batch_size = cfg.pull_batch_size;
+        pull.suspend = Some(clock::to_core(cfg.suspend));
+        pull.pull_exception_delay = clock::to_core(cfg.pull_exception_delay);
+        pull.rebalance_interval = clock::to_core(cfg.rebalance_interval);
+        pull.persist_interval = clock::to_core(cfg.persist_interval);
+        pull.version = cfg.version;
+        pull.sub_version = clock::unix_millis();
+        pull.seed = clock::random_u32();
         let (tx, rx) = mpsc::unbounded_channel();
-        let client = Client::new(&ClientSetup {
-            namesrv_addr: &cfg.namesrv_addr,
-            instance_name: &cfg.instance_name,
-            group: &cfg.group,
-            version: cfg.version,
-            serialize_type: cfg.serialize_type,
-            language: cfg.language,
-            heartbeat: cfg.heartbeat_interval,
-            security: &cfg.security,
-            server_requests: req_tx,
-        })?;
-        let inner = Arc::new(Inner {
-            client,
-            state: Mutex::new(State::default()),
-            tx,
-            rx: tokio::sync::Mutex::new(rx),
-            rebalance_now: Arc::new(Notify::new()),
-            rebalance_lock: tokio::sync::Mutex::new(()),
-            running: AtomicBool::new(true),
-            tasks: Mutex::new(Vec::new()),
-            sub_version: clock::unix_millis(),
-            stats: Stats::default(),
-            cfg,
+        let deliver = Box::new(move |d: Delivery<'_, '_>| {
+            let _ = tx.send(to_message(&d));
         });
-        let life = Some(Arc::new(Lifeline {
-            inner: Arc::downgrade(&inner),
-        }));
-        let c = Consumer { inner, _life: life };
-        c.refresh_routes().await;
-        c.heartbeat_all().await;
+        let life = Arc::new(Lifeline(driver.clone()));
+        driver
+            .attach_consumer(&pull, &cfg.subscriptions, deliver)
+            .map_err(ConsumerConfigError::Subscription)?;
+        let c = Consumer {
+            inner: Arc::new(Inner {
+                cfg,
+                client_id,
+                driver,
+                rx: tokio::sync::Mutex::new(rx),
+                running: AtomicBool::new(true),
+            }),
+            _life: life,
+        };
+        // Routes first, then the heartbeat (the brokers learn the subscriptions), then the
+        // first rebalance, so that the queues are assigned when this returns.
+        let wait = clock::to_std(CLIENT_API_TIMEOUT);
+        for (topic, _) in &c.inner.cfg.subscriptions {
+            if !c.inner.driver.route(topic, true, wait).await {
+                debug!(topic, "no route yet");
+            }
+        }
+        c.inner.driver.heartbeat(wait).await;
         c.rebalance().await;
-        let tasks = [
-            c.spawn_periodic(c.inner.cfg.rebalance_interval, true, |c| async move {
-                c.rebalance().await;
-            }),
-            c.spawn_periodic(c.inner.cfg.persist_interval, false, |c| async move {
-                c.commit_all().await;
-            }),
-            c.spawn_server_requests(req_rx),
-        ];
-        lock(&c.inner.tasks).extend(tasks);
         Ok(c)
-    }
-
-    /// Runs `f` every `every` (and, with `wake_on_notify`, whenever a rebalance is requested).
-    fn spawn_periodic<F, Fut>(
-        &self,
-        every: StdDuration,
-        wake_on_notify: bool,
-        f: F,
-    ) -> JoinHandle<()>
-    where
-        F: Fn(Consumer) -> Fut + Send + 'static,
-        Fut: std::future::Future<Output = ()> + Send,
-    {
-        let weak = Arc::downgrade(&self.inner);
-        let notify = wake_on_notify.then(|| self.inner.rebalance_now.clone());
-        tokio::spawn(async move {
-            loop {
-                match &notify {
-                    Some(n) => {
-                        tokio::select! {
-                            () = tokio::time::sleep(every) => {}
-                            () = n.notified() => {}
-                        }
-                    }
-                    None => tokio::time::sleep(every).await,
-                }
-                let Some(inner) = weak.upgrade() else { break };
-                if !inner.running.load(Ordering::Acquire) {
-                    break;
-                }
-                f(Consumer { inner, _life: None }).await;
-            }
-        })
-    }
-
-    fn spawn_server_requests(
-        &self,
-        mut rx: mpsc::UnboundedReceiver<ServerRequest>,
-    ) -> JoinHandle<()> {
-        let weak = Arc::downgrade(&self.inner);
-        tokio::spawn(async move {
-            while let Some((addr, frame)) = rx.recv().await {
-                let Some(inner) = weak.upgrade() else { break };
-                let Ok(h) = CommandHeader::parse(&Frame::new_unchecked(&frame[..])) else {
-                    continue;
-                };
-                if h.request_code() == RequestCode::NOTIFY_CONSUMER_IDS_CHANGED {
-                    debug!(addr, group = ?h.get("consumerGroup").and_then(|g| g.as_str()), "consumer ids changed");
-                    bump(&inner.stats.notifications, 1);
-                    inner.rebalance_now.notify_one();
-                } else {
-                    debug!(addr, code = h.code(), "server request ignored");
-                }
-            }
-        })
     }
 
     /// The client id (`ip@instance`) announced in heartbeats.
     pub fn client_id(&self) -> &str {
-        &self.inner.client.client_id
+        &self.inner.client_id
     }
 
     /// The configuration.
@@ -606,47 +491,80 @@ impl Consumer {
         &self.inner.cfg
     }
 
+    fn with<R>(&self, wake: bool, f: impl FnOnce(&mut Machine, &Core) -> R) -> Option<R> {
+        self.inner.driver.consumer(wake, f)
+    }
+
     /// Counters.
     pub fn stats(&self) -> ConsumerStats {
-        let s = &self.inner.stats;
-        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let c = self.inner.client.counters();
+        let s = self.with(false, |c, _| c.stats()).unwrap_or_default();
+        let late = self.inner.driver.with(|s| s.stats().late_responses);
+        let c = self.inner.driver.counters().snapshot();
         ConsumerStats {
-            pulls: g(&s.pulls),
-            flow_control_delays: g(&s.flow_control_delays),
-            delivered: g(&s.delivered),
-            acked: g(&s.acked),
-            rebalances: g(&s.rebalances),
-            notifications: g(&s.notifications),
-            commits: g(&s.commits),
+            pulls: s.pulls,
+            flow_control_delays: s.flow_control_delays,
+            delivered: s.delivered,
+            acked: s.acked,
+            rebalances: s.rebalances,
+            notifications: s.notifications,
+            commits: s.commits,
             connections_lost: c.connections_lost,
-            late_responses_dropped: c.late_responses_dropped,
+            late_responses_dropped: u64::from(late),
         }
     }
 
     /// The queues currently assigned to this consumer, in Java's queue order.
     pub fn assigned_queues(&self) -> Vec<MessageQueue> {
-        let st = lock(&self.inner.state);
-        let mut v: Vec<MessageQueue> = st.queues.keys().cloned().collect();
+        let mut v: Vec<MessageQueue> = self
+            .with(false, |c, s| {
+                c.owned()
+                    .filter_map(|(k, ..)| {
+                        Some(MessageQueue {
+                            topic: s.topic_name(k.topic)?.to_owned(),
+                            broker_name: s.broker_name(k.broker)?.to_owned(),
+                            queue_id: k.queue_id,
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         v.sort_by(|a, b| core_queue(a).cmp(&core_queue(b)));
         v
     }
 
     /// Messages handed out and not yet acknowledged, over all queues.
     pub fn in_flight(&self) -> usize {
-        lock(&self.inner.state)
-            .queues
-            .values()
-            .map(|e| e.tracker.cached_count())
-            .sum()
+        self.with(false, |c, _| {
+            c.owned().map(|(.., t)| t.cached_count()).sum()
+        })
+        .unwrap_or(0)
     }
 
     /// The committable offset of `queue` (lowest not yet acknowledged), if it is assigned.
     pub fn committable_offset(&self, queue: &MessageQueue) -> Option<i64> {
-        lock(&self.inner.state)
-            .queues
-            .get(queue)
-            .map(|e| e.tracker.committable())
+        self.tracker(queue, |t| Some(t.committable()))
+    }
+
+    /// The last offset of `queue` the broker confirmed as committed (or the start offset it
+    /// reported), if the queue is assigned.
+    pub fn committed_offset(&self, queue: &MessageQueue) -> Option<i64> {
+        self.tracker(queue, QueueTracker::committed)
+    }
+
+    fn tracker<R>(
+        &self,
+        queue: &MessageQueue,
+        f: impl FnOnce(&QueueTracker<TRACK>) -> Option<R>,
+    ) -> Option<R> {
+        self.with(false, |c, s| {
+            c.owned()
+                .find(|(k, ..)| {
+                    s.topic_name(k.topic) == Some(queue.topic.as_str())
+                        && s.broker_name(k.broker) == Some(queue.broker_name.as_str())
+                        && k.queue_id == queue.queue_id
+                })
+                .and_then(|(.., t)| f(t))
+        })?
     }
 
     /// Waits up to `timeout` for messages and returns between 1 and `max` of them, or none at
@@ -667,12 +585,13 @@ impl Consumer {
                     Err(_) => break,
                 }
             }
-            let st = lock(&self.inner.state);
-            out.extend(
+            let current = |c: &mut Machine, _: &Core| {
                 batch
                     .into_iter()
-                    .filter(|m| st.queues.get(&m.queue).is_some_and(|e| e.lease == m.lease)),
-            );
+                    .filter(|m| c.is_current(m.key, m.lease))
+                    .collect::<Vec<_>>()
+            };
+            out.extend(self.with(false, current).unwrap_or_default());
         }
         out
     }
@@ -681,16 +600,8 @@ impl Consumer {
     /// queue is acknowledged too. `false` if it was not in flight (already acknowledged, or its
     /// queue moved to another consumer meanwhile).
     pub fn ack(&self, m: &ConsumedMessage) -> bool {
-        let mut st = lock(&self.inner.state);
-        let ok = st
-            .queues
-            .get_mut(&m.queue)
-            .filter(|e| e.lease == m.lease)
-            .is_some_and(|e| e.tracker.ack(m.queue_offset));
-        if ok {
-            bump(&self.inner.stats.acked, 1);
-        }
-        ok
+        self.with(false, |c, _| c.ack(m.key, m.lease, m.queue_offset))
+            .unwrap_or(false)
     }
 
     /// Acknowledges a batch; returns how many were in flight.
@@ -700,25 +611,37 @@ impl Consumer {
 
     /// Triggers a rebalance now (the same as a broker's NOTIFY_CONSUMER_IDS_CHANGED).
     pub fn request_rebalance(&self) {
-        self.inner.rebalance_now.notify_one();
+        self.with(true, |c, _| c.rebalance_now(clock::now()));
     }
 
-    /// Commits the committable offset of every owned queue whose offset moved.
-    pub async fn commit_all(&self) {
-        let due: Vec<(MessageQueue, i64)> = {
-            let st = lock(&self.inner.state);
-            st.queues
-                .iter()
-                .filter_map(|(q, e)| e.tracker.commit_due().map(|o| (q.clone(), o)))
-                .collect()
+    /// One rebalance round over every subscribed topic; returns when it is applied and the
+    /// new queues know their start offsets (or after a few seconds).
+    pub async fn rebalance(&self) {
+        let Some(before) = self.with(true, |c, _| {
+            c.rebalance_now(clock::now());
+            c.stats().rebalances
+        }) else {
+            return;
         };
-        for (q, off) in due {
-            if self.update_offset(&q, off).await
-                && let Some(e) = lock(&self.inner.state).queues.get_mut(&q)
-            {
-                e.tracker.mark_committed(off);
-            }
+        let done = |c: &mut Machine, _: &Core| {
+            c.stats().rebalances > before && !c.rebalancing() && c.starting() == 0
+        };
+        self.wait(clock::to_std(CLIENT_API_TIMEOUT) * 2, done).await;
+    }
+
+    async fn wait(&self, limit: StdDuration, mut done: impl FnMut(&mut Machine, &Core) -> bool) {
+        let end = tokio::time::Instant::now() + limit;
+        while !self.with(false, &mut done).unwrap_or(true) && tokio::time::Instant::now() < end {
+            tokio::time::sleep(StdDuration::from_millis(5)).await;
         }
+    }
+
+    /// Commits the committable offset of every owned queue whose offset moved, and waits for
+    /// the answers.
+    pub async fn commit_all(&self) {
+        self.with(true, |c, _| c.commit_now());
+        let idle = |c: &mut Machine, _: &Core| c.commits_pending() == 0;
+        self.wait(clock::to_std(OFFSET_RPC_TIMEOUT), idle).await;
     }
 
     /// Stops pulling, commits every owned queue's offset, unregisters from the brokers and
@@ -727,322 +650,13 @@ impl Consumer {
         if !self.inner.running.swap(false, Ordering::AcqRel) {
             return;
         }
-        for t in lock(&self.inner.tasks).drain(..) {
-            t.abort();
-        }
-        let tasks: Vec<JoinHandle<()>> = lock(&self.inner.state)
-            .queues
-            .values_mut()
-            .filter_map(|e| e.task.take())
-            .collect();
-        for t in tasks {
-            t.abort();
-            let _ = t.await;
-        }
-        self.commit_all().await;
-        lock(&self.inner.state).queues.clear();
-        self.inner.client.shutdown().await;
-    }
-
-    // --- requests ------------------------------------------------------------------------
-
-    /// Fetches the routes of every subscribed topic (through the session); keeps the old one
-    /// on failure.
-    async fn refresh_routes(&self) {
-        let topics: Vec<String> = self
-            .inner
-            .cfg
-            .subscriptions
-            .iter()
-            .map(|(t, _)| t.clone())
-            .collect();
-        let wait = clock::to_std(CLIENT_API_TIMEOUT);
-        for topic in topics {
-            let Some(qs) = self.inner.client.subscribe_queues(&topic, wait).await else {
-                debug!(topic, "no route");
-                continue;
-            };
-            let queues: Vec<MessageQueue> = qs
-                .into_iter()
-                .map(|(broker_name, queue_id)| MessageQueue {
-                    topic: topic.clone(),
-                    broker_name,
-                    queue_id,
-                })
-                .collect();
-            lock(&self.inner.state).routes.insert(topic, queues);
-        }
-    }
-
-    async fn heartbeat_all(&self) {
-        let subs: Vec<Subscription<'_>> = self
-            .inner
-            .cfg
-            .subscriptions
-            .iter()
-            .map(|(t, e)| Subscription {
-                topic: t,
-                expression: TagExpression::new(e),
-                sub_version: self.inner.sub_version,
-            })
-            .collect();
-        let data = [ConsumerData {
-            group: &self.inner.cfg.group,
-            consume_type: ConsumeType::Passively,
-            message_model: MessageModel::Clustering,
-            consume_from_where: self.inner.cfg.consume_from,
-            subscriptions: &subs,
-        }];
-        let client = &self.inner.client;
-        let flavor = client.heartbeat_flavor();
-        let mut buf = vec![0u8; 4096];
-        let n = loop {
-            match write_heartbeat(&client.client_id, &data, &[], flavor, &mut buf) {
-                Ok(n) => break n,
-                Err(_) if buf.len() < (1 << 24) => buf.resize(buf.len() * 2, 0),
-                Err(_) => return,
-            }
-        };
-        buf.truncate(n);
-        client.heartbeat(buf).await;
-    }
-
-    async fn consumer_ids(&self, topic_queues: &[MessageQueue]) -> Option<Vec<String>> {
-        // Java picks a random broker of the route; any broker of the group answers the same.
-        let mut brokers: Vec<&str> = topic_queues
-            .iter()
-            .map(|q| q.broker_name.as_str())
-            .collect();
-        brokers.dedup();
-        let start = clock::random_u32() as usize % brokers.len().max(1);
-        for i in 0..brokers.len() {
-            let b = brokers.get((start + i) % brokers.len())?;
-            let hdr = GetConsumerListByGroupRequestHeader {
-                consumer_group: &self.inner.cfg.group,
-            };
-            let Some(r) = self
-                .inner
-                .client
-                .request(
-                    b,
-                    RequestCode::GET_CONSUMER_LIST_BY_GROUP,
-                    Some(hdr),
-                    CLIENT_API_TIMEOUT,
-                )
-                .await
-            else {
-                continue;
-            };
-            if r.code() != 0 {
-                continue;
-            }
-            let mut ids = Box::new(heapless::Vec::<&str, MAX_CONSUMERS>::new());
-            if parse_consumer_list(r.body(), &mut ids).is_ok() {
-                return Some(ids.iter().map(|s| (*s).to_owned()).collect());
-            }
-        }
-        None
-    }
-
-    async fn query_offset(&self, q: &MessageQueue) -> Result<Option<i64>, ()> {
-        let hdr = QueryConsumerOffsetRequestHeader {
-            consumer_group: &self.inner.cfg.group,
-            topic: &q.topic,
-            queue_id: q.queue_id,
-            set_zero_if_not_found: None,
-        };
-        let r = self
-            .inner
-            .client
-            .request(
-                &q.broker_name,
-                RequestCode::QUERY_CONSUMER_OFFSET,
-                Some(hdr),
-                OFFSET_RPC_TIMEOUT,
-            )
-            .await
-            .ok_or(())?;
-        match ResponseCode(r.code()) {
-            ResponseCode::SUCCESS => {
-                let h = r.header().ok_or(())?;
-                let o = QueryConsumerOffsetResponseHeader::decode(&h, &mut Scratch::default())
-                    .map_err(|_| ())?;
-                Ok((o.offset >= 0).then_some(o.offset))
-            }
-            ResponseCode::QUERY_NOT_FOUND => Ok(None),
-            _ => Err(()),
-        }
-    }
-
-    async fn max_offset(&self, q: &MessageQueue) -> Option<i64> {
-        let hdr = GetMaxOffsetRequestHeader {
-            topic: &q.topic,
-            queue_id: q.queue_id,
-            committed: (self.inner.cfg.version >= version::V5_0_0).then_some(true),
-        };
-        let r = self
-            .inner
-            .client
-            .request(
-                &q.broker_name,
-                RequestCode::GET_MAX_OFFSET,
-                Some(hdr),
-                CLIENT_API_TIMEOUT,
-            )
-            .await?;
-        if r.code() != 0 {
-            return None;
-        }
-        let h = r.header()?;
-        GetMaxOffsetResponseHeader::decode(&h, &mut Scratch::default())
-            .ok()
-            .map(|o| o.offset)
-    }
-
-    /// Java's `computePullFromWhere`: the committed offset, else the start position.
-    async fn start_offset(&self, q: &MessageQueue) -> Option<i64> {
-        match self.query_offset(q).await {
-            Ok(Some(o)) => Some(o),
-            Ok(None) => match self.inner.cfg.consume_from {
-                ConsumeFromWhere::FirstOffset => Some(0),
-                ConsumeFromWhere::LastOffset if q.topic.starts_with("%RETRY%") => Some(0),
-                ConsumeFromWhere::LastOffset => self.max_offset(q).await,
-            },
-            Err(()) => None,
-        }
-    }
-
-    async fn update_offset(&self, q: &MessageQueue, offset: i64) -> bool {
-        let hdr = UpdateConsumerOffsetRequestHeader {
-            consumer_group: &self.inner.cfg.group,
-            topic: &q.topic,
-            queue_id: q.queue_id,
-            commit_offset: offset,
-        };
-        let ok = self
-            .inner
-            .client
-            .request(
-                &q.broker_name,
-                RequestCode::UPDATE_CONSUMER_OFFSET,
-                Some(hdr),
-                OFFSET_RPC_TIMEOUT,
-            )
-            .await
-            .is_some_and(|r| r.code() == 0);
-        if ok {
-            bump(&self.inner.stats.commits, 1);
-        }
-        debug!(queue = ?q, offset, ok, "offset committed");
-        ok
-    }
-
-    // --- rebalance -----------------------------------------------------------------------
-
-    /// One rebalance round over every subscribed topic.
-    pub async fn rebalance(&self) {
-        let _one_at_a_time = self.inner.rebalance_lock.lock().await;
-        if !self.inner.running.load(Ordering::Acquire) {
-            return;
-        }
-        bump(&self.inner.stats.rebalances, 1);
-        self.refresh_routes().await;
-        let topics: Vec<String> = self
-            .inner
-            .cfg
-            .subscriptions
-            .iter()
-            .map(|(t, _)| t.clone())
-            .collect();
-        for topic in topics {
-            self.rebalance_topic(&topic).await;
-        }
-    }
-
-    async fn rebalance_topic(&self, topic: &str) {
-        let Some(mq_all) = lock(&self.inner.state).routes.get(topic).cloned() else {
-            debug!(topic, "rebalance skipped: no route");
-            return;
-        };
-        if mq_all.is_empty() {
-            return;
-        }
-        let Some(cids) = self.consumer_ids(&mq_all).await else {
-            debug!(topic, "rebalance skipped: no consumer id list");
-            return;
-        };
-        let mut core_qs: Vec<CoreQueue<'_>> = mq_all.iter().map(core_queue).collect();
-        sort_queues(&mut core_qs);
-        let mut cid_refs: Vec<&str> = cids.iter().map(String::as_str).collect();
-        sort_consumer_ids(&mut cid_refs);
-        let mut mine = Box::new(heapless::Vec::<CoreQueue<'_>, MAX_QUEUES>::new());
-        if let Err(e) = allocate(
-            self.inner.cfg.strategy,
-            &core_qs,
-            &cid_refs,
-            &self.inner.client.client_id,
-            &mut mine,
-        ) {
-            warn!(topic, %e, "allocation failed");
-            return;
-        }
-        let wanted: Vec<MessageQueue> = mine.iter().map(owned_queue).collect();
-        drop(core_qs);
-        // Revoke: commit the offset, then forget the queue (Java removeUnnecessaryMessageQueue).
-        let revoked: Vec<(MessageQueue, Option<i64>, Option<JoinHandle<()>>)> = {
-            let mut st = lock(&self.inner.state);
-            let gone: Vec<MessageQueue> = st
-                .queues
-                .keys()
-                .filter(|q| q.topic == topic && !wanted.contains(q))
-                .cloned()
-                .collect();
-            gone.into_iter()
-                .filter_map(|q| {
-                    let mut e = st.queues.remove(&q)?;
-                    Some((q, e.tracker.commit_due(), e.task.take()))
-                })
-                .collect()
-        };
-        for (q, due, task) in revoked {
-            if let Some(t) = task {
-                t.abort();
-            }
-            if let Some(off) = due {
-                self.update_offset(&q, off).await;
-            }
-            debug!(queue = ?q, "queue revoked");
-        }
-        for q in wanted {
-            if lock(&self.inner.state).queues.contains_key(&q) {
-                continue;
-            }
-            let Some(offset) = self.start_offset(&q).await else {
-                debug!(queue = ?q, "no start offset yet; retry at next rebalance");
-                continue;
-            };
-            let mut tracker = Box::new(QueueTracker::new(offset));
-            tracker.mark_committed(offset);
-            let lease = {
-                let mut st = lock(&self.inner.state);
-                st.next_lease += 1;
-                let lease = st.next_lease;
-                st.queues.insert(
-                    q.clone(),
-                    QueueEntry {
-                        tracker,
-                        lease,
-                        task: None,
-                    },
-                );
-                lease
-            };
-            let task = tokio::spawn(pull_loop(Arc::downgrade(&self.inner), q.clone(), lease));
-            if let Some(e) = lock(&self.inner.state).queues.get_mut(&q) {
-                e.task = Some(task);
-            }
-            debug!(queue = ?q, offset, "queue assigned");
-        }
+        self.with(true, |c, _| c.stop());
+        let idle = |c: &mut Machine, _: &Core| c.commits_pending() == 0;
+        self.wait(clock::to_std(OFFSET_RPC_TIMEOUT), idle).await;
+        self.inner
+            .driver
+            .shutdown(clock::to_std(CLIENT_API_TIMEOUT))
+            .await;
     }
 }
 
@@ -1050,28 +664,29 @@ fn core_queue(q: &MessageQueue) -> CoreQueue<'_> {
     CoreQueue::new(&q.topic, &q.broker_name, q.queue_id)
 }
 
-fn owned_queue(q: &CoreQueue<'_>) -> MessageQueue {
-    MessageQueue {
-        topic: q.topic.to_owned(),
-        broker_name: q.broker_name.to_owned(),
-        queue_id: q.queue_id,
-    }
-}
-
-fn to_message(q: &MessageQueue, m: &StoredMessage<'_>, lease: u64) -> ConsumedMessage {
+fn to_message(d: &Delivery<'_, '_>) -> ConsumedMessage {
+    let m = d.message;
     let body = if m.sys_flag.is_compressed() {
         match m.sys_flag.compression_type() {
             Ok(CompressionType::Zlib) => {
                 match miniz_oxide::inflate::decompress_to_vec_zlib(m.body) {
                     Ok(v) => Bytes::from(v),
                     Err(_) => {
-                        warn!(queue = ?q, offset = m.queue_offset, "zlib body does not inflate; delivered as stored");
+                        warn!(
+                            topic = d.topic,
+                            offset = m.queue_offset,
+                            "zlib body does not inflate; delivered as stored"
+                        );
                         Bytes::copy_from_slice(m.body)
                     }
                 }
             }
             _ => {
-                warn!(queue = ?q, offset = m.queue_offset, "unsupported compression; delivered as stored");
+                warn!(
+                    topic = d.topic,
+                    offset = m.queue_offset,
+                    "unsupported compression; delivered as stored"
+                );
                 Bytes::copy_from_slice(m.body)
             }
         }
@@ -1091,7 +706,11 @@ fn to_message(q: &MessageQueue, m: &StoredMessage<'_>, lease: u64) -> ConsumedMe
         MessageId::Offset(o) => o.to_string(),
     };
     ConsumedMessage {
-        queue: q.clone(),
+        queue: MessageQueue {
+            topic: d.topic.to_owned(),
+            broker_name: d.broker_name.to_owned(),
+            queue_id: d.queue.queue_id,
+        },
         queue_offset: m.queue_offset,
         msg_id,
         offset_msg_id: m.offset_msg_id().to_string(),
@@ -1102,288 +721,10 @@ fn to_message(q: &MessageQueue, m: &StoredMessage<'_>, lease: u64) -> ConsumedMe
         store_timestamp: m.store_timestamp,
         reconsume_times: m.reconsume_times,
         commit_log_offset: m.physical_offset,
-        lease,
-    }
-}
-
-enum Next {
-    Now,
-    After(StdDuration),
-    Stop,
-}
-
-/// One queue's pull loop; ends when the queue is revoked (lease changed) or the consumer stops.
-async fn pull_loop(weak: std::sync::Weak<Inner>, q: MessageQueue, mut lease: u64) {
-    let expr_text = weak
-        .upgrade()
-        .and_then(|i| {
-            i.cfg
-                .subscriptions
-                .iter()
-                .find(|(t, _)| *t == q.topic)
-                .map(|(_, e)| e.clone())
-        })
-        .unwrap_or_else(|| "*".to_owned());
-    loop {
-        let Some(inner) = weak.upgrade() else { return };
-        let next = pull_once(&inner, &q, &mut lease, &expr_text).await;
-        drop(inner);
-        match next {
-            Next::Now => {}
-            Next::After(d) => tokio::time::sleep(d).await,
-            Next::Stop => return,
-        }
-    }
-}
-
-async fn pull_once(inner: &Arc<Inner>, q: &MessageQueue, lease: &mut u64, expr_text: &str) -> Next {
-    if !inner.running.load(Ordering::Acquire) {
-        return Next::Stop;
-    }
-    let cfg = &inner.cfg;
-    let (decision, offset, commit) = {
-        let st = lock(&inner.state);
-        let Some(e) = st.queues.get(q).filter(|e| e.lease == *lease) else {
-            return Next::Stop;
-        };
-        (
-            e.tracker.flow(&cfg.flow, cfg.pull_batch_size),
-            e.tracker.next_offset(),
-            e.tracker.committed(),
-        )
-    };
-    let max = match decision {
-        FlowDecision::DelayPull(d) => {
-            bump(&inner.stats.flow_control_delays, 1);
-            return Next::After(clock::to_std(d));
-        }
-        FlowDecision::Pull(n) => n,
-    };
-    let req = PullRequest {
-        group: &cfg.group,
-        topic: &q.topic,
-        broker_name: &q.broker_name,
-        queue_id: q.queue_id,
-        offset,
-        max_msgs: max,
-        commit_offset: commit,
-        suspend: Some(clock::to_core(cfg.suspend)),
-        expression: TagExpression::new(expr_text),
-        sub_version: inner.sub_version,
-    };
-    bump(&inner.stats.pulls, 1);
-    let timeout = req.rpc_timeout(CLIENT_API_TIMEOUT);
-    let Some(resp) = inner
-        .client
-        .request(
-            &q.broker_name,
-            RequestCode::PULL_MESSAGE,
-            Some(req.header()),
-            timeout,
-        )
-        .await
-    else {
-        return Next::After(cfg.pull_exception_delay);
-    };
-    let Some(h) = resp.header() else {
-        return Next::After(cfg.pull_exception_delay);
-    };
-    let result = match parse_pull_response(&h) {
-        Ok(r) => r,
-        Err(e) => {
-            debug!(queue = ?q, %e, "pull answered with an error");
-            return Next::After(clock::to_std(
-                e.retry_delay(clock::to_core(cfg.pull_exception_delay)),
-            ));
-        }
-    };
-    let expr = TagExpression::new(expr_text);
-    match result.status {
-        PullStatus::Found => {
-            let mut msgs = Vec::new();
-            for m in StoredMessages::new(resp.body()).crc_check(CrcCheck::Skip) {
-                match m {
-                    Ok(m) => {
-                        if !m.body_crc_ok() {
-                            warn!(queue = ?q, offset = m.queue_offset, "body CRC mismatch");
-                        }
-                        if expr.matches_message(&m) {
-                            msgs.push(to_message(q, &m, *lease));
-                        }
-                    }
-                    Err(e) => {
-                        warn!(queue = ?q, %e, "undecodable record; rest of the pull dropped");
-                        break;
-                    }
-                }
-            }
-            let mut st = lock(&inner.state);
-            let Some(e) = st.queues.get_mut(q).filter(|e| e.lease == *lease) else {
-                return Next::Stop;
-            };
-            let mut complete = true;
-            let mut delivered = 0;
-            for m in msgs {
-                let len = u32::try_from(m.body.len()).unwrap_or(u32::MAX);
-                match e.tracker.push(m.queue_offset, len) {
-                    Ok(()) => {
-                        delivered += 1;
-                        let _ = inner.tx.send(m);
-                    }
-                    Err(rmq_core::consumer::TrackError::NotAscending) => {}
-                    Err(_) => {
-                        // Full (cannot happen: the pull asked for at most the free slots).
-                        complete = false;
-                        break;
-                    }
-                }
-            }
-            if complete {
-                e.tracker.advance(result.next_begin_offset);
-            }
-            bump(&inner.stats.delivered, delivered);
-            Next::Now
-        }
-        PullStatus::NoNewMsg | PullStatus::NoMatchedMsg => {
-            let mut st = lock(&inner.state);
-            let Some(e) = st.queues.get_mut(q).filter(|e| e.lease == *lease) else {
-                return Next::Stop;
-            };
-            e.tracker.advance(result.next_begin_offset);
-            Next::Now
-        }
-        PullStatus::OffsetIllegal => {
-            warn!(queue = ?q, offset, next = result.next_begin_offset, "offset illegal; reset");
-            {
-                let mut st = lock(&inner.state);
-                st.next_lease += 1;
-                let new_lease = st.next_lease;
-                let Some(e) = st.queues.get_mut(q).filter(|e| e.lease == *lease) else {
-                    return Next::Stop;
-                };
-                e.tracker.reset(result.next_begin_offset);
-                e.lease = new_lease;
-                *lease = new_lease;
-            }
-            let c = Consumer {
-                inner: inner.clone(),
-                _life: None,
-            };
-            if c.update_offset(q, result.next_begin_offset).await
-                && let Some(e) = lock(&inner.state).queues.get_mut(q)
-            {
-                e.tracker.mark_committed(result.next_begin_offset);
-            }
-            Next::Now
-        }
+        key: d.queue,
+        lease: d.lease,
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use rmq_core::message::SysFlag;
-    use rmq_core::message::stored::MessageVersion;
-    use std::net::SocketAddr;
-
-    fn stored<'a>(body: &'a [u8], sys_flag: SysFlag, props: &'a [u8]) -> StoredMessage<'a> {
-        let host: SocketAddr = "10.0.0.5:10911".parse().unwrap();
-        StoredMessage {
-            version: MessageVersion::V1,
-            body_crc: rmq_core::message::stored::body_crc(body),
-            queue_id: 2,
-            flag: 7,
-            queue_offset: 41,
-            physical_offset: 0x12345,
-            sys_flag,
-            born_timestamp: 1,
-            born_host: host,
-            store_timestamp: 2,
-            store_host: host,
-            reconsume_times: 0,
-            prepared_transaction_offset: 0,
-            body,
-            topic: "T",
-            raw_properties: props,
-        }
-    }
-
-    #[test]
-    fn pulled_message_is_decompressed_and_mapped() {
-        let plain: Vec<u8> = (0..5000u32).map(|i| b'a' + (i % 26) as u8).collect();
-        let z = miniz_oxide::deflate::compress_to_vec_zlib(&plain, 5);
-        let props = b"TAGS\x01TagA\x02KEYS\x01k1\x02UNIQ_KEY\x01ABCDEF\x02";
-        let q = MessageQueue {
-            topic: "T".into(),
-            broker_name: "broker-a".into(),
-            queue_id: 2,
-        };
-        let m = to_message(
-            &q,
-            &stored(
-                &z,
-                SysFlag::COMPRESSED | SysFlag::COMPRESSION_ZLIB_TYPE,
-                props,
-            ),
-            9,
-        );
-        assert_eq!(m.body.as_ref(), &plain[..]);
-        assert_eq!(m.tags(), Some("TagA"));
-        assert_eq!(m.keys(), Some("k1"));
-        assert_eq!(m.msg_id, "ABCDEF");
-        assert_eq!(m.offset_msg_id, "0A00000500002A9F0000000000012345");
-        assert_eq!((m.queue_offset, m.flag, m.lease), (41, 7, 9));
-
-        // Not compressed: as stored; no UNIQ_KEY: the offsetMsgId.
-        let m = to_message(&q, &stored(b"raw", SysFlag::default(), b""), 1);
-        assert_eq!(m.body.as_ref(), b"raw");
-        assert_eq!(m.msg_id, m.offset_msg_id);
-        assert_eq!(m.tags(), None);
-    }
-
-    #[tokio::test]
-    async fn builder_validation() {
-        let e = Consumer::builder()
-            .group("g")
-            .subscribe("T", "*")
-            .start()
-            .await;
-        assert_eq!(e.unwrap_err(), ConsumerConfigError::NoNameServer);
-        let b = Consumer::builder().namesrv_addr("127.0.0.1:1");
-        assert_eq!(
-            b.clone().subscribe("T", "*").start().await.unwrap_err(),
-            ConsumerConfigError::NoGroup
-        );
-        assert_eq!(
-            b.clone().group("g").start().await.unwrap_err(),
-            ConsumerConfigError::NoSubscription
-        );
-        assert_eq!(
-            b.clone()
-                .group("g")
-                .subscribe("T", "*")
-                .pull_batch_size(0)
-                .start()
-                .await
-                .unwrap_err(),
-            ConsumerConfigError::ZeroBatch
-        );
-        let no_key = b.clone().group("g").subscribe("T", "*").acl("", "sk", None);
-        assert!(no_key.config().security.acl.is_some());
-        assert_eq!(
-            no_key.start().await.unwrap_err(),
-            ConsumerConfigError::AclAccessKey
-        );
-        // A later subscribe replaces the expression of the same topic.
-        let b = b.subscribe("T", "a").subscribe("T", "b || c");
-        assert_eq!(
-            b.config().subscriptions,
-            [("T".to_owned(), "b || c".to_owned())]
-        );
-        // Two default builders never share an instance name (client ids must differ).
-        assert_ne!(
-            Consumer::builder().config().instance_name,
-            Consumer::builder().config().instance_name
-        );
-    }
-}
+mod tests;

@@ -21,20 +21,20 @@ use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 use rmq_core::acl::Credentials;
+use rmq_core::pull_consumer::{Delivery, PullConfig, PullConfigError, PullConsumer};
 use rmq_core::retry::TransportError;
 use rmq_core::session::{
-    self, CallError, Event, Incoming, Outbound, Peer, SendArgs, SendFailure, SendId, SendReceipt,
-    Session, SubmitError, TopicId,
+    self, Event, Incoming, Outbound, Peer, SendArgs, SendFailure, SendId, SendReceipt, Session,
+    SubmitError, TopicId,
 };
 use rmq_core::time::Instant;
-use rmq_core::wire::{ExtFields, RequestCode};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
 use crate::clock;
 use crate::config::SecurityConfig;
-use crate::conn::{self, Conn, ConnStats, FrameSink, Response, ServerRequest};
+use crate::conn::{self, Conn, ConnStats, FrameSink};
 use crate::message::ConnectionError;
 use crate::shared::Counters;
 use crate::sync::{Mutex, MutexGuard, lock};
@@ -54,7 +54,24 @@ pub(crate) const ROUTE_STR: usize = 8192;
 /// Room for one request's prefix and header (the properties travel in the header).
 const TX_BUF: usize = 256 * 1024;
 
-type Core = Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR>;
+pub(crate) type Core = Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR>;
+
+/// Subscriptions per consumer.
+const SUBS: usize = 64;
+/// Queues a consumer owns at once.
+const OWNED: usize = 256;
+/// Messages in flight per owned queue (Java's flow control delays pulls past 1,000).
+pub(crate) const TRACK: usize = 1024;
+/// Consumer requests in flight.
+const CALLS: usize = 1024;
+/// Consumers per group.
+const CIDS: usize = 1024;
+
+/// A consumer's decisions (the core's).
+pub(crate) type Machine = PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS>;
+
+/// Where a consumer's messages go.
+pub(crate) type Deliver = Box<dyn FnMut(Delivery<'_, '_>) + Send>;
 
 /// How a send ended, with the topic it went to.
 pub(crate) type Outcome = Result<SendReceipt, SendFailure>;
@@ -84,10 +101,10 @@ struct State {
     session: Box<Core>,
     /// Where frames are encoded (under the lock, by whoever flushes).
     buf: Vec<u8>,
-    /// Waiters of runtime calls (consumer requests), by opaque.
-    calls: HashMap<i32, oneshot::Sender<Result<Bytes, TransportError>>>,
     /// A consumer's HEART_BEAT body (its subscriptions); `None` for a producer.
     heartbeat: Option<Vec<u8>>,
+    /// A consumer's decisions and where its messages go; `None` for a producer.
+    consumer: Option<(Box<Machine>, Deliver)>,
     /// [`Driver::close`] ran: no new connection, no new call.
     stopped: bool,
     topics: HashMap<String, TopicId>,
@@ -134,7 +151,6 @@ pub(crate) struct Inner {
     counters: Arc<Counters>,
     namesrv_addr: Vec<String>,
     security: SecurityConfig,
-    server_requests: Option<mpsc::UnboundedSender<ServerRequest>>,
     next_conn: AtomicU32,
     task: Mutex<Option<JoinHandle<()>>>,
 }
@@ -162,15 +178,15 @@ impl Driver {
         security: SecurityConfig,
         max_sends: usize,
         counters: Arc<Counters>,
-        server_requests: Option<mpsc::UnboundedSender<ServerRequest>>,
     ) -> Result<Driver, session::ConfigError> {
-        let session = build(cfg)?;
+        let session = on_big_stack(|| Core::new(cfg, clock::now()).map(Box::new))
+            .unwrap_or(Err(session::ConfigError::NameServers))?;
         let inner = Arc::new(Inner {
             state: Mutex::new(State {
                 session,
                 buf: vec![0u8; TX_BUF],
-                calls: HashMap::new(),
                 heartbeat: None,
+                consumer: None,
                 stopped: false,
                 topics: HashMap::new(),
                 sends: HashMap::new(),
@@ -184,13 +200,57 @@ impl Driver {
             counters,
             namesrv_addr,
             security,
-            server_requests,
             next_conn: AtomicU32::new(1),
             task: Mutex::new(None),
         });
         let task = tokio::spawn(run(Arc::downgrade(&inner)));
         *lock(&inner.task) = Some(task);
         Ok(Driver { inner })
+    }
+
+    /// Makes this client a consumer of `subscriptions` (topic, TAG expression) deciding as
+    /// `pull` says and handing every message to `deliver`; its first rebalance is due now.
+    pub(crate) fn attach_consumer(
+        &self,
+        pull: &PullConfig<'_>,
+        subscriptions: &[(String, String)],
+        deliver: Deliver,
+    ) -> Result<(), PullConfigError> {
+        let now = clock::now();
+        let mut c = on_big_stack(|| Machine::new(pull, now).map(Box::new))
+            .unwrap_or(Err(PullConfigError::Name))?;
+        let mut st = lock(&self.inner.state);
+        for (topic, expression) in subscriptions {
+            c.subscribe(now, &mut st.session, topic, expression)?;
+        }
+        let mut body = vec![0u8; 4096];
+        while c.heartbeat_body(&st.session, &mut body).is_none() && body.len() < (1 << 24) {
+            body.resize(body.len() * 2, 0);
+        }
+        let n = c.heartbeat_body(&st.session, &mut body).unwrap_or(0);
+        body.truncate(n);
+        st.heartbeat = Some(body);
+        st.consumer = Some((c, deliver));
+        drop(st);
+        self.inner.wake.notify_one();
+        Ok(())
+    }
+
+    /// Runs `f` on the consumer's decisions (with the session, to name things); `wake` lets the
+    /// driver act on what `f` changed at once.
+    pub(crate) fn consumer<R>(
+        &self,
+        wake: bool,
+        f: impl FnOnce(&mut Machine, &Core) -> R,
+    ) -> Option<R> {
+        let mut st = lock(&self.inner.state);
+        let state = &mut *st;
+        let r = state.consumer.as_mut().map(|(c, _)| f(c, &state.session));
+        drop(st);
+        if wake {
+            self.inner.wake.notify_one();
+        }
+        r
     }
 
     /// Runs `f` on the session (read-only work: getters, stats).
@@ -271,80 +331,10 @@ impl Driver {
         rx.await.map(|o| (t, o)).map_err(|_| Refused::Stopped)
     }
 
-    /// One request to `peer` encoded from `code` and `ext` (signed by the session), answered
-    /// within `timeout`.
-    ///
-    /// # Errors
-    /// [`TransportError`]: no answer in time, the connection failed, or the request could not
-    /// be built (`WriteFailed`).
-    pub(crate) async fn call<E: ExtFields>(
-        &self,
-        peer: Peer,
-        code: RequestCode,
-        ext: Option<E>,
-        body: Bytes,
-        timeout: std::time::Duration,
-    ) -> Result<Response, TransportError> {
-        let rx = {
-            let mut st = lock(&self.inner.state);
-            if st.stopped {
-                return Err(TransportError::ConnectionClosed);
-            }
-            let state = &mut *st;
-            let lend = Lend {
-                sends: &state.sends,
-                acl: self.inner.security.acl.as_ref(),
-                heartbeat: None,
-            };
-            let now = clock::now();
-            let tx = state
-                .session
-                .call(
-                    now,
-                    peer,
-                    code,
-                    ext,
-                    &body,
-                    clock::to_core(timeout),
-                    &mut state.buf,
-                    &lend,
-                )
-                .map_err(|e| match e {
-                    CallError::TooManyRequests
-                    | CallError::Encode(_)
-                    | CallError::Acl(_)
-                    | CallError::Unsupported => TransportError::WriteFailed,
-                })?;
-            let frame = Frame {
-                head: state.buf.get(..tx.len).unwrap_or(&[]).to_vec(),
-                body,
-                opaque: tx.opaque,
-                report_written: false,
-            };
-            let (done, rx) = oneshot::channel();
-            st.calls.insert(tx.opaque, done);
-            self.inner.dispatch(&mut st, peer, frame);
-            self.inner.events(&mut st);
-            rx
-        };
-        self.inner.wake.notify_one();
-        match rx.await {
-            Ok(r) => r.map(Response::from_frame),
-            Err(_) => Err(TransportError::ConnectionClosed),
-        }
-    }
-
-    /// The peer of broker `name`, once a route named it.
-    pub(crate) fn broker(&self, name: &str) -> Option<Peer> {
-        self.with(|s| s.find_broker(name)).map(Peer::Broker)
-    }
-
-    /// Sets the HEART_BEAT body (a consumer's subscriptions) and sends it to every known
-    /// master now; waits up to `timeout` for the answers.
-    pub(crate) async fn heartbeat(&self, body: Vec<u8>, timeout: std::time::Duration) {
+    /// Sends the HEART_BEAT to every known master now; waits up to `timeout` for the answers.
+    pub(crate) async fn heartbeat(&self, timeout: std::time::Duration) {
         {
             let mut st = lock(&self.inner.state);
-            st.heartbeat = Some(body);
             st.session.heartbeat_now(clock::now());
             self.inner.flush(&mut st, clock::now());
         }
@@ -374,7 +364,6 @@ impl Driver {
         }
         // Dropping the waiters ends their futures (Shutdown / ConnectionClosed).
         st.sends.clear();
-        st.calls.clear();
         st.route_waiters.clear();
     }
 
@@ -437,16 +426,17 @@ impl Driver {
     }
 }
 
-/// Builds the session on a thread with a stack large enough for it (it is a few hundred KiB
-/// before it reaches the heap).
-fn build(cfg: &session::Config<'_>) -> Result<Box<Core>, session::ConfigError> {
+/// Runs `f` on a thread with a stack large enough for the core's tables (a session is a few
+/// hundred KiB, a consumer a few MiB, before they reach the heap); `None` if no such thread
+/// could run.
+fn on_big_stack<T: Send>(f: impl FnOnce() -> T + Send) -> Option<T> {
     std::thread::scope(|s| {
         std::thread::Builder::new()
-            .stack_size(16 << 20)
-            .spawn_scoped(s, || Core::new(cfg, clock::now()).map(Box::new))
-            .map_err(|_| session::ConfigError::NameServers)?
+            .stack_size(32 << 20)
+            .spawn_scoped(s, f)
+            .ok()?
             .join()
-            .unwrap_or(Err(session::ConfigError::NameServers))
+            .ok()
     })
 }
 
@@ -486,9 +476,16 @@ impl Inner {
         let mut st = lock(&self.state);
         let now = clock::now();
         st.session.handle_timeout(now);
+        if let Some((c, _)) = st.consumer.as_mut() {
+            c.handle_timeout(now);
+        }
         self.events(&mut st);
         self.flush(&mut st, now);
-        st.session.poll_timeout()
+        let consumer = st.consumer.as_ref().and_then(|(c, _)| c.poll_timeout());
+        match (st.session.poll_timeout(), consumer) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Moves every queued transmit to its connection.
@@ -516,6 +513,29 @@ impl Inner {
             };
             self.dispatch(st, tx.peer, frame);
             // A failed encode or a connection that failed at once may have ended sends.
+            self.events(st);
+        }
+        // The consumer's requests (offsets, pulls, commits, consumer lists).
+        loop {
+            let state = &mut **st;
+            let Some((c, _)) = state.consumer.as_mut() else {
+                break;
+            };
+            let lend = Lend {
+                sends: &state.sends,
+                acl: self.security.acl.as_ref(),
+                heartbeat: None,
+            };
+            let Some(tx) = c.poll_call(now, &mut state.session, &mut state.buf, &lend) else {
+                break;
+            };
+            let frame = Frame {
+                head: state.buf.get(..tx.len).unwrap_or(&[]).to_vec(),
+                body: Bytes::new(),
+                opaque: tx.opaque,
+                report_written: false,
+            };
+            self.dispatch(st, tx.peer, frame);
             self.events(st);
         }
     }
@@ -600,9 +620,9 @@ impl Inner {
                         );
                     }
                 }
-                Event::CallFailed { opaque, error } => {
-                    if let Some(w) = st.calls.remove(&opaque) {
-                        let _ = w.send(Err(error));
+                Event::CallFailed { opaque, .. } => {
+                    if let Some((c, _)) = st.consumer.as_mut() {
+                        c.handle_call_failed(clock::now(), opaque);
                     }
                 }
                 Event::RouteUpdated(t) | Event::RouteFailed(t) => {
@@ -677,22 +697,16 @@ impl FrameSink for PeerSink {
         let mut st = lock(&inner.state);
         let now = clock::now();
         let r = st.session.handle_frame(now, self.peer, frame);
-        match r {
-            Ok(Incoming::Response(opaque)) => {
-                if let Some(w) = st.calls.remove(&opaque) {
-                    let _ = w.send(Ok(Bytes::copy_from_slice(frame)));
-                }
+        let state = &mut *st;
+        match (r, state.consumer.as_mut()) {
+            (Ok(Incoming::Response(opaque)), Some((c, deliver))) => {
+                c.handle_response(now, &state.session, opaque, frame, deliver.as_mut());
             }
-            Ok(Incoming::Request { .. }) => {
-                if let Some(tx) = &inner.server_requests {
-                    let addr = match st.links.get(&self.peer) {
-                        Some(Link::Up(c)) => c.addr().to_owned(),
-                        _ => String::new(),
-                    };
-                    let _ = tx.send((addr, Bytes::copy_from_slice(frame)));
-                }
+            (Ok(Incoming::Request { code, .. }), consumer) => {
+                let handled = consumer.is_some_and(|(c, _)| c.handle_broker_request(now, code));
+                debug!(code, handled, "request from {:?}", self.peer);
             }
-            Ok(Incoming::Handled) | Err(_) => {}
+            _ => {}
         }
         inner.events(&mut st);
         // Retries the answer caused go out from here.

@@ -124,7 +124,6 @@ impl Producer {
             cfg.security.clone(),
             cfg.max_requests_in_flight,
             Arc::new(Counters::new()),
-            None,
         )?;
         Ok(Producer {
             inner: Arc::new(Inner {

@@ -459,12 +459,14 @@ fn scenario_restart(cluster: &Cluster) {
         for q in c.assigned_queues() {
             committable.insert(q.queue_id, c.committable_offset(&q).expect("owned"));
         }
-        // Wait for the periodic commit (every 5 s) of the 4 queues.
-        let before = c.stats().commits;
+        // Wait for the periodic commit (every 5 s) of the 4 queues: until the broker
+        // confirmed each committable offset.
         let t0 = Instant::now();
-        while c.stats().commits < before + 4 {
-            assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", c.stats());
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        for q in c.assigned_queues() {
+            while c.committed_offset(&q) != Some(committable[&q.queue_id]) {
+                assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", c.stats());
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
         }
         (got, acked, committable)
     });

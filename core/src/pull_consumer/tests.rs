@@ -155,6 +155,7 @@ impl World {
 
     /// The consumer's requests due now.
     fn out(&mut self) -> StdVec<Sent> {
+        self.c.check_invariants().unwrap();
         self.c.handle_timeout(self.now);
         let mut v = StdVec::new();
         let mut buf = [0u8; 2048];
@@ -180,6 +181,7 @@ impl World {
             self.c
                 .handle_response(self.now, &self.s, to.opaque, &f, &mut deliver)
         );
+        self.c.check_invariants().unwrap();
     }
 
     fn consumers(&mut self, to: &Sent, ids: &[&str]) {
