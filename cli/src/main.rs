@@ -7,15 +7,10 @@
 //! rmq --namesrv 127.0.0.1:9876 bench --topic T --mode async --concurrency 256 --count 100000
 //! ```
 
-#[cfg(loom)]
-fn main() {}
-
-#[cfg(not(loom))]
 fn main() -> std::process::ExitCode {
     cli::main()
 }
 
-#[cfg(not(loom))]
 mod cli {
     use std::net::{SocketAddr, TcpStream};
     use std::process::ExitCode;

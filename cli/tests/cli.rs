@@ -1,5 +1,4 @@
 //! The `rmq` binary against scripted fake peers: `route`, `send` and a short `bench`.
-#![cfg(not(loom))]
 
 #[path = "../../runtime-std/tests/common/mod.rs"]
 mod common;

@@ -25,8 +25,8 @@
 //! - `conn`: one TCP (or TLS) connection per peer, owned by one task: a frame pipe that hands
 //!   every frame it reads to the session; a lost connection fails everything in flight on it
 //!   at once.
-//! - `shared`: counters, built from the primitives of `sync` (std, or loom under
-//!   `--cfg loom`).
+//! - `shared`: counters, built from the primitives of `sync` (std; loom in the `rmq-loom`
+//!   models, which compile these two files under `--cfg loom`).
 //!
 //! ## Deliberate differences from the Java client
 //!
@@ -58,49 +58,31 @@
 //! ```
 #![warn(missing_docs)]
 
-// Under `--cfg loom` only the shared-state layer is built (tokio has no networking there) and
-// made public for the loom tests (`tests/loom_*.rs`); otherwise the internals are private.
-#[cfg(not(loom))]
 mod client;
 mod clock;
-#[cfg(not(loom))]
 mod config;
-#[cfg(not(loom))]
 mod conn;
-#[cfg(not(loom))]
 pub mod consumer;
-#[cfg(not(loom))]
 mod driver;
 mod message;
-#[cfg(not(loom))]
 mod producer;
-#[cfg(loom)]
-pub mod shared;
-#[cfg(not(loom))]
 mod shared;
-#[cfg(loom)]
-pub mod sync;
-#[cfg(not(loom))]
 mod sync;
-#[cfg(all(not(loom), feature = "tls"))]
+#[cfg(feature = "tls")]
 mod tls;
-#[cfg(not(loom))]
 mod zlib;
 
-#[cfg(not(loom))]
 pub use config::{
     AclConfig, ConfigError, FaultProfile, ProducerBuilder, ProducerConfig, RUNTIME_ADAPTIVE,
     SecurityConfig,
 };
 /// Connection diagnostics for tests (memory bounds); not part of the API.
-#[cfg(not(loom))]
 #[doc(hidden)]
 pub use conn::{ConnStats, MAX_RX_FRAME};
 pub use message::{ConnectionError, Message, MessageQueue, SendError, SendErrorKind, SendResult};
-#[cfg(not(loom))]
 pub use producer::{Producer, RouteInfo};
 pub use rmq_core as core;
 pub use rmq_core::retry::{SendStatus, TransportError};
 pub use shared::CountersSnapshot;
-#[cfg(all(not(loom), feature = "tls"))]
+#[cfg(feature = "tls")]
 pub use tls::{TlsConfig, TlsError};

@@ -208,7 +208,6 @@ pub struct SendError {
 }
 
 impl SendError {
-    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn new(kind: SendErrorKind, attempts: u8) -> Self {
         let retryable = matches!(
             kind,
@@ -226,7 +225,6 @@ impl SendError {
         }
     }
 
-    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn with_message(mut self, m: Message) -> Self {
         self.message = Some(Box::new(m));
         self
@@ -356,7 +354,6 @@ enum Cause {
 
 impl ConnectionError {
     /// An I/O error on `addr` (a TLS failure inside it is kept as such).
-    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn io(addr: &str, e: std::io::Error) -> Self {
         #[cfg(feature = "tls")]
         if let Some(t) = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
@@ -369,17 +366,14 @@ impl ConnectionError {
         }
     }
 
-    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn bad_frame(addr: &str, what: String) -> Self {
         Self::with(addr, Cause::Malformed(what))
     }
 
-    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn connect_timeout(addr: &str) -> Self {
         Self::with(addr, Cause::ConnectTimeout)
     }
 
-    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn closed_by_peer(addr: &str) -> Self {
         Self::with(addr, Cause::ClosedByPeer)
     }
@@ -427,7 +421,6 @@ impl ConnectionError {
     }
 
     /// The core's transport error for this cause (`connecting`: before the connection was up).
-    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn transport(&self, connecting: bool) -> TransportError {
         match self.cause {
             Cause::Malformed(_) => TransportError::Malformed,

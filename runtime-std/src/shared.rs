@@ -1,7 +1,7 @@
-//! State shared between tasks, each piece a thin lock or atomic around a core type. These are
-//! public so that the loom tests (`tests/loom_*.rs`) can drive them; applications normally
-//! only read [`CountersSnapshot`] through [`crate::Producer::counters`] (and two of its
-//! counters through [`crate::consumer::ConsumerStats`]).
+//! State shared between tasks, each piece a thin lock or atomic around a core type (the loom
+//! models, `loom/tests/`, compile this file on loom's primitives). Applications only read
+//! [`CountersSnapshot`] through [`crate::Producer::counters`] (and two of its counters
+//! through [`crate::consumer::ConsumerStats`]).
 //!
 //! - [`Counters`]: monotonically increasing event counters.
 

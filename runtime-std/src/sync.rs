@@ -1,5 +1,5 @@
 //! The one place rmq-std takes its synchronisation primitives from: `std` normally, `loom`
-//! under `--cfg loom` (see `tests/loom_*.rs`). Every piece of state shared between tasks
+//! under `--cfg loom` (the `rmq-loom` crate compiles this file for its models, `loom/tests/`). Every piece of state shared between tasks
 //! ([`crate::shared`]) is built only from what is re-exported here.
 
 #[cfg(not(loom))]

@@ -2,7 +2,6 @@
 //! another broker, async not retrying broker codes, the TBW102 path, no NameServer, the
 //! request headers actually sent, UNREGISTER_CLIENT on shutdown, and sends still waiting when
 //! the shutdown drain ends.
-#![cfg(not(loom))]
 
 mod common;
 

@@ -4,7 +4,7 @@
 
 use loom::sync::Arc;
 use loom::thread;
-use rmq_std::shared::{Counter, Counters};
+use rmq_loom::shared::{Counter, Counters};
 
 #[test]
 fn counters_are_fair() {

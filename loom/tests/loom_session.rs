@@ -17,11 +17,11 @@ use loom::sync::Arc;
 use loom::thread;
 use rmq_core::retry::{RetryConfig, SendMode, TransportError};
 use rmq_core::session::{
-    BrokerId, Config, Event, Outbound, Peer, SendArgs, SendId, Session, TopicId,
+    BrokerId, Config, Event, Incoming, Outbound, Peer, SendArgs, SendId, Session, TopicId,
 };
 use rmq_core::time::Instant;
 use rmq_core::wire::{CommandRepr, ResponseCode, SerializeType, version};
-use rmq_std::sync::{Mutex, lock};
+use rmq_loom::sync::{Mutex, lock};
 
 type S = Session<2, 2, 8, 8, 4, 1024>;
 
@@ -104,12 +104,12 @@ fn routed() -> (State, TopicId) {
     let t = st.s.topic(Instant::ZERO, "T").unwrap();
     let out = st.step(Instant::ZERO);
     let (peer, opaque) = out[0];
-    st.s.handle_frame(
+    let r = st.s.handle_frame(
         Instant::ZERO,
         peer,
         &response(0, opaque, &[], ROUTE.as_bytes()),
-    )
-    .unwrap();
+    );
+    assert_eq!(r, Ok(Incoming::Handled));
     (st, t)
 }
 
@@ -222,12 +222,12 @@ fn send_submitted_while_the_route_arrives() {
         let s1 = st.clone();
         let reader = thread::spawn(move || {
             let mut g = lock(&s1);
-            g.s.handle_frame(
+            let r = g.s.handle_frame(
                 Instant::ZERO,
                 peer,
                 &response(0, opaque, &[], ROUTE.as_bytes()),
-            )
-            .unwrap();
+            );
+            assert_eq!(r, Ok(Incoming::Handled));
             g.events();
         });
         let s2 = st.clone();
@@ -247,8 +247,8 @@ fn send_submitted_while_the_route_arrives() {
             "the send goes out once the route is there: {out:?}"
         );
         let (p, o) = out[0];
-        g.s.handle_frame(Instant::from_millis(1), p, &stored(o))
-            .unwrap();
+        let r = g.s.handle_frame(Instant::from_millis(1), p, &stored(o));
+        assert_eq!(r, Ok(Incoming::Handled));
         g.events();
         assert_eq!(g.waiters.get(&id.0), Some(&1));
         assert_eq!(g.results.get(&id.0), Some(&true));
