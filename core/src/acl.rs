@@ -1,4 +1,4 @@
-//! ACL 1.0 request signing (`AclClientRPCHook`, the same in 4.9.x and 5.x; WIRE.md §14).
+//! ACL 1.0 request signing (`AclClientRPCHook`, the same in 4.9.x and 5.x; docs/protocol/WIRE.md §14).
 //!
 //! Before a request is sent, Java adds `AccessKey` (and `SecurityToken` when configured) to the
 //! ext fields, flattens the custom header into them, sorts every ext field by key (Java

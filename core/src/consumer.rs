@@ -2,7 +2,7 @@
 //! expressions and client-side tag filtering, queue allocation (rebalance), flow-control
 //! accounting, per-queue offset tracking and the consumer heartbeat body.
 //!
-//! Read STRATEGY.md §9 (consumer side) and WIRE.md §6.5, §8 and §12 first. Everything here is a
+//! Read docs/protocol/STRATEGY.md §9 (consumer side) and docs/protocol/WIRE.md §6.5, §8 and §12 first. Everything here is a
 //! pure function of its inputs or a fixed-capacity state machine that is told the time; runtimes
 //! (tokio, smoltcp) do the I/O.
 //!
@@ -40,7 +40,7 @@ use crate::wire::headers::{PullMessageRequestHeader, PullMessageResponseHeader};
 use crate::wire::{CommandHeader, FieldError, ResponseCode, Scratch};
 
 // ---------------------------------------------------------------------------------------------
-// Constants (STRATEGY.md §9.2, §9.4, §9.5, §9.6)
+// Constants (docs/protocol/STRATEGY.md §9.2, §9.4, §9.5, §9.6)
 // ---------------------------------------------------------------------------------------------
 
 /// `BROKER_SUSPEND_MAX_TIME_MILLIS`: how long the broker holds a long poll (push consumer).
@@ -74,7 +74,7 @@ pub const PERSIST_OFFSET_INTERVAL: Duration = Duration::from_millis(5000);
 /// Timeout of QUERY_CONSUMER_OFFSET and UPDATE_CONSUMER_OFFSET.
 pub const OFFSET_RPC_TIMEOUT: Duration = Duration::from_millis(5000);
 
-/// `PullSysFlag` bits (STRATEGY.md §9.1).
+/// `PullSysFlag` bits (docs/protocol/STRATEGY.md §9.1).
 pub mod pull_flag {
     /// Commit the `commitOffset` carried in the request.
     pub const COMMIT_OFFSET: i32 = 0x1;
@@ -89,7 +89,7 @@ pub mod pull_flag {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Tag expressions (WIRE.md §8, Java FilterAPI.buildSubscriptionData)
+// Tag expressions (docs/protocol/WIRE.md §8, Java FilterAPI.buildSubscriptionData)
 // ---------------------------------------------------------------------------------------------
 
 /// The subscription expression for `SUB_ALL`.
@@ -173,7 +173,7 @@ impl<'a> TagExpression<'a> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Pull request and result (STRATEGY.md §9.1, §9.3)
+// Pull request and result (docs/protocol/STRATEGY.md §9.1, §9.3)
 // ---------------------------------------------------------------------------------------------
 
 /// One PULL_MESSAGE (11) request, built like the lite pull consumer's (the expression travels
@@ -293,7 +293,7 @@ pub enum PullError {
 }
 
 impl PullError {
-    /// How long to wait before pulling this queue again (STRATEGY.md §9.3): 20 ms after a broker
+    /// How long to wait before pulling this queue again (docs/protocol/STRATEGY.md §9.3): 20 ms after a broker
     /// FLOW_CONTROL, otherwise `exception_delay` ([`PULL_EXCEPTION_DELAY_V4`] /
     /// [`PULL_EXCEPTION_DELAY_V5`]).
     pub fn retry_delay(self, exception_delay: Duration) -> Duration {
@@ -350,7 +350,7 @@ pub fn parse_pull_response(h: &CommandHeader<'_>) -> Result<PullResult, PullErro
 }
 
 // ---------------------------------------------------------------------------------------------
-// Allocation (STRATEGY.md §9.5)
+// Allocation (docs/protocol/STRATEGY.md §9.5)
 // ---------------------------------------------------------------------------------------------
 
 /// A message queue as Java's `MessageQueue`, ordered as its `compareTo`: topic, then broker
@@ -533,7 +533,7 @@ pub fn allocate<T: Clone, const N: usize>(
 }
 
 // ---------------------------------------------------------------------------------------------
-// Flow control and offset tracking (STRATEGY.md §9.4, §9.6)
+// Flow control and offset tracking (docs/protocol/STRATEGY.md §9.4, §9.6)
 // ---------------------------------------------------------------------------------------------
 
 /// Push-consumer flow-control thresholds per queue. `Default` is Java's defaults.
@@ -759,7 +759,7 @@ impl<const N: usize> QueueTracker<N> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Heartbeat (WIRE.md §8)
+// Heartbeat (docs/protocol/WIRE.md §8)
 // ---------------------------------------------------------------------------------------------
 
 /// `ConsumeType`.

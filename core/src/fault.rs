@@ -1,6 +1,6 @@
 //! Latency fault tolerance: which brokers to avoid for a while, and for how long.
 //!
-//! Read STRATEGY.md §1 (the Java `LatencyFaultToleranceImpl`) and §2 (`MQFaultStrategy`) first.
+//! Read docs/protocol/STRATEGY.md §1 (the Java `LatencyFaultToleranceImpl`) and §2 (`MQFaultStrategy`) first.
 //!
 //! - [`FaultTable`] is the fixed-capacity map of broker → (last latency, not-available-until,
 //!   reachable, plus the estimator state of our `Adaptive` profile). It never reads a clock:
@@ -471,7 +471,7 @@ impl fmt::Display for PolicyError {
 
 impl core::error::Error for PolicyError {}
 
-/// Latency → isolation mapping (Java `MQFaultStrategy`, STRATEGY.md §2.1–§2.2).
+/// Latency → isolation mapping (Java `MQFaultStrategy`, docs/protocol/STRATEGY.md §2.1–§2.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct IsolationPolicy<'a> {

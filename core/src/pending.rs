@@ -2,7 +2,7 @@
 //!
 //! Every request that expects a response is registered here under its `opaque` with a deadline.
 //! A response is matched by opaque alone ([`PendingTable::complete`]), as the Java client does
-//! (STRATEGY.md §6); a response whose opaque is unknown (late, duplicate, or a reply to a oneway
+//! (docs/protocol/STRATEGY.md §6); a response whose opaque is unknown (late, duplicate, or a reply to a oneway
 //! request) finds nothing and must be dropped and counted by the runtime. Expired entries come
 //! out of [`PendingTable::poll_expired`] one at a time, and when a connection is lost every entry
 //! on it comes out of [`PendingTable::drain_connection`], so that each request ends **exactly

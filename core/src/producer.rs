@@ -1,8 +1,8 @@
 //! Producer pieces shared by every runtime: the send request, the send response, compression
 //! choice, heartbeat body, client id, NameServer choice and reconnect back-off.
 //!
-//! Read STRATEGY.md §4.6 (what a send request carries), §7 (`processSendResponse`), §8.1
-//! (NameServer choice) and WIRE.md §8 (heartbeat), §10 (compression) first. Everything here is
+//! Read docs/protocol/STRATEGY.md §4.6 (what a send request carries), §7 (`processSendResponse`), §8.1
+//! (NameServer choice) and docs/protocol/WIRE.md §8 (heartbeat), §10 (compression) first. Everything here is
 //! a pure function of its inputs: runtimes (tokio, smoltcp) call these instead of building
 //! headers or mapping codes themselves.
 //!
@@ -67,7 +67,7 @@ pub fn error_refresh_due(last: Option<crate::time::Instant>, now: crate::time::I
 
 /// The sysFlag bits a send adds for compression, or `None` when the body stays as it is:
 /// non-batch bodies of at least `threshold` bytes are zlib-compressed and flagged
-/// `COMPRESSED | ZLIB` (`0x301`, WIRE.md §10). Batches are never compressed.
+/// `COMPRESSED | ZLIB` (`0x301`, docs/protocol/WIRE.md §10). Batches are never compressed.
 pub fn compression_flags(body_len: usize, threshold: usize, batch: bool) -> Option<i32> {
     if batch || body_len < threshold {
         return None;
@@ -148,7 +148,7 @@ impl<'a> SendRequest<'a> {
     }
 
     /// The request code: SEND_BATCH_MESSAGE (320) for a batch, else SEND_MESSAGE_V2 (310)
-    /// (`sendSmartMsg` on, the Java default; WIRE.md §6.3).
+    /// (`sendSmartMsg` on, the Java default; docs/protocol/WIRE.md §6.3).
     pub fn code(&self) -> RequestCode {
         if self.batch {
             RequestCode::SEND_BATCH_MESSAGE
@@ -182,7 +182,7 @@ impl<'a> SendRequest<'a> {
     }
 }
 
-/// A decoded send response (STRATEGY.md §7).
+/// A decoded send response (docs/protocol/STRATEGY.md §7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SendResponse<'a> {
     /// The message was stored (`status` may still report a flush/replication problem).
@@ -264,7 +264,7 @@ pub fn is_auth_failure(code: i32, remark: Option<&str>) -> bool {
 }
 
 /// What a message carries besides topic and body, as Java's `Message` sets its properties
-/// (WIRE.md §9). Every runtime builds the properties string through
+/// (docs/protocol/WIRE.md §9). Every runtime builds the properties string through
 /// [`encode_message_properties`], so that validation, order and defaults are the same
 /// everywhere.
 #[derive(Clone, Copy, Debug)]
@@ -417,7 +417,7 @@ where
     })
 }
 
-/// Writes the client id `ip@instance` (WIRE.md §8, `buildMQClientId` without unit name).
+/// Writes the client id `ip@instance` (docs/protocol/WIRE.md §8, `buildMQClientId` without unit name).
 ///
 /// # Errors
 /// [`crate::json::BufferTooSmall`] when `buf` is too short.
@@ -496,7 +496,7 @@ pub(crate) fn write_heartbeat_body(
     w.put_u8(b'}');
 }
 
-/// The NameServer choice of STRATEGY.md §8.1: start at a random index, stay on one server
+/// The NameServer choice of docs/protocol/STRATEGY.md §8.1: start at a random index, stay on one server
 /// while it works, move to the next one after a failure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NamesrvCursor {

@@ -1,6 +1,6 @@
 //! The send retry plan: a sans-IO state machine for one `send()`.
 //!
-//! Read STRATEGY.md §4 (`sendDefaultImpl`, the async path, oneway) and §7
+//! Read docs/protocol/STRATEGY.md §4 (`sendDefaultImpl`, the async path, oneway) and §7
 //! (`processSendResponse`) first. The plan does not know the wire codec: the broker's answer
 //! comes in as a plain response code (`i32`), transport trouble as [`TransportError`].
 //!
@@ -44,7 +44,7 @@ use crate::fault::{AdaptiveConfig, AdaptiveSample, FaultTable, IsolationPolicy};
 use crate::select::{Profile, PublishQueue, QueueCounter, select};
 use crate::time::{Duration, Instant};
 
-/// Response codes the plan needs (STRATEGY.md §0).
+/// Response codes the plan needs (docs/protocol/STRATEGY.md §0).
 pub mod code {
     /// SUCCESS.
     pub const SUCCESS: i32 = 0;
@@ -96,7 +96,7 @@ pub enum SendMode {
     Oneway,
 }
 
-/// The broker stored the message (STRATEGY.md §7).
+/// The broker stored the message (docs/protocol/STRATEGY.md §7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum SendStatus {
@@ -394,7 +394,7 @@ impl SendError {
         self.retryable
     }
 
-    /// The code Java puts on the final `MQClientException` (STRATEGY.md §4.1), if any.
+    /// The code Java puts on the final `MQClientException` (docs/protocol/STRATEGY.md §4.1), if any.
     pub fn java_code(&self) -> Option<i32> {
         match self.kind {
             SendErrorKind::Broker { code } => Some(code),

@@ -1,7 +1,7 @@
 //! Topic routes: the body of a `GET_ROUTEINFO_BY_TOPIC` (105) response, parsed into
 //! fixed-capacity storage, and the producer's publish-queue list built from it.
 //!
-//! The NameServer writes `TopicRouteData` in one of two JSON forms (WIRE.md §7.2): standard JSON
+//! The NameServer writes `TopicRouteData` in one of two JSON forms (docs/protocol/WIRE.md §7.2): standard JSON
 //! when the request's `version` is at least 401 or it carries `acceptStandardJsonOnly=true`, and
 //! otherwise fastjson's legacy form with **bare-number map keys**
 //! (`"brokerAddrs":{0:"10.0.0.5:10911"}`). [`TopicRoute::parse`] reads both, in any key order,
@@ -11,8 +11,8 @@
 //! bytes than the capacities given as const generics is rejected with a typed
 //! [`RouteError`].
 //!
-//! The publish-queue list follows Java's `topicRouteData2TopicPublishInfo` (STRATEGY.md §3,
-//! WIRE.md §7.4):
+//! The publish-queue list follows Java's `topicRouteData2TopicPublishInfo` (docs/protocol/STRATEGY.md §3,
+//! docs/protocol/WIRE.md §7.4):
 //! 1. with an `orderTopicConf` (`brokerA:4;brokerB:8`), queues `0..n` of each entry in the
 //!    order given, with no permission or master check;
 //! 2. otherwise queue datas sorted by broker name (Java `String.compareTo`, UTF-16 order),
@@ -496,7 +496,7 @@ impl<const BROKERS: usize, const STR: usize> TopicRoute<BROKERS, STR> {
     ///
     /// `default_topic_cap` is `Some(defaultTopicQueueNums)` when this is the route of the default
     /// topic (TBW102) used for a topic that does not exist yet: Java then sets every queue
-    /// data's read and write counts to `min(cap, readQueueNums)` (STRATEGY.md §8.2).
+    /// data's read and write counts to `min(cap, readQueueNums)` (docs/protocol/STRATEGY.md §8.2).
     ///
     /// With an order-topic conf, a broker named there but absent from `brokerDatas` is skipped
     /// (a queue the producer could not address), whereas Java keeps it and fails at send time.
@@ -598,7 +598,7 @@ impl<const BROKERS: usize, const STR: usize> TopicRoute<BROKERS, STR> {
     }
 
     /// Whether two routes are equal the way Java's change detection sees it: the same queue
-    /// datas and broker datas regardless of their order (STRATEGY.md §8.2).
+    /// datas and broker datas regardless of their order (docs/protocol/STRATEGY.md §8.2).
     pub fn same_as<const B2: usize, const S2: usize>(&self, other: &TopicRoute<B2, S2>) -> bool {
         if self.queues.len() != other.queues.len()
             || self.brokers.len() != other.brokers.len()

@@ -1,6 +1,6 @@
 //! Queue selection over a route's publish-queue list.
 //!
-//! Read STRATEGY.md §2.3 (`selectOneMessageQueue` in 4.9.8 and 5.x) and §3
+//! Read docs/protocol/STRATEGY.md §2.3 (`selectOneMessageQueue` in 4.9.8 and 5.x) and §3
 //! (`TopicPublishInfo`, `ThreadLocalIndex`) first. Every function here is a pure function of
 //! (the publish-queue slice, the fault view, the last broker, a counter); randomness only
 //! enters through [`QueueCounter`] seeds chosen by the runtime.
@@ -21,7 +21,7 @@
 //! ## The inverted last-broker test
 //!
 //! Up to 4.7.x the latency branch took an available queue only if it was **on** the last
-//! broker (STRATEGY.md §2.3, a \[Q\] quirk); the seeds' refactored selection kept that inverted test.
+//! broker (docs/protocol/STRATEGY.md §2.3, a \[Q\] quirk); the seeds' refactored selection kept that inverted test.
 //! We implement the intended behaviour instead: [`Profile::Java5`] and
 //! [`Profile::Adaptive`] prefer a queue **not** on the last broker, and [`Profile::Java49`]
 //! ignores the last broker exactly as 4.8–4.9.8 do.
@@ -142,7 +142,7 @@ pub fn select_avoiding<K: Copy + Eq>(
     }
 }
 
-/// Fault-aware selection for `profile` (STRATEGY.md §2.3).
+/// Fault-aware selection for `profile` (docs/protocol/STRATEGY.md §2.3).
 ///
 /// `table` is `&mut` only because [`Profile::Java49`]'s fallback removes a fault entry whose
 /// broker is not in this route (as Java does). Returns `None` only for an empty slice.
@@ -455,7 +455,7 @@ mod tests {
         }
     }
 
-    /// 5.x filter pass, transcribed from STRATEGY.md §3 `selectOneMessageQueue(filters…)`.
+    /// 5.x filter pass, transcribed from docs/protocol/STRATEGY.md §3 `selectOneMessageQueue(filters…)`.
     fn java5_pass(
         qs: &[PublishQueue<u8>],
         index: &mut i32,
@@ -474,7 +474,7 @@ mod tests {
 
     #[test]
     fn java5_reachable_not_last_beats_available_last() {
-        // STRATEGY.md §2.3 5.x: the second filter is "reachable and not last", so a retry goes
+        // docs/protocol/STRATEGY.md §2.3 5.x: the second filter is "reachable and not last", so a retry goes
         // to an isolated-but-reachable broker rather than back to the available last one.
         let qs = route(&[(0, 1), (1, 1)]);
         let mut f: FaultTable<u8, 4> = FaultTable::new(UpdateRule::ExtendOnly);

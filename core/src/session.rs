@@ -1,7 +1,7 @@
 //! The client session: one sans-IO value per client instance (Java's `MQClientInstance`) that
 //! owns everything a RocketMQ client decides, so that runtimes only move bytes and own timers.
 //!
-//! Read STRATEGY.md §8 (NameServer choice, route refresh, TBW102), §6 (request correlation)
+//! Read docs/protocol/STRATEGY.md §8 (NameServer choice, route refresh, TBW102), §6 (request correlation)
 //! and §4 (the send path) first. The shape follows quinn-proto's `Connection`.
 //!
 //! ## What the session owns
@@ -151,7 +151,7 @@ pub trait Outbound {
         &[]
     }
 
-    /// ACL 1.0 credentials: every request is then signed (WIRE.md §14).
+    /// ACL 1.0 credentials: every request is then signed (docs/protocol/WIRE.md §14).
     fn credentials(&self) -> Option<Credentials<'_>> {
         None
     }

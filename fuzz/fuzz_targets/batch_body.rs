@@ -1,4 +1,4 @@
-//! SEND_BATCH_MESSAGE body (WIRE.md §11): `decode_batch` over arbitrary bytes.
+//! SEND_BATCH_MESSAGE body (docs/protocol/WIRE.md §11): `decode_batch` over arbitrary bytes.
 //!
 //! Input: the body. Invariants: no panic; records tile the input; a record with the zero
 //! MAGICCODE/BODYCRC our encoder writes re-encodes (properties passed through pre-encoded) to

@@ -1,4 +1,4 @@
-//! The message properties string (WIRE.md §9.1).
+//! The message properties string (docs/protocol/WIRE.md §9.1).
 //!
 //! Input: arbitrary bytes taken as a properties string. Decoding never panics; `get` agrees
 //! with iteration (last value wins); the entries that pass `check_entry` re-encode (both

@@ -1,4 +1,4 @@
-//! Topic route JSON (GET_ROUTEINFO_BY_TOPIC body, WIRE.md §7), standard and legacy forms.
+//! Topic route JSON (GET_ROUTEINFO_BY_TOPIC body, docs/protocol/WIRE.md §7), standard and legacy forms.
 //!
 //! Input: byte 0 = `defaultTopicQueueNums` for the TBW102 variant (as i8); the rest is the
 //! body. Invariants: `TopicRoute::parse` never panics (two capacities); on success every view

@@ -1,4 +1,4 @@
-//! Stored-message records (PULL body, WIRE.md §12): `decode_stored` over arbitrary bytes.
+//! Stored-message records (PULL body, docs/protocol/WIRE.md §12): `decode_stored` over arbitrary bytes.
 //!
 //! Input: byte 0 bit 0 chooses the CRC mode (0 = `Verify`, 1 = `Skip`); the rest is the body.
 //! Invariants: no panic; each decoded record re-encodes to exactly the bytes it was decoded

@@ -247,7 +247,7 @@ impl ProducerConfig {
 
 /// Builds a [`Producer`].
 ///
-/// Defaults are Java's (STRATEGY.md §5.1) except two deliberate differences:
+/// Defaults are Java's (docs/protocol/STRATEGY.md §5.1) except two deliberate differences:
 /// - `send_latency_fault_enable` is **on** with the [`FaultProfile::Adaptive`] policy (Java's
 ///   default is off): a dead broker is fenced after its first failures instead of being
 ///   retried round-robin;

@@ -1,7 +1,7 @@
 //! A recording TCP relay: listens on 127.0.0.1, forwards each accepted connection to an upstream
 //! (NameServer or broker) and records every remoting frame in both directions.
 //!
-//! Frames are split on the 4-byte big-endian length prefix (WIRE.md §1): a frame is the prefix
+//! Frames are split on the 4-byte big-endian length prefix (docs/protocol/WIRE.md §1): a frame is the prefix
 //! plus `length` bytes. Bytes are forwarded as they arrive, independent of the framing, so the
 //! relay never changes the traffic. The recording file has one line per frame:
 //!

@@ -21,7 +21,7 @@ use rocketmq_protocol::protocol::SerializeType as PeerType;
 use rocketmq_protocol::protocol::header::message_operation_header::send_message_request_header_v2::SendMessageRequestHeaderV2 as PeerV2;
 
 // ------------------------------------------------------------------------------------------
-// Fixture: a realistic SEND_MESSAGE_V2 (WIRE.md §6.4), 1 KiB body
+// Fixture: a realistic SEND_MESSAGE_V2 (docs/protocol/WIRE.md §6.4), 1 KiB body
 
 pub const GROUP: &str = "please_rename_unique_group_name";
 pub const TOPIC: &str = "TopicTest";

@@ -133,7 +133,7 @@ fn tag_expressions() {
     let e = TagExpression::new(" TagA ||  || TagB||TagA ");
     assert!(!e.is_all());
     assert_eq!(e.tags().collect::<StdVec<_>>(), ["TagA", "TagB"]);
-    // WIRE.md §8: "TagA" -> 2598919.
+    // docs/protocol/WIRE.md §8: "TagA" -> 2598919.
     assert_eq!(
         e.codes().collect::<StdVec<_>>(),
         [2_598_919, java_string_hash("TagB")]
@@ -291,7 +291,7 @@ fn alloc(s: AllocateStrategy, n: usize, cids: &[&str], me: &str) -> StdVec<u32> 
 
 #[test]
 fn allocation_examples() {
-    // STRATEGY.md §9.5: N = 8, C = 3.
+    // docs/protocol/STRATEGY.md §9.5: N = 8, C = 3.
     let cids = ["c0", "c1", "c2"];
     assert_eq!(
         alloc(AllocateStrategy::Averagely, 8, &cids, "c0"),

@@ -1,4 +1,4 @@
-//! The SEND_BATCH_MESSAGE (320) body (`WIRE.md` §11; Java `MessageDecoder.encodeMessages`).
+//! The SEND_BATCH_MESSAGE (320) body (`docs/protocol/WIRE.md` §11; Java `MessageDecoder.encodeMessages`).
 //!
 //! The body is a concatenation of records:
 //! ```text
@@ -308,7 +308,7 @@ mod test {
     use crate::message::properties::{Preencoded, PropertiesEncoder, TrailingSeparator};
     use proptest::prelude::*;
 
-    /// WIRE.md §11 example: two messages, properties without the trailing 0x02 (58 bytes).
+    /// docs/protocol/WIRE.md §11 example: two messages, properties without the trailing 0x02 (58 bytes).
     const EXAMPLE: [u8; 58] = [
         0x00, 0x00, 0x00, 0x21, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
         0x00, 0x00, 0x00, 0x00, 0x02, 0x68, 0x69, 0x00, 0x09, 0x57, 0x41, 0x49, 0x54, 0x01, 0x74,

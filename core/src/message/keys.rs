@@ -1,4 +1,4 @@
-//! Property key strings (`WIRE.md` §9.2, Java `MessageConst`) and the reserved set.
+//! Property key strings (`docs/protocol/WIRE.md` §9.2, Java `MessageConst`) and the reserved set.
 //!
 //! The names drop Java's `PROPERTY_` prefix. [`is_reserved`] is the 5.x `STRING_HASH_SET`
 //! (a superset of 4.9.x's), the keys `Message.putUserProperty` refuses.

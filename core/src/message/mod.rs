@@ -1,6 +1,6 @@
 //! Message pieces: properties, ids, sysFlag, batch bodies, stored records, validation.
 //!
-//! Everything here follows `WIRE.md` §9–§13 (the byte-level facts restated from the Apache
+//! Everything here follows `docs/protocol/WIRE.md` §9–§13 (the byte-level facts restated from the Apache
 //! RocketMQ Java client and broker, 4.9.x and 5.x). All of it is `no_std`, allocation-free and
 //! panic-free on any input:
 //!

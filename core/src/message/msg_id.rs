@@ -1,4 +1,4 @@
-//! offsetMsgId, the broker message id (`WIRE.md` §9.4; Java `MessageDecoder.createMessageId`).
+//! offsetMsgId, the broker message id (`docs/protocol/WIRE.md` §9.4; Java `MessageDecoder.createMessageId`).
 //!
 //! ```text
 //! store host IP (4 or 16 bytes) | store host port (i32) | commit-log offset (i64)

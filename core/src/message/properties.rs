@@ -1,4 +1,4 @@
-//! The message properties string (`WIRE.md` §9.1).
+//! The message properties string (`docs/protocol/WIRE.md` §9.1).
 //!
 //! Encoding is `key 0x01 value 0x02 key 0x01 value …`. The last `0x02` is written by Java
 //! clients ≤ 4.9.0 and ≥ 5.2.0 and omitted by 4.9.1 … 5.1.4; every decoder accepts both, and
@@ -456,7 +456,7 @@ mod test {
     use super::*;
     use proptest::prelude::*;
 
-    /// WIRE.md §9.1 example (5.2+ style, 83 bytes).
+    /// docs/protocol/WIRE.md §9.1 example (5.2+ style, 83 bytes).
     const EXAMPLE: &[u8] = b"TAGS\x01TagA\x02KEYS\x01order-1 order-2\x02WAIT\x01true\x02UNIQ_KEY\x01C0A8010A30391B6D3586000F42400007\x02";
     const EXAMPLE_ENTRIES: [(&str, &str); 4] = [
         ("TAGS", "TagA"),

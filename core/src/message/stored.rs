@@ -1,5 +1,5 @@
 //! Stored-message records: the PULL_MESSAGE, CHECK_TRANSACTION_STATE and VIEW_MESSAGE_BY_ID
-//! bodies (`WIRE.md` §12; Java `MessageDecoder.decode`).
+//! bodies (`docs/protocol/WIRE.md` §12; Java `MessageDecoder.decode`).
 //!
 //! ```text
 //! #  field               size        notes
@@ -540,7 +540,7 @@ mod test {
     use crate::message::properties::Preencoded;
     use proptest::prelude::*;
 
-    /// The WIRE.md §12.1 hex dump, verbatim (offset, 16 bytes, annotation).
+    /// The docs/protocol/WIRE.md §12.1 hex dump, verbatim (offset, 16 bytes, annotation).
     const DUMP: &str = r#"
 0000  00 00 00 a6 da a3 20 a7 77 d1 89 82 00 00 00 01   size=166 magic=V1 crc qid=1
 0010  00 00 00 00 00 00 00 00 00 00 00 25 00 00 00 00   flag=0 qoff=37 phys(hi)

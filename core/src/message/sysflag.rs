@@ -1,4 +1,4 @@
-//! `sysFlag` bits and the body compression type (`WIRE.md` §10; Java `MessageSysFlag`).
+//! `sysFlag` bits and the body compression type (`docs/protocol/WIRE.md` §10; Java `MessageSysFlag`).
 //!
 //! `sysFlag` travels in the send header (`sysFlag`/`f`) and in every stored record. It is not
 //! the application `flag`, which the broker stores verbatim.

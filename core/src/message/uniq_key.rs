@@ -1,4 +1,4 @@
-//! UNIQ_KEY, the client message id (`WIRE.md` §9.3; Java `MessageClientIDSetter`).
+//! UNIQ_KEY, the client message id (`docs/protocol/WIRE.md` §9.3; Java `MessageClientIDSetter`).
 //!
 //! ```text
 //! offset size  field

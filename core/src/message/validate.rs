@@ -1,4 +1,4 @@
-//! Client-side validation (`WIRE.md` §13; Java `Validators`, `TopicValidator`,
+//! Client-side validation (`docs/protocol/WIRE.md` §13; Java `Validators`, `TopicValidator`,
 //! `Message.putUserProperty`).
 //!
 //! The Java client runs these checks before sending; the broker repeats some of them and

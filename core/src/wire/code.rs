@@ -1,16 +1,16 @@
 //! Open code sets: request, response and language codes, serialize type, flag bits, versions.
 //!
 //! Each is a newtype over the wire integer with associated constants, so a value this crate
-//! does not know still round-trips (as h2's `Reason`). Numbers are from WIRE.md §2.4 and §5.
+//! does not know still round-trips (as h2's `Reason`). Numbers are from docs/protocol/WIRE.md §2.4 and §5.
 
 use core::fmt;
 
-/// A request code (WIRE.md §5.1). Unknown values are kept as-is.
+/// A request code (docs/protocol/WIRE.md §5.1). Unknown values are kept as-is.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct RequestCode(pub i32);
 
-/// A response code (WIRE.md §5.2). Unknown values are kept as-is.
+/// A response code (docs/protocol/WIRE.md §5.2). Unknown values are kept as-is.
 ///
 /// Codes 209–211 mean different things on 4.9.x and 5.x; the constants carry the 5.x names
 /// and the 4.9.x aliases are provided as well.
@@ -372,7 +372,7 @@ code_fmt!(RequestCode);
 code_fmt!(ResponseCode);
 code_fmt!(LanguageCode);
 
-/// The sender's language (WIRE.md §2.4): a name in JSON headers, a byte in ROCKETMQ headers.
+/// The sender's language (docs/protocol/WIRE.md §2.4): a name in JSON headers, a byte in ROCKETMQ headers.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct LanguageCode(pub u8);
@@ -439,7 +439,7 @@ impl LanguageCode {
     }
 }
 
-/// The serialize type byte of a frame (WIRE.md §1). Only JSON and ROCKETMQ are valid on the
+/// The serialize type byte of a frame (docs/protocol/WIRE.md §1). Only JSON and ROCKETMQ are valid on the
 /// wire; [`super::Frame::check_len`] rejects anything else.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -466,7 +466,7 @@ impl SerializeType {
     }
 }
 
-/// Header `flag` bits (WIRE.md §4).
+/// Header `flag` bits (docs/protocol/WIRE.md §4).
 pub mod flag {
     /// Set on responses.
     pub const RESPONSE: i32 = 0x1;
@@ -474,7 +474,7 @@ pub mod flag {
     pub const ONEWAY: i32 = 0x2;
 }
 
-/// `version` values: ordinals of Java's `MQVersion.Version` (WIRE.md §2.4).
+/// `version` values: ordinals of Java's `MQVersion.Version` (docs/protocol/WIRE.md §2.4).
 pub mod version {
     /// 4.5.2 (what the Go client sends).
     pub const V4_5_2: i32 = 317;

@@ -11,7 +11,7 @@
 use super::{FrameError, ReadError, SerializeType};
 
 /// Largest accepted `total_length`: Netty's 16 MiB limit counts the 4 length bytes too
-/// (WIRE.md §1).
+/// (docs/protocol/WIRE.md §1).
 pub const MAX_TOTAL_LENGTH: usize = 16_777_212;
 /// Largest frame on the wire, prefix included (16 MiB).
 pub const MAX_FRAME_LEN: usize = MAX_TOTAL_LENGTH + 4;

@@ -16,7 +16,7 @@ use super::{
 /// A decoded command header, borrowing its strings from the frame.
 ///
 /// Produced by [`CommandHeader::parse`] from either format. JSON decoding is as tolerant as
-/// fastjson (WIRE.md §2.2): any key order, unknown keys ignored, missing `code`/`version`/
+/// fastjson (docs/protocol/WIRE.md §2.2): any key order, unknown keys ignored, missing `code`/`version`/
 /// `flag` = 0, missing `language` = JAVA, unknown language name =
 /// [`LanguageCode::UNKNOWN`], `null` = missing. A missing `opaque` is an error
 /// ([`DecodeError::MissingOpaque`]) because such a frame cannot be matched to a request.
@@ -64,7 +64,7 @@ impl<'a> CommandHeader<'a> {
         }
     }
 
-    /// Decodes a JSON header (WIRE.md §2).
+    /// Decodes a JSON header (docs/protocol/WIRE.md §2).
     ///
     /// # Errors
     /// [`DecodeError::Json`], [`DecodeError::FieldType`], [`DecodeError::BadExtValue`],
@@ -246,7 +246,7 @@ impl<'a> CommandHeader<'a> {
         Ok(())
     }
 
-    /// Decodes a ROCKETMQ binary header (WIRE.md §3). Lengths are signed; negative or
+    /// Decodes a ROCKETMQ binary header (docs/protocol/WIRE.md §3). Lengths are signed; negative or
     /// past-the-end lengths are errors. Bytes after the ext map are ignored.
     ///
     /// # Errors

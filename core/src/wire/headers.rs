@@ -1,4 +1,4 @@
-//! Typed custom headers (WIRE.md §6, STRATEGY.md §9): each encodes through [`ExtFields`] and
+//! Typed custom headers (docs/protocol/WIRE.md §6, docs/protocol/STRATEGY.md §9): each encodes through [`ExtFields`] and
 //! decodes from a parsed [`CommandHeader`] with `decode(&header, &mut scratch)`.
 //!
 //! Keys are the Java field names (or the one-letter names of
@@ -201,7 +201,7 @@ ext_header! {
 }
 
 ext_header! {
-    /// SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE response (WIRE.md §6.4).
+    /// SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE response (docs/protocol/WIRE.md §6.4).
     pub struct SendMessageResponseHeader<'a> {
         /// offsetMsgId of the stored message (comma-joined for a batch).
         msg_id: &'a str = "msgId",
@@ -223,7 +223,7 @@ ext_header! {
 }
 
 ext_header! {
-    /// PULL_MESSAGE (11) request (WIRE.md §6.5, STRATEGY.md §9.1).
+    /// PULL_MESSAGE (11) request (docs/protocol/WIRE.md §6.5, docs/protocol/STRATEGY.md §9.1).
     pub struct PullMessageRequestHeader<'a> {
         /// Consumer group.
         consumer_group: &'a str = "consumerGroup",
@@ -402,7 +402,7 @@ ext_header! {
     }
 }
 
-/// SEND_MESSAGE (10) request header content (WIRE.md §6.1); encodes with the V1 (Java field
+/// SEND_MESSAGE (10) request header content (docs/protocol/WIRE.md §6.1); encodes with the V1 (Java field
 /// name) keys. Wrap it in [`SendMessageRequestHeaderV2`] for codes 310/320.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SendMessageRequestHeader<'a> {
@@ -422,7 +422,7 @@ pub struct SendMessageRequestHeader<'a> {
     pub born_timestamp: i64,
     /// `flag` / `h` (required).
     pub flag: i32,
-    /// `properties` / `i` (WIRE.md §9 encoding).
+    /// `properties` / `i` (docs/protocol/WIRE.md §9 encoding).
     pub properties: Option<&'a str>,
     /// `reconsumeTimes` / `j`.
     pub reconsume_times: Option<i32>,
@@ -575,7 +575,7 @@ impl ExtFields for SendMessageRequestHeader<'_> {
 }
 
 /// SEND_MESSAGE_V2 (310) / SEND_BATCH_MESSAGE (320) header: the same content under the keys
-/// `a`..`n` (WIRE.md §6.2), written in key order; `k` and `m` are always sent.
+/// `a`..`n` (docs/protocol/WIRE.md §6.2), written in key order; `k` and `m` are always sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SendMessageRequestHeaderV2<'a>(pub SendMessageRequestHeader<'a>);
 

@@ -1,4 +1,4 @@
-//! The RocketMQ remoting wire format (WIRE.md §1–§6): frames, both header formats, codes and
+//! The RocketMQ remoting wire format (docs/protocol/WIRE.md §1–§6): frames, both header formats, codes and
 //! typed custom headers.
 //!
 //! # Layers

@@ -1,4 +1,4 @@
-//! Fixtures from WIRE.md worked examples, boundary cases and property tests for the codec.
+//! Fixtures from docs/protocol/WIRE.md worked examples, boundary cases and property tests for the codec.
 
 use std::string::String;
 use std::vec;
@@ -338,7 +338,7 @@ fn rocketmq_header_edge_cases() {
 #[test]
 fn json_encode_shapes() {
     let mut buf = [0u8; 512];
-    // No custom header: extFields omitted (WIRE.md §2.1 "request w/o header").
+    // No custom header: extFields omitted (docs/protocol/WIRE.md §2.1 "request w/o header").
     let cmd = CommandRepr::<()>::request(RequestCode::HEART_BEAT, 5, 409, None);
     let n = cmd.emit(SerializeType::JSON, &mut buf).unwrap();
     assert_eq!(

@@ -1,4 +1,4 @@
-//! The SEND_MESSAGE_V2 header the core's integration tests encode and decode (WIRE.md §6.4
+//! The SEND_MESSAGE_V2 header the core's integration tests encode and decode (docs/protocol/WIRE.md §6.4
 //! shape, producer group `pg-demo`).
 
 use rmq_core::wire::headers::{SendMessageRequestHeader, SendMessageRequestHeaderV2};
