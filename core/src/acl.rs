@@ -31,7 +31,7 @@
 use core::cmp::Ordering;
 use core::fmt;
 
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use sha1::Sha1;
 
 use crate::json::i64_dec_len;
@@ -254,7 +254,7 @@ impl<'a, E: ExtFields> SignedFields<'a, E> {
         };
         let all = crate::wire::Chain(&fields, &extras);
         // HMAC accepts keys of any length, so this never fails in practice.
-        let mut mac = <Hmac<Sha1> as Mac>::new_from_slice(creds.secret_key.as_bytes())
+        let mut mac = <Hmac<Sha1> as KeyInit>::new_from_slice(creds.secret_key.as_bytes())
             .map_err(|_| AclError::InvalidSecretKey)?;
         let mut last: heapless::String<MAX_KEY_LEN> = heapless::String::new();
         let mut have_last = false;
@@ -337,7 +337,7 @@ mod tests {
             }
         }
         content.extend_from_slice(body);
-        let mut mac = <Hmac<Sha1> as Mac>::new_from_slice(secret.as_bytes()).unwrap();
+        let mut mac = <Hmac<Sha1> as KeyInit>::new_from_slice(secret.as_bytes()).unwrap();
         mac.update(&content);
         let d: [u8; 20] = mac.finalize().into_bytes().into();
         std::string::String::from_utf8(base64_20(&d).to_vec()).unwrap()
@@ -357,7 +357,7 @@ mod tests {
     #[test]
     fn hmac_sha1_rfc2202_vector() {
         // RFC 2202 test case 2: key "Jefe", data "what do ya want for nothing?".
-        let mut mac = <Hmac<Sha1> as Mac>::new_from_slice(b"Jefe").unwrap();
+        let mut mac = <Hmac<Sha1> as KeyInit>::new_from_slice(b"Jefe").unwrap();
         mac.update(b"what do ya want for nothing?");
         let d: [u8; 20] = mac.finalize().into_bytes().into();
         assert_eq!(
@@ -391,7 +391,7 @@ mod tests {
         );
         assert_eq!(s.signature(), want);
         // Content order: AccessKey, SecurityToken (upper case sorts first), a, b, topic.
-        let mut mac = <Hmac<Sha1> as Mac>::new_from_slice(b"sk").unwrap();
+        let mut mac = <Hmac<Sha1> as KeyInit>::new_from_slice(b"sk").unwrap();
         mac.update(b"aktok12Tbody");
         let d: [u8; 20] = mac.finalize().into_bytes().into();
         assert_eq!(s.signature().as_bytes(), &base64_20(&d));
@@ -419,9 +419,9 @@ mod tests {
             b"",
         );
         assert_eq!(s.signature(), want);
-        let mut mac = <Hmac<Sha1> as Mac>::new_from_slice(b"s").unwrap();
+        let mut mac = <Hmac<Sha1> as KeyInit>::new_from_slice(b"s").unwrap();
         feed_int(&mut mac, -1234567890123);
-        let mut mac2 = <Hmac<Sha1> as Mac>::new_from_slice(b"s").unwrap();
+        let mut mac2 = <Hmac<Sha1> as KeyInit>::new_from_slice(b"s").unwrap();
         mac2.update(b"-1234567890123");
         assert_eq!(mac.finalize().into_bytes(), mac2.finalize().into_bytes());
     }

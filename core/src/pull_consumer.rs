@@ -41,7 +41,8 @@
 
 use core::fmt;
 
-use heapless::{FnvIndexMap, String, Vec};
+use heapless::index_map::FnvIndexMap;
+use heapless::{String, Vec};
 
 use crate::consumer::{
     AllocateStrategy, BROKER_SUSPEND_MAX_TIME, ConsumeFromWhere, ConsumeType, ConsumerData,
@@ -657,7 +658,7 @@ impl<
         frame: &[u8],
         deliver: &mut dyn FnMut(Delivery<'_, '_>),
     ) -> bool {
-        let Some(call) = self.calls.remove(&opaque) else {
+        let Some(call) = self.calls.swap_remove(&opaque) else {
             return false;
         };
         self.blocked = false;
@@ -729,7 +730,7 @@ impl<
 
     /// One of this consumer's calls got no answer (`false` when `opaque` is not one).
     pub fn handle_call_failed(&mut self, now: Instant, opaque: i32) -> bool {
-        let Some(call) = self.calls.remove(&opaque) else {
+        let Some(call) = self.calls.swap_remove(&opaque) else {
             return false;
         };
         self.blocked = false;
@@ -1077,7 +1078,7 @@ impl<
         let mut name: String<MAX_NAME> = String::new();
         let topic = session.topic_name(key.topic).unwrap_or("");
         name.push_str(topic)
-            .map_err(|()| CallError::Encode(crate::wire::EncodeError::BufferTooSmall))?;
+            .map_err(|_| CallError::Encode(crate::wire::EncodeError::BufferTooSmall))?;
         let group = self.group.clone();
         let hdr = UpdateConsumerOffsetRequestHeader {
             consumer_group: &group,

@@ -34,7 +34,7 @@ struct Pki {
     key_path: PathBuf,
 }
 
-fn ca(name: &str) -> (rcgen::Certificate, KeyPair) {
+fn ca(name: &str) -> (rcgen::Certificate, rcgen::Issuer<'static, KeyPair>) {
     let key = KeyPair::generate().expect("CA key");
     let mut p = CertificateParams::new(Vec::<String>::new()).expect("CA params");
     p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -44,18 +44,19 @@ fn ca(name: &str) -> (rcgen::Certificate, KeyPair) {
         KeyUsagePurpose::CrlSign,
         KeyUsagePurpose::DigitalSignature,
     ];
-    (p.self_signed(&key).expect("CA cert"), key)
+    let cert = p.self_signed(&key).expect("CA cert");
+    (cert, rcgen::Issuer::new(p, key))
 }
 
 fn pki(dir: &std::path::Path) -> Pki {
     std::fs::create_dir_all(dir).expect("cert dir");
-    let (ca, ca_key) = ca("rmq test CA");
+    let (ca, issuer) = ca("rmq test CA");
     let key = KeyPair::generate().expect("server key");
     let mut p = CertificateParams::new(vec!["localhost".to_string()]).expect("server params");
     p.subject_alt_names
         .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
     p.distinguished_name.push(DnType::CommonName, "127.0.0.1");
-    let cert = p.signed_by(&key, &ca, &ca_key).expect("server cert");
+    let cert = p.signed_by(&key, &issuer).expect("server cert");
     let cert_path = dir.join("server.pem");
     let key_path = dir.join("server.key");
     // The chain: server certificate, then the CA.
