@@ -184,6 +184,44 @@ mod cli {
 
     type Res = Result<(), Box<dyn std::error::Error>>;
 
+    /// The producer's own monitoring numbers (`Producer::metrics`), beside the tool's report.
+    fn print_producer_metrics(m: &rmq_std::metrics::ProducerMetrics) {
+        let l = m.latency_us;
+        println!(
+            "client metrics: {} sent, {} failed, {} retries; latency p50 {} us p99 {} us max {} us; {} sends/s (last 10 s)",
+            m.counters.sent,
+            m.counters.failed,
+            m.counters.retried,
+            l.p50,
+            l.p99,
+            l.max,
+            m.sends_per_sec
+        );
+        let f = m.failures;
+        let kinds = [
+            f.validation,
+            f.no_route,
+            f.no_name_server,
+            f.broker,
+            f.transport,
+            f.timeout,
+            f.malformed,
+            f.shutdown,
+            f.capacity,
+            f.request,
+            f.authentication,
+        ];
+        let failed: Vec<String> = rmq_std::metrics::FailureCounts::NAMES
+            .iter()
+            .zip(kinds)
+            .filter(|(_, n)| *n > 0)
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        if !failed.is_empty() {
+            println!("failures by kind: {}", failed.join(", "));
+        }
+    }
+
     async fn producer(cli: &Cli, namesrv: &str) -> Result<Producer, Box<dyn std::error::Error>> {
         Ok(Producer::builder()
             .namesrv_addr(namesrv)
@@ -283,8 +321,10 @@ mod cli {
                     (None, None) => Limit::Time(Duration::from_secs(10)),
                 };
                 let report = bench(&p, topic, *mode, *size, *concurrency, limit, "bench").await;
+                let m = p.metrics();
                 p.shutdown().await;
                 report.print();
+                print_producer_metrics(&m);
                 Ok(())
             }
             Cmd::Demo {
@@ -355,11 +395,21 @@ mod cli {
             }
             let _ = out.flush();
         }
+        let m = c.metrics();
         c.shutdown().await;
         let s = c.stats();
         eprintln!(
             "{} message(s) received, {} committed offset update(s)",
             s.acked, s.commits
+        );
+        let h = m.handler_time_us;
+        eprintln!(
+            "consumer metrics: {} delivered/s (last 10 s), handler time p50 {} us p99 {} us, lag {} over {} queue(s)",
+            m.delivered_per_sec,
+            h.p50,
+            h.p99,
+            m.lag,
+            m.queues.len()
         );
         result
     }
@@ -789,8 +839,10 @@ mod cli {
             first_error: None,
             counters: p.counters(),
         };
+        let m = p.metrics();
         p.shutdown().await;
         report.print();
+        print_producer_metrics(&m);
         let after = {
             let p = producer(cli, &ns).await?;
             let r = p.route(topic).await;

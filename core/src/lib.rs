@@ -54,6 +54,7 @@ pub mod fault;
 pub mod json;
 pub mod link;
 pub mod message;
+pub mod metrics;
 pub mod pending;
 pub mod producer;
 pub mod pull_consumer;

@@ -177,6 +177,28 @@ pub struct Delivery<'a, 'm> {
     pub message: &'a StoredMessage<'m>,
 }
 
+/// One owned queue, as [`PullConsumer::owned`] shows it.
+#[derive(Clone, Copy, Debug)]
+pub struct OwnedQueue<'a, const TRACK: usize> {
+    /// The queue.
+    pub queue: QueueKey,
+    /// Its current lease.
+    pub lease: u32,
+    /// Its offsets: in flight, next to pull, committable, committed.
+    pub tracker: &'a QueueTracker<TRACK>,
+    /// The queue's maximum offset as the broker reported it with the last pull answer.
+    pub max_offset: Option<i64>,
+}
+
+impl<const TRACK: usize> OwnedQueue<'_, TRACK> {
+    /// Messages not yet processed: the broker's maximum offset minus the committable offset
+    /// (`None` before the first pull answer).
+    pub fn lag(&self) -> Option<u64> {
+        let max = self.max_offset?;
+        Some(u64::try_from(max.saturating_sub(self.tracker.committable())).unwrap_or(0))
+    }
+}
+
 /// Counters of a [`PullConsumer`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PullStats {
@@ -229,6 +251,8 @@ struct Owned<const TRACK: usize> {
     /// A commit is in flight.
     committing: bool,
     tracker: QueueTracker<TRACK>,
+    /// The broker's maximum offset of the queue, from the last pull answer.
+    max_offset: Option<i64>,
 }
 
 struct Sub {
@@ -384,9 +408,14 @@ impl<
         self.subs.iter().map(|s| s.topic)
     }
 
-    /// The owned queues, with their lease and tracker.
-    pub fn owned(&self) -> impl Iterator<Item = (QueueKey, u32, &QueueTracker<TRACK>)> + '_ {
-        self.owned.iter().map(|o| (o.key, o.lease, &o.tracker))
+    /// The owned queues.
+    pub fn owned(&self) -> impl Iterator<Item = OwnedQueue<'_, TRACK>> + '_ {
+        self.owned.iter().map(|o| OwnedQueue {
+            queue: o.key,
+            lease: o.lease,
+            tracker: &o.tracker,
+            max_offset: o.max_offset,
+        })
     }
 
     /// Whether `queue` is still owned under `lease` (its messages may be handed out).
@@ -905,6 +934,7 @@ impl<
                 commit: false,
                 committing: false,
                 tracker: QueueTracker::new(0),
+                max_offset: None,
             };
             if self.owned.push(o).is_err() {
                 self.stats.owned_full = self.stats.owned_full.wrapping_add(1);
@@ -945,6 +975,7 @@ impl<
             }
         };
         let key = self.owned[i].key;
+        self.owned[i].max_offset = Some(result.max_offset);
         match result.status {
             PullStatus::Found => {
                 let sub = self.subs.iter().find(|s| s.topic == key.topic);

@@ -71,8 +71,10 @@ use crate::clock;
 use crate::config::{SecurityConfig, security_knobs};
 use crate::driver::{Core, Driver, Machine, TRACK};
 use crate::message::MessageQueue;
+use crate::metrics::{ConsumerMetrics, QueueMetrics};
 use crate::shared::Counters;
 use crate::sync::{AtomicBool, Ordering};
+use rmq_core::metrics::{AtomicHistogram, RateWindow};
 
 /// The settled configuration of a [`Consumer`].
 #[derive(Clone, Debug)]
@@ -338,6 +340,8 @@ pub struct ConsumedMessage {
     pub commit_log_offset: i64,
     key: QueueKey,
     lease: u32,
+    /// When `poll` handed it out (handler time runs from here to the ack).
+    polled_at: Option<std::time::Instant>,
 }
 
 impl ConsumedMessage {
@@ -379,6 +383,10 @@ pub struct ConsumerStats {
 }
 
 struct Inner {
+    /// Handler times (poll → ack), microseconds.
+    handler: AtomicHistogram,
+    /// Deliveries per second.
+    rate: Arc<RateWindow>,
     cfg: ConsumerConfig,
     client_id: String,
     driver: Driver,
@@ -451,7 +459,11 @@ impl Consumer {
         pull.sub_version = clock::unix_millis();
         pull.seed = clock::random_u32();
         let (tx, rx) = mpsc::unbounded_channel();
+        let rate = Arc::new(RateWindow::default());
+        let counted = rate.clone();
         let deliver = Box::new(move |d: Delivery<'_, '_>| {
+            counted.add(clock::now(), 1);
+            crate::metrics::delivered(1);
             let _ = tx.send(to_message(&d));
         });
         let life = Arc::new(Lifeline(driver.clone()));
@@ -460,6 +472,8 @@ impl Consumer {
             .map_err(ConsumerConfigError::Subscription)?;
         let c = Consumer {
             inner: Arc::new(Inner {
+                handler: AtomicHistogram::new(),
+                rate,
                 cfg,
                 client_id,
                 driver,
@@ -518,11 +532,11 @@ impl Consumer {
         let mut v: Vec<MessageQueue> = self
             .with(false, |c, s| {
                 c.owned()
-                    .filter_map(|(k, ..)| {
+                    .filter_map(|o| {
                         Some(MessageQueue {
-                            topic: s.topic_name(k.topic)?.to_owned(),
-                            broker_name: s.broker_name(k.broker)?.to_owned(),
-                            queue_id: k.queue_id,
+                            topic: s.topic_name(o.queue.topic)?.to_owned(),
+                            broker_name: s.broker_name(o.queue.broker)?.to_owned(),
+                            queue_id: o.queue.queue_id,
                         })
                     })
                     .collect()
@@ -535,7 +549,7 @@ impl Consumer {
     /// Messages handed out and not yet acknowledged, over all queues.
     pub fn in_flight(&self) -> usize {
         self.with(false, |c, _| {
-            c.owned().map(|(.., t)| t.cached_count()).sum()
+            c.owned().map(|o| o.tracker.cached_count()).sum()
         })
         .unwrap_or(0)
     }
@@ -558,12 +572,12 @@ impl Consumer {
     ) -> Option<R> {
         self.with(false, |c, s| {
             c.owned()
-                .find(|(k, ..)| {
-                    s.topic_name(k.topic) == Some(queue.topic.as_str())
-                        && s.broker_name(k.broker) == Some(queue.broker_name.as_str())
-                        && k.queue_id == queue.queue_id
+                .find(|o| {
+                    s.topic_name(o.queue.topic) == Some(queue.topic.as_str())
+                        && s.broker_name(o.queue.broker) == Some(queue.broker_name.as_str())
+                        && o.queue.queue_id == queue.queue_id
                 })
-                .and_then(|(.., t)| f(t))
+                .and_then(|o| f(o.tracker))
         })?
     }
 
@@ -585,10 +599,15 @@ impl Consumer {
                     Err(_) => break,
                 }
             }
+            let now = std::time::Instant::now();
             let current = |c: &mut Machine, _: &Core| {
                 batch
                     .into_iter()
                     .filter(|m| c.is_current(m.key, m.lease))
+                    .map(|mut m| {
+                        m.polled_at = Some(now);
+                        m
+                    })
                     .collect::<Vec<_>>()
             };
             out.extend(self.with(false, current).unwrap_or_default());
@@ -600,8 +619,50 @@ impl Consumer {
     /// queue is acknowledged too. `false` if it was not in flight (already acknowledged, or its
     /// queue moved to another consumer meanwhile).
     pub fn ack(&self, m: &ConsumedMessage) -> bool {
-        self.with(false, |c, _| c.ack(m.key, m.lease, m.queue_offset))
-            .unwrap_or(false)
+        let ok = self
+            .with(false, |c, _| c.ack(m.key, m.lease, m.queue_offset))
+            .unwrap_or(false);
+        if let (true, Some(at)) = (ok, m.polled_at) {
+            let us = u64::try_from(at.elapsed().as_micros()).unwrap_or(u64::MAX);
+            self.inner.handler.record(us);
+            crate::metrics::handled(us);
+        }
+        ok
+    }
+
+    /// The monitoring numbers: counters, consume TPS, handler time, lag per owned queue (the
+    /// broker's maximum offset from each pull answer minus the committable offset). With the
+    /// `metrics` feature this also sets the `rmq_consume_lag` gauges.
+    pub fn metrics(&self) -> ConsumerMetrics {
+        let mut queues: Vec<QueueMetrics> = self
+            .with(false, |c, s| {
+                c.owned()
+                    .filter_map(|o| {
+                        Some(QueueMetrics {
+                            queue: MessageQueue {
+                                topic: s.topic_name(o.queue.topic)?.to_owned(),
+                                broker_name: s.broker_name(o.queue.broker)?.to_owned(),
+                                queue_id: o.queue.queue_id,
+                            },
+                            broker_max_offset: o.max_offset,
+                            committable: o.tracker.committable(),
+                            committed: o.tracker.committed(),
+                            in_flight: o.tracker.cached_count(),
+                            lag: o.lag(),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        queues.sort_by(|a, b| core_queue(&a.queue).cmp(&core_queue(&b.queue)));
+        queues.iter().for_each(crate::metrics::lag);
+        ConsumerMetrics {
+            stats: self.stats(),
+            delivered_per_sec: self.inner.rate.per_sec(clock::now()),
+            handler_time_us: self.inner.handler.summary(),
+            lag: queues.iter().filter_map(|q| q.lag).sum(),
+            queues,
+        }
     }
 
     /// Acknowledges a batch; returns how many were in flight.
@@ -723,6 +784,7 @@ fn to_message(d: &Delivery<'_, '_>) -> ConsumedMessage {
         commit_log_offset: m.physical_offset,
         key: d.queue,
         lease: d.lease,
+        polled_at: None,
     }
 }
 

@@ -65,6 +65,7 @@ mod conn;
 pub mod consumer;
 mod driver;
 mod message;
+pub mod metrics;
 mod producer;
 mod shared;
 mod sync;

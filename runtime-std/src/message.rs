@@ -178,6 +178,25 @@ pub enum SendErrorKind {
     },
 }
 
+impl SendErrorKind {
+    /// Its position in [`crate::metrics::FailureCounts::NAMES`].
+    pub fn index(&self) -> usize {
+        match self {
+            SendErrorKind::Validation(_) | SendErrorKind::InvalidBatch(_) => 0,
+            SendErrorKind::NoRoute => 1,
+            SendErrorKind::NoNameServer => 2,
+            SendErrorKind::Broker { .. } => 3,
+            SendErrorKind::Transport(_) => 4,
+            SendErrorKind::Timeout => 5,
+            SendErrorKind::Malformed => 6,
+            SendErrorKind::Shutdown => 7,
+            SendErrorKind::Capacity(_) => 8,
+            SendErrorKind::Request(_) => 9,
+            SendErrorKind::Authentication { .. } => 10,
+        }
+    }
+}
+
 /// A failed send: its cause, the attempts made, whether trying again may help, and (for the
 /// single-message sends) the message itself, so that a caller can retry without cloning
 /// first.

@@ -29,8 +29,10 @@ use crate::clock;
 use crate::config::{ProducerBuilder, ProducerConfig};
 use crate::driver::{Driver, Refused};
 use crate::message::{Message, MessageQueue, SendError, SendErrorKind, SendResult};
+use crate::metrics::{FailureCounts, ProducerMetrics};
 use crate::shared::{Counter, Counters, CountersSnapshot};
 use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering, lock};
+use rmq_core::metrics::{AtomicHistogram, RateWindow};
 
 /// A route as the CLI shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,7 +63,16 @@ enum Target {
     Key(String),
 }
 
+/// What [`Producer::metrics`] reports from.
+#[derive(Default)]
+struct SendMetrics {
+    latency: AtomicHistogram,
+    rate: RateWindow,
+    failures: [AtomicU64; FailureCounts::NAMES.len()],
+}
+
 struct Inner {
+    metrics: SendMetrics,
     cfg: ProducerConfig,
     client_id: String,
     driver: Driver,
@@ -127,6 +138,7 @@ impl Producer {
         )?;
         Ok(Producer {
             inner: Arc::new(Inner {
+                metrics: SendMetrics::default(),
                 uniq: Mutex::new(UniqKeyGenerator::new(
                     ip,
                     std::process::id(),
@@ -256,6 +268,7 @@ impl Producer {
     /// the errors of [`Producer::send`].
     pub async fn send_batch(&self, msgs: Vec<Message>) -> Result<SendResult, SendError> {
         let _g = self.enter()?;
+        let started = std::time::Instant::now();
         let r = match self.prepare_batch(msgs) {
             Ok(p) => {
                 let span = info_span!("send_batch", topic = %p.topic);
@@ -265,7 +278,7 @@ impl Producer {
             }
             Err(e) => Err(e),
         };
-        self.count(&r);
+        self.count(&r, started);
         r
     }
 
@@ -357,6 +370,7 @@ impl Producer {
         target: Target,
     ) -> Result<SendResult, SendError> {
         let _g = self.enter()?;
+        let started = std::time::Instant::now();
         let span = info_span!("send", topic = %msg.topic, mode = ?mode);
         let r = async {
             let p = self.prepare(&msg)?;
@@ -364,17 +378,44 @@ impl Producer {
         }
         .instrument(span)
         .await;
-        self.count(&r);
+        self.count(&r, started);
         // A failed send hands the message back.
         r.map_err(|e| e.with_message(msg))
     }
 
-    fn count<T>(&self, r: &Result<T, SendError>) {
-        self.inner.driver.counters().bump(if r.is_ok() {
-            Counter::Sent
-        } else {
-            Counter::Failed
-        });
+    fn count<T>(&self, r: &Result<T, SendError>, started: std::time::Instant) {
+        let m = &self.inner.metrics;
+        match r {
+            Ok(_) => {
+                self.inner.driver.counters().bump(Counter::Sent);
+                let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                m.latency.record(us);
+                m.rate.add(clock::now(), 1);
+                crate::metrics::sent(us);
+            }
+            Err(e) => {
+                self.inner.driver.counters().bump(Counter::Failed);
+                let i = e.kind().index();
+                if let Some(c) = m.failures.get(i) {
+                    c.fetch_add(1, Ordering::Relaxed);
+                }
+                crate::metrics::failed(FailureCounts::NAMES[i]);
+            }
+        }
+    }
+
+    /// The monitoring numbers: counts, latency quantiles of successful sends (from the call
+    /// to the broker's answer, retries included), sends per second, failures by kind.
+    pub fn metrics(&self) -> ProducerMetrics {
+        let m = &self.inner.metrics;
+        let f: [u64; FailureCounts::NAMES.len()] =
+            std::array::from_fn(|i| m.failures[i].load(Ordering::Relaxed));
+        ProducerMetrics {
+            counters: self.counters(),
+            latency_us: m.latency.summary(),
+            sends_per_sec: m.rate.per_sec(clock::now()),
+            failures: FailureCounts::from_array(f),
+        }
     }
 
     fn next_uniq(&self) -> String {

@@ -237,7 +237,7 @@ fn assigns_queries_the_offset_pulls_filters_and_delivers() {
     let mut w = World::new(2);
     let pull = start(&mut w, &[OTHER, ME], 0, 5);
     // Java's sorted consumer ids: "10.0.0.2@gw" < "10.0.0.9@other": we are first, queue 0.
-    assert_eq!(w.c.owned().map(|o| o.0).collect::<StdVec<_>>(), [q(0)]);
+    assert_eq!(w.c.owned().map(|o| o.queue).collect::<StdVec<_>>(), [q(0)]);
     assert_eq!(pull.code, RequestCode::PULL_MESSAGE.0);
     let e = &pull.ext;
     assert_eq!(e["consumerGroup"], "cg");
@@ -260,6 +260,9 @@ fn assigns_queries_the_offset_pulls_filters_and_delivers() {
             (q(0), lease, 7, "m7".to_string())
         ]
     );
+    // The broker said its max offset is 100; 5 is the lowest unprocessed offset.
+    let o = w.c.owned().next().unwrap();
+    assert_eq!((o.max_offset, o.lag()), (Some(100), Some(95)));
     // The next long poll goes out at once, from the next begin offset.
     let next = one(w.out());
     assert_eq!(next.ext["queueOffset"], "8");
@@ -334,7 +337,7 @@ fn rebalance_moves_queues_and_voids_the_old_lease() {
     w.consumers(&l, &[OTHER, ME]);
     // We keep queue 0 (first id); queue 1 is revoked. Queue 0's offset moved (1): it keeps
     // its lease and its in-flight message.
-    assert_eq!(w.c.owned().map(|o| o.0).collect::<StdVec<_>>(), [q(0)]);
+    assert_eq!(w.c.owned().map(|o| o.queue).collect::<StdVec<_>>(), [q(0)]);
     assert!(w.c.is_current(q(0), lease));
     // Now we are second: queue 0 goes, its offset is committed first.
     assert!(w.c.handle_broker_request(w.now, RequestCode::NOTIFY_CONSUMER_IDS_CHANGED.0));
@@ -371,7 +374,7 @@ fn late_pull_answers_of_revoked_queues_deliver_nothing() {
 fn offset_illegal_resets_commits_and_takes_a_new_lease() {
     let mut w = World::new(1);
     let pull = start(&mut w, &[ME], 0, 5);
-    let first_lease = w.c.owned().next().unwrap().1;
+    let first_lease = w.c.owned().next().unwrap().lease;
     let ext = [
         ("suggestWhichBrokerId", "0"),
         ("nextBeginOffset", "20"),
