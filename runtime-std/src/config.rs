@@ -164,6 +164,19 @@ macro_rules! security_knobs {
 }
 pub(crate) use security_knobs;
 
+/// Builder methods that each set one field of `self.cfg`: `name(Type) => field;`.
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident($ty:ty) => $field:ident;)*) => {$(
+        $(#[$doc])*
+        #[must_use]
+        pub fn $name(mut self, v: $ty) -> Self {
+            self.cfg.$field = v.into();
+            self
+        }
+    )*};
+}
+pub(crate) use setters;
+
 /// The settled configuration of a producer.
 #[derive(Clone, Debug)]
 pub struct ProducerConfig {
@@ -314,124 +327,58 @@ impl ProducerBuilder {
         self
     }
 
-    /// Producer group (default `DEFAULT_PRODUCER`).
-    #[must_use]
-    pub fn producer_group(mut self, group: &str) -> Self {
-        self.cfg.producer_group = group.to_owned();
-        self
-    }
+    setters! {
+        /// Producer group (default `DEFAULT_PRODUCER`).
+        producer_group(impl Into<String>) => producer_group;
 
-    /// Instance name (default `<pid>#<unix ms>`).
-    #[must_use]
-    pub fn instance_name(mut self, name: &str) -> Self {
-        self.cfg.instance_name = name.to_owned();
-        self
-    }
+        /// Instance name (default `<pid>#<unix ms>`).
+        instance_name(impl Into<String>) => instance_name;
 
-    /// `sendMsgTimeout` (default 3 s): the total budget of a send, all attempts included.
-    #[must_use]
-    pub fn send_msg_timeout(mut self, t: Duration) -> Self {
-        self.cfg.send_msg_timeout = t;
-        self
-    }
+        /// `sendMsgTimeout` (default 3 s): the total budget of a send, all attempts included.
+        send_msg_timeout(Duration) => send_msg_timeout;
 
-    /// `retryTimesWhenSendFailed` (default 2).
-    #[must_use]
-    pub fn retry_times_when_send_failed(mut self, n: u8) -> Self {
-        self.cfg.retry_times_when_send_failed = n;
-        self
-    }
+        /// `retryTimesWhenSendFailed` (default 2).
+        retry_times_when_send_failed(u8) => retry_times_when_send_failed;
 
-    /// `retryTimesWhenSendAsyncFailed` (default 2).
-    #[must_use]
-    pub fn retry_times_when_send_async_failed(mut self, n: u8) -> Self {
-        self.cfg.retry_times_when_send_async_failed = n;
-        self
-    }
+        /// `retryTimesWhenSendAsyncFailed` (default 2).
+        retry_times_when_send_async_failed(u8) => retry_times_when_send_async_failed;
 
-    /// `retryAnotherBrokerWhenNotStoreOK` (default false).
-    #[must_use]
-    pub fn retry_another_broker_when_not_store_ok(mut self, on: bool) -> Self {
-        self.cfg.retry_another_broker_when_not_store_ok = on;
-        self
-    }
+        /// `retryAnotherBrokerWhenNotStoreOK` (default false).
+        retry_another_broker_when_not_store_ok(bool) => retry_another_broker_when_not_store_ok;
 
-    /// `compressMsgBodyOverHowmuch` (default 4096): zlib level 5 at or above this size.
-    #[must_use]
-    pub fn compress_msg_body_over_howmuch(mut self, bytes: usize) -> Self {
-        self.cfg.compress_msg_body_over_howmuch = bytes;
-        self
-    }
+        /// `compressMsgBodyOverHowmuch` (default 4096): zlib level 5 at or above this size.
+        compress_msg_body_over_howmuch(usize) => compress_msg_body_over_howmuch;
 
-    /// `maxMessageSize` (default 4 MiB; the body only).
-    #[must_use]
-    pub fn max_message_size(mut self, bytes: usize) -> Self {
-        self.cfg.max_message_size = bytes;
-        self
-    }
+        /// `maxMessageSize` (default 4 MiB; the body only).
+        max_message_size(usize) => max_message_size;
 
-    /// `sendLatencyFaultEnable` (our default: on; Java's: off).
-    #[must_use]
-    pub fn send_latency_fault_enable(mut self, on: bool) -> Self {
-        self.cfg.send_latency_fault_enable = on;
-        self
-    }
+        /// `sendLatencyFaultEnable` (our default: on; Java's: off).
+        send_latency_fault_enable(bool) => send_latency_fault_enable;
 
-    /// The fault policy used when `send_latency_fault_enable` is on (default Adaptive).
-    #[must_use]
-    pub fn fault_profile(mut self, p: FaultProfile) -> Self {
-        self.cfg.fault_profile = p;
-        self
-    }
+        /// The fault policy used when `send_latency_fault_enable` is on (default Adaptive).
+        fault_profile(FaultProfile) => fault_profile;
 
-    /// Header serialize type (default JSON).
-    #[must_use]
-    pub fn serialize_type(mut self, t: SerializeType) -> Self {
-        self.cfg.serialize_type = t;
-        self
-    }
+        /// Header serialize type (default JSON).
+        serialize_type(SerializeType) => serialize_type;
 
-    /// Remoting `version` sent (default 5.3.3 = 479; keep ≥ 401 for standard route JSON).
-    #[must_use]
-    pub fn version(mut self, v: i32) -> Self {
-        self.cfg.version = v;
-        self
-    }
+        /// Remoting `version` sent (default 5.3.3 = 479; keep ≥ 401 for standard route JSON).
+        version(i32) => version;
 
-    /// Language sent (default RUST).
-    #[must_use]
-    pub fn language(mut self, l: LanguageCode) -> Self {
-        self.cfg.language = l;
-        self
-    }
+        /// Language sent (default RUST).
+        language(LanguageCode) => language;
 
-    /// `pollNameServerInterval` (default 30 s).
-    #[must_use]
-    pub fn poll_name_server_interval(mut self, t: Duration) -> Self {
-        self.cfg.poll_name_server_interval = t;
-        self
-    }
+        /// `pollNameServerInterval` (default 30 s).
+        poll_name_server_interval(Duration) => poll_name_server_interval;
 
-    /// `heartbeatBrokerInterval` (default 30 s).
-    #[must_use]
-    pub fn heartbeat_broker_interval(mut self, t: Duration) -> Self {
-        self.cfg.heartbeat_broker_interval = t;
-        self
-    }
+        /// `heartbeatBrokerInterval` (default 30 s).
+        heartbeat_broker_interval(Duration) => heartbeat_broker_interval;
 
-    /// Sends in progress at once (default 2048, at most the client session's 1,024 send
-    /// slots); further sends wait for a slot.
-    #[must_use]
-    pub fn max_requests_in_flight(mut self, n: usize) -> Self {
-        self.cfg.max_requests_in_flight = n;
-        self
-    }
+        /// Sends in progress at once (default 2048, at most the client session's 1,024 send
+        /// slots); further sends wait for a slot.
+        max_requests_in_flight(usize) => max_requests_in_flight;
 
-    /// Parameters of the Adaptive policy (default [`RUNTIME_ADAPTIVE`]).
-    #[must_use]
-    pub fn adaptive_config(mut self, a: AdaptiveConfig) -> Self {
-        self.cfg.adaptive = a;
-        self
+        /// Parameters of the Adaptive policy (default [`RUNTIME_ADAPTIVE`]).
+        adaptive_config(AdaptiveConfig) => adaptive;
     }
 
     security_knobs!();

@@ -68,7 +68,7 @@ use tracing::{debug, warn};
 
 use crate::client::{client_id, local_ip};
 use crate::clock;
-use crate::config::{SecurityConfig, security_knobs};
+use crate::config::{SecurityConfig, security_knobs, setters};
 use crate::driver::{Core, Driver, Machine, TRACK};
 use crate::message::MessageQueue;
 use crate::metrics::{ConsumerMetrics, QueueMetrics};
@@ -198,12 +198,6 @@ impl ConsumerBuilder {
         );
         self
     }
-    /// Consumer group.
-    #[must_use]
-    pub fn group(mut self, group: &str) -> Self {
-        self.cfg.group = group.to_owned();
-        self
-    }
     /// Subscribes to `topic` with a TAG expression (`*`, `a || b`); a second call for the same
     /// topic replaces the expression.
     #[must_use]
@@ -214,71 +208,31 @@ impl ConsumerBuilder {
             .push((topic.to_owned(), expression.to_owned()));
         self
     }
-    /// Instance name (must be unique per consumer of a group within one host).
-    #[must_use]
-    pub fn instance_name(mut self, name: &str) -> Self {
-        self.cfg.instance_name = name.to_owned();
-        self
-    }
-    /// `consumeFromWhere` (default `CONSUME_FROM_LAST_OFFSET`).
-    #[must_use]
-    pub fn consume_from(mut self, w: ConsumeFromWhere) -> Self {
-        self.cfg.consume_from = w;
-        self
-    }
-    /// Allocation strategy (default averagely).
-    #[must_use]
-    pub fn allocate_strategy(mut self, s: AllocateStrategy) -> Self {
-        self.cfg.strategy = s;
-        self
-    }
-    /// `pullBatchSize` (default 32).
-    #[must_use]
-    pub fn pull_batch_size(mut self, n: u32) -> Self {
-        self.cfg.pull_batch_size = n;
-        self
-    }
-    /// Flow-control thresholds (default Java's).
-    #[must_use]
-    pub fn flow_limits(mut self, l: FlowLimits) -> Self {
-        self.cfg.flow = l;
-        self
-    }
-    /// Long-poll hold time (default 15 s).
-    #[must_use]
-    pub fn suspend(mut self, t: StdDuration) -> Self {
-        self.cfg.suspend = t;
-        self
-    }
-    /// Rebalance period (default 20 s).
-    #[must_use]
-    pub fn rebalance_interval(mut self, t: StdDuration) -> Self {
-        self.cfg.rebalance_interval = t;
-        self
-    }
-    /// Offset commit period (default 5 s).
-    #[must_use]
-    pub fn persist_interval(mut self, t: StdDuration) -> Self {
-        self.cfg.persist_interval = t;
-        self
-    }
-    /// Heartbeat period (default 30 s).
-    #[must_use]
-    pub fn heartbeat_interval(mut self, t: StdDuration) -> Self {
-        self.cfg.heartbeat_interval = t;
-        self
-    }
-    /// Remoting `version` sent (default 5.3.3).
-    #[must_use]
-    pub fn version(mut self, v: i32) -> Self {
-        self.cfg.version = v;
-        self
-    }
-    /// Header format (default JSON).
-    #[must_use]
-    pub fn serialize_type(mut self, t: SerializeType) -> Self {
-        self.cfg.serialize_type = t;
-        self
+    setters! {
+        /// Consumer group.
+        group(impl Into<String>) => group;
+        /// Instance name (must be unique per consumer of a group within one host).
+        instance_name(impl Into<String>) => instance_name;
+        /// `consumeFromWhere` (default `CONSUME_FROM_LAST_OFFSET`).
+        consume_from(ConsumeFromWhere) => consume_from;
+        /// Allocation strategy (default averagely).
+        allocate_strategy(AllocateStrategy) => strategy;
+        /// `pullBatchSize` (default 32).
+        pull_batch_size(u32) => pull_batch_size;
+        /// Flow-control thresholds (default Java's).
+        flow_limits(FlowLimits) => flow;
+        /// Long-poll hold time (default 15 s).
+        suspend(StdDuration) => suspend;
+        /// Rebalance period (default 20 s).
+        rebalance_interval(StdDuration) => rebalance_interval;
+        /// Offset commit period (default 5 s).
+        persist_interval(StdDuration) => persist_interval;
+        /// Heartbeat period (default 30 s).
+        heartbeat_interval(StdDuration) => heartbeat_interval;
+        /// Remoting `version` sent (default 5.3.3).
+        version(i32) => version;
+        /// Header format (default JSON).
+        serialize_type(SerializeType) => serialize_type;
     }
     security_knobs!();
 

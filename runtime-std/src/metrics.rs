@@ -72,32 +72,19 @@ impl FailureCounts {
         "authentication",
     ];
 
-    pub(crate) fn from_array(c: [u64; 11]) -> Self {
-        let [
-            validation,
-            no_route,
-            no_name_server,
-            broker,
-            transport,
-            timeout,
-            malformed,
-            shutdown,
-            capacity,
-            request,
-            authentication,
-        ] = c;
+    pub(crate) fn from_fn(f: impl Fn(usize) -> u64) -> Self {
         FailureCounts {
-            validation,
-            no_route,
-            no_name_server,
-            broker,
-            transport,
-            timeout,
-            malformed,
-            shutdown,
-            capacity,
-            request,
-            authentication,
+            validation: f(0),
+            no_route: f(1),
+            no_name_server: f(2),
+            broker: f(3),
+            transport: f(4),
+            timeout: f(5),
+            malformed: f(6),
+            shutdown: f(7),
+            capacity: f(8),
+            request: f(9),
+            authentication: f(10),
         }
     }
 }
@@ -135,43 +122,34 @@ pub struct QueueMetrics {
     pub lag: Option<u64>,
 }
 
-#[cfg(feature = "metrics")]
-pub(crate) fn sent(us: u64) {
-    metrics::histogram!("rmq_send_latency_seconds").record(us as f64 / 1e6);
+pub(crate) fn sent(_us: u64) {
+    #[cfg(feature = "metrics")]
+    metrics::histogram!("rmq_send_latency_seconds").record(_us as f64 / 1e6);
 }
 
-#[cfg(feature = "metrics")]
-pub(crate) fn failed(kind: &'static str) {
-    metrics::counter!("rmq_send_failures_total", "kind" => kind).increment(1);
+pub(crate) fn failed(_kind: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("rmq_send_failures_total", "kind" => _kind).increment(1);
 }
 
-#[cfg(feature = "metrics")]
-pub(crate) fn delivered(n: u64) {
-    metrics::counter!("rmq_consume_delivered_total").increment(n);
+pub(crate) fn delivered(_n: u64) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("rmq_consume_delivered_total").increment(_n);
 }
 
-#[cfg(feature = "metrics")]
-pub(crate) fn handled(us: u64) {
-    metrics::histogram!("rmq_consume_handler_seconds").record(us as f64 / 1e6);
+pub(crate) fn handled(_us: u64) {
+    #[cfg(feature = "metrics")]
+    metrics::histogram!("rmq_consume_handler_seconds").record(_us as f64 / 1e6);
 }
 
-#[cfg(feature = "metrics")]
-pub(crate) fn lag(q: &QueueMetrics) {
-    let labels = [
-        ("topic", q.queue.topic.clone()),
-        ("broker", q.queue.broker_name.clone()),
-        ("queue", q.queue.queue_id.to_string()),
-    ];
-    metrics::gauge!("rmq_consume_lag", &labels).set(q.lag.unwrap_or(0) as f64);
+pub(crate) fn lag(_q: &QueueMetrics) {
+    #[cfg(feature = "metrics")]
+    {
+        let labels = [
+            ("topic", _q.queue.topic.clone()),
+            ("broker", _q.queue.broker_name.clone()),
+            ("queue", _q.queue.queue_id.to_string()),
+        ];
+        metrics::gauge!("rmq_consume_lag", &labels).set(_q.lag.unwrap_or(0) as f64);
+    }
 }
-
-#[cfg(not(feature = "metrics"))]
-pub(crate) fn sent(_: u64) {}
-#[cfg(not(feature = "metrics"))]
-pub(crate) fn failed(_: &'static str) {}
-#[cfg(not(feature = "metrics"))]
-pub(crate) fn delivered(_: u64) {}
-#[cfg(not(feature = "metrics"))]
-pub(crate) fn handled(_: u64) {}
-#[cfg(not(feature = "metrics"))]
-pub(crate) fn lag(_: &QueueMetrics) {}

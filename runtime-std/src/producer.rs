@@ -408,13 +408,11 @@ impl Producer {
     /// to the broker's answer, retries included), sends per second, failures by kind.
     pub fn metrics(&self) -> ProducerMetrics {
         let m = &self.inner.metrics;
-        let f: [u64; FailureCounts::NAMES.len()] =
-            std::array::from_fn(|i| m.failures[i].load(Ordering::Relaxed));
         ProducerMetrics {
             counters: self.counters(),
             latency_us: m.latency.summary(),
             sends_per_sec: m.rate.per_sec(clock::now()),
-            failures: FailureCounts::from_array(f),
+            failures: FailureCounts::from_fn(|i| m.failures[i].load(Ordering::Relaxed)),
         }
     }
 
