@@ -132,7 +132,8 @@ impl World {
     fn answer(&mut self, peer: Peer, frame: &[u8]) {
         match self.s.handle_frame(self.now, peer, frame) {
             Ok(Incoming::Response(op)) => {
-                let owned: Vec<(QueueKey, u32)> = self.c.owned().map(|o| (o.queue, o.lease)).collect();
+                let owned: Vec<(QueueKey, u32)> =
+                    self.c.owned().map(|o| (o.queue, o.lease)).collect();
                 let (delivered, seen) = (&mut self.delivered, &mut self.seen);
                 let mut deliver = |d: Delivery<'_, '_>| {
                     assert!(
