@@ -55,12 +55,27 @@ mod cli {
         Oneway,
     }
 
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+    /// Where `rmq consume` starts.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     enum From {
         /// The group's committed offset, else the oldest message kept.
         First,
         /// The group's committed offset, else only messages stored from now on.
         Last,
+        /// Every assigned queue sought to the first message stored at or after this Unix
+        /// time in ms (whatever the group committed).
+        Timestamp(i64),
+    }
+
+    fn parse_from(s: &str) -> Result<From, String> {
+        match s {
+            "first" => Ok(From::First),
+            "last" => Ok(From::Last),
+            ms => ms
+                .parse()
+                .map(From::Timestamp)
+                .map_err(|_| format!("{ms:?}: expected first, last or a Unix time in ms")),
+        }
     }
 
     #[derive(Subcommand, Debug)]
@@ -73,8 +88,9 @@ mod cli {
             /// Tag expression (`*`, `TagA`, `TagA || TagB`).
             #[arg(long, default_value = "*")]
             tag: String,
-            /// Where a group without a committed offset starts.
-            #[arg(long, value_enum, default_value_t = From::Last)]
+            /// `first` or `last`: where a group without a committed offset starts; or a Unix
+            /// time in ms: every assigned queue starts at the first message stored then or later.
+            #[arg(long, default_value = "last", value_parser = parse_from)]
             from: From,
             /// Stop after this many messages.
             #[arg(long)]
@@ -358,10 +374,15 @@ mod cli {
             .subscribe(topic, tag)
             .consume_from(match from {
                 From::First => ConsumeFromWhere::FirstOffset,
-                From::Last => ConsumeFromWhere::LastOffset,
+                From::Last | From::Timestamp(_) => ConsumeFromWhere::LastOffset,
             })
             .start()
             .await?;
+        if let From::Timestamp(ms) = from {
+            for q in c.assigned_queues() {
+                c.seek(&q, rmq_std::consumer::Position::Timestamp(ms));
+            }
+        }
         eprintln!(
             "consuming {topic} ({tag}) as group {}; Ctrl-C to stop",
             cli.group

@@ -96,6 +96,13 @@ fn consume_receives_what_send_sent() {
     assert!(out.contains(" tags=A keys=k2 third\n"), "{out}");
 
     // The same group again: its offsets were committed, so only a new message comes.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let before_fourth = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        .to_string();
+    std::thread::sleep(std::time::Duration::from_millis(200));
     let (ok, _, err) = rmq(&ns, &["send", "--topic", topic, "fourth"]);
     assert!(ok, "{err}");
     let (ok, out, err) = rmq(
@@ -114,4 +121,29 @@ fn consume_receives_what_send_sent() {
     assert!(ok, "{out}{err}");
     assert!(out.starts_with("broker-a:0#3 msgId="), "{out}");
     assert!(out.ends_with(" fourth\n"), "{out}");
+
+    // A new group from a timestamp: every queue sought there, so only the fourth comes.
+    let (ok, out, err) = rmq(
+        &ns,
+        &[
+            "--group",
+            "cg_cli_ts",
+            "consume",
+            topic,
+            "--from",
+            &before_fourth,
+            "--count",
+            "1",
+        ],
+    );
+    assert!(ok, "{out}{err}");
+    assert!(out.starts_with("broker-a:0#3 msgId="), "{out}");
+    let (ok, _, err) = rmq(
+        &ns,
+        &["--group", "g", "consume", topic, "--from", "yesterday"],
+    );
+    assert!(
+        !ok && err.contains("expected first, last or a Unix time in ms"),
+        "{err}"
+    );
 }

@@ -812,6 +812,9 @@ pub enum ConsumeFromWhere {
     LastOffset,
     /// `CONSUME_FROM_FIRST_OFFSET`.
     FirstOffset,
+    /// `CONSUME_FROM_TIMESTAMP`: the first message stored at or after the consumer's
+    /// `consume_timestamp` (SEARCH_OFFSET_BY_TIMESTAMP).
+    Timestamp,
 }
 
 impl ConsumeFromWhere {
@@ -820,6 +823,7 @@ impl ConsumeFromWhere {
         match self {
             ConsumeFromWhere::LastOffset => "CONSUME_FROM_LAST_OFFSET",
             ConsumeFromWhere::FirstOffset => "CONSUME_FROM_FIRST_OFFSET",
+            ConsumeFromWhere::Timestamp => "CONSUME_FROM_TIMESTAMP",
         }
     }
 }

@@ -15,7 +15,10 @@
 //!   PULL_MESSAGE at a time, what each answer does (deliver, advance, reset on OFFSET_ILLEGAL,
 //!   back off on errors);
 //! - **offsets**: the in-flight set per queue, acknowledgements, and UPDATE_CONSUMER_OFFSET
-//!   every `persist_interval`, for revoked queues, and on [`PullConsumer::stop`].
+//!   every `persist_interval`, for revoked queues, and on [`PullConsumer::stop`];
+//! - **positioning**: [`PullConsumer::seek`] to an offset, the beginning (GET_MIN_OFFSET), the
+//!   end (GET_MAX_OFFSET) or a timestamp (SEARCH_OFFSET_BY_TIMESTAMP), and
+//!   [`PullConsumer::pause`] / [`PullConsumer::resume`].
 //!
 //! Each owned queue carries a **lease**: a number that changes whenever the queue is
 //! (re)assigned or reset, so that a runtime can tell messages of a revoked queue
@@ -58,8 +61,8 @@ use crate::session::{BrokerId, CallError, Features, Outbound, Peer, Session, Top
 use crate::time::{Duration, Instant};
 use crate::wire::headers::{
     GetConsumerListByGroupRequestHeader, GetMaxOffsetRequestHeader, GetMaxOffsetResponseHeader,
-    QueryConsumerOffsetRequestHeader, QueryConsumerOffsetResponseHeader,
-    UpdateConsumerOffsetRequestHeader,
+    GetMinOffsetRequestHeader, QueryConsumerOffsetRequestHeader, QueryConsumerOffsetResponseHeader,
+    SearchOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
 };
 use crate::wire::{CommandHeader, ExtFields, Frame, RequestCode, ResponseCode, Scratch, version};
 
@@ -79,6 +82,9 @@ pub struct PullConfig<'a> {
     pub strategy: AllocateStrategy,
     /// Where a queue without a committed offset starts.
     pub consume_from: ConsumeFromWhere,
+    /// The store timestamp (ms) [`ConsumeFromWhere::Timestamp`] starts from (Java's default:
+    /// half an hour before the consumer started).
+    pub consume_timestamp: i64,
     /// Flow-control thresholds per queue.
     pub flow: FlowLimits,
     /// `pullBatchSize`.
@@ -107,6 +113,7 @@ impl<'a> PullConfig<'a> {
             client_id,
             strategy: AllocateStrategy::Averagely,
             consume_from: ConsumeFromWhere::LastOffset,
+            consume_timestamp: 0,
             flow: FlowLimits::default(),
             pull_batch_size: PULL_BATCH_SIZE,
             suspend: Some(BROKER_SUSPEND_MAX_TIME),
@@ -149,6 +156,21 @@ impl fmt::Display for PullConfigError {
 }
 
 impl core::error::Error for PullConfigError {}
+
+/// Where [`PullConsumer::seek`] moves a queue (and where `consume_from` starts one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Position {
+    /// This offset.
+    Offset(i64),
+    /// The queue's minimum offset (GET_MIN_OFFSET).
+    Begin,
+    /// The queue's maximum offset (GET_MAX_OFFSET): only messages stored from now on.
+    End,
+    /// The first message stored at or after this timestamp, ms (SEARCH_OFFSET_BY_TIMESTAMP;
+    /// a 4.9 broker answers the message stored nearest to it, before or after).
+    Timestamp(i64),
+}
 
 /// One queue, as the session names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -232,10 +254,10 @@ enum QState {
     New,
     /// QUERY_CONSUMER_OFFSET in flight.
     Querying,
-    /// Needs GET_MAX_OFFSET.
-    NeedMax,
-    /// GET_MAX_OFFSET in flight.
-    MaxQuerying,
+    /// Needs its offset located (GET_MIN_OFFSET, GET_MAX_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP).
+    Locate(Position),
+    /// That request in flight.
+    Locating(Position),
     /// Pull at this instant.
     Ready(Instant),
     /// PULL_MESSAGE in flight.
@@ -253,6 +275,10 @@ struct Owned<const TRACK: usize> {
     tracker: QueueTracker<TRACK>,
     /// The broker's maximum offset of the queue, from the last pull answer.
     max_offset: Option<i64>,
+    /// Started by [`PullConsumer::seek`]: commit the position it starts at.
+    seek: bool,
+    /// [`PullConsumer::pause`]d: no pull until resumed.
+    paused: bool,
 }
 
 struct Sub {
@@ -267,7 +293,7 @@ struct Sub {
 enum CallRef {
     ConsumerList(u8),
     Query(QueueKey, u32),
-    MaxOffset(QueueKey, u32),
+    Locate(QueueKey, u32),
     Pull(QueueKey, u32),
     /// `lease` is `None` for a revoked queue.
     Commit(QueueKey, Option<u32>, i64),
@@ -285,6 +311,7 @@ pub struct PullConsumer<
     client_id: String<MAX_NAME>,
     strategy: AllocateStrategy,
     consume_from: ConsumeFromWhere,
+    consume_timestamp: i64,
     flow: FlowLimits,
     batch: u32,
     suspend: Option<Duration>,
@@ -335,6 +362,7 @@ impl<
             client_id: name(cfg.client_id)?,
             strategy: cfg.strategy,
             consume_from: cfg.consume_from,
+            consume_timestamp: cfg.consume_timestamp,
             flow: cfg.flow,
             batch: cfg.pull_batch_size.max(1),
             suspend: cfg.suspend,
@@ -432,7 +460,7 @@ impl<
             .filter(|o| {
                 matches!(
                     o.state,
-                    QState::New | QState::Querying | QState::NeedMax | QState::MaxQuerying
+                    QState::New | QState::Querying | QState::Locate(_) | QState::Locating(_)
                 )
             })
             .count()
@@ -473,14 +501,14 @@ impl<
             }
             let waiting = |c: &CallRef| match (*c, o.state) {
                 (CallRef::Query(k, l), QState::Querying)
-                | (CallRef::MaxOffset(k, l), QState::MaxQuerying)
+                | (CallRef::Locate(k, l), QState::Locating(_))
                 | (CallRef::Pull(k, l), QState::Pulling) => k == o.key && l == o.lease,
                 _ => false,
             };
             let n = self.calls.values().filter(|c| waiting(c)).count();
             let busy = matches!(
                 o.state,
-                QState::Querying | QState::MaxQuerying | QState::Pulling
+                QState::Querying | QState::Locating(_) | QState::Pulling
             );
             if n != usize::from(busy) {
                 return Err("a waiting queue without its request (or with two)");
@@ -516,6 +544,50 @@ impl<
     /// Starts a rebalance round now (NOTIFY_CONSUMER_IDS_CHANGED, or the application asks).
     pub fn rebalance_now(&mut self, now: Instant) {
         self.rebalance_at = now;
+    }
+
+    /// Moves owned queue `queue` to `to`: what is in flight is void (a new lease), the answer
+    /// of a pull in flight is ignored, and the new position is committed once located.
+    /// `false` when the queue is not owned.
+    pub fn seek(&mut self, now: Instant, queue: QueueKey, to: Position) -> bool {
+        let Some(i) = self.owned.iter().position(|o| o.key == queue) else {
+            return false;
+        };
+        let lease = self.lease();
+        let old = self.owned[i].lease;
+        // Forget its requests in flight: their answers become unknown opaques.
+        self.calls.retain(|_, c| {
+            !matches!(*c, CallRef::Query(k, l) | CallRef::Locate(k, l) | CallRef::Pull(k, l)
+                if k == queue && l == old)
+        });
+        let o = &mut self.owned[i];
+        o.lease = lease;
+        o.seek = true;
+        o.committing = false;
+        match to {
+            Position::Offset(offset) => Self::start(o, offset, now),
+            other => o.state = QState::Locate(other),
+        }
+        true
+    }
+
+    /// Stops pulling owned queue `queue` (what was pulled is still delivered); `false` when it
+    /// is not owned.
+    pub fn pause(&mut self, queue: QueueKey) -> bool {
+        self.set_paused(queue, true)
+    }
+
+    /// Pulls owned queue `queue` again; `false` when it is not owned.
+    pub fn resume(&mut self, queue: QueueKey) -> bool {
+        self.set_paused(queue, false)
+    }
+
+    fn set_paused(&mut self, queue: QueueKey, paused: bool) -> bool {
+        self.owned
+            .iter_mut()
+            .find(|o| o.key == queue)
+            .map(|o| o.paused = paused)
+            .is_some()
     }
 
     /// Commits every owned queue whose offset moved, now.
@@ -582,7 +654,7 @@ impl<
             return None;
         }
         let pulls = self.owned.iter().filter_map(|o| match o.state {
-            QState::Ready(at) if !self.blocked => Some(at),
+            QState::Ready(at) if !self.blocked && !o.paused => Some(at),
             _ => None,
         });
         pulls.chain([self.rebalance_at, self.persist_at]).min()
@@ -611,8 +683,14 @@ impl<
             self.blocked = true;
             return None;
         }
-        // Commits of revoked queues first, then of owned ones.
+        // Commits of revoked queues first, then of owned ones; one at a time per broker: a 4.9
+        // broker handles offset updates on a thread pool and creates a group's offset table
+        // without a lock, so concurrent first commits of one topic lose all queues but one
+        // (seen on 4.9.7).
         while let Some(&(key, offset)) = self.revoked.last() {
+            if self.committing_to(key.broker) {
+                break;
+            }
             let r = self.commit_call(now, session, key, None, offset, buf, lend);
             if r == Err(CallError::TooManyRequests) {
                 self.blocked = true;
@@ -625,7 +703,11 @@ impl<
         }
         for i in 0..self.owned.len() {
             let o = &self.owned[i];
-            if !o.commit || o.committing || !matches!(o.state, QState::Ready(_) | QState::Pulling) {
+            if !o.commit
+                || o.committing
+                || !matches!(o.state, QState::Ready(_) | QState::Pulling)
+                || self.committing_to(o.key.broker)
+            {
                 continue;
             }
             let (key, lease) = (o.key, o.lease);
@@ -717,9 +799,9 @@ impl<
                     .topic_name(key.topic)
                     .is_some_and(|t| t.starts_with("%RETRY%"));
                 let start = match (code, offset) {
-                    (0, Some(h)) if h.offset >= 0 => Some(h.offset),
-                    (0, Some(_)) => self.first_or_last(retry),
-                    (c, _) if c == ResponseCode::QUERY_NOT_FOUND.0 => self.first_or_last(retry),
+                    (0, Some(h)) if h.offset >= 0 => Position::Offset(h.offset),
+                    (0, Some(_)) => self.start_position(retry),
+                    (c, _) if c == ResponseCode::QUERY_NOT_FOUND.0 => self.start_position(retry),
                     _ => {
                         // Retried at the next rebalance, as Java does.
                         self.drop_queue(key);
@@ -728,12 +810,14 @@ impl<
                 };
                 let o = &mut self.owned[o];
                 match start {
-                    Some(offset) => Self::start(o, offset, now),
-                    None => o.state = QState::NeedMax,
+                    Position::Offset(offset) => Self::start(o, offset, now),
+                    other => o.state = QState::Locate(other),
                 }
             }
-            CallRef::MaxOffset(key, lease) => {
-                let Some(o) = self.entry(key, lease, QState::MaxQuerying) else {
+            CallRef::Locate(key, lease) => {
+                let Some(o) = self.owned.iter().position(|o| {
+                    o.key == key && o.lease == lease && matches!(o.state, QState::Locating(_))
+                }) else {
                     return true;
                 };
                 let offset = header.as_ref().filter(|_| code == 0).and_then(|h| {
@@ -769,7 +853,7 @@ impl<
                     s.listing = false;
                 }
             }
-            CallRef::Query(key, _) | CallRef::MaxOffset(key, _) => self.drop_queue(key),
+            CallRef::Query(key, _) | CallRef::Locate(key, _) => self.drop_queue(key),
             CallRef::Pull(key, lease) => {
                 self.stats.pull_failures = self.stats.pull_failures.wrapping_add(1);
                 if let Some(o) = self.entry(key, lease, QState::Pulling) {
@@ -829,6 +913,13 @@ impl<
             .position(|o| o.key == key && o.lease == lease && o.state == state)
     }
 
+    /// Whether an UPDATE_CONSUMER_OFFSET to broker `b` is in flight.
+    fn committing_to(&self, b: BrokerId) -> bool {
+        self.calls
+            .values()
+            .any(|c| matches!(c, CallRef::Commit(k, ..) if k.broker == b))
+    }
+
     fn drop_queue(&mut self, key: QueueKey) {
         if let Some(i) = self.owned.iter().position(|o| o.key == key) {
             let _ = self.owned.swap_remove(i);
@@ -841,18 +932,26 @@ impl<
         l
     }
 
-    /// `computePullFromWhere` without a committed offset: `None` = ask GET_MAX_OFFSET.
-    fn first_or_last(&self, retry_topic: bool) -> Option<i64> {
+    /// `computePullFromWhere` without a committed offset.
+    fn start_position(&self, retry_topic: bool) -> Position {
         match self.consume_from {
-            ConsumeFromWhere::FirstOffset => Some(0),
-            ConsumeFromWhere::LastOffset if retry_topic => Some(0),
-            ConsumeFromWhere::LastOffset => None,
+            ConsumeFromWhere::FirstOffset => Position::Offset(0),
+            ConsumeFromWhere::LastOffset if retry_topic => Position::Offset(0),
+            ConsumeFromWhere::LastOffset => Position::End,
+            ConsumeFromWhere::Timestamp if retry_topic => Position::End,
+            ConsumeFromWhere::Timestamp => Position::Timestamp(self.consume_timestamp),
         }
     }
 
+    /// Starts pulling at `offset`: the committed offset when it came from the broker's store;
+    /// after a seek, the new position is committed next.
     fn start(o: &mut Owned<TRACK>, offset: i64, now: Instant) {
         o.tracker = QueueTracker::new(offset);
-        o.tracker.mark_committed(offset);
+        if core::mem::take(&mut o.seek) {
+            o.commit = true;
+        } else {
+            o.tracker.mark_committed(offset);
+        }
         o.state = QState::Ready(now);
     }
 
@@ -935,6 +1034,8 @@ impl<
                 committing: false,
                 tracker: QueueTracker::new(0),
                 max_offset: None,
+                seek: false,
+                paused: false,
             };
             if self.owned.push(o).is_err() {
                 self.stats.owned_full = self.stats.owned_full.wrapping_add(1);
@@ -1201,8 +1302,8 @@ impl<
     ) -> Option<Transmit> {
         let o = self.owned.get(i)?;
         let (key, lease, state) = (o.key, o.lease, o.state);
-        if matches!(state, QState::Ready(at) if at > now)
-            || !matches!(state, QState::New | QState::NeedMax | QState::Ready(_))
+        if matches!(state, QState::Ready(at) if at > now || o.paused)
+            || !matches!(state, QState::New | QState::Locate(_) | QState::Ready(_))
         {
             return None;
         }
@@ -1246,26 +1347,37 @@ impl<
                 );
                 (r, QState::Querying)
             }
-            QState::NeedMax => {
-                let hdr = GetMaxOffsetRequestHeader {
-                    topic: &topic,
-                    queue_id: key.queue_id,
-                    committed: (self.version >= version::V5_0_0).then_some(true),
+            QState::Locate(position) => {
+                let what = CallRef::Locate(key, lease);
+                let topic = topic.as_str();
+                let queue_id = key.queue_id;
+                let t = CLIENT_API_TIMEOUT;
+                let r = match position {
+                    Position::Begin => {
+                        let hdr = GetMinOffsetRequestHeader { topic, queue_id };
+                        let code = RequestCode::GET_MIN_OFFSET;
+                        self.call(now, session, peer, code, hdr, t, what, buf, lend)
+                    }
+                    Position::Timestamp(timestamp) => {
+                        let hdr = SearchOffsetRequestHeader {
+                            topic,
+                            queue_id,
+                            timestamp,
+                        };
+                        let code = RequestCode::SEARCH_OFFSET_BY_TIMESTAMP;
+                        self.call(now, session, peer, code, hdr, t, what, buf, lend)
+                    }
+                    Position::End | Position::Offset(_) => {
+                        let hdr = GetMaxOffsetRequestHeader {
+                            topic,
+                            queue_id,
+                            committed: (self.version >= version::V5_0_0).then_some(true),
+                        };
+                        let code = RequestCode::GET_MAX_OFFSET;
+                        self.call(now, session, peer, code, hdr, t, what, buf, lend)
+                    }
                 };
-                let what = CallRef::MaxOffset(key, lease);
-                let code = RequestCode::GET_MAX_OFFSET;
-                let r = self.call(
-                    now,
-                    session,
-                    peer,
-                    code,
-                    hdr,
-                    CLIENT_API_TIMEOUT,
-                    what,
-                    buf,
-                    lend,
-                );
-                (r, QState::MaxQuerying)
+                (r, QState::Locating(position))
             }
             QState::Ready(at) if at <= now => {
                 let o = &self.owned[i];

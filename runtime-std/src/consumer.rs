@@ -22,6 +22,12 @@
 //!   assigned nothing and receives nothing. Connections lost and late responses are counted in
 //!   [`ConsumerStats`].
 //!
+//! **Positioning**: [`Consumer::seek`] moves an assigned queue to an offset, its beginning or
+//! end, or the first message stored at or after a timestamp ([`Position`]); the new position
+//! is committed. [`Consumer::pause`] / [`Consumer::resume`] stop and restart pulling a queue.
+//! [`ConsumeFromWhere::Timestamp`] with [`ConsumerBuilder::consume_timestamp`] applies, like
+//! Java's `CONSUME_FROM_TIMESTAMP`, when the broker has no offset for the group.
+//!
 //! Delivery is at least once. Messages handed out and not acknowledged when a queue moves to
 //! another consumer (rebalance) or when the process dies are delivered again, from the last
 //! committed offset: the duplicate window is "not yet acknowledged, or acknowledged less than one
@@ -55,11 +61,12 @@ use bytes::Bytes;
 use rmq_core::consumer::{
     AllocateStrategy, BROKER_SUSPEND_MAX_TIME, ConsumeFromWhere, FlowLimits,
     MessageQueue as CoreQueue, OFFSET_RPC_TIMEOUT, PERSIST_OFFSET_INTERVAL, PULL_BATCH_SIZE,
-    PULL_EXCEPTION_DELAY_V5, QueueTracker, REBALANCE_INTERVAL,
+    PULL_EXCEPTION_DELAY_V5, REBALANCE_INTERVAL,
 };
 use rmq_core::message::stored::MessageId;
 use rmq_core::message::{CompressionType, keys};
 use rmq_core::producer::{CLIENT_API_TIMEOUT, HEARTBEAT_BROKER_INTERVAL};
+pub use rmq_core::pull_consumer::Position;
 use rmq_core::pull_consumer::{Delivery, PullConfig, PullConfigError, QueueKey};
 use rmq_core::session;
 use rmq_core::wire::{LanguageCode, SerializeType, version};
@@ -69,7 +76,7 @@ use tracing::{debug, warn};
 use crate::client::{client_id, local_ip};
 use crate::clock;
 use crate::config::{SecurityConfig, security_knobs, setters};
-use crate::driver::{Core, Driver, Machine, TRACK};
+use crate::driver::{Core, Driver, Machine};
 use crate::message::MessageQueue;
 use crate::metrics::{ConsumerMetrics, QueueMetrics};
 use crate::shared::Counters;
@@ -89,6 +96,9 @@ pub struct ConsumerConfig {
     pub instance_name: String,
     /// Where a queue without a committed offset starts.
     pub consume_from: ConsumeFromWhere,
+    /// The store timestamp (Unix ms) `ConsumeFromWhere::Timestamp` starts from (default:
+    /// half an hour before the builder was made, as Java).
+    pub consume_timestamp: i64,
     /// Queue allocation strategy.
     pub strategy: AllocateStrategy,
     /// `pullBatchSize`.
@@ -168,6 +178,7 @@ impl Default for ConsumerBuilder {
                 subscriptions: Vec::new(),
                 instance_name: format!("{}#{}#{seq}", std::process::id(), clock::unix_millis()),
                 consume_from: ConsumeFromWhere::LastOffset,
+                consume_timestamp: clock::unix_millis() - 30 * 60 * 1000,
                 strategy: AllocateStrategy::Averagely,
                 pull_batch_size: PULL_BATCH_SIZE,
                 flow: FlowLimits::default(),
@@ -215,6 +226,8 @@ impl ConsumerBuilder {
         instance_name(impl Into<String>) => instance_name;
         /// `consumeFromWhere` (default `CONSUME_FROM_LAST_OFFSET`).
         consume_from(ConsumeFromWhere) => consume_from;
+        /// `consumeTimestamp` in Unix ms, for `ConsumeFromWhere::Timestamp`.
+        consume_timestamp(i64) => consume_timestamp;
         /// Allocation strategy (default averagely).
         allocate_strategy(AllocateStrategy) => strategy;
         /// `pullBatchSize` (default 32).
@@ -403,6 +416,7 @@ impl Consumer {
         let mut pull = PullConfig::new(&cfg.group, &client_id);
         pull.strategy = cfg.strategy;
         pull.consume_from = cfg.consume_from;
+        pull.consume_timestamp = cfg.consume_timestamp;
         pull.flow = cfg.flow;
         pull.pull_batch_size = cfg.pull_batch_size;
         pull.suspend = Some(clock::to_core(cfg.suspend));
@@ -483,56 +497,77 @@ impl Consumer {
 
     /// The queues currently assigned to this consumer, in Java's queue order.
     pub fn assigned_queues(&self) -> Vec<MessageQueue> {
-        let mut v: Vec<MessageQueue> = self
+        self.metrics_of(|q| q.queue)
+    }
+
+    /// `f` of every owned queue's metrics, in Java's queue order.
+    fn metrics_of<T>(&self, f: impl Fn(QueueMetrics) -> T) -> Vec<T> {
+        let mut v: Vec<QueueMetrics> = self
             .with(false, |c, s| {
                 c.owned()
                     .filter_map(|o| {
-                        Some(MessageQueue {
-                            topic: s.topic_name(o.queue.topic)?.to_owned(),
-                            broker_name: s.broker_name(o.queue.broker)?.to_owned(),
-                            queue_id: o.queue.queue_id,
+                        Some(QueueMetrics {
+                            queue: MessageQueue {
+                                topic: s.topic_name(o.queue.topic)?.to_owned(),
+                                broker_name: s.broker_name(o.queue.broker)?.to_owned(),
+                                queue_id: o.queue.queue_id,
+                            },
+                            broker_max_offset: o.max_offset,
+                            committable: o.tracker.committable(),
+                            committed: o.tracker.committed(),
+                            in_flight: o.tracker.cached_count(),
+                            lag: o.lag(),
                         })
                     })
                     .collect()
             })
             .unwrap_or_default();
-        v.sort_by(|a, b| core_queue(a).cmp(&core_queue(b)));
-        v
+        v.sort_by(|a, b| core_queue(&a.queue).cmp(&core_queue(&b.queue)));
+        v.into_iter().map(f).collect()
     }
 
     /// Messages handed out and not yet acknowledged, over all queues.
     pub fn in_flight(&self) -> usize {
-        self.with(false, |c, _| {
-            c.owned().map(|o| o.tracker.cached_count()).sum()
-        })
-        .unwrap_or(0)
+        self.metrics_of(|m| m.in_flight).into_iter().sum()
     }
 
     /// The committable offset of `queue` (lowest not yet acknowledged), if it is assigned.
     pub fn committable_offset(&self, queue: &MessageQueue) -> Option<i64> {
-        self.tracker(queue, |t| Some(t.committable()))
+        self.queue_metrics(queue).map(|m| m.committable)
     }
 
     /// The last offset of `queue` the broker confirmed as committed (or the start offset it
     /// reported), if the queue is assigned.
     pub fn committed_offset(&self, queue: &MessageQueue) -> Option<i64> {
-        self.tracker(queue, QueueTracker::committed)
+        self.queue_metrics(queue)?.committed
     }
 
-    fn tracker<R>(
-        &self,
-        queue: &MessageQueue,
-        f: impl FnOnce(&QueueTracker<TRACK>) -> Option<R>,
-    ) -> Option<R> {
-        self.with(false, |c, s| {
-            c.owned()
-                .find(|o| {
-                    s.topic_name(o.queue.topic) == Some(queue.topic.as_str())
-                        && s.broker_name(o.queue.broker) == Some(queue.broker_name.as_str())
-                        && o.queue.queue_id == queue.queue_id
-                })
-                .and_then(|o| f(o.tracker))
-        })?
+    fn queue_metrics(&self, queue: &MessageQueue) -> Option<QueueMetrics> {
+        self.metrics_of(|m| m)
+            .into_iter()
+            .find(|m| m.queue == *queue)
+    }
+
+    /// Moves an assigned queue to `to` (an offset, its beginning or end, or the first message
+    /// stored at or after a timestamp); messages of the old position still buffered are not
+    /// handed out, and the new position is committed. `false` when the queue is not assigned.
+    pub fn seek(&self, queue: &MessageQueue, to: Position) -> bool {
+        self.on_queue(queue, |c, k| c.seek(clock::now(), k, to))
+    }
+
+    /// Stops pulling an assigned queue until [`Consumer::resume`]; `false` when not assigned.
+    pub fn pause(&self, queue: &MessageQueue) -> bool {
+        self.on_queue(queue, Machine::pause)
+    }
+
+    /// Pulls a paused queue again; `false` when not assigned.
+    pub fn resume(&self, queue: &MessageQueue) -> bool {
+        self.on_queue(queue, Machine::resume)
+    }
+
+    fn on_queue(&self, q: &MessageQueue, f: impl FnOnce(&mut Machine, QueueKey) -> bool) -> bool {
+        let g = |c: &mut Machine, s: &Core| key_of(c, s, q).is_some_and(|k| f(c, k));
+        self.with(true, g).unwrap_or(false)
     }
 
     /// Waits up to `timeout` for messages and returns between 1 and `max` of them, or none at
@@ -588,27 +623,7 @@ impl Consumer {
     /// broker's maximum offset from each pull answer minus the committable offset). With the
     /// `metrics` feature this also sets the `rmq_consume_lag` gauges.
     pub fn metrics(&self) -> ConsumerMetrics {
-        let mut queues: Vec<QueueMetrics> = self
-            .with(false, |c, s| {
-                c.owned()
-                    .filter_map(|o| {
-                        Some(QueueMetrics {
-                            queue: MessageQueue {
-                                topic: s.topic_name(o.queue.topic)?.to_owned(),
-                                broker_name: s.broker_name(o.queue.broker)?.to_owned(),
-                                queue_id: o.queue.queue_id,
-                            },
-                            broker_max_offset: o.max_offset,
-                            committable: o.tracker.committable(),
-                            committed: o.tracker.committed(),
-                            in_flight: o.tracker.cached_count(),
-                            lag: o.lag(),
-                        })
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        queues.sort_by(|a, b| core_queue(&a.queue).cmp(&core_queue(&b.queue)));
+        let queues = self.metrics_of(|q| q);
         queues.iter().for_each(crate::metrics::lag);
         ConsumerMetrics {
             stats: self.stats(),
@@ -673,6 +688,15 @@ impl Consumer {
             .shutdown(clock::to_std(CLIENT_API_TIMEOUT))
             .await;
     }
+}
+
+/// The key of an owned queue named `q`.
+fn key_of(c: &Machine, s: &Core, q: &MessageQueue) -> Option<QueueKey> {
+    c.owned().map(|o| o.queue).find(|k| {
+        s.topic_name(k.topic) == Some(q.topic.as_str())
+            && s.broker_name(k.broker) == Some(q.broker_name.as_str())
+            && k.queue_id == q.queue_id
+    })
 }
 
 fn core_queue(q: &MessageQueue) -> CoreQueue<'_> {

@@ -61,7 +61,7 @@ const SUBS: usize = 64;
 /// Queues a consumer owns at once.
 const OWNED: usize = 256;
 /// Messages in flight per owned queue (Java's flow control delays pulls past 1,000).
-pub(crate) const TRACK: usize = 1024;
+const TRACK: usize = 1024;
 /// Consumer requests in flight.
 const CALLS: usize = 1024;
 /// Consumers per group.

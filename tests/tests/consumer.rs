@@ -22,7 +22,7 @@ use rmq_core::consumer::{
 };
 use rmq_core::wire::version;
 use rmq_std::MessageQueue;
-use rmq_std::consumer::{ConsumedMessage, Consumer};
+use rmq_std::consumer::{ConsumedMessage, Consumer, Position};
 use rmq_tests::broker::{Cluster, ClusterOptions, JavaProducer, SendLine, Version};
 
 fn rt() -> tokio::runtime::Runtime {
@@ -462,12 +462,22 @@ fn scenario_restart(cluster: &Cluster) {
         // Wait for the periodic commit (every 5 s) of the 4 queues: until the broker
         // confirmed each committable offset.
         let t0 = Instant::now();
-        for q in c.assigned_queues() {
-            while c.committed_offset(&q) != Some(committable[&q.queue_id]) {
-                assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", c.stats());
+        for (qid, want) in &committable {
+            let q = MessageQueue {
+                topic: topic.to_owned(),
+                broker_name: got[0].queue.broker_name.clone(),
+                queue_id: *qid,
+            };
+            while c.committed_offset(&q) != Some(*want) {
+                assert!(
+                    t0.elapsed() < Duration::from_secs(15),
+                    "queue {qid} not committed at {want}: {:?}",
+                    c.metrics()
+                );
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
+        eprintln!("restart phase 1 committed: {:?}", c.metrics().queues);
         (got, acked, committable)
     });
     drop(crash_rt); // "kill -9": tasks and sockets go away, nothing else is sent.
@@ -475,6 +485,7 @@ fn scenario_restart(cluster: &Cluster) {
     let rt2 = rt();
     let second = rt2.block_on(async {
         let c = consumer(cluster, group, topic, "*").await;
+        eprintln!("restart phase 2 starts at: {:?}", c.metrics().queues);
         // Until every message not acknowledged before the crash came again (or a minute).
         let unacked: BTreeSet<(i32, i64)> = keys(&first).difference(&acked).copied().collect();
         let t0 = Instant::now();
@@ -570,6 +581,115 @@ fn scenario_flow_control(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
     });
 }
 
+/// Seek to an offset, the beginning, the end and a timestamp; pause and resume; a group
+/// without an offset starting from a timestamp. Every check would fail if the call were
+/// ignored (the position is always one the consumer would not reach by itself then).
+fn scenario_positioning(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
+    let topic = "ConsPos";
+    cluster.create_topic(topic, 1).expect("create topic");
+    let ns = cluster.namesrv_addr().to_string();
+    rt.block_on(async {
+        let p = rmq_std::Producer::builder()
+            .namesrv_addr(&ns)
+            .producer_group("pg_pos")
+            .version(client_version(cluster.version()))
+            .start()
+            .await
+            .expect("producer");
+        let send = |from: usize, to: usize| {
+            let p = p.clone();
+            async move {
+                for i in from..to {
+                    p.send(rmq_std::Message::new(topic, format!("pos-{i}")))
+                        .await
+                        .unwrap_or_else(|e| panic!("send {i}: {e}"));
+                }
+            }
+        };
+        send(0, 10).await;
+        // 4.9 brokers answer the message nearest in time (5.x: the first at or after it), so
+        // the timestamp is far from message 9 and close to message 10.
+        tokio::time::sleep(Duration::from_millis(3000)).await;
+        let middle = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        send(10, 20).await;
+        let c = consumer(cluster, "cg_pos", topic, "*").await;
+        let q = c.assigned_queues().pop().expect("the queue");
+        let got = collect(&c, 20, Duration::from_secs(60), true).await;
+        assert_eq!(got.len(), 20);
+        // The first message polled after a seek, from the new position.
+        let first_after = |c: Consumer| async move {
+            let got = collect(&c, 1, Duration::from_secs(20), true).await;
+            got.first().map(|m| {
+                (
+                    m.queue_offset,
+                    String::from_utf8_lossy(&m.body).into_owned(),
+                )
+            })
+        };
+        assert!(c.seek(&q, Position::Offset(5)));
+        assert_eq!(first_after(c.clone()).await, Some((5, "pos-5".into())));
+        // The new position is committed without any acknowledgement.
+        let t0 = Instant::now();
+        while c.committed_offset(&q).is_none_or(|o| o < 5) {
+            assert!(t0.elapsed() < Duration::from_secs(15), "seek not committed");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(c.seek(&q, Position::Begin));
+        assert_eq!(first_after(c.clone()).await, Some((0, "pos-0".into())));
+        assert!(c.seek(&q, Position::Timestamp(middle)));
+        assert_eq!(first_after(c.clone()).await, Some((10, "pos-10".into())));
+        assert!(c.seek(&q, Position::End));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let _ = c.poll(64, Duration::from_millis(300)).await;
+        send(20, 21).await;
+        assert_eq!(first_after(c.clone()).await, Some((20, "pos-20".into())));
+        // Paused: no new pull until resumed (a long poll already at the broker may still
+        // bring one message).
+        assert!(c.pause(&q));
+        send(21, 22).await;
+        let mut seen: Vec<i64> = collect(&c, 1, Duration::from_secs(2), true)
+            .await
+            .iter()
+            .map(|m| m.queue_offset)
+            .collect();
+        send(22, 23).await;
+        assert!(
+            c.poll(64, Duration::from_secs(3)).await.is_empty(),
+            "a paused queue was pulled again"
+        );
+        assert!(c.resume(&q));
+        while seen.len() < 2 {
+            let more = collect(&c, 1, Duration::from_secs(20), true).await;
+            assert!(!more.is_empty(), "nothing after resume; seen {seen:?}");
+            seen.extend(more.iter().map(|m| m.queue_offset));
+        }
+        assert_eq!(seen, [21, 22]);
+        c.shutdown().await;
+        // A new group asked to start from a timestamp starts at 0 here, as a Java consumer
+        // does: while a queue's messages are all in memory (min offset 0), both brokers answer
+        // QUERY_CONSUMER_OFFSET of an unknown group with offset 0, not QUERY_NOT_FOUND, so
+        // `consume_from` is not consulted (the TIMESTAMP path itself is covered by the core's
+        // `a_group_without_offset_can_start_from_a_timestamp`).
+        let ts = Consumer::builder()
+            .namesrv_addr(&ns)
+            .group("cg_pos_ts")
+            .subscribe(topic, "*")
+            .consume_from(ConsumeFromWhere::Timestamp)
+            .consume_timestamp(middle)
+            .version(client_version(cluster.version()))
+            .start()
+            .await
+            .expect("consumer");
+        assert_eq!(first_after(ts.clone()).await, Some((0, "pos-0".into())));
+        ts.shutdown().await;
+        p.shutdown().await;
+    });
+}
+
 /// The two versions run one after the other: two clusters plus their JVMs at once overload a
 /// small build box (Java producer timeouts).
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -580,6 +700,10 @@ fn run_all(version: Version) {
     let cluster = Cluster::start(version, ClusterOptions::default()).expect("cluster start");
     eprintln!("[{}] cluster up in {:?}", version.name(), t0.elapsed());
     let rt = rt();
+    if std::env::var("RMQ_CONSUMER_SCENARIO").as_deref() == Ok("positioning") {
+        scenario_positioning(&cluster, &rt);
+        return;
+    }
     check_allocation_oracle(&cluster);
     scenario_content(&cluster, &rt);
     eprintln!("[{}] content ok at {:?}", version.name(), t0.elapsed());
@@ -595,6 +719,8 @@ fn run_all(version: Version) {
     eprintln!("[{}] restart ok at {:?}", version.name(), t0.elapsed());
     scenario_flow_control(&cluster, &rt);
     eprintln!("[{}] flow control ok at {:?}", version.name(), t0.elapsed());
+    scenario_positioning(&cluster, &rt);
+    eprintln!("[{}] positioning ok at {:?}", version.name(), t0.elapsed());
 }
 
 #[test]

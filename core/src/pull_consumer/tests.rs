@@ -461,3 +461,110 @@ fn unknown_opaques_are_not_the_consumers() {
     assert!(!w.c.handle_response(w.now, &w.s, 12345, &f, &mut |_| {}));
     assert!(!w.c.handle_call_failed(w.now, 12345));
 }
+
+#[test]
+fn seek_moves_a_queue_and_voids_what_was_in_flight() {
+    let mut w = World::new(1);
+    let pull = start(&mut w, &[ME], 0, 5);
+    let lease = w.c.owned().next().unwrap().lease;
+    // To an offset: at once, the pull in flight is forgotten, the new position committed.
+    assert!(w.c.seek(w.now, q(0), Position::Offset(50)));
+    assert!(!w.c.is_current(q(0), lease));
+    let out = w.out();
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert_eq!(out[0].code, RequestCode::UPDATE_CONSUMER_OFFSET.0);
+    assert_eq!(out[0].ext["commitOffset"], "50");
+    assert_eq!(out[1].ext["queueOffset"], "50");
+    w.reply(&out[0], 0, &[], b"");
+    // The old pull's answer delivers nothing.
+    let f = response(0, pull.opaque, &[], b"");
+    assert!(!w.c.handle_response(w.now, &w.s, pull.opaque, &f, &mut |_| panic!()));
+    // To the beginning, the end, a timestamp: located first.
+    for (to, code, ext) in [
+        (Position::Begin, RequestCode::GET_MIN_OFFSET, None),
+        (Position::End, RequestCode::GET_MAX_OFFSET, None),
+        (
+            Position::Timestamp(1_700_000_000_000),
+            RequestCode::SEARCH_OFFSET_BY_TIMESTAMP,
+            Some("1700000000000"),
+        ),
+    ] {
+        assert!(w.c.seek(w.now, q(0), to));
+        let locate = one(w.out());
+        assert_eq!(locate.code, code.0);
+        assert_eq!(locate.ext["topic"], "T");
+        assert_eq!(locate.ext.get("timestamp").map(StdString::as_str), ext);
+        w.reply(&locate, 0, &[("offset", "7")], b"");
+        let out = w.out();
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert_eq!(out[0].ext["commitOffset"], "7");
+        assert_eq!(out[1].ext["queueOffset"], "7");
+        w.reply(&out[0], 0, &[], b"");
+    }
+    assert!(!w.c.seek(w.now, q(3), Position::Begin), "not owned");
+}
+
+#[test]
+fn paused_queues_are_not_pulled_until_resumed() {
+    let mut w = World::new(1);
+    let pull = start(&mut w, &[ME], 0, 0);
+    assert!(w.c.pause(q(0)));
+    w.pull_answer(&pull, 1, &[(0, "TagA")]);
+    assert_eq!(w.got.len(), 1, "what was pulled is still delivered");
+    assert!(w.out().is_empty());
+    assert_ne!(
+        w.c.poll_timeout(),
+        Some(w.now),
+        "a paused queue asks for no wake-up"
+    );
+    assert!(w.c.resume(q(0)));
+    assert_eq!(one(w.out()).ext["queueOffset"], "1");
+    assert!(!w.c.pause(q(2)));
+}
+
+#[test]
+fn a_group_without_offset_can_start_from_a_timestamp() {
+    let mut w = World::new(1);
+    let mut pc = PullConfig::new("cg", ME);
+    pc.consume_from = ConsumeFromWhere::Timestamp;
+    pc.consume_timestamp = 1_234;
+    w.c = C::new(&pc, w.now).unwrap();
+    w.c.subscribe(w.now, &mut w.s, "T", "*").unwrap();
+    let l = one(w.out());
+    w.consumers(&l, &[ME]);
+    let query = one(w.out());
+    w.reply(&query, ResponseCode::QUERY_NOT_FOUND.0, &[], b"");
+    let search = one(w.out());
+    assert_eq!(search.code, RequestCode::SEARCH_OFFSET_BY_TIMESTAMP.0);
+    assert_eq!(search.ext["timestamp"], "1234");
+    w.reply(&search, 0, &[("offset", "3")], b"");
+    let pull = one(w.out());
+    assert_eq!(pull.ext["queueOffset"], "3");
+}
+
+#[test]
+fn commits_go_one_at_a_time_per_broker() {
+    let mut w = World::new(2);
+    let l = one(w.out());
+    w.consumers(&l, &[ME]);
+    for query in w.out() {
+        w.reply(&query, 0, &[("offset", "0")], b"");
+    }
+    for pull in w.out() {
+        w.pull_answer(&pull, 1, &[(0, "TagA")]);
+    }
+    for (k, lease, off, _) in w.got.clone() {
+        assert!(w.c.ack(k, lease, off));
+    }
+    let _long_polls = w.out();
+    w.now = t(5000);
+    let first = one(w.out());
+    assert_eq!(first.code, RequestCode::UPDATE_CONSUMER_OFFSET.0);
+    assert_eq!(w.c.commits_pending(), 2);
+    w.reply(&first, 0, &[], b"");
+    let second = one(w.out());
+    assert_eq!(second.code, RequestCode::UPDATE_CONSUMER_OFFSET.0);
+    assert_ne!(first.ext["queueId"], second.ext["queueId"]);
+    w.reply(&second, 0, &[], b"");
+    assert_eq!(w.c.commits_pending(), 0);
+}

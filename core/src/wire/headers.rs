@@ -341,6 +341,19 @@ ext_header! {
 }
 
 ext_header! {
+    /// SEARCH_OFFSET_BY_TIMESTAMP (29) request (5.x also knows `boundaryType`, LOWER when
+    /// absent: the first message stored at or after `timestamp`).
+    pub struct SearchOffsetRequestHeader<'a> {
+        /// Topic.
+        topic: &'a str = "topic",
+        /// Queue id.
+        queue_id: i32 = "queueId",
+        /// Store timestamp, ms.
+        timestamp: i64 = "timestamp",
+    }
+}
+
+ext_header! {
     /// GET_MIN_OFFSET (31) request.
     pub struct GetMinOffsetRequestHeader<'a> {
         /// Topic.
