@@ -5,7 +5,9 @@
 //! the session's. This module owns what the core cannot: sockets, the clock, and the waiters.
 //!
 //! - One [`Driver`] per client holds the session behind one lock, the encoded properties and
-//!   bodies of the sends in flight, and one connection per [`Peer`].
+//!   bodies of the sends in flight, one connection per [`Peer`], and for a consumer's client
+//!   the core `PullConsumer` (its requests go out in `flush` beside the session's, its answers
+//!   and failed calls are handed to it, its deadlines join the session's).
 //! - A driver task (quinn's `ConnectionDriver` shape) runs `handle_timeout`, drains
 //!   `poll_transmit` into the connections, hands out events and sleeps until
 //!   `poll_timeout` or a wake-up.
@@ -105,7 +107,7 @@ struct State {
     heartbeat: Option<Vec<u8>>,
     /// A consumer's decisions and where its messages go; `None` for a producer.
     consumer: Option<(Box<Machine>, Deliver)>,
-    /// [`Driver::close`] ran: no new connection, no new call.
+    /// [`Driver::close`] ran: no new connection.
     stopped: bool,
     topics: HashMap<String, TopicId>,
     sends: HashMap<u32, Pending>,
@@ -348,7 +350,7 @@ impl Driver {
     }
 
     /// Stops the driver task and closes every connection at once (no unregister). Whatever is
-    /// still waiting (sends past the shutdown drain, calls, route waits) ends now: nothing
+    /// still waiting (sends past the shutdown drain, route waits) ends now: nothing
     /// would time it out any more.
     pub(crate) fn close(&self) {
         if let Some(t) = lock(&self.inner.task).take() {
