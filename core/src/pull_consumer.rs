@@ -1,4 +1,4 @@
-//! A clustering pull consumer, sans-IO, on top of the client [`Session`]: the decisions that
+//! A clustering pull consumer, sans-IO, on top of the client [`Session`](crate::session::Session): the decisions that
 //! make RocketMQ's push consumer (Java `RebalanceImpl`, `DefaultMQPushConsumerImpl.pullMessage`,
 //! `RemoteBrokerOffsetStore`), for every runtime.
 //!
@@ -40,7 +40,9 @@
 //!
 //! Capacities are const generics: `SUBS` subscriptions, `OWNED` queues owned at once, `TRACK`
 //! messages in flight per queue (flow control never pulls more than the free slots), `CALLS`
-//! requests in flight (a power of two), `CIDS` consumers per group.
+//! requests in flight (a power of two), `CIDS` consumers per group, `QUEUES` queues per topic
+//! route (the session's). It talks to the session through [`Client`], which every
+//! [`Session`](crate::session::Session) implements.
 
 use core::fmt;
 
@@ -57,7 +59,7 @@ use crate::consumer::{
 use crate::message::stored::CrcCheck;
 use crate::message::{StoredMessage, StoredMessages};
 use crate::producer::{CLIENT_API_TIMEOUT, HeartbeatFlavor};
-use crate::session::{BrokerId, CallError, Features, Outbound, Peer, Session, TopicId, Transmit};
+use crate::session::{BrokerId, CallError, Client, Outbound, Peer, TopicId, Transmit};
 use crate::time::{Duration, Instant};
 use crate::wire::headers::{
     GetConsumerListByGroupRequestHeader, GetMaxOffsetRequestHeader, GetMaxOffsetResponseHeader,
@@ -306,6 +308,7 @@ pub struct PullConsumer<
     const TRACK: usize,
     const CALLS: usize,
     const CIDS: usize,
+    const QUEUES: usize,
 > {
     group: String<MAX_NAME>,
     client_id: String<MAX_NAME>,
@@ -343,7 +346,8 @@ impl<
     const TRACK: usize,
     const CALLS: usize,
     const CIDS: usize,
-> PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS>
+    const QUEUES: usize,
+> PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS, QUEUES>
 {
     /// A consumer with no subscription yet; its first rebalance is due at once.
     ///
@@ -391,18 +395,10 @@ impl<
     ///
     /// # Errors
     /// [`PullConfigError`].
-    pub fn subscribe<
-        const T: usize,
-        const B: usize,
-        const Q: usize,
-        const R: usize,
-        const S: usize,
-        const RS: usize,
-        F: Features,
-    >(
+    pub fn subscribe<S: Client>(
         &mut self,
         now: Instant,
-        session: &mut Session<T, B, Q, R, S, RS, F>,
+        session: &mut S,
         topic: &str,
         expression: &str,
     ) -> Result<TopicId, PullConfigError> {
@@ -660,22 +656,13 @@ impl<
         pulls.chain([self.rebalance_at, self.persist_at]).min()
     }
 
-    /// The next request to write, encoded into `buf` through [`Session::call`] (write it to
+    /// The next request to write, encoded into `buf` through [`Session::call`](crate::session::Session::call) (write it to
     /// the transmit's peer at once); `None` when nothing is due, or the session's request
     /// table is full (try again after a response).
-    pub fn poll_call<
-        const T: usize,
-        const B: usize,
-        const Q: usize,
-        const R: usize,
-        const S: usize,
-        const RS: usize,
-        F: Features,
-        M: Outbound + ?Sized,
-    >(
+    pub fn poll_call<S: Client, M: Outbound + ?Sized>(
         &mut self,
         now: Instant,
-        session: &mut Session<T, B, Q, R, S, RS, F>,
+        session: &mut S,
         buf: &mut [u8],
         lend: &M,
     ) -> Option<Transmit> {
@@ -753,18 +740,10 @@ impl<
 
     /// An answer to one of this consumer's calls (`false` when `opaque` is not one): applies
     /// it, handing each delivered message to `deliver`.
-    pub fn handle_response<
-        const T: usize,
-        const B: usize,
-        const Q: usize,
-        const R: usize,
-        const S: usize,
-        const RS: usize,
-        F: Features,
-    >(
+    pub fn handle_response<S: Client>(
         &mut self,
         now: Instant,
-        session: &Session<T, B, Q, R, S, RS, F>,
+        session: &S,
         opaque: i32,
         frame: &[u8],
         deliver: &mut dyn FnMut(Delivery<'_, '_>),
@@ -867,19 +846,7 @@ impl<
 
     /// Writes the HEART_BEAT body announcing this consumer (its subscriptions) into `buf`.
     /// `None` when it does not fit.
-    pub fn heartbeat_body<
-        const T: usize,
-        const B: usize,
-        const Q: usize,
-        const R: usize,
-        const S: usize,
-        const RS: usize,
-        F: Features,
-    >(
-        &self,
-        session: &Session<T, B, Q, R, S, RS, F>,
-        buf: &mut [u8],
-    ) -> Option<usize> {
+    pub fn heartbeat_body<S: Client>(&self, session: &S, buf: &mut [u8]) -> Option<usize> {
         let mut subs: Vec<Subscription<'_>, SUBS> = Vec::new();
         for s in &self.subs {
             let topic = session.topic_name(s.topic)?;
@@ -965,24 +932,11 @@ impl<
     }
 
     /// Applies an allocation round of topic `t` with the (unsorted) consumer ids `ids`.
-    fn assign<
-        const T: usize,
-        const B: usize,
-        const Q: usize,
-        const R: usize,
-        const S: usize,
-        const RS: usize,
-        F: Features,
-    >(
-        &mut self,
-        session: &Session<T, B, Q, R, S, RS, F>,
-        t: TopicId,
-        ids: &mut [&str],
-    ) {
+    fn assign<S: Client>(&mut self, session: &S, t: TopicId, ids: &mut [&str]) {
         let Some(topic) = session.topic_name(t) else {
             return;
         };
-        let mut all: Vec<(MessageQueue<'_>, BrokerId), Q> = Vec::new();
+        let mut all: Vec<(MessageQueue<'_>, BrokerId), QUEUES> = Vec::new();
         for q in session.subscribe_queues(t) {
             let Some(b) = session.broker_name(q.broker) else {
                 continue;
@@ -995,11 +949,11 @@ impl<
         // Java sorts both lists before allocating (MessageQueue.compareTo, String.compareTo).
         all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         sort_consumer_ids(ids);
-        let mut mine: Vec<(MessageQueue<'_>, BrokerId), Q> = Vec::new();
+        let mut mine: Vec<(MessageQueue<'_>, BrokerId), QUEUES> = Vec::new();
         if allocate(self.strategy, &all, ids, &self.client_id, &mut mine).is_err() {
             return;
         }
-        let mut wanted: Vec<QueueKey, Q> = Vec::new();
+        let mut wanted: Vec<QueueKey, QUEUES> = Vec::new();
         for (m, broker) in &mine {
             let _ = wanted.push(QueueKey {
                 topic: t,
@@ -1044,18 +998,10 @@ impl<
     }
 
     /// Applies a pull answer to owned queue `i`.
-    fn pulled<
-        const T: usize,
-        const B: usize,
-        const Q: usize,
-        const R: usize,
-        const S: usize,
-        const RS: usize,
-        F: Features,
-    >(
+    fn pulled<S: Client>(
         &mut self,
         now: Instant,
-        session: &Session<T, B, Q, R, S, RS, F>,
+        session: &S,
         i: usize,
         header: Option<&CommandHeader<'_>>,
         body: &[u8],
@@ -1159,20 +1105,10 @@ impl<
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn call<
-        E: ExtFields,
-        const T: usize,
-        const B: usize,
-        const Q: usize,
-        const R: usize,
-        const S: usize,
-        const RS: usize,
-        F: Features,
-        M: Outbound + ?Sized,
-    >(
+    fn call<E: ExtFields, S: Client, M: Outbound + ?Sized>(
         &mut self,
         now: Instant,
-        session: &mut Session<T, B, Q, R, S, RS, F>,
+        session: &mut S,
         peer: Peer,
         code: RequestCode,
         ext: E,
@@ -1188,19 +1124,10 @@ impl<
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn commit_call<
-        const T: usize,
-        const B: usize,
-        const Q: usize,
-        const R: usize,
-        const S: usize,
-        const RS: usize,
-        F: Features,
-        M: Outbound + ?Sized,
-    >(
+    fn commit_call<S: Client, M: Outbound + ?Sized>(
         &mut self,
         now: Instant,
-        session: &mut Session<T, B, Q, R, S, RS, F>,
+        session: &mut S,
         key: QueueKey,
         lease: Option<u32>,
         offset: i64,
@@ -1234,19 +1161,10 @@ impl<
         )
     }
 
-    fn list_call<
-        const T: usize,
-        const B: usize,
-        const Q: usize,
-        const R: usize,
-        const S: usize,
-        const RS: usize,
-        F: Features,
-        M: Outbound + ?Sized,
-    >(
+    fn list_call<S: Client, M: Outbound + ?Sized>(
         &mut self,
         now: Instant,
-        session: &mut Session<T, B, Q, R, S, RS, F>,
+        session: &mut S,
         i: usize,
         buf: &mut [u8],
         lend: &M,
@@ -1283,19 +1201,10 @@ impl<
     }
 
     /// The next request of owned queue `i`, if it needs one now.
-    fn queue_call<
-        const T: usize,
-        const B: usize,
-        const Q: usize,
-        const R: usize,
-        const S: usize,
-        const RS: usize,
-        F: Features,
-        M: Outbound + ?Sized,
-    >(
+    fn queue_call<S: Client, M: Outbound + ?Sized>(
         &mut self,
         now: Instant,
-        session: &mut Session<T, B, Q, R, S, RS, F>,
+        session: &mut S,
         i: usize,
         buf: &mut [u8],
         lend: &M,

@@ -70,7 +70,7 @@ const CALLS: usize = 1024;
 const CIDS: usize = 1024;
 
 /// A consumer's decisions (the core's).
-pub(crate) type Machine = PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS>;
+pub(crate) type Machine = PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS, QUEUES>;
 
 /// Where a consumer's messages go.
 pub(crate) type Deliver = Box<dyn FnMut(Delivery<'_, '_>) + Send>;
@@ -223,13 +223,13 @@ impl Driver {
             .unwrap_or(Err(PullConfigError::Name))?;
         let mut st = lock(&self.inner.state);
         for (topic, expression) in subscriptions {
-            c.subscribe(now, &mut st.session, topic, expression)?;
+            c.subscribe(now, &mut *st.session, topic, expression)?;
         }
         let mut body = vec![0u8; 4096];
-        while c.heartbeat_body(&st.session, &mut body).is_none() && body.len() < (1 << 24) {
+        while c.heartbeat_body(&*st.session, &mut body).is_none() && body.len() < (1 << 24) {
             body.resize(body.len() * 2, 0);
         }
-        let n = c.heartbeat_body(&st.session, &mut body).unwrap_or(0);
+        let n = c.heartbeat_body(&*st.session, &mut body).unwrap_or(0);
         body.truncate(n);
         st.heartbeat = Some(body);
         st.consumer = Some((c, deliver));
@@ -528,7 +528,7 @@ impl Inner {
                 acl: self.security.acl.as_ref(),
                 heartbeat: None,
             };
-            let Some(tx) = c.poll_call(now, &mut state.session, &mut state.buf, &lend) else {
+            let Some(tx) = c.poll_call(now, &mut *state.session, &mut state.buf, &lend) else {
                 break;
             };
             let frame = Frame {
@@ -702,7 +702,7 @@ impl FrameSink for PeerSink {
         let state = &mut *st;
         match (r, state.consumer.as_mut()) {
             (Ok(Incoming::Response(opaque)), Some((c, deliver))) => {
-                c.handle_response(now, &state.session, opaque, frame, deliver.as_mut());
+                c.handle_response(now, &*state.session, opaque, frame, deliver.as_mut());
             }
             (Ok(Incoming::Request { code, .. }), consumer) => {
                 let handled = consumer.is_some_and(|(c, _)| c.handle_broker_request(now, code));

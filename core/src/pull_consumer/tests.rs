@@ -12,7 +12,7 @@ use crate::session::{Config, Incoming};
 use crate::wire::{CommandRepr, SerializeType};
 
 type S = crate::session::Session<4, 4, 16, 16, 4, 2048>;
-type C = PullConsumer<2, 4, 8, 16, 8>;
+type C = PullConsumer<2, 4, 8, 16, 8, 16>;
 
 const ME: &str = "10.0.0.2@gw";
 const OTHER: &str = "10.0.0.9@other";
