@@ -434,6 +434,18 @@ pub enum SendFailure {
 }
 
 impl SendFailure {
+    /// The broker of the last attempt, when the retry plan made one.
+    pub fn broker(&self) -> Option<BrokerId> {
+        match self {
+            SendFailure::Plan { broker, .. } => *broker,
+            SendFailure::Encode(_)
+            | SendFailure::Acl(_)
+            | SendFailure::Authentication { .. }
+            | SendFailure::MalformedResponse { .. }
+            | SendFailure::TooManyRequests => None,
+        }
+    }
+
     /// Attempts made before the failure.
     pub fn attempts(&self) -> u8 {
         match self {

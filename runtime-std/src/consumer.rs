@@ -720,7 +720,7 @@ fn to_message(d: &Delivery<'_, '_>) -> ConsumedMessage {
                     }
                 }
             }
-            _ => {
+            Ok(CompressionType::Lz4 | CompressionType::Zstd) | Err(_) => {
                 warn!(
                     topic = d.topic,
                     offset = m.queue_offset,

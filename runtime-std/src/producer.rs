@@ -598,12 +598,13 @@ impl Producer {
             Err(f) => {
                 let unreachable = d.with(|s| s.route_unreachable(t));
                 let mut e = send_error(&f, unreachable);
-                e.cause = match (&f, e.kind()) {
-                    (SendFailure::Plan { broker, .. }, SendErrorKind::Transport(_)) => {
-                        broker.and_then(|b| d.cause(Some(session::Peer::Broker(b))))
-                    }
-                    (_, SendErrorKind::NoNameServer) => d.cause(None),
-                    _ => None,
+                // What the last attempt's connection (or the NameServers) failed with.
+                e.cause = if let (Some(b), SendErrorKind::Transport(_)) = (f.broker(), e.kind()) {
+                    d.cause(Some(session::Peer::Broker(b)))
+                } else if e.kind() == &SendErrorKind::NoNameServer {
+                    d.cause(None)
+                } else {
+                    None
                 }
                 .map(Box::new);
                 return Err(e);
