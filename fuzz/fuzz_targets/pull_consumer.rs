@@ -28,7 +28,8 @@ use rmq_core::pull_consumer::{Delivery, PullConfig, PullConsumer, QueueKey};
 use rmq_core::retry::TransportError;
 use rmq_core::session::{Config, Incoming, Outbound, Peer, SendId, Session, Transmit};
 use rmq_core::time::{Duration, Instant};
-use rmq_core::wire::{CommandRepr, RequestCode, ResponseCode, SerializeType, version};
+use rmq_core::wire::RequestCode;
+use rmq_fuzz::{next_byte as next, response};
 
 type S = Session<3, 3, 8, 16, 2, 1024>;
 type C = PullConsumer<2, 4, 8, 8, 4, 8>;
@@ -42,17 +43,6 @@ impl Outbound for NoLend {
     fn properties(&self, _: SendId) -> &str {
         ""
     }
-}
-
-fn response(code: i32, opaque: i32, ext: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
-    let cmd = CommandRepr::response(ResponseCode(code), opaque, version::V5_3_3, Some(ext));
-    let mut buf = vec![0u8; 512];
-    let Ok(n) = cmd.emit_frame_prefix_and_header(SerializeType::JSON, body.len(), &mut buf) else {
-        return Vec::new();
-    };
-    buf.truncate(n);
-    buf.extend_from_slice(body);
-    buf
 }
 
 fn records(from: i64, k: u8) -> Vec<u8> {
@@ -192,13 +182,6 @@ fuzz_target!(|data: &[u8]| {
         stopped: false,
     };
     w.take();
-    let next = |ops: &mut &[u8]| -> u8 {
-        let Some((&b, rest)) = ops.split_first() else {
-            return 0;
-        };
-        *ops = rest;
-        b
-    };
     while !ops.is_empty() {
         match next(&mut ops) % 8 {
             0 => {

@@ -31,7 +31,7 @@ use rmq_core::session::{
 };
 use rmq_core::time::{Duration, Instant};
 use rmq_core::wire::RequestCode;
-use rmq_core::wire::{CommandRepr, ResponseCode, SerializeType, version};
+use rmq_fuzz::{next_byte as next, response};
 
 type S = Session<3, 3, 8, 6, 4, 1024>;
 
@@ -51,17 +51,6 @@ impl Outbound for Props {
     fn properties(&self, _: SendId) -> &str {
         "WAIT\u{1}true\u{2}"
     }
-}
-
-fn response(code: i32, opaque: i32, ext: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
-    let cmd = CommandRepr::response(ResponseCode(code), opaque, version::V5_3_3, Some(ext));
-    let mut buf = vec![0u8; 512];
-    let Ok(n) = cmd.emit_frame_prefix_and_header(SerializeType::JSON, body.len(), &mut buf) else {
-        return Vec::new();
-    };
-    buf.truncate(n);
-    buf.extend_from_slice(body);
-    buf
 }
 
 fn peer(p: u8) -> Peer {
@@ -177,13 +166,6 @@ fuzz_target!(|data: &[u8]| {
         calls: HashSet::new(),
     };
     let mut topics: Vec<TopicId> = Vec::new();
-    let next = |ops: &mut &[u8]| -> u8 {
-        let Some((&b, rest)) = ops.split_first() else {
-            return 0;
-        };
-        *ops = rest;
-        b
-    };
     while !ops.is_empty() {
         match next(&mut ops) % 9 {
             0 => {

@@ -3,7 +3,10 @@
 //! Every helper asserts an invariant of rmq-core's documented contract; a failed assertion is
 //! a finding, exactly like a panic inside the core.
 
-use rmq_core::wire::{CommandHeader, FieldStr, Frame, PREFIX_LEN, Scratch, SerializeType};
+use rmq_core::wire::{
+    CommandHeader, CommandRepr, FieldStr, Frame, PREFIX_LEN, ResponseCode, Scratch, SerializeType,
+    version,
+};
 
 /// Wraps `header` in a frame of serialize type `ty` (no body), as a peer would send it.
 pub fn frame_around(ty: SerializeType, header: &[u8]) -> Vec<u8> {
@@ -188,6 +191,28 @@ pub fn check_one_pass(frame: &Frame<&[u8]>) {
     }
     same!(SendMessageRequestHeaderV2, "V2");
     same!(SendMessageRequestHeader, "V1");
+}
+
+/// A response frame from a broker or NameServer: `code`, `opaque`, the ext fields and `body`
+/// (empty if the header cannot be encoded).
+pub fn response(code: i32, opaque: i32, ext: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
+    let cmd = CommandRepr::response(ResponseCode(code), opaque, version::V5_3_3, Some(ext));
+    let mut buf = vec![0u8; 512];
+    let Ok(n) = cmd.emit_frame_prefix_and_header(SerializeType::JSON, body.len(), &mut buf) else {
+        return Vec::new();
+    };
+    buf.truncate(n);
+    buf.extend_from_slice(body);
+    buf
+}
+
+/// The next operand byte of a fuzz input (0 once it is used up).
+pub fn next_byte(ops: &mut &[u8]) -> u8 {
+    let Some((&b, rest)) = ops.split_first() else {
+        return 0;
+    };
+    *ops = rest;
+    b
 }
 
 #[cfg(test)]
