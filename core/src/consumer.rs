@@ -697,6 +697,11 @@ impl<const N: usize> QueueTracker<N> {
         }
     }
 
+    /// Whether `offset` is in flight (handed out, not yet acknowledged).
+    pub fn contains(&self, offset: i64) -> bool {
+        self.inflight.binary_search_by(|e| e.0.cmp(&offset)).is_ok()
+    }
+
     /// The lowest offset not yet processed.
     pub fn committable(&self) -> i64 {
         self.inflight.first().map_or(self.next_offset, |e| e.0)

@@ -26,6 +26,8 @@
 //!   reconnect back-off.
 //! - [`consumer`]: pull requests and results, tag expressions, Java's queue allocation, flow
 //!   control and per-queue offset tracking.
+//! - [`send_back`]: retries and dead letters: CONSUMER_SEND_MSG_BACK, the `%RETRY%` fallback
+//!   message and its properties.
 //! - [`session`]: the client session that ties the pieces together, one per client instance
 //!   (Java's `MQClientInstance`): NameServer failover, topic routes with the TBW102 fallback,
 //!   the broker table, request correlation with deadlines, sends on the retry plan, heartbeats
@@ -61,6 +63,7 @@ pub mod pull_consumer;
 pub mod retry;
 pub mod route;
 pub mod select;
+pub mod send_back;
 pub mod session;
 pub mod time;
 pub mod wire;

@@ -88,6 +88,7 @@ pub struct SendRequest<'a> {
     flag: i32,
     sys_flag: i32,
     batch: bool,
+    reconsume: Option<(i32, i32)>,
     default_topic: &'a str,
     default_topic_queue_nums: i32,
 }
@@ -113,6 +114,7 @@ impl<'a> SendRequest<'a> {
             flag: 0,
             sys_flag: 0,
             batch: false,
+            reconsume: None,
             default_topic: DEFAULT_TOPIC,
             default_topic_queue_nums: DEFAULT_TOPIC_QUEUE_NUMS,
         }
@@ -136,6 +138,13 @@ impl<'a> SendRequest<'a> {
     #[must_use]
     pub fn batch(mut self, batch: bool) -> Self {
         self.batch = batch;
+        self
+    }
+
+    /// A consumed message resent to `%RETRY%<group>`: `(reconsumeTimes, maxReconsumeTimes)`.
+    #[must_use]
+    pub fn reconsume(mut self, reconsume: Option<(i32, i32)>) -> Self {
+        self.reconsume = reconsume;
         self
     }
 
@@ -173,10 +182,10 @@ impl<'a> SendRequest<'a> {
             } else {
                 Some(self.properties)
             },
-            reconsume_times: Some(0),
+            reconsume_times: Some(self.reconsume.map_or(0, |r| r.0)),
             unit_mode: Some(false),
             batch: Some(self.batch),
-            max_reconsume_times: None,
+            max_reconsume_times: self.reconsume.map(|r| r.1),
             broker_name: Some(self.broker_name),
         })
     }

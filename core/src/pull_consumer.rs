@@ -53,18 +53,24 @@ use crate::consumer::{
     AllocateStrategy, BROKER_SUSPEND_MAX_TIME, ConsumeFromWhere, ConsumeType, ConsumerData,
     FlowDecision, FlowLimits, MessageModel, MessageQueue, OFFSET_RPC_TIMEOUT,
     PERSIST_OFFSET_INTERVAL, PULL_BATCH_SIZE, PULL_EXCEPTION_DELAY_V5, PullRequest, PullStatus,
-    QueueTracker, REBALANCE_INTERVAL, Subscription, TagExpression, TrackError, allocate,
+    QueueTracker, REBALANCE_INTERVAL, SUB_ALL, Subscription, TagExpression, TrackError, allocate,
     parse_consumer_list, parse_pull_response, sort_consumer_ids, write_heartbeat,
 };
+use crate::message::keys;
 use crate::message::stored::CrcCheck;
 use crate::message::{StoredMessage, StoredMessages};
 use crate::producer::{CLIENT_API_TIMEOUT, HeartbeatFlavor};
+use crate::send_back::{
+    MAX_MSG_ID, MAX_RECONSUME_TIMES, Nack, NackError, RETRY_TOPIC_PREFIX, SEND_BACK_TIMEOUT,
+    retry_topic,
+};
 use crate::session::{BrokerId, CallError, Client, Outbound, Peer, TopicId, Transmit};
 use crate::time::{Duration, Instant};
 use crate::wire::headers::{
-    GetConsumerListByGroupRequestHeader, GetMaxOffsetRequestHeader, GetMaxOffsetResponseHeader,
-    GetMinOffsetRequestHeader, QueryConsumerOffsetRequestHeader, QueryConsumerOffsetResponseHeader,
-    SearchOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
+    ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader,
+    GetMaxOffsetRequestHeader, GetMaxOffsetResponseHeader, GetMinOffsetRequestHeader,
+    QueryConsumerOffsetRequestHeader, QueryConsumerOffsetResponseHeader, SearchOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
 };
 use crate::wire::{CommandHeader, ExtFields, Frame, RequestCode, ResponseCode, Scratch, version};
 
@@ -105,6 +111,12 @@ pub struct PullConfig<'a> {
     pub sub_version: i64,
     /// Seed of the random broker choice for GET_CONSUMER_LIST_BY_GROUP.
     pub seed: u32,
+    /// Deliveries of a message before the broker moves it to `%DLQ%<group>` (sent with every
+    /// send-back; default 16).
+    pub max_reconsume_times: i32,
+    /// Subscribe `%RETRY%<group>` with the first subscription, where messages sent back
+    /// return (a clustering Java consumer does; default `true`).
+    pub retry: bool,
 }
 
 impl<'a> PullConfig<'a> {
@@ -125,6 +137,8 @@ impl<'a> PullConfig<'a> {
             version: version::V5_3_3,
             sub_version: 0,
             seed: 1,
+            max_reconsume_times: MAX_RECONSUME_TIMES,
+            retry: true,
         }
     }
 }
@@ -193,8 +207,11 @@ pub struct Delivery<'a, 'm> {
     pub queue: QueueKey,
     /// The queue's lease when it was pulled (give it back to [`PullConsumer::ack`]).
     pub lease: u32,
-    /// Topic name.
+    /// The message's topic: the queue's, or for a message of `%RETRY%<group>` the topic it
+    /// was first consumed from (its `RETRY_TOPIC`).
     pub topic: &'a str,
+    /// The queue's topic.
+    pub queue_topic: &'a str,
     /// Broker name.
     pub broker_name: &'a str,
     /// The message (body as stored: decompress it if its sys flag says so).
@@ -248,6 +265,49 @@ pub struct PullStats {
     pub commit_failures: u64,
     /// Queues allocated to us that did not fit the owned table.
     pub owned_full: u64,
+    /// Messages sent back (CONSUMER_SEND_MSG_BACK answered with success).
+    pub sent_back: u64,
+    /// Send-backs that failed (the runtime's fallback follows).
+    pub send_back_failures: u64,
+}
+
+/// What became of a [`PullConsumer::nack`]ed message; read with [`PullConsumer::poll_event`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum PullEvent {
+    /// The broker took it back (it returns through `%RETRY%<group>`, or went to
+    /// `%DLQ%<group>`); its offset is acknowledged.
+    SentBack {
+        /// Its queue.
+        queue: QueueKey,
+        /// The lease it was nacked under.
+        lease: u32,
+        /// Its queue offset.
+        offset: i64,
+    },
+    /// The send-back failed: send the fallback copy to `%RETRY%<group>` (see
+    /// [`crate::send_back`]) and [`ack`](PullConsumer::ack) it when stored, else hand the
+    /// message out again after [`LOCAL_RETRY_DELAY`](crate::send_back::LOCAL_RETRY_DELAY).
+    SendBackFailed {
+        /// Its queue.
+        queue: QueueKey,
+        /// The lease it was nacked under.
+        lease: u32,
+        /// Its queue offset.
+        offset: i64,
+    },
+}
+
+/// A send-back waiting for a request slot or an answer.
+struct Back {
+    key: QueueKey,
+    lease: u32,
+    offset: i64,
+    commit_log_offset: i64,
+    delay_level: i32,
+    msg_id: String<MAX_MSG_ID>,
+    topic: String<MAX_NAME>,
+    sent: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -299,6 +359,7 @@ enum CallRef {
     Pull(QueueKey, u32),
     /// `lease` is `None` for a revoked queue.
     Commit(QueueKey, Option<u32>, i64),
+    SendBack(QueueKey, u32, i64),
 }
 
 /// The consumer (see the [module docs](self)).
@@ -323,8 +384,12 @@ pub struct PullConsumer<
     persist_interval: Duration,
     version: i32,
     sub_version: i64,
+    max_reconsume_times: i32,
+    retry: bool,
     rng: u32,
     subs: Vec<Sub, SUBS>,
+    backs: Vec<Back, CALLS>,
+    events: heapless::Deque<PullEvent, CALLS>,
     owned: Vec<Owned<TRACK>, OWNED>,
     /// Offsets of revoked queues still to commit.
     revoked: Vec<(QueueKey, i64), OWNED>,
@@ -375,8 +440,12 @@ impl<
             persist_interval: cfg.persist_interval,
             version: cfg.version,
             sub_version: cfg.sub_version,
+            max_reconsume_times: cfg.max_reconsume_times,
+            retry: cfg.retry,
             rng: cfg.seed.max(1),
             subs: Vec::new(),
+            backs: Vec::new(),
+            events: heapless::Deque::new(),
             owned: Vec::new(),
             revoked: Vec::new(),
             calls: FnvIndexMap::new(),
@@ -411,15 +480,37 @@ impl<
         if self.subs.iter().any(|s| s.topic == t) {
             return Err(PullConfigError::Duplicate);
         }
-        self.subs
-            .push(Sub {
-                topic: t,
-                expression: e,
-                list: false,
-                listing: false,
-            })
-            .map_err(|_| PullConfigError::TooManySubscriptions)?;
+        self.add_sub(t, e)?;
+        if self.retry && !topic.starts_with(RETRY_TOPIC_PREFIX) {
+            // Where this group's messages sent back return (Java `copySubscription`).
+            let name: String<{ MAX_NAME + 8 }> =
+                retry_topic(&self.group).ok_or(PullConfigError::Name)?;
+            let r = session
+                .topic(now, &name)
+                .map_err(|_| PullConfigError::Topic)?;
+            if !self.subs.iter().any(|s| s.topic == r) {
+                let mut all = String::new();
+                let _ = all.push_str(SUB_ALL);
+                self.add_sub(r, all)?;
+            }
+        }
         Ok(t)
+    }
+
+    fn add_sub(
+        &mut self,
+        topic: TopicId,
+        expression: String<MAX_EXPRESSION>,
+    ) -> Result<(), PullConfigError> {
+        let sub = Sub {
+            topic,
+            expression,
+            list: false,
+            listing: false,
+        };
+        self.subs
+            .push(sub)
+            .map_err(|_| PullConfigError::TooManySubscriptions)
     }
 
     /// Counters.
@@ -523,15 +614,24 @@ impl<
                 return Err("tracker over capacity");
             }
         }
+        let sent = self.backs.iter().filter(|b| b.sent).count();
+        let calls = self.calls.values();
+        if sent != calls.filter(|c| matches!(c, CallRef::SendBack(..))).count() {
+            return Err("a send-back in flight without its request (or the reverse)");
+        }
         for c in self.calls.values() {
             let ok = match *c {
                 CallRef::ConsumerList(i) => {
                     self.subs.get(usize::from(i)).is_some_and(|s| s.listing)
                 }
+                CallRef::SendBack(k, l, o) => self
+                    .backs
+                    .iter()
+                    .any(|b| b.sent && b.key == k && b.lease == l && b.offset == o),
                 _ => true,
             };
             if !ok {
-                return Err("a consumer list request of no listing subscription");
+                return Err("a request of no listing subscription or send-back");
             }
         }
         Ok(())
@@ -609,6 +709,60 @@ impl<
     pub fn stop(&mut self) {
         self.stopping = true;
         self.commit_now();
+    }
+
+    /// Sends a message the application could not process back to its broker
+    /// (CONSUMER_SEND_MSG_BACK, see [`crate::send_back`]); the answer is a [`PullEvent`].
+    /// The message stays in flight (its offset is not committable) until then.
+    ///
+    /// # Errors
+    /// [`NackError`]; nothing changed.
+    pub fn nack(&mut self, queue: QueueKey, lease: u32, nack: &Nack<'_>) -> Result<(), NackError> {
+        let in_flight = self
+            .owned
+            .iter()
+            .any(|o| o.key == queue && o.lease == lease && o.tracker.contains(nack.offset));
+        if !in_flight {
+            return Err(NackError::NotInFlight);
+        }
+        if self
+            .backs
+            .iter()
+            .any(|b| b.key == queue && b.lease == lease && b.offset == nack.offset)
+        {
+            return Err(NackError::Pending);
+        }
+        // Every send-back ends in one event: keep room for them all.
+        if self.backs.len() + self.events.len() >= CALLS {
+            return Err(NackError::Full);
+        }
+        let (mut msg_id, mut topic) = (String::new(), String::new());
+        if msg_id.push_str(nack.msg_id).is_err() || topic.push_str(nack.topic).is_err() {
+            return Err(NackError::TooLong);
+        }
+        let back = Back {
+            key: queue,
+            lease,
+            offset: nack.offset,
+            commit_log_offset: nack.commit_log_offset,
+            delay_level: nack.delay_level,
+            msg_id,
+            topic,
+            sent: false,
+        };
+        self.backs.push(back).map_err(|_| NackError::Full)
+    }
+
+    /// The next outcome of a [`nack`](Self::nack); drain after every
+    /// [`handle_response`](Self::handle_response) and
+    /// [`handle_call_failed`](Self::handle_call_failed).
+    pub fn poll_event(&mut self) -> Option<PullEvent> {
+        self.events.pop_front()
+    }
+
+    /// Send-backs not yet answered.
+    pub fn sends_back_pending(&self) -> usize {
+        self.backs.len()
     }
 
     /// Acknowledges the message at `offset` of `queue`: it becomes committable once every
@@ -711,6 +865,29 @@ impl<
             if let Ok(tx) = r {
                 self.owned[i].committing = true;
                 return Some(tx);
+            }
+        }
+        // Send-backs next: the application waits for their answers.
+        let mut i = 0;
+        while i < self.backs.len() {
+            if self.backs[i].sent {
+                i += 1;
+                continue;
+            }
+            match self.back_call(now, session, i, buf, lend) {
+                Ok(tx) => {
+                    self.backs[i].sent = true;
+                    return Some(tx);
+                }
+                Err(CallError::TooManyRequests) => {
+                    self.blocked = true;
+                    return None;
+                }
+                Err(_) => {
+                    // Cannot be encoded (or its broker is gone): the fallback's turn.
+                    let b = &self.backs[i];
+                    self.back_done(b.key, b.lease, b.offset, false);
+                }
             }
         }
         if self.stopping {
@@ -816,6 +993,9 @@ impl<
             CallRef::Commit(key, lease, offset) => {
                 self.committed(key, lease, offset, code == 0);
             }
+            CallRef::SendBack(key, lease, offset) => {
+                self.back_done(key, lease, offset, code == 0);
+            }
         }
         true
     }
@@ -840,6 +1020,7 @@ impl<
                 }
             }
             CallRef::Commit(key, lease, offset) => self.committed(key, lease, offset, false),
+            CallRef::SendBack(key, lease, offset) => self.back_done(key, lease, offset, false),
         }
         true
     }
@@ -1028,6 +1209,7 @@ impl<
                 let sub = self.subs.iter().find(|s| s.topic == key.topic);
                 let expr = TagExpression::new(sub.map_or("*", |s| s.expression.as_str()));
                 let topic = session.topic_name(key.topic).unwrap_or("");
+                let retry = topic.starts_with(RETRY_TOPIC_PREFIX);
                 let broker_name = session.broker_name(key.broker).unwrap_or("");
                 let o = &mut self.owned[i];
                 let mut complete = true;
@@ -1044,10 +1226,13 @@ impl<
                     match o.tracker.push(m.queue_offset, len) {
                         Ok(()) => {
                             delivered += 1;
+                            let props = m.properties().ok().filter(|_| retry);
+                            let origin = props.and_then(|p| p.get(keys::RETRY_TOPIC));
                             deliver(Delivery {
                                 queue: key,
                                 lease: o.lease,
-                                topic,
+                                topic: origin.unwrap_or(topic),
+                                queue_topic: topic,
                                 broker_name,
                                 message: &m,
                             });
@@ -1083,6 +1268,65 @@ impl<
                 o.state = QState::Ready(now);
             }
         }
+    }
+
+    /// A send-back ended: the message counts as consumed when the broker took it.
+    fn back_done(&mut self, queue: QueueKey, lease: u32, offset: i64, ok: bool) {
+        let this = |b: &Back| b.key == queue && b.lease == lease && b.offset == offset;
+        if let Some(i) = self.backs.iter().position(this) {
+            let _ = self.backs.swap_remove(i);
+        }
+        let event = if ok {
+            self.stats.sent_back = self.stats.sent_back.wrapping_add(1);
+            let _ = self.ack(queue, lease, offset);
+            PullEvent::SentBack {
+                queue,
+                lease,
+                offset,
+            }
+        } else {
+            self.stats.send_back_failures = self.stats.send_back_failures.wrapping_add(1);
+            PullEvent::SendBackFailed {
+                queue,
+                lease,
+                offset,
+            }
+        };
+        // Room is kept by `nack`.
+        let _ = self.events.push_back(event);
+    }
+
+    fn back_call<S: Client, M: Outbound + ?Sized>(
+        &mut self,
+        now: Instant,
+        session: &mut S,
+        i: usize,
+        buf: &mut [u8],
+        lend: &M,
+    ) -> Result<Transmit, CallError> {
+        let b = &self.backs[i];
+        let (key, lease, offset) = (b.key, b.lease, b.offset);
+        let (commit_log_offset, delay_level) = (b.commit_log_offset, b.delay_level);
+        let (msg_id, topic, group) = (b.msg_id.clone(), b.topic.clone(), self.group.clone());
+        let mut bname: String<MAX_NAME> = String::new();
+        let named = session
+            .broker_name(key.broker)
+            .is_some_and(|n| bname.push_str(n).is_ok());
+        let hdr = ConsumerSendMsgBackRequestHeader {
+            offset: commit_log_offset,
+            group: &group,
+            delay_level,
+            origin_msg_id: Some(&msg_id),
+            origin_topic: Some(&topic),
+            unit_mode: false,
+            max_reconsume_times: Some(self.max_reconsume_times),
+            bname: (named && self.version >= version::V5_0_0).then_some(bname.as_str()),
+        };
+        let what = CallRef::SendBack(key, lease, offset);
+        let peer = Peer::Broker(key.broker);
+        let code = RequestCode::CONSUMER_SEND_MSG_BACK;
+        let t = SEND_BACK_TIMEOUT;
+        self.call(now, session, peer, code, hdr, t, what, buf, lend)
     }
 
     fn committed(&mut self, key: QueueKey, lease: Option<u32>, offset: i64, ok: bool) {

@@ -343,6 +343,9 @@ pub struct SendArgs {
     pub born_timestamp: i64,
     /// A fixed queue (send-to-queue, ordered sends: one attempt), or `None` to select.
     pub queue: Option<PublishQueue<BrokerId>>,
+    /// A consumed message resent to `%RETRY%<group>`: `(reconsumeTimes, maxReconsumeTimes)`
+    /// of the send header ([`crate::send_back::RetryProperties::reconsume`]).
+    pub reconsume: Option<(i32, i32)>,
 }
 
 impl SendArgs {
@@ -356,6 +359,7 @@ impl SendArgs {
             batch: false,
             born_timestamp,
             queue: None,
+            reconsume: None,
         }
     }
 }
@@ -775,6 +779,7 @@ struct SendSlot {
     sys_flag: i32,
     batch: bool,
     born: i64,
+    reconsume: Option<(i32, i32)>,
     plan: Option<SendPlan<BrokerId>>,
     req: Option<u16>,
     stored: Option<Stored>,
@@ -793,6 +798,7 @@ impl SendSlot {
         sys_flag: 0,
         batch: false,
         born: 0,
+        reconsume: None,
         plan: None,
         req: None,
         stored: None,
@@ -1320,6 +1326,7 @@ impl<
             sys_flag: args.sys_flag,
             batch: args.batch,
             born: args.born_timestamp,
+            reconsume: args.reconsume,
             plan: Some(plan),
             ..SendSlot::EMPTY
         };
@@ -1895,9 +1902,12 @@ impl<
             }
             let _ = ids.push(id);
         }
+        // A topic that does not exist has nothing to read (TBW102 is a template to write).
         if F::CONSUMER {
             let mut read: Vec<PublishQueueRef, QUEUES> = Vec::new();
-            let _ = route.subscribe_queues(&mut read);
+            if !default {
+                let _ = route.subscribe_queues(&mut read);
+            }
             if let Some(topic) = self.topics.get_mut(usize::from(t)) {
                 topic.read.clear();
                 for r in &read {
@@ -2253,7 +2263,8 @@ impl<
                 )
                 .flag(slot.flag)
                 .sys_flag(slot.sys_flag)
-                .batch(slot.batch);
+                .batch(slot.batch)
+                .reconsume(slot.reconsume);
                 tx.body = Some(id);
                 tx.body_len = slot.body_len;
                 tx.report_written = slot.mode == SendMode::Oneway;

@@ -2,7 +2,7 @@
 //! a hostile clock: arbitrary answers (well-formed or raw bytes) to its consumer lists, offset
 //! queries, pulls and commits, lost requests, acknowledgements, rebalances, time steps, stop.
 //!
-//! Input: operations, each an opcode byte (mod 8) and its operands:
+//! Input: operations, each an opcode byte (mod 9) and its operands:
 //! - `0 d`: advance the clock by `d²` ms, `handle_timeout`, take every request due;
 //! - `1 i c x k`: answer the `i`-th request in flight: a consumer list naming us or not
 //!   (`x`), an offset `x`, a pull with code `CODES[c]`, next offset `x` and `k % 6` records
@@ -12,11 +12,14 @@
 //! - `4 i`: acknowledge the `i`-th delivered message;
 //! - `5`: NOTIFY_CONSUMER_IDS_CHANGED;
 //! - `6`: commit now;
-//! - `7`: stop.
+//! - `7`: stop;
+//! - `8 i l`: nack the `i`-th delivered message with delay level `l` (its send-back is answered
+//!   like any request by `1`/`2`/`3`).
 //!
 //! Invariants: no panic; the consumer's bookkeeping holds after every operation
 //! (`check_invariants`); a message is delivered only for a queue owned at that moment, and
-//! never twice under one lease; after `stop`, nothing but commits is requested.
+//! never twice under one lease; after `stop`, nothing but commits and send-backs is requested;
+//! every send-back outcome answers exactly one accepted nack.
 #![no_main]
 
 use std::collections::HashSet;
@@ -24,8 +27,9 @@ use std::collections::HashSet;
 use libfuzzer_sys::fuzz_target;
 use rmq_core::message::stored::MessageVersion;
 use rmq_core::message::{StoredMessage, SysFlag};
-use rmq_core::pull_consumer::{Delivery, PullConfig, PullConsumer, QueueKey};
+use rmq_core::pull_consumer::{Delivery, PullConfig, PullConsumer, PullEvent, QueueKey};
 use rmq_core::retry::TransportError;
+use rmq_core::send_back::Nack;
 use rmq_core::session::{Config, Incoming, Outbound, Peer, SendId, Session, Transmit};
 use rmq_core::time::{Duration, Instant};
 use rmq_core::wire::RequestCode;
@@ -88,6 +92,8 @@ struct World {
     calls: Vec<(Transmit, i32)>,
     delivered: Vec<(QueueKey, u32, i64)>,
     seen: HashSet<(QueueKey, u32, i64)>,
+    /// Nacks accepted and not yet answered.
+    nacked: HashSet<(QueueKey, u32, i64)>,
     stopped: bool,
 }
 
@@ -105,7 +111,11 @@ impl World {
                 })
                 .unwrap_or(-1);
             if self.stopped {
-                assert_eq!(code, RequestCode::UPDATE_CONSUMER_OFFSET.0, "after stop");
+                assert!(
+                    code == RequestCode::UPDATE_CONSUMER_OFFSET.0
+                        || code == RequestCode::CONSUMER_SEND_MSG_BACK.0,
+                    "{code} after stop"
+                );
             }
             self.calls.push((tx, code));
         }
@@ -153,6 +163,23 @@ impl World {
                 let _ = self.c.handle_call_failed(self.now, opaque);
             }
         }
+        while let Some(e) = self.c.poll_event() {
+            let (PullEvent::SentBack {
+                queue,
+                lease,
+                offset,
+            }
+            | PullEvent::SendBackFailed {
+                queue,
+                lease,
+                offset,
+            }) = e;
+            assert!(
+                self.nacked.remove(&(queue, lease, offset)),
+                "an outcome of no nack"
+            );
+        }
+        assert_eq!(self.nacked.len(), self.c.sends_back_pending());
     }
 }
 
@@ -167,9 +194,8 @@ fuzz_target!(|data: &[u8]| {
     let Ok(mut c) = C::new(&PullConfig::new("g", ME), Instant::ZERO) else {
         return;
     };
-    if c.subscribe(Instant::ZERO, &mut s, "T", "A").is_err()
-        || c.subscribe(Instant::ZERO, &mut s, "%RETRY%g", "*").is_err()
-    {
+    // `%RETRY%g` is subscribed with it.
+    if c.subscribe(Instant::ZERO, &mut s, "T", "A").is_err() {
         return;
     }
     let mut w = World {
@@ -179,11 +205,12 @@ fuzz_target!(|data: &[u8]| {
         calls: Vec::new(),
         delivered: Vec::new(),
         seen: HashSet::new(),
+        nacked: HashSet::new(),
         stopped: false,
     };
     w.take();
     while !ops.is_empty() {
-        match next(&mut ops) % 8 {
+        match next(&mut ops) % 9 {
             0 => {
                 let d = u64::from(next(&mut ops));
                 w.now += Duration::from_millis(d * d);
@@ -254,6 +281,22 @@ fuzz_target!(|data: &[u8]| {
                     w.c.handle_broker_request(w.now, RequestCode::NOTIFY_CONSUMER_IDS_CHANGED.0);
             }
             6 => w.c.commit_now(),
+            8 => {
+                let i = usize::from(next(&mut ops));
+                let level = i32::from(next(&mut ops) as i8);
+                if let Some(&(q, l, o)) = w.delivered.get(i % w.delivered.len().max(1)) {
+                    let n = Nack {
+                        offset: o,
+                        commit_log_offset: o,
+                        msg_id: "ID",
+                        topic: "T",
+                        delay_level: level,
+                    };
+                    if w.c.nack(q, l, &n).is_ok() {
+                        assert!(w.nacked.insert((q, l, o)), "accepted twice");
+                    }
+                }
+            }
             _ => {
                 w.c.stop();
                 w.stopped = true;

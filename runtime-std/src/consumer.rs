@@ -53,7 +53,7 @@
 //! # Ok(()) }
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
@@ -67,20 +67,21 @@ use rmq_core::message::stored::MessageId;
 use rmq_core::message::{CompressionType, keys};
 use rmq_core::producer::{CLIENT_API_TIMEOUT, HEARTBEAT_BROKER_INTERVAL};
 pub use rmq_core::pull_consumer::Position;
-use rmq_core::pull_consumer::{Delivery, PullConfig, PullConfigError, QueueKey};
+use rmq_core::pull_consumer::{Delivery, PullConfig, PullConfigError, PullEvent, QueueKey};
+use rmq_core::send_back;
 use rmq_core::session;
 use rmq_core::wire::{LanguageCode, SerializeType, version};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, warn};
 
 use crate::client::{client_id, local_ip};
 use crate::clock;
 use crate::config::{SecurityConfig, security_knobs, setters};
-use crate::driver::{Core, Driver, Machine};
+use crate::driver::{Core, Driver, Machine, Sink};
 use crate::message::MessageQueue;
 use crate::metrics::{ConsumerMetrics, QueueMetrics};
 use crate::shared::Counters;
-use crate::sync::{AtomicBool, Ordering};
+use crate::sync::{AtomicBool, Mutex, Ordering, lock};
 use rmq_core::metrics::{AtomicHistogram, RateWindow};
 
 /// The settled configuration of a [`Consumer`].
@@ -123,6 +124,15 @@ pub struct ConsumerConfig {
     pub language: LanguageCode,
     /// ACL credentials and TLS (see [`ConsumerBuilder::acl`] and [`ConsumerBuilder::tls`]).
     pub security: SecurityConfig,
+    /// Deliveries of a message before the broker moves it to `%DLQ%<group>`.
+    pub max_reconsume_times: i32,
+    /// Handler calls of [`Consumer::run`] at once.
+    pub consume_concurrency: usize,
+    /// Messages per handler call of [`Consumer::run`].
+    pub consume_batch_size: usize,
+    /// A handler call of [`Consumer::run`] running longer than this has its messages sent
+    /// back (delay level 3); it keeps running, its result is ignored.
+    pub consume_timeout: StdDuration,
 }
 
 /// Why a consumer could not be built.
@@ -191,6 +201,10 @@ impl Default for ConsumerBuilder {
                 version: version::V5_3_3,
                 language: LanguageCode::RUST,
                 security: SecurityConfig::default(),
+                max_reconsume_times: send_back::MAX_RECONSUME_TIMES,
+                consume_concurrency: 20,
+                consume_batch_size: 1,
+                consume_timeout: clock::to_std(send_back::CONSUME_TIMEOUT),
             },
         }
     }
@@ -246,6 +260,14 @@ impl ConsumerBuilder {
         version(i32) => version;
         /// Header format (default JSON).
         serialize_type(SerializeType) => serialize_type;
+        /// `maxReconsumeTimes` (default 16): deliveries before the dead-letter queue.
+        max_reconsume_times(i32) => max_reconsume_times;
+        /// Handler calls at once in [`Consumer::run`] (default 20, Java's consume threads).
+        consume_concurrency(usize) => consume_concurrency;
+        /// Messages per handler call in [`Consumer::run`] (default 1).
+        consume_batch_size(usize) => consume_batch_size;
+        /// `consumeTimeout` of [`Consumer::run`] (default 15 min).
+        consume_timeout(StdDuration) => consume_timeout;
     }
     security_knobs!();
 
@@ -283,6 +305,9 @@ impl ConsumerBuilder {
 /// A consumed message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConsumedMessage {
+    /// Its topic: the queue's, or for a retried message (from `%RETRY%<group>`) the topic it
+    /// was first consumed from.
+    pub topic: String,
     /// Where it was stored.
     pub queue: MessageQueue,
     /// Its offset in the queue.
@@ -301,7 +326,7 @@ pub struct ConsumedMessage {
     pub born_timestamp: i64,
     /// Store timestamp (ms).
     pub store_timestamp: i64,
-    /// Reconsume times.
+    /// Deliveries before this one (0 the first time; counted by the broker's retries).
     pub reconsume_times: i32,
     /// Commit-log offset.
     pub commit_log_offset: i64,
@@ -358,7 +383,44 @@ struct Inner {
     client_id: String,
     driver: Driver,
     rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<ConsumedMessage>>,
+    /// Messages handed out again (both the send-back and its fallback failed).
+    again: mpsc::UnboundedSender<ConsumedMessage>,
+    backs: Backs,
     running: AtomicBool,
+}
+
+/// Who waits for which send-back: `true` when the broker took the message.
+type Backs = Arc<Mutex<HashMap<(QueueKey, u32, i64), oneshot::Sender<bool>>>>;
+
+/// The driver's side of a consumer: messages into the channel, send-back answers to waiters.
+struct Feed {
+    tx: mpsc::UnboundedSender<ConsumedMessage>,
+    rate: Arc<RateWindow>,
+    backs: Backs,
+}
+
+impl Sink for Feed {
+    fn message(&mut self, d: Delivery<'_, '_>) {
+        self.rate.add(clock::now(), 1);
+        crate::metrics::delivered(1);
+        let _ = self.tx.send(to_message(&d));
+    }
+
+    fn event(&mut self, e: PullEvent) {
+        let (PullEvent::SentBack {
+            queue,
+            lease,
+            offset,
+        }
+        | PullEvent::SendBackFailed {
+            queue,
+            lease,
+            offset,
+        }) = e;
+        if let Some(w) = lock(&self.backs).remove(&(queue, lease, offset)) {
+            let _ = w.send(matches!(e, PullEvent::SentBack { .. }));
+        }
+    }
 }
 
 /// A clustering-mode long-polling pull consumer; see the [module docs](self).
@@ -409,7 +471,7 @@ impl Consumer {
             &sc,
             cfg.namesrv_addr.clone(),
             cfg.security.clone(),
-            1,
+            16,
             counters,
         )
         .map_err(ConsumerConfigError::Session)?;
@@ -426,13 +488,15 @@ impl Consumer {
         pull.version = cfg.version;
         pull.sub_version = clock::unix_millis();
         pull.seed = clock::random_u32();
+        pull.max_reconsume_times = cfg.max_reconsume_times;
         let (tx, rx) = mpsc::unbounded_channel();
         let rate = Arc::new(RateWindow::default());
-        let counted = rate.clone();
-        let deliver = Box::new(move |d: Delivery<'_, '_>| {
-            counted.add(clock::now(), 1);
-            crate::metrics::delivered(1);
-            let _ = tx.send(to_message(&d));
+        let backs = Backs::default();
+        let again = tx.clone();
+        let deliver = Box::new(Feed {
+            tx,
+            rate: rate.clone(),
+            backs: backs.clone(),
         });
         let life = Arc::new(Lifeline(driver.clone()));
         driver
@@ -446,6 +510,8 @@ impl Consumer {
                 client_id,
                 driver,
                 rx: tokio::sync::Mutex::new(rx),
+                again,
+                backs,
                 running: AtomicBool::new(true),
             }),
             _life: life,
@@ -459,6 +525,10 @@ impl Consumer {
             }
         }
         c.inner.driver.heartbeat(wait).await;
+        // The heartbeat made the brokers create `%RETRY%<group>`: its route exists now.
+        if let Some(retry) = send_back::retry_topic::<512>(&c.inner.cfg.group) {
+            c.inner.driver.route(&retry, true, wait).await;
+        }
         c.rebalance().await;
         Ok(c)
     }
@@ -745,8 +815,9 @@ fn to_message(d: &Delivery<'_, '_>) -> ConsumedMessage {
         MessageId::Offset(o) => o.to_string(),
     };
     ConsumedMessage {
+        topic: d.topic.to_owned(),
         queue: MessageQueue {
-            topic: d.topic.to_owned(),
+            topic: d.queue_topic.to_owned(),
             broker_name: d.broker_name.to_owned(),
             queue_id: d.queue.queue_id,
         },
@@ -765,6 +836,9 @@ fn to_message(d: &Delivery<'_, '_>) -> ConsumedMessage {
         polled_at: None,
     }
 }
+
+mod listen;
+pub use listen::{ConsumeResult, Nacked};
 
 #[cfg(test)]
 mod tests;

@@ -23,7 +23,7 @@ use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 use rmq_core::acl::Credentials;
-use rmq_core::pull_consumer::{Delivery, PullConfig, PullConfigError, PullConsumer};
+use rmq_core::pull_consumer::{Delivery, PullConfig, PullConfigError, PullConsumer, PullEvent};
 use rmq_core::retry::TransportError;
 use rmq_core::session::{
     self, Event, Incoming, Outbound, Peer, SendArgs, SendFailure, SendId, SendReceipt, Session,
@@ -72,8 +72,13 @@ const CIDS: usize = 1024;
 /// A consumer's decisions (the core's).
 pub(crate) type Machine = PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS, QUEUES>;
 
-/// Where a consumer's messages go.
-pub(crate) type Deliver = Box<dyn FnMut(Delivery<'_, '_>) + Send>;
+/// Where a consumer's messages and the outcomes of its send-backs go.
+pub(crate) trait Sink: Send {
+    fn message(&mut self, d: Delivery<'_, '_>);
+    fn event(&mut self, e: PullEvent);
+}
+
+pub(crate) type Deliver = Box<dyn Sink>;
 
 /// How a send ended, with the topic it went to.
 pub(crate) type Outcome = Result<SendReceipt, SendFailure>;
@@ -636,6 +641,11 @@ impl Inner {
                 _ => {}
             }
         }
+        if let Some((c, sink)) = st.consumer.as_mut() {
+            while let Some(e) = c.poll_event() {
+                sink.event(e);
+            }
+        }
     }
 }
 
@@ -702,7 +712,9 @@ impl FrameSink for PeerSink {
         let state = &mut *st;
         match (r, state.consumer.as_mut()) {
             (Ok(Incoming::Response(opaque)), Some((c, deliver))) => {
-                c.handle_response(now, &*state.session, opaque, frame, deliver.as_mut());
+                c.handle_response(now, &*state.session, opaque, frame, &mut |d| {
+                    deliver.message(d);
+                });
             }
             (Ok(Incoming::Request { code, .. }), consumer) => {
                 let handled = consumer.is_some_and(|(c, _)| c.handle_broker_request(now, code));

@@ -6,11 +6,13 @@
 //!   the 4.9 line) from Maven Central jars, plus the Java-side reference tools (`Verifier`,
 //!   `JavaProducer`).
 //! - [`hostile`]: scripted fake NameServer and brokers for fault injection (hostile peers).
+//! - [`proxy`]: a frame-aware proxy that answers or rewrites chosen frames (fault injection).
 //! - [`relay`]: a recording TCP relay that captures every remoting frame in both directions.
 //! - [`sim`]: the deterministic fault-tolerance policy simulator (`rmq-sim`).
 
 pub mod blocking;
 pub mod broker;
 pub mod hostile;
+pub mod proxy;
 pub mod relay;
 pub mod sim;

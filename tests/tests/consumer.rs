@@ -22,8 +22,10 @@ use rmq_core::consumer::{
 };
 use rmq_core::wire::version;
 use rmq_std::MessageQueue;
-use rmq_std::consumer::{ConsumedMessage, Consumer, Position};
+use rmq_std::consumer::{ConsumedMessage, Consumer, Nacked, Position};
+use rmq_tests::broker::verifier_read;
 use rmq_tests::broker::{Cluster, ClusterOptions, JavaProducer, SendLine, Version};
+use rmq_tests::proxy;
 
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -690,9 +692,222 @@ fn scenario_positioning(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
     });
 }
 
+/// Waits for the message with body `body` (acknowledging everything else it polls).
+async fn wait_for(c: &Consumer, body: &str, limit: Duration) -> ConsumedMessage {
+    let t0 = Instant::now();
+    loop {
+        assert!(t0.elapsed() < limit, "{body:?} did not come (back)");
+        let mut batch = c.poll(64, Duration::from_millis(500)).await;
+        assert!(batch.len() <= 1, "only {body:?} was expected: {batch:?}");
+        if let Some(m) = batch.pop() {
+            assert_eq!(m.body, body.as_bytes());
+            return m;
+        }
+    }
+}
+
+/// Nack with the poll API: a message comes back through `%RETRY%<group>` with its topic and
+/// `reconsume_times`; after `max_reconsume_times` the broker moves it to `%DLQ%<group>`, where
+/// the official Java client reads it; the committed offset moves past it; nothing else
+/// returns.
+fn scenario_retry(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
+    let (topic, group) = ("ConsRetry", "cg_retry");
+    cluster.create_topic(topic, 1).expect("create topic");
+    rt.block_on(async {
+        let c = Consumer::builder()
+            .namesrv_addr(&cluster.namesrv_addr().to_string())
+            .group(group)
+            .subscribe(topic, "*")
+            .consume_from(ConsumeFromWhere::FirstOffset)
+            .max_reconsume_times(2)
+            .version(client_version(cluster.version()))
+            .start()
+            .await
+            .expect("consumer");
+        let queues = c.assigned_queues();
+        assert!(
+            queues.iter().any(|q| q.topic == format!("%RETRY%{group}")),
+            "the retry topic is subscribed: {queues:?}"
+        );
+        let lines = JavaProducer::new(topic, 3)
+            .body("retry-{i}")
+            .keys("k-{i}")
+            .run(cluster)
+            .expect("java producer");
+        sent_ok(&lines, 3);
+        let got = collect(&c, 3, Duration::from_secs(60), false).await;
+        assert_eq!(got.len(), 3);
+        let failing = got.iter().find(|m| m.body == "retry-1".as_bytes()).unwrap();
+        assert_eq!(failing.reconsume_times, 0);
+        for m in &got {
+            if m.body != failing.body {
+                assert!(c.ack(m));
+            }
+        }
+        let t0 = Instant::now();
+        assert_eq!(c.nack(failing, 0).await, Ok(Nacked::SentBack));
+        assert!(c.nack(failing, 0).await.is_err(), "nacked twice");
+        // The original queue's offset moves past it: committed 3.
+        let q = queues.iter().find(|q| q.topic == topic).unwrap();
+        c.commit_all().await;
+        assert_eq!(c.committed_offset(q), Some(3));
+        // Back after the broker's delay (level 3 = 10 s), as a message of its own topic.
+        let again = wait_for(&c, "retry-1", Duration::from_secs(60)).await;
+        eprintln!("retry came back after {:?}", t0.elapsed());
+        assert_eq!(again.reconsume_times, 1);
+        assert_eq!(again.topic, topic);
+        assert_eq!(again.queue.topic, format!("%RETRY%{group}"));
+        assert_eq!(again.keys(), Some("k-1"));
+        assert_eq!(again.msg_id, failing.msg_id, "the producer's id is kept");
+        // Level 1 (1 s) from here; the second failure is the last (max 2): dead letter.
+        assert_eq!(c.nack(&again, 1).await, Ok(Nacked::SentBack));
+        let third = wait_for(&c, "retry-1", Duration::from_secs(60)).await;
+        assert_eq!(third.reconsume_times, 2);
+        assert_eq!(c.nack(&third, 1).await, Ok(Nacked::SentBack));
+        // Nothing else comes back: not the dead letter, not the acknowledged messages.
+        let rest = collect(&c, 1, Duration::from_secs(8), true).await;
+        assert!(rest.is_empty(), "redelivered: {rest:?}");
+        c.shutdown().await;
+    });
+    let dlq = format!("%DLQ%{group}");
+    let read = verifier_read(cluster, &dlq, 1, Duration::from_secs(10)).expect("verifier");
+    assert_eq!(read.len(), 1, "{read:?}");
+    assert_eq!(read[0].body, b"retry-1");
+    assert_eq!(read[0].keys.as_deref(), Some("k-1"));
+    assert_eq!(
+        read[0].properties.get("RETRY_TOPIC").map(String::as_str),
+        Some(topic)
+    );
+}
+
+/// The send-back refused (a proxy in front of the real broker answers CONSUMER_SEND_MSG_BACK
+/// with SYSTEM_ERROR): the consumer sends the copy to `%RETRY%<group>` itself, and the real
+/// broker delivers it again with `reconsume_times` 1 and the original topic.
+fn scenario_send_back_fallback(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
+    let (topic, group) = ("ConsFallback", "cg_fallback");
+    cluster.create_topic(topic, 1).expect("create topic");
+    let broker = proxy::Proxy::start(
+        cluster.broker_addr(0),
+        proxy::refuse(36, 1, "refused by the test proxy"),
+    )
+    .expect("broker proxy");
+    let ns = proxy::Proxy::start(
+        cluster.namesrv_addr(),
+        proxy::route_through(cluster.broker_addr(0), broker.addr()),
+    )
+    .expect("name server proxy");
+    rt.block_on(async {
+        let c = Consumer::builder()
+            .namesrv_addr(&ns.addr().to_string())
+            .group(group)
+            .subscribe(topic, "*")
+            .consume_from(ConsumeFromWhere::FirstOffset)
+            .version(client_version(cluster.version()))
+            .start()
+            .await
+            .expect("consumer");
+        let lines = JavaProducer::new(topic, 1)
+            .body("fallback-{i}")
+            .prop("color", "blue")
+            .run(cluster)
+            .expect("java producer");
+        sent_ok(&lines, 1);
+        let m = wait_for(&c, "fallback-0", Duration::from_secs(60)).await;
+        assert_eq!(c.nack(&m, 0).await, Ok(Nacked::Resent));
+        let again = wait_for(&c, "fallback-0", Duration::from_secs(60)).await;
+        assert_eq!(again.reconsume_times, 1);
+        assert_eq!(again.topic, topic);
+        assert_eq!(again.queue.topic, format!("%RETRY%{group}"));
+        assert_eq!(again.property("color"), Some("blue"));
+        assert_eq!(again.property("ORIGIN_MESSAGE_ID"), Some(m.msg_id.as_str()));
+        assert!(c.ack(&again));
+        c.shutdown().await;
+    });
+}
+
+/// The listener: a handler that fails a message once (by error), panics on another once,
+/// holds a third past `consume_timeout` once, and processes everything else; every message
+/// ends processed, the three once more with `reconsume_times` 1, and the consumer keeps
+/// running.
+fn scenario_listener(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
+    use std::sync::{Arc, Mutex};
+    let (topic, group) = ("ConsListen", "cg_listen");
+    cluster.create_topic(topic, 2).expect("create topic");
+    let lines = JavaProducer::new(topic, 20)
+        .body("listen-{i}")
+        .run(cluster)
+        .expect("java producer");
+    sent_ok(&lines, 20);
+    rt.block_on(async {
+        let c = Consumer::builder()
+            .namesrv_addr(&cluster.namesrv_addr().to_string())
+            .group(group)
+            .subscribe(topic, "*")
+            .consume_from(ConsumeFromWhere::FirstOffset)
+            .consume_timeout(Duration::from_secs(2))
+            .version(client_version(cluster.version()))
+            .start()
+            .await
+            .expect("consumer");
+        let seen: Arc<Mutex<Vec<(String, i32)>>> = Arc::default();
+        let log = seen.clone();
+        let runner = c.clone();
+        let run = tokio::spawn(async move {
+            runner
+                .run(move |batch| {
+                    let log = log.clone();
+                    async move {
+                        let m = &batch[0];
+                        let body = String::from_utf8_lossy(&m.body).into_owned();
+                        log.lock().unwrap().push((body.clone(), m.reconsume_times));
+                        match (body.as_str(), m.reconsume_times) {
+                            ("listen-3", 0) => Err("fails once"),
+                            ("listen-7", 0) => panic!("panics once"),
+                            ("listen-11", 0) => {
+                                tokio::time::sleep(Duration::from_secs(6)).await;
+                                Ok(())
+                            }
+                            _ => Ok(()),
+                        }
+                    }
+                })
+                .await;
+        });
+        let t0 = Instant::now();
+        loop {
+            let done = {
+                let s = seen.lock().unwrap();
+                ["listen-3", "listen-7", "listen-11"]
+                    .iter()
+                    .all(|b| s.iter().any(|(x, r)| x == b && *r == 1))
+                    && (0..20).all(|i| s.iter().any(|(x, _)| *x == format!("listen-{i}")))
+            };
+            if done {
+                break;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(90),
+                "seen {:?}",
+                seen.lock().unwrap()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        c.shutdown().await;
+        run.await.expect("run ends after shutdown");
+        let s = seen.lock().unwrap();
+        // Each message once, the three failures twice; nothing else repeated.
+        assert_eq!(s.len(), 23, "{s:?}");
+        // 17 processed at once, 3 sent back (acknowledged by the send-back), 3 retries.
+        assert_eq!(c.stats().acked, 23);
+    });
+}
+
 /// The two versions run one after the other: two clusters plus their JVMs at once overload a
 /// small build box (Java producer timeouts).
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+type Scenario = fn(&Cluster, &tokio::runtime::Runtime);
 
 fn run_all(version: Version) {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
@@ -700,8 +915,21 @@ fn run_all(version: Version) {
     let cluster = Cluster::start(version, ClusterOptions::default()).expect("cluster start");
     eprintln!("[{}] cluster up in {:?}", version.name(), t0.elapsed());
     let rt = rt();
-    if std::env::var("RMQ_CONSUMER_SCENARIO").as_deref() == Ok("positioning") {
-        scenario_positioning(&cluster, &rt);
+    let only = std::env::var("RMQ_CONSUMER_SCENARIO").ok();
+    let scenarios: [(&str, Scenario); 4] = [
+        ("positioning", scenario_positioning),
+        ("retry", scenario_retry),
+        ("fallback", scenario_send_back_fallback),
+        ("listener", scenario_listener),
+    ];
+    if let Some(only) = only {
+        for (name, f) in scenarios
+            .iter()
+            .filter(|(n, _)| only.split(',').any(|o| o == *n))
+        {
+            f(&cluster, &rt);
+            eprintln!("[{}] {name} ok at {:?}", version.name(), t0.elapsed());
+        }
         return;
     }
     check_allocation_oracle(&cluster);
@@ -719,8 +947,10 @@ fn run_all(version: Version) {
     eprintln!("[{}] restart ok at {:?}", version.name(), t0.elapsed());
     scenario_flow_control(&cluster, &rt);
     eprintln!("[{}] flow control ok at {:?}", version.name(), t0.elapsed());
-    scenario_positioning(&cluster, &rt);
-    eprintln!("[{}] positioning ok at {:?}", version.name(), t0.elapsed());
+    for (name, f) in scenarios {
+        f(&cluster, &rt);
+        eprintln!("[{}] {name} ok at {:?}", version.name(), t0.elapsed());
+    }
 }
 
 #[test]

@@ -116,14 +116,21 @@ struct World {
 }
 
 impl World {
-    /// A consumer of `T` (`TagA || TagC`) whose route (broker-a, `queues` queues) is known.
+    /// A consumer of `T` (`TagA || TagC`) whose route (broker-a, `queues` queues) is known;
+    /// no retry topic.
     fn new(queues: i32) -> World {
+        World::with(queues, false)
+    }
+
+    /// The same, subscribing `%RETRY%cg` (one queue) as well when `retry`.
+    fn with(queues: i32, retry: bool) -> World {
         let mut cfg = Config::new(1, "", ME);
         cfg.consumer_group = Some("cg");
         cfg.heartbeat = None;
         let mut s = S::new(&cfg, t(0)).unwrap();
         let mut pc = PullConfig::new("cg", ME);
         pc.sub_version = 77;
+        pc.retry = retry;
         let mut c = C::new(&pc, t(0)).unwrap();
         c.subscribe(t(0), &mut s, "T", "TagA || TagC").unwrap();
         let mut w = World {
@@ -133,13 +140,15 @@ impl World {
             got: StdVec::new(),
         };
         let r = w.session_out();
-        assert_eq!(r.len(), 1);
-        assert_eq!(r[0].code, RequestCode::GET_ROUTEINFO_BY_TOPIC.0);
-        let f = response(0, r[0].opaque, &[], route(queues).as_bytes());
-        assert_eq!(
-            w.s.handle_frame(w.now, r[0].peer, &f).unwrap(),
-            Incoming::Handled
-        );
+        assert_eq!(r.len(), 1 + usize::from(retry));
+        for (r, queues) in r.iter().zip([queues, 1]) {
+            assert_eq!(r.code, RequestCode::GET_ROUTEINFO_BY_TOPIC.0);
+            let f = response(0, r.opaque, &[], route(queues).as_bytes());
+            assert_eq!(
+                w.s.handle_frame(w.now, r.peer, &f).unwrap(),
+                Incoming::Handled
+            );
+        }
         while w.s.poll_event().is_some() {}
         w
     }
@@ -567,4 +576,145 @@ fn commits_go_one_at_a_time_per_broker() {
     assert_ne!(first.ext["queueId"], second.ext["queueId"]);
     w.reply(&second, 0, &[], b"");
     assert_eq!(w.c.commits_pending(), 0);
+}
+
+/// The CONSUMER_SEND_MSG_BACK of the message at `offset` (built by `records`).
+fn nack_of(w: &mut World, lease: u32, offset: i64) -> Result<(), NackError> {
+    let n = Nack {
+        offset,
+        commit_log_offset: 1000 + offset,
+        msg_id: "MSGID",
+        topic: "T",
+        delay_level: 0,
+    };
+    w.c.nack(q(0), lease, &n)
+}
+
+#[test]
+fn nack_sends_the_message_back_and_it_counts_as_consumed() {
+    let mut w = World::new(1);
+    let pull = start(&mut w, &[ME], 0, 5);
+    w.pull_answer(&pull, 7, &[(5, "TagA"), (6, "TagA")]);
+    let lease = w.got[0].1;
+    let _long_poll = one(w.out());
+    assert_eq!(nack_of(&mut w, lease, 9), Err(NackError::NotInFlight));
+    assert_eq!(nack_of(&mut w, lease + 1, 5), Err(NackError::NotInFlight));
+    nack_of(&mut w, lease, 5).unwrap();
+    assert_eq!(nack_of(&mut w, lease, 5), Err(NackError::Pending));
+    let back = one(w.out());
+    assert_eq!(back.code, RequestCode::CONSUMER_SEND_MSG_BACK.0);
+    assert_eq!(back.peer, Peer::Broker(BrokerId(0)));
+    let e = &back.ext;
+    assert_eq!(e["offset"], "1005", "the commit-log offset");
+    assert_eq!(e["group"], "cg");
+    assert_eq!(e["delayLevel"], "0");
+    assert_eq!(e["originMsgId"], "MSGID");
+    assert_eq!(e["originTopic"], "T");
+    assert_eq!(e["unitMode"], "false");
+    assert_eq!(e["maxReconsumeTimes"], "16");
+    assert_eq!(e["bname"], "broker-a");
+    // Still in flight until the broker answers.
+    assert_eq!(w.c.owned().next().unwrap().tracker.committable(), 5);
+    assert_eq!(w.c.poll_event(), None);
+    w.reply(&back, 0, &[], b"");
+    let sent = PullEvent::SentBack {
+        queue: q(0),
+        lease,
+        offset: 5,
+    };
+    assert_eq!(w.c.poll_event(), Some(sent));
+    assert_eq!(w.c.poll_event(), None);
+    assert_eq!(w.c.owned().next().unwrap().tracker.committable(), 6);
+    assert!(!w.c.ack(q(0), lease, 5), "consumed by the send-back");
+    // A refused send-back and one without an answer: the runtime's fallback, still in flight.
+    nack_of(&mut w, lease, 6).unwrap();
+    let back = one(w.out());
+    w.reply(&back, ResponseCode(1).0, &[], b"");
+    let failed = PullEvent::SendBackFailed {
+        queue: q(0),
+        lease,
+        offset: 6,
+    };
+    assert_eq!(w.c.poll_event(), Some(failed));
+    nack_of(&mut w, lease, 6).unwrap();
+    let back = one(w.out());
+    assert!(w.c.handle_call_failed(w.now, back.opaque));
+    assert_eq!(w.c.poll_event(), Some(failed));
+    assert_eq!(w.c.sends_back_pending(), 0);
+    let st = w.c.stats();
+    assert_eq!((st.sent_back, st.send_back_failures), (1, 2));
+    assert!(w.c.ack(q(0), lease, 6), "the fallback stored it");
+    assert_eq!(w.c.owned().next().unwrap().tracker.committable(), 7);
+}
+
+#[test]
+fn the_retry_topic_is_subscribed_and_keeps_the_original_topic() {
+    let mut w = World::with(1, true);
+    let topics: StdVec<_> = w.c.topics().map(|t| w.s.topic_name(t).unwrap()).collect();
+    assert_eq!(topics, ["T", "%RETRY%cg"]);
+    let mut buf = [0u8; 2048];
+    let n = w.c.heartbeat_body(&w.s, &mut buf).unwrap();
+    let body = core::str::from_utf8(&buf[..n]).unwrap();
+    assert!(body.contains(r#""subString":"*""#), "{body}");
+    assert!(body.contains(r#""topic":"%RETRY%cg""#), "{body}");
+    // Both topics rebalance; the retry queue starts at 0 without a stored offset.
+    let lists = w.out();
+    assert_eq!(lists.len(), 2, "{lists:?}");
+    for l in &lists {
+        w.consumers(l, &[ME]);
+    }
+    let queries = w.out();
+    assert_eq!(queries.len(), 2, "{queries:?}");
+    let retry_query = queries
+        .iter()
+        .find(|q| q.ext["topic"] == "%RETRY%cg")
+        .unwrap();
+    w.reply(retry_query, ResponseCode::QUERY_NOT_FOUND.0, &[], b"");
+    let pull = one(w.out());
+    assert_eq!(pull.ext["topic"], "%RETRY%cg");
+    assert_eq!(pull.ext["queueOffset"], "0");
+    assert_eq!(pull.ext["subscription"], "*");
+    // A retried message is delivered as a message of its original topic.
+    let host = core::net::SocketAddr::from(([10, 0, 0, 1], 10911));
+    let m = StoredMessage {
+        version: MessageVersion::V1,
+        body_crc: 0,
+        queue_id: 0,
+        flag: 0,
+        queue_offset: 0,
+        physical_offset: 77,
+        sys_flag: SysFlag(0),
+        born_timestamp: 1,
+        born_host: host,
+        store_timestamp: 2,
+        store_host: host,
+        reconsume_times: 1,
+        prepared_transaction_offset: 0,
+        body: b"again",
+        topic: "%RETRY%cg",
+        raw_properties: b"RETRY_TOPIC\x01T\x02TAGS\x01TagZ\x02",
+    };
+    let mut body = std::vec![0u8; m.encoded_len().unwrap()];
+    m.encode(&mut body).unwrap();
+    let ext = [
+        ("suggestWhichBrokerId", "0"),
+        ("nextBeginOffset", "1"),
+        ("minOffset", "0"),
+        ("maxOffset", "1"),
+    ];
+    let f = response(0, pull.opaque, &ext, &body);
+    assert_eq!(
+        w.s.handle_frame(w.now, pull.peer, &f).unwrap(),
+        Incoming::Response(pull.opaque)
+    );
+    let mut seen = StdVec::new();
+    let mut deliver = |d: Delivery<'_, '_>| {
+        seen.push((
+            d.topic.to_string(),
+            d.queue_topic.to_string(),
+            d.message.reconsume_times,
+        ));
+    };
+    assert!(w.c.handle_response(w.now, &w.s, pull.opaque, &f, &mut deliver));
+    assert_eq!(seen, [("T".to_string(), "%RETRY%cg".to_string(), 1)]);
 }

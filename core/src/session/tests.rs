@@ -283,6 +283,10 @@ fn unknown_topic_falls_back_to_tbw102_capped_at_four_queues() {
         4,
         "capped at defaultTopicQueueNums"
     );
+    assert!(
+        w.s.subscribe_queues(tid).is_empty(),
+        "a topic that does not exist has nothing to consume"
+    );
     let s = one(w.out());
     assert_eq!(s.ext["b"], "NewTopic");
     w.stored(&s, 0);

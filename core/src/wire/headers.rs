@@ -313,6 +313,30 @@ ext_header! {
 }
 
 ext_header! {
+    /// CONSUMER_SEND_MSG_BACK (36) request: a message the consumer could not process goes
+    /// back to the broker, which stores it in `%RETRY%<group>` (or `%DLQ%<group>`).
+    pub struct ConsumerSendMsgBackRequestHeader<'a> {
+        /// The message's commit-log offset (not its queue offset).
+        offset: i64 = "offset",
+        /// Consumer group.
+        group: &'a str = "group",
+        /// Delay level of the retry; 0 lets the broker choose (3 + reconsume times), -1 sends
+        /// the message to the dead-letter queue at once.
+        delay_level: i32 = "delayLevel",
+        /// The message's id.
+        origin_msg_id: Option<&'a str> = "originMsgId",
+        /// The topic it was consumed from (the original topic for a retried message).
+        origin_topic: Option<&'a str> = "originTopic",
+        /// Unit mode (always `false`).
+        unit_mode: bool = "unitMode",
+        /// Deliveries before the broker moves it to `%DLQ%<group>` (honoured from 3.4.9).
+        max_reconsume_times: Option<i32> = "maxReconsumeTimes",
+        /// Broker name (5.x `RpcRequestHeader`).
+        bname: Option<&'a str> = "bname",
+    }
+}
+
+ext_header! {
     /// GET_CONSUMER_LIST_BY_GROUP (38) request.
     pub struct GetConsumerListByGroupRequestHeader<'a> {
         /// Consumer group.

@@ -41,6 +41,7 @@ fn pulled_message_is_decompressed_and_mapped() {
             queue: key,
             lease,
             topic: "T",
+            queue_topic: "%RETRY%g",
             broker_name: "broker-a",
             message: m,
         })
@@ -48,6 +49,10 @@ fn pulled_message_is_decompressed_and_mapped() {
     let flags = SysFlag::COMPRESSED | SysFlag::COMPRESSION_ZLIB_TYPE;
     let m = deliver(&stored(&z, flags, props), 9);
     assert_eq!(m.queue.broker_name, "broker-a");
+    assert_eq!(
+        (m.topic.as_str(), m.queue.topic.as_str()),
+        ("T", "%RETRY%g")
+    );
     assert_eq!(m.queue.queue_id, 2);
     assert_eq!(m.key, key);
     assert_eq!(m.body.as_ref(), &plain[..]);

@@ -1,0 +1,203 @@
+//! The listener API ([`Consumer::run`]) and retries ([`Consumer::nack`]) on top of `poll`/`ack`.
+//!
+//! What happens to a failed message is the core's ([`rmq_core::send_back`]): this module
+//! runs the handlers, waits for the send-back, sends the fallback copy and re-queues a message
+//! when both failed.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use rmq_core::message::properties::EncodeProperties;
+use rmq_core::retry::{RetryConfig, SendMode};
+use rmq_core::send_back::{
+    LOCAL_RETRY_DELAY, Nack, NackError, RetryProperties, TIMEOUT_DELAY_LEVEL, retry_topic,
+};
+use rmq_core::session::SendArgs;
+use tokio::sync::{Semaphore, oneshot};
+
+use super::{ConsumedMessage, Consumer};
+use crate::clock;
+use crate::sync::{Ordering, lock};
+
+/// What a [`Consumer::run`] handler says of the messages it was given.
+///
+/// `Ok(())` converts to `Success` and `Err(_)` to `Later(0)`, so a handler may return a
+/// `Result`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConsumeResult {
+    /// All processed.
+    Success,
+    /// None processed: each is sent back for a retry at this delay level (0 lets the broker
+    /// choose: 10 s the first time, longer each time; -1 sends them to the dead-letter queue).
+    Later(i32),
+    /// The first `n` processed, the rest sent back with the broker's delay (Java's `ackIndex`
+    /// is `n - 1`).
+    Partial(usize),
+}
+
+impl<E> From<Result<(), E>> for ConsumeResult {
+    fn from(r: Result<(), E>) -> Self {
+        match r {
+            Ok(()) => ConsumeResult::Success,
+            Err(_) => ConsumeResult::Later(0),
+        }
+    }
+}
+
+/// Where a [`Consumer::nack`]ed message went. In each case it comes back later; in the first
+/// two its offset counts as consumed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Nacked {
+    /// The broker took it back (CONSUMER_SEND_MSG_BACK): it returns through `%RETRY%<group>`
+    /// after its delay, or went to `%DLQ%<group>` after `max_reconsume_times` deliveries.
+    SentBack,
+    /// The broker refused the send-back: a copy was sent to `%RETRY%<group>`.
+    Resent,
+    /// Both failed: this consumer hands it out again in 5 s.
+    Local,
+}
+
+impl Consumer {
+    /// Hands a message back for a later retry: CONSUMER_SEND_MSG_BACK to its broker with
+    /// `delay_level` (0: the broker's choice); if the broker refuses, a copy to
+    /// `%RETRY%<group>`; if that fails too, the message is handed out again in 5 s. Until one
+    /// of these succeeds the message stays in flight (its offset is not committed).
+    ///
+    /// # Errors
+    /// [`NackError::NotInFlight`] when it was acknowledged or nacked already, or its queue
+    /// moved to another consumer; [`NackError::Full`] when too many send-backs are under way.
+    pub async fn nack(&self, m: &ConsumedMessage, delay_level: i32) -> Result<Nacked, NackError> {
+        let n = Nack {
+            offset: m.queue_offset,
+            commit_log_offset: m.commit_log_offset,
+            msg_id: &m.msg_id,
+            topic: &m.topic,
+            delay_level,
+        };
+        let (tx, rx) = oneshot::channel();
+        let backs = &self.inner.backs;
+        let key = (m.key, m.lease, m.queue_offset);
+        self.with(true, |c, _| {
+            c.nack(m.key, m.lease, &n)?;
+            lock(backs).insert(key, tx);
+            Ok(())
+        })
+        .unwrap_or(Err(NackError::NotInFlight))?;
+        if rx.await == Ok(true) {
+            return Ok(Nacked::SentBack);
+        }
+        if self.resend(m).await {
+            self.with(false, |c, _| c.ack(m.key, m.lease, m.queue_offset));
+            return Ok(Nacked::Resent);
+        }
+        let mut again = m.clone();
+        again.reconsume_times = again.reconsume_times.saturating_add(1);
+        let tx = self.inner.again.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(clock::to_std(LOCAL_RETRY_DELAY)).await;
+            let _ = tx.send(again);
+        });
+        Ok(Nacked::Local)
+    }
+
+    /// The fallback: `m` as a normal message to `%RETRY%<group>`; `true` when stored.
+    async fn resend(&self, m: &ConsumedMessage) -> bool {
+        let cfg = &self.inner.cfg;
+        let Some(topic) = retry_topic::<512>(&cfg.group) else {
+            return false;
+        };
+        let original = m.properties.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        let p = RetryProperties::new(
+            original,
+            &m.msg_id,
+            &m.topic,
+            m.reconsume_times,
+            cfg.max_reconsume_times,
+        );
+        let mut buf = vec![0u8; p.encoded_len()];
+        let Some(props) = p
+            .encode(&mut buf)
+            .ok()
+            .and_then(|_| String::from_utf8(buf).ok())
+        else {
+            return false;
+        };
+        let retry = RetryConfig::plain(SendMode::Sync);
+        let mut args = SendArgs::new(retry, m.body.len(), clock::unix_millis());
+        args.flag = m.flag;
+        args.reconsume = Some(p.reconsume());
+        let sent = self.inner.driver.send(&topic, args, props, m.body.clone());
+        matches!(sent.await, Ok((_, Ok(_))))
+    }
+
+    /// Runs `handler` on every message until [`Consumer::shutdown`]: up to
+    /// `consume_concurrency` calls at once, each with up to `consume_batch_size` messages.
+    /// What it returns ([`ConsumeResult`], or a `Result`) acknowledges the messages or sends
+    /// them back ([`Consumer::nack`]); a handler that panics counts as `Later(0)`, one that
+    /// runs past `consume_timeout` has its messages sent back (delay level 3). Neither stops
+    /// the consumer.
+    ///
+    /// ```no_run
+    /// # async fn f(consumer: rmq_std::consumer::Consumer) {
+    /// consumer
+    ///     .run(|batch| async move {
+    ///         for m in &batch {
+    ///             if m.body.is_empty() {
+    ///                 return Err("empty body"); // retried later, by the broker
+    ///             }
+    ///         }
+    ///         Ok(())
+    ///     })
+    ///     .await;
+    /// # }
+    /// ```
+    pub async fn run<F, Fut, R>(&self, handler: F)
+    where
+        F: Fn(Vec<ConsumedMessage>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = R> + Send + 'static,
+        R: Into<ConsumeResult> + Send + 'static,
+    {
+        let cfg = &self.inner.cfg;
+        let handler = Arc::new(handler);
+        let slots = Arc::new(Semaphore::new(cfg.consume_concurrency.max(1)));
+        while self.inner.running.load(Ordering::Acquire) {
+            let Ok(slot) = slots.clone().acquire_owned().await else {
+                return;
+            };
+            let batch = self
+                .poll(cfg.consume_batch_size, StdDuration::from_millis(200))
+                .await;
+            if batch.is_empty() {
+                continue;
+            }
+            let (this, h, timeout) = (self.clone(), handler.clone(), cfg.consume_timeout);
+            tokio::spawn(async move {
+                let msgs = batch.clone();
+                // Its own task: a panic ends only that task.
+                let call = tokio::spawn(async move { h(batch).await.into() });
+                let result = match tokio::time::timeout(timeout, call).await {
+                    Ok(Ok(r)) => r,
+                    Ok(Err(_)) => ConsumeResult::Later(0),
+                    Err(_) => ConsumeResult::Later(TIMEOUT_DELAY_LEVEL),
+                };
+                this.settle(&msgs, result).await;
+                drop(slot);
+            });
+        }
+    }
+
+    async fn settle(&self, msgs: &[ConsumedMessage], result: ConsumeResult) {
+        let (acked, level) = match result {
+            ConsumeResult::Success => (msgs.len(), 0),
+            ConsumeResult::Later(level) => (0, level),
+            ConsumeResult::Partial(n) => (n.min(msgs.len()), 0),
+        };
+        self.ack_all(&msgs[..acked]);
+        for m in &msgs[acked..] {
+            if let Err(e) = self.nack(m, level).await {
+                tracing::debug!(offset = m.queue_offset, "not sent back: {e}");
+            }
+        }
+    }
+}
