@@ -115,8 +115,12 @@ pub struct PullConfig<'a> {
     /// send-back; default 16).
     pub max_reconsume_times: i32,
     /// Subscribe `%RETRY%<group>` with the first subscription, where messages sent back
-    /// return (a clustering Java consumer does; default `true`).
+    /// return (a clustering Java consumer does; default `true`; never when broadcasting).
     pub retry: bool,
+    /// Clustering (the group shares the queues, offsets on the broker) or broadcasting (every
+    /// consumer reads every queue, offsets kept by the runtime: [`PullEvent::LoadOffset`] and
+    /// [`PullEvent::Persist`]).
+    pub model: MessageModel,
 }
 
 impl<'a> PullConfig<'a> {
@@ -139,6 +143,7 @@ impl<'a> PullConfig<'a> {
             seed: 1,
             max_reconsume_times: MAX_RECONSUME_TIMES,
             retry: true,
+            model: MessageModel::Clustering,
         }
     }
 }
@@ -285,6 +290,22 @@ pub enum PullEvent {
         /// Its queue offset.
         offset: i64,
     },
+    /// Broadcasting: `queue` is new; tell its stored offset with
+    /// [`PullConsumer::set_local_offset`] (`None` when there is none: `consume_from` applies).
+    LoadOffset {
+        /// The queue.
+        queue: QueueKey,
+        /// Its lease.
+        lease: u32,
+    },
+    /// Broadcasting: store `offset` as `queue`'s consumed offset (every `persist_interval`,
+    /// when the queue goes away, and on [`PullConsumer::stop`]).
+    Persist {
+        /// The queue.
+        queue: QueueKey,
+        /// Its committable offset.
+        offset: i64,
+    },
     /// The send-back failed: send the fallback copy to `%RETRY%<group>` (see
     /// [`crate::send_back`]) and [`ack`](PullConsumer::ack) it when stored, else hand the
     /// message out again after [`LOCAL_RETRY_DELAY`](crate::send_back::LOCAL_RETRY_DELAY).
@@ -312,8 +333,10 @@ struct Back {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum QState {
-    /// Needs QUERY_CONSUMER_OFFSET.
+    /// Needs QUERY_CONSUMER_OFFSET (broadcasting: the runtime's stored offset).
     New,
+    /// Broadcasting: waiting for [`PullConsumer::set_local_offset`].
+    Loading,
     /// QUERY_CONSUMER_OFFSET in flight.
     Querying,
     /// Needs its offset located (GET_MIN_OFFSET, GET_MAX_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP).
@@ -386,6 +409,9 @@ pub struct PullConsumer<
     sub_version: i64,
     max_reconsume_times: i32,
     retry: bool,
+    model: MessageModel,
+    /// [`PullConsumer::assign_queues`] was called: no rebalancing.
+    manual: bool,
     rng: u32,
     subs: Vec<Sub, SUBS>,
     backs: Vec<Back, CALLS>,
@@ -441,7 +467,9 @@ impl<
             version: cfg.version,
             sub_version: cfg.sub_version,
             max_reconsume_times: cfg.max_reconsume_times,
-            retry: cfg.retry,
+            retry: cfg.retry && cfg.model == MessageModel::Clustering,
+            model: cfg.model,
+            manual: false,
             rng: cfg.seed.max(1),
             subs: Vec::new(),
             backs: Vec::new(),
@@ -547,7 +575,11 @@ impl<
             .filter(|o| {
                 matches!(
                     o.state,
-                    QState::New | QState::Querying | QState::Locate(_) | QState::Locating(_)
+                    QState::New
+                        | QState::Loading
+                        | QState::Querying
+                        | QState::Locate(_)
+                        | QState::Locating(_)
                 )
             })
             .count()
@@ -642,6 +674,76 @@ impl<
         self.rebalance_at = now;
     }
 
+    /// Owns exactly `queues` from now on, without rebalancing (Java lite pull `assign`):
+    /// owned queues not listed are committed and dropped, listed ones start from their
+    /// committed offset; rebalance rounds and NOTIFY_CONSUMER_IDS_CHANGED no longer change
+    /// what is owned. Queues of topics not subscribed are ignored. Returns how many queues
+    /// are owned.
+    pub fn assign_queues(&mut self, queues: &[QueueKey]) -> usize {
+        self.manual = true;
+        for i in 0..self.subs.len() {
+            let t = self.subs[i].topic;
+            let mut wanted: Vec<QueueKey, QUEUES> = Vec::new();
+            for q in queues.iter().filter(|q| q.topic == t) {
+                let _ = wanted.push(*q);
+            }
+            self.apply(t, &wanted);
+            self.subs[i].list = false;
+        }
+        self.owned.len()
+    }
+
+    /// The key of queue `queue_id` of `broker_name` in subscribed topic `topic`, if its route
+    /// has it.
+    pub fn queue_key<S: Client>(
+        &self,
+        session: &S,
+        topic: &str,
+        broker_name: &str,
+        queue_id: i32,
+    ) -> Option<QueueKey> {
+        let t = self
+            .topics()
+            .find(|t| session.topic_name(*t) == Some(topic))?;
+        let q = session.subscribe_queues(t).iter().find(|q| {
+            q.queue_id == queue_id && session.broker_name(q.broker) == Some(broker_name)
+        })?;
+        Some(QueueKey {
+            topic: t,
+            broker: q.broker,
+            queue_id,
+        })
+    }
+
+    /// Broadcasting: the stored offset of `queue` asked for by [`PullEvent::LoadOffset`]
+    /// (`None`: there is none, `consume_from` applies). `false` when the queue is not
+    /// waiting for it under `lease`.
+    pub fn set_local_offset(
+        &mut self,
+        now: Instant,
+        queue: QueueKey,
+        lease: u32,
+        offset: Option<i64>,
+    ) -> bool {
+        let Some(i) = self.entry(queue, lease, QState::Loading) else {
+            return false;
+        };
+        let retry = false;
+        match offset.filter(|o| *o >= 0) {
+            Some(o) => Self::start(&mut self.owned[i], o, now),
+            None => match self.start_position(retry) {
+                Position::Offset(o) => Self::start(&mut self.owned[i], o, now),
+                other => self.owned[i].state = QState::Locate(other),
+            },
+        }
+        true
+    }
+
+    /// Room for an event other than a send-back outcome (those always have theirs).
+    fn room(&self) -> bool {
+        self.backs.len() + self.events.len() < CALLS
+    }
+
     /// Moves owned queue `queue` to `to`: what is in flight is void (a new lease), the answer
     /// of a pull in flight is ignored, and the new position is committed once located.
     /// `false` when the queue is not owned.
@@ -700,7 +802,9 @@ impl<
             return false;
         }
         self.stats.notifications = self.stats.notifications.wrapping_add(1);
-        self.rebalance_now(now);
+        if !self.manual {
+            self.rebalance_now(now);
+        }
         true
     }
 
@@ -718,6 +822,9 @@ impl<
     /// # Errors
     /// [`NackError`]; nothing changed.
     pub fn nack(&mut self, queue: QueueKey, lease: u32, nack: &Nack<'_>) -> Result<(), NackError> {
+        if self.model == MessageModel::Broadcasting {
+            return Err(NackError::Broadcasting);
+        }
         let in_flight = self
             .owned
             .iter()
@@ -784,7 +891,7 @@ impl<
         if self.stopping {
             return;
         }
-        if now >= self.rebalance_at {
+        if now >= self.rebalance_at && !self.manual {
             self.rebalance_at = now.saturating_add(self.rebalance_interval);
             self.stats.rebalances = self.stats.rebalances.wrapping_add(1);
             for s in &mut self.subs {
@@ -856,6 +963,19 @@ impl<
                 self.owned[i].commit = false;
                 continue;
             };
+            if self.model == MessageModel::Broadcasting {
+                // The runtime stores it.
+                if self.room() {
+                    let o = &mut self.owned[i];
+                    o.commit = false;
+                    o.tracker.mark_committed(offset);
+                    let _ = self
+                        .events
+                        .push_back(PullEvent::Persist { queue: key, offset });
+                    self.stats.commits = self.stats.commits.wrapping_add(1);
+                }
+                continue;
+            }
             let r = self.commit_call(now, session, key, Some(lease), offset, buf, lend);
             if r == Err(CallError::TooManyRequests) {
                 self.blocked = true;
@@ -899,6 +1019,25 @@ impl<
                 continue;
             }
             self.subs[i].list = false;
+            if self.model == MessageModel::Broadcasting {
+                // Every queue, no consumer list.
+                let t = self.subs[i].topic;
+                let mut all: Vec<QueueKey, QUEUES> = Vec::new();
+                for q in session.subscribe_queues(t) {
+                    let (broker, queue_id) = (q.broker, q.queue_id);
+                    let _ = all.push(QueueKey {
+                        topic: t,
+                        broker,
+                        queue_id,
+                    });
+                }
+                if all.is_empty() {
+                    session.refresh_route(now, t);
+                } else {
+                    self.apply(t, &all);
+                }
+                continue;
+            }
             if let Some(tx) = self.list_call(now, session, i, buf, lend) {
                 self.subs[i].listing = true;
                 return Some(tx);
@@ -1041,7 +1180,7 @@ impl<
         let data = [ConsumerData {
             group: &self.group,
             consume_type: ConsumeType::Passively,
-            message_model: MessageModel::Clustering,
+            message_model: self.model,
             consume_from_where: self.consume_from,
             subscriptions: &subs,
         }];
@@ -1142,6 +1281,12 @@ impl<
                 queue_id: m.queue_id,
             });
         }
+        self.apply(t, &wanted);
+    }
+
+    /// Owns exactly `wanted` of topic `t`: revoked queues committed and forgotten, new ones
+    /// added.
+    fn apply(&mut self, t: TopicId, wanted: &[QueueKey]) {
         // Revoke: commit the offset, forget the queue (Java removeUnnecessaryMessageQueue).
         let mut i = 0;
         while i < self.owned.len() {
@@ -1151,12 +1296,19 @@ impl<
                 continue;
             }
             let started = matches!(o.state, QState::Ready(_) | QState::Pulling);
-            if let (true, Some(offset)) = (started, o.tracker.commit_due()) {
-                let _ = self.revoked.push((o.key, offset));
+            match (started, o.tracker.commit_due()) {
+                (true, Some(offset)) if self.model == MessageModel::Broadcasting => {
+                    let queue = o.key;
+                    let _ = self.events.push_back(PullEvent::Persist { queue, offset });
+                }
+                (true, Some(offset)) => {
+                    let _ = self.revoked.push((o.key, offset));
+                }
+                _ => {}
             }
             let _ = self.owned.swap_remove(i);
         }
-        for key in wanted {
+        for &key in wanted {
             if self.owned.iter().any(|o| o.key == key) {
                 continue;
             }
@@ -1478,6 +1630,15 @@ impl<
         let peer = Peer::Broker(key.broker);
         let group = self.group.clone();
         let (tx, next) = match state {
+            QState::New if self.model == MessageModel::Broadcasting => {
+                if self.room() {
+                    self.owned[i].state = QState::Loading;
+                    let _ = self
+                        .events
+                        .push_back(PullEvent::LoadOffset { queue: key, lease });
+                }
+                return None;
+            }
             QState::New => {
                 let hdr = QueryConsumerOffsetRequestHeader {
                     consumer_group: &group,

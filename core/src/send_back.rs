@@ -90,6 +90,9 @@ pub enum NackError {
     Full,
     /// Its id or topic is too long to keep.
     TooLong,
+    /// A broadcasting consumer has no retry topic: the message is dropped (as Java does);
+    /// acknowledge it.
+    Broadcasting,
 }
 
 impl core::fmt::Display for NackError {
@@ -99,6 +102,7 @@ impl core::fmt::Display for NackError {
             NackError::Pending => "message already being sent back",
             NackError::Full => "send-back table full",
             NackError::TooLong => "message id or topic too long",
+            NackError::Broadcasting => "broadcasting consumers do not send messages back",
         })
     }
 }

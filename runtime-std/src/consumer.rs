@@ -1,4 +1,4 @@
-//! The long-polling pull [`Consumer`] (clustering mode): subscriptions, heartbeats, rebalance,
+//! The long-polling pull [`Consumer`]: subscriptions, heartbeats, rebalance,
 //! one long-polling pull per assigned queue at a time, a [`Consumer::poll`] API, per-message
 //! acks and offset commits.
 //!
@@ -27,6 +27,19 @@
 //! is committed. [`Consumer::pause`] / [`Consumer::resume`] stop and restart pulling a queue.
 //! [`ConsumeFromWhere::Timestamp`] with [`ConsumerBuilder::consume_timestamp`] applies, like
 //! Java's `CONSUME_FROM_TIMESTAMP`, when the broker has no offset for the group.
+//!
+//! **Retries** (clustering): [`Consumer::nack`] sends a message back for a later retry
+//! (CONSUMER_SEND_MSG_BACK; if refused, a copy to `%RETRY%<group>`; if that fails too, handed
+//! out again in 5 s). The consumer subscribes `%RETRY%<group>` itself; a retried message keeps
+//! its topic ([`ConsumedMessage::topic`]) and counts [`ConsumedMessage::reconsume_times`];
+//! after `max_reconsume_times` (16) the broker moves it to `%DLQ%<group>`.
+//! [`Consumer::run`] is the listener API on top: concurrent handler calls whose results
+//! acknowledge or nack, panics and errors reconsumed, `consume_timeout`.
+//!
+//! **Assignment**: [`Consumer::assign`] reads chosen queues without rebalancing.
+//! **Broadcasting** ([`ConsumerBuilder::message_model`]): every consumer reads every queue,
+//! offsets in a local file ([`ConsumerBuilder::offset_store`]) saved atomically every
+//! `persist_interval` and at shutdown, no retry topic.
 //!
 //! Delivery is at least once. Messages handed out and not acknowledged when a queue moves to
 //! another consumer (rebalance) or when the process dies are delivered again, from the last
@@ -58,10 +71,10 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use bytes::Bytes;
+pub use rmq_core::consumer::{AllocateStrategy, ConsumeFromWhere, FlowLimits, MessageModel};
 use rmq_core::consumer::{
-    AllocateStrategy, BROKER_SUSPEND_MAX_TIME, ConsumeFromWhere, FlowLimits,
-    MessageQueue as CoreQueue, OFFSET_RPC_TIMEOUT, PERSIST_OFFSET_INTERVAL, PULL_BATCH_SIZE,
-    PULL_EXCEPTION_DELAY_V5, REBALANCE_INTERVAL,
+    BROKER_SUSPEND_MAX_TIME, MessageQueue as CoreQueue, OFFSET_RPC_TIMEOUT,
+    PERSIST_OFFSET_INTERVAL, PULL_BATCH_SIZE, PULL_EXCEPTION_DELAY_V5, REBALANCE_INTERVAL,
 };
 use rmq_core::message::stored::MessageId;
 use rmq_core::message::{CompressionType, keys};
@@ -69,6 +82,7 @@ use rmq_core::producer::{CLIENT_API_TIMEOUT, HEARTBEAT_BROKER_INTERVAL};
 pub use rmq_core::pull_consumer::Position;
 use rmq_core::pull_consumer::{Delivery, PullConfig, PullConfigError, PullEvent, QueueKey};
 use rmq_core::send_back;
+pub use rmq_core::send_back::NackError;
 use rmq_core::session;
 use rmq_core::wire::{LanguageCode, SerializeType, version};
 use tokio::sync::{mpsc, oneshot};
@@ -133,6 +147,11 @@ pub struct ConsumerConfig {
     /// A handler call of [`Consumer::run`] running longer than this has its messages sent
     /// back (delay level 3); it keeps running, its result is ignored.
     pub consume_timeout: StdDuration,
+    /// Clustering (default) or broadcasting (every consumer reads every queue).
+    pub model: MessageModel,
+    /// Broadcasting: the file of this consumer's offsets (default
+    /// `$HOME/.rmq/offsets/<instance_name>/<group>.offsets`).
+    pub offset_store: Option<std::path::PathBuf>,
 }
 
 /// Why a consumer could not be built.
@@ -205,6 +224,8 @@ impl Default for ConsumerBuilder {
                 consume_concurrency: 20,
                 consume_batch_size: 1,
                 consume_timeout: clock::to_std(send_back::CONSUME_TIMEOUT),
+                model: MessageModel::Clustering,
+                offset_store: None,
             },
         }
     }
@@ -268,6 +289,12 @@ impl ConsumerBuilder {
         consume_batch_size(usize) => consume_batch_size;
         /// `consumeTimeout` of [`Consumer::run`] (default 15 min).
         consume_timeout(StdDuration) => consume_timeout;
+        /// `messageModel` (default clustering). A broadcasting consumer keeps its offsets in a
+        /// local file: give it a stable `instance_name` (or `offset_store`) to resume after a
+        /// restart.
+        message_model(MessageModel) => model;
+        /// Broadcasting: where the offsets are kept.
+        offset_store(std::path::PathBuf) => offset_store;
     }
     security_knobs!();
 
@@ -392,11 +419,13 @@ struct Inner {
 /// Who waits for which send-back: `true` when the broker took the message.
 type Backs = Arc<Mutex<HashMap<(QueueKey, u32, i64), oneshot::Sender<bool>>>>;
 
-/// The driver's side of a consumer: messages into the channel, send-back answers to waiters.
+/// The driver's side of a consumer: messages into the channel, send-back answers to waiters,
+/// broadcasting offsets to their file.
 struct Feed {
     tx: mpsc::UnboundedSender<ConsumedMessage>,
     rate: Arc<RateWindow>,
     backs: Backs,
+    store: Option<LocalStore>,
 }
 
 impl Sink for Feed {
@@ -406,19 +435,43 @@ impl Sink for Feed {
         let _ = self.tx.send(to_message(&d));
     }
 
-    fn event(&mut self, e: PullEvent) {
-        let (PullEvent::SentBack {
-            queue,
-            lease,
-            offset,
+    fn event(&mut self, e: PullEvent, c: &mut Machine, s: &Core) {
+        let name = |q: QueueKey| Some((s.topic_name(q.topic)?, s.broker_name(q.broker)?));
+        match (e, self.store.as_mut()) {
+            (PullEvent::LoadOffset { queue, lease }, store) => {
+                let (t, b) = name(queue).unwrap_or_default();
+                let offset = store.and_then(|st| st.get(t, b, queue.queue_id));
+                c.set_local_offset(clock::now(), queue, lease, offset);
+            }
+            (PullEvent::Persist { queue, offset }, Some(store)) => {
+                if let Some((t, b)) = name(queue) {
+                    store.set(t, b, queue.queue_id, offset);
+                }
+            }
+            (
+                PullEvent::SentBack {
+                    queue,
+                    lease,
+                    offset,
+                }
+                | PullEvent::SendBackFailed {
+                    queue,
+                    lease,
+                    offset,
+                },
+                _,
+            ) => {
+                if let Some(w) = lock(&self.backs).remove(&(queue, lease, offset)) {
+                    let _ = w.send(matches!(e, PullEvent::SentBack { .. }));
+                }
+            }
+            (PullEvent::Persist { .. }, None) => {}
         }
-        | PullEvent::SendBackFailed {
-            queue,
-            lease,
-            offset,
-        }) = e;
-        if let Some(w) = lock(&self.backs).remove(&(queue, lease, offset)) {
-            let _ = w.send(matches!(e, PullEvent::SentBack { .. }));
+    }
+
+    fn flush(&mut self) {
+        if let Some(store) = self.store.as_mut() {
+            store.save();
         }
     }
 }
@@ -489,6 +542,11 @@ impl Consumer {
         pull.sub_version = clock::unix_millis();
         pull.seed = clock::random_u32();
         pull.max_reconsume_times = cfg.max_reconsume_times;
+        pull.model = cfg.model;
+        let store = (cfg.model == MessageModel::Broadcasting).then(|| {
+            let path = cfg.offset_store.clone();
+            LocalStore::open(path.unwrap_or_else(|| default_path(&cfg.instance_name, &cfg.group)))
+        });
         let (tx, rx) = mpsc::unbounded_channel();
         let rate = Arc::new(RateWindow::default());
         let backs = Backs::default();
@@ -497,6 +555,7 @@ impl Consumer {
             tx,
             rate: rate.clone(),
             backs: backs.clone(),
+            store,
         });
         let life = Arc::new(Lifeline(driver.clone()));
         driver
@@ -640,6 +699,21 @@ impl Consumer {
         self.with(true, g).unwrap_or(false)
     }
 
+    /// Consumes exactly `queues` from now on, without rebalancing (Java lite pull
+    /// `assign`): other queues are committed and dropped; rebalance rounds and the brokers'
+    /// notifications no longer change the assignment. Queues of topics not subscribed, or not
+    /// in their route, are ignored. Returns how many queues are assigned, once they know
+    /// their start offsets.
+    pub async fn assign(&self, queues: &[MessageQueue]) -> usize {
+        let n = self.with(true, |c, s| {
+            let keys: Vec<QueueKey> = queues.iter().filter_map(|q| key_of(c, s, q)).collect();
+            c.assign_queues(&keys)
+        });
+        let started = |c: &mut Machine, _: &Core| c.starting() == 0;
+        self.wait(clock::to_std(CLIENT_API_TIMEOUT), started).await;
+        n.unwrap_or(0)
+    }
+
     /// Waits up to `timeout` for messages and returns between 1 and `max` of them, or none at
     /// the timeout. Messages of queues that were revoked meanwhile are skipped.
     pub async fn poll(&self, max: usize, timeout: StdDuration) -> Vec<ConsumedMessage> {
@@ -760,13 +834,9 @@ impl Consumer {
     }
 }
 
-/// The key of an owned queue named `q`.
+/// The key of queue `q` of a subscribed topic.
 fn key_of(c: &Machine, s: &Core, q: &MessageQueue) -> Option<QueueKey> {
-    c.owned().map(|o| o.queue).find(|k| {
-        s.topic_name(k.topic) == Some(q.topic.as_str())
-            && s.broker_name(k.broker) == Some(q.broker_name.as_str())
-            && k.queue_id == q.queue_id
-    })
+    c.queue_key(s, &q.topic, &q.broker_name, q.queue_id)
 }
 
 fn core_queue(q: &MessageQueue) -> CoreQueue<'_> {
@@ -838,7 +908,9 @@ fn to_message(d: &Delivery<'_, '_>) -> ConsumedMessage {
 }
 
 mod listen;
+mod store;
 pub use listen::{ConsumeResult, Nacked};
+use store::{LocalStore, default_path};
 
 #[cfg(test)]
 mod tests;

@@ -75,7 +75,10 @@ pub(crate) type Machine = PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS, QUEUES>;
 /// Where a consumer's messages and the outcomes of its send-backs go.
 pub(crate) trait Sink: Send {
     fn message(&mut self, d: Delivery<'_, '_>);
-    fn event(&mut self, e: PullEvent);
+    /// An outcome or request of the consumer (it may answer on `c`).
+    fn event(&mut self, e: PullEvent, c: &mut Machine, s: &Core);
+    /// After a run of events.
+    fn flush(&mut self);
 }
 
 pub(crate) type Deliver = Box<dyn Sink>;
@@ -534,6 +537,10 @@ impl Inner {
                 heartbeat: None,
             };
             let Some(tx) = c.poll_call(now, &mut *state.session, &mut state.buf, &lend) else {
+                // What it decided without a request (stored offsets) may make requests due.
+                if self.consumer_events(st) {
+                    continue;
+                }
                 break;
             };
             let frame = Frame {
@@ -641,11 +648,23 @@ impl Inner {
                 _ => {}
             }
         }
-        if let Some((c, sink)) = st.consumer.as_mut() {
-            while let Some(e) = c.poll_event() {
-                sink.event(e);
-            }
+        self.consumer_events(st);
+    }
+
+    /// Hands the consumer's events to its sink; `true` when there were any.
+    fn consumer_events(&self, st: &mut State) -> bool {
+        let Some((c, sink)) = st.consumer.as_mut() else {
+            return false;
+        };
+        let mut any = false;
+        while let Some(e) = c.poll_event() {
+            sink.event(e, c, &st.session);
+            any = true;
         }
+        if any {
+            sink.flush();
+        }
+        any
     }
 }
 

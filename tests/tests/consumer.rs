@@ -9,7 +9,11 @@
 //! - a restart resumes from the committed offset: nothing lost, duplicates only at or above the
 //!   committable offset (lowest unacknowledged) of their queue;
 //! - a consumer that does not acknowledge stops pulling at Java's thresholds (flow control)
-//!   instead of buffering the whole queue.
+//!   instead of buffering the whole queue;
+//! - seek, pause/resume, nack with retries through `%RETRY%<group>` and `%DLQ%<group>` (read
+//!   back by the Java client), the fallback when the broker refuses the send-back (a proxy in
+//!   front of the real broker), the `run` listener, `assign`, broadcasting with its offset
+//!   file.
 //!
 //! One cluster per version; each scenario uses its own topic and group.
 
@@ -907,6 +911,104 @@ fn scenario_listener(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
 /// small build box (Java producer timeouts).
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// `assign`: a consumer told to read queues 1 and 3 of four reads exactly those, and keeps
+/// them when another consumer joins the group and a rebalance is asked for.
+fn scenario_assign(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
+    let (topic, group) = ("ConsAssign", "cg_assign");
+    cluster.create_topic(topic, 4).expect("create topic");
+    let lines = JavaProducer::new(topic, 40)
+        .body("assign-{i}")
+        .run(cluster)
+        .expect("java producer");
+    sent_ok(&lines, 40);
+    rt.block_on(async {
+        let c = consumer(cluster, group, topic, "*").await;
+        let all = c.assigned_queues();
+        let picked: Vec<MessageQueue> = all
+            .iter()
+            .filter(|q| q.topic == topic && (q.queue_id == 1 || q.queue_id == 3))
+            .cloned()
+            .collect();
+        assert_eq!(picked.len(), 2, "{all:?}");
+        assert_eq!(c.assign(&picked).await, 2);
+        let other = consumer(cluster, group, topic, "*").await;
+        c.request_rebalance();
+        let per_queue = lines.iter().filter(|l| matches!(l.queue_id, Some(1 | 3)));
+        let want = per_queue.count();
+        let got = collect(&c, want, Duration::from_secs(60), true).await;
+        let more = collect(&c, 1, Duration::from_secs(3), true).await;
+        assert_eq!(got.len(), want);
+        assert!(more.is_empty(), "more than assigned: {more:?}");
+        assert!(
+            got.iter()
+                .all(|m| m.queue.queue_id == 1 || m.queue.queue_id == 3)
+        );
+        assert_eq!(c.assigned_queues(), picked);
+        other.shutdown().await;
+        c.shutdown().await;
+    });
+}
+
+/// Broadcasting: two consumers of one group each get every message; one stops, more messages
+/// come, it restarts with the same offset file and reads only the new ones.
+fn scenario_broadcasting(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
+    let (topic, group) = ("ConsBcast", "cg_bcast");
+    cluster.create_topic(topic, 2).expect("create topic");
+    let file = |n: u32| cluster.run_dir().join(format!("bcast-{n}.offsets"));
+    let _ = std::fs::remove_file(file(1));
+    let _ = std::fs::remove_file(file(2));
+    let start = |n: u32| {
+        Consumer::builder()
+            .namesrv_addr(&cluster.namesrv_addr().to_string())
+            .group(group)
+            .subscribe(topic, "*")
+            .consume_from(ConsumeFromWhere::FirstOffset)
+            .message_model(rmq_std::consumer::MessageModel::Broadcasting)
+            .offset_store(file(n))
+            .version(client_version(cluster.version()))
+            .start()
+    };
+    let bodies = |v: &[ConsumedMessage]| -> BTreeSet<String> {
+        v.iter()
+            .map(|m| String::from_utf8_lossy(&m.body).into_owned())
+            .collect()
+    };
+    let produce = |from: u64| {
+        let lines = JavaProducer::new(topic, 10)
+            .body(&format!("bcast-{from}-{{i}}"))
+            .run(cluster)
+            .expect("java producer");
+        sent_ok(&lines, 10);
+        (0..10)
+            .map(|i| format!("bcast-{from}-{i}"))
+            .collect::<BTreeSet<_>>()
+    };
+    rt.block_on(async {
+        let (a, b) = (start(1).await.expect("a"), start(2).await.expect("b"));
+        assert_eq!(a.assigned_queues().len(), 2, "every queue");
+        assert_eq!(b.assigned_queues().len(), 2, "every queue");
+        let first = produce(0);
+        let got_a = collect(&a, 10, Duration::from_secs(60), true).await;
+        let got_b = collect(&b, 10, Duration::from_secs(60), true).await;
+        assert_eq!(bodies(&got_a), first);
+        assert_eq!(bodies(&got_b), first);
+        assert_eq!(got_b.len(), 10);
+        b.shutdown().await;
+        let text = std::fs::read_to_string(file(2)).expect("b's offset file");
+        assert_eq!(text.lines().count(), 2, "{text}");
+        let second = produce(10);
+        let b = start(2).await.expect("b again");
+        let got_b = collect(&b, 10, Duration::from_secs(60), true).await;
+        let more = collect(&b, 1, Duration::from_secs(3), true).await;
+        assert_eq!(bodies(&got_b), second, "resumed from its file");
+        assert!(more.is_empty(), "{more:?}");
+        let got_a = collect(&a, 10, Duration::from_secs(60), true).await;
+        assert_eq!(bodies(&got_a), second);
+        a.shutdown().await;
+        b.shutdown().await;
+    });
+}
+
 type Scenario = fn(&Cluster, &tokio::runtime::Runtime);
 
 fn run_all(version: Version) {
@@ -916,11 +1018,13 @@ fn run_all(version: Version) {
     eprintln!("[{}] cluster up in {:?}", version.name(), t0.elapsed());
     let rt = rt();
     let only = std::env::var("RMQ_CONSUMER_SCENARIO").ok();
-    let scenarios: [(&str, Scenario); 4] = [
+    let scenarios: [(&str, Scenario); 6] = [
         ("positioning", scenario_positioning),
         ("retry", scenario_retry),
         ("fallback", scenario_send_back_fallback),
         ("listener", scenario_listener),
+        ("assign", scenario_assign),
+        ("broadcasting", scenario_broadcasting),
     ];
     if let Some(only) = only {
         for (name, f) in scenarios

@@ -718,3 +718,101 @@ fn the_retry_topic_is_subscribed_and_keeps_the_original_topic() {
     assert!(w.c.handle_response(w.now, &w.s, pull.opaque, &f, &mut deliver));
     assert_eq!(seen, [("T".to_string(), "%RETRY%cg".to_string(), 1)]);
 }
+
+#[test]
+fn assigned_queues_are_owned_without_rebalancing() {
+    let mut w = World::new(4);
+    let _list = one(w.out());
+    let picked = [q(1), q(3)];
+    assert_eq!(w.c.assign_queues(&picked), 2);
+    assert_eq!(
+        w.c.queue_key(&w.s, "T", "broker-a", 3),
+        Some(q(3)),
+        "named queues map to keys"
+    );
+    assert_eq!(w.c.queue_key(&w.s, "T", "broker-a", 9), None);
+    let queries = w.out();
+    let ids: StdVec<_> = queries.iter().map(|r| r.ext["queueId"].clone()).collect();
+    assert_eq!(ids, ["1", "3"]);
+    // No rebalance round any more: neither the timer nor a notification asks for consumers.
+    assert!(w.c.handle_broker_request(w.now, RequestCode::NOTIFY_CONSUMER_IDS_CHANGED.0));
+    w.now = t(60_000);
+    let later = w.out();
+    assert!(
+        later
+            .iter()
+            .all(|r| r.code != RequestCode::GET_CONSUMER_LIST_BY_GROUP.0),
+        "{later:?}"
+    );
+    let owned: StdVec<_> = w.c.owned().map(|o| o.queue).collect();
+    assert_eq!(owned.len(), 2);
+    assert!(owned.iter().all(|k| picked.contains(k)));
+}
+
+#[test]
+fn broadcasting_owns_every_queue_and_keeps_offsets_with_the_runtime() {
+    let mut w = World::new(2);
+    let mut pc = PullConfig::new("cg", ME);
+    pc.model = MessageModel::Broadcasting;
+    w.c = C::new(&pc, t(0)).unwrap();
+    w.c.subscribe(t(0), &mut w.s, "T", "*").unwrap();
+    assert_eq!(w.c.topics().count(), 1, "no retry topic");
+    let mut buf = [0u8; 2048];
+    let n = w.c.heartbeat_body(&w.s, &mut buf).unwrap();
+    let body = core::str::from_utf8(&buf[..n]).unwrap();
+    assert!(body.contains(r#""messageModel":"BROADCASTING""#), "{body}");
+    // No consumer list, no offset query: both queues, offsets asked of the runtime.
+    assert!(w.out().is_empty());
+    assert_eq!(w.c.owned().count(), 2);
+    let mut loads = StdVec::new();
+    while let Some(e) = w.c.poll_event() {
+        let PullEvent::LoadOffset { queue, lease } = e else {
+            panic!("{e:?}");
+        };
+        loads.push((queue, lease));
+    }
+    assert_eq!(loads.len(), 2);
+    loads.sort_by_key(|l| l.0.queue_id);
+    assert!(w.c.set_local_offset(w.now, loads[0].0, loads[0].1, Some(5)));
+    assert!(!w.c.set_local_offset(w.now, loads[0].0, loads[0].1, Some(6)));
+    assert!(w.c.set_local_offset(w.now, loads[1].0, loads[1].1, None));
+    let out = w.out();
+    // Queue 0 pulls from 5; queue 1 (nothing stored, LAST_OFFSET) asks for the max offset.
+    let pull = out
+        .iter()
+        .find(|r| r.code == RequestCode::PULL_MESSAGE.0)
+        .unwrap();
+    assert_eq!(
+        (
+            pull.ext["queueId"].as_str(),
+            pull.ext["queueOffset"].as_str()
+        ),
+        ("0", "5")
+    );
+    assert!(out.iter().any(|r| r.code == RequestCode::GET_MAX_OFFSET.0));
+    w.pull_answer(pull, 7, &[(5, "TagA"), (6, "TagA")]);
+    let lease = w.got[0].1;
+    assert!(w.c.ack(q(0), lease, 5));
+    let n = Nack {
+        offset: 6,
+        commit_log_offset: 1006,
+        msg_id: "M",
+        topic: "T",
+        delay_level: 0,
+    };
+    assert_eq!(w.c.nack(q(0), lease, &n), Err(NackError::Broadcasting));
+    // The persist tick hands the offset to the runtime instead of the broker.
+    w.now = t(5000);
+    let out = w.out();
+    assert!(
+        out.iter()
+            .all(|r| r.code != RequestCode::UPDATE_CONSUMER_OFFSET.0),
+        "{out:?}"
+    );
+    let persist = PullEvent::Persist {
+        queue: q(0),
+        offset: 6,
+    };
+    assert_eq!(w.c.poll_event(), Some(persist));
+    assert_eq!(w.c.poll_event(), None);
+}

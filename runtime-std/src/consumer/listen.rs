@@ -56,6 +56,9 @@ pub enum Nacked {
     Resent,
     /// Both failed: this consumer hands it out again in 5 s.
     Local,
+    /// A broadcasting consumer has no retry topic: the message is dropped (acknowledged), as
+    /// Java drops it.
+    Dropped,
 }
 
 impl Consumer {
@@ -78,12 +81,15 @@ impl Consumer {
         let (tx, rx) = oneshot::channel();
         let backs = &self.inner.backs;
         let key = (m.key, m.lease, m.queue_offset);
-        self.with(true, |c, _| {
+        let r = self.with(true, |c, _| {
             c.nack(m.key, m.lease, &n)?;
             lock(backs).insert(key, tx);
             Ok(())
-        })
-        .unwrap_or(Err(NackError::NotInFlight))?;
+        });
+        match r.unwrap_or(Err(NackError::NotInFlight)) {
+            Err(NackError::Broadcasting) if self.ack(m) => return Ok(Nacked::Dropped),
+            r => r?,
+        }
         if rx.await == Ok(true) {
             return Ok(Nacked::SentBack);
         }
