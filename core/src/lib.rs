@@ -26,6 +26,7 @@
 //!   reconnect back-off.
 //! - [`consumer`]: pull requests and results, tag expressions, Java's queue allocation, flow
 //!   control and per-queue offset tracking.
+//! - [`lock`]: orderly consumption's queue locks (LOCK_BATCH_MQ / UNLOCK_BATCH_MQ).
 //! - [`send_back`]: retries and dead letters: CONSUMER_SEND_MSG_BACK, the `%RETRY%` fallback
 //!   message and its properties.
 //! - [`session`]: the client session that ties the pieces together, one per client instance
@@ -55,6 +56,7 @@ pub mod consumer;
 pub mod fault;
 pub mod json;
 pub mod link;
+pub mod lock;
 pub mod message;
 pub mod metrics;
 pub mod pending;

@@ -56,6 +56,10 @@ use crate::consumer::{
     QueueTracker, REBALANCE_INTERVAL, SUB_ALL, Subscription, TagExpression, TrackError, allocate,
     parse_consumer_list, parse_pull_response, sort_consumer_ids, write_heartbeat,
 };
+use crate::lock::{
+    LOCK_INTERVAL, LOCK_MAX_LIVE, LOCK_TIMEOUT, RELOCK_REBALANCE_DELAY, UNLOCKED_PULL_DELAY,
+    parse_locked, queue_len, write_lock_body,
+};
 use crate::message::keys;
 use crate::message::stored::CrcCheck;
 use crate::message::{StoredMessage, StoredMessages};
@@ -69,8 +73,8 @@ use crate::time::{Duration, Instant};
 use crate::wire::headers::{
     ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader,
     GetMaxOffsetRequestHeader, GetMaxOffsetResponseHeader, GetMinOffsetRequestHeader,
-    QueryConsumerOffsetRequestHeader, QueryConsumerOffsetResponseHeader, SearchOffsetRequestHeader,
-    UpdateConsumerOffsetRequestHeader,
+    HeartbeatRequestHeader, QueryConsumerOffsetRequestHeader, QueryConsumerOffsetResponseHeader,
+    SearchOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
 };
 use crate::wire::{CommandHeader, ExtFields, Frame, RequestCode, ResponseCode, Scratch, version};
 
@@ -121,6 +125,10 @@ pub struct PullConfig<'a> {
     /// consumer reads every queue, offsets kept by the runtime: [`PullEvent::LoadOffset`] and
     /// [`PullEvent::Persist`]).
     pub model: MessageModel,
+    /// Orderly consumption: queues locked on their broker before they are pulled, and
+    /// processed between [`PullConsumer::begin`] and [`PullConsumer::end`] (see
+    /// [`crate::lock`]).
+    pub orderly: bool,
 }
 
 impl<'a> PullConfig<'a> {
@@ -144,6 +152,7 @@ impl<'a> PullConfig<'a> {
             max_reconsume_times: MAX_RECONSUME_TIMES,
             retry: true,
             model: MessageModel::Clustering,
+            orderly: false,
         }
     }
 }
@@ -333,6 +342,8 @@ struct Back {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum QState {
+    /// Orderly: waits for its first lock.
+    Lock,
     /// Needs QUERY_CONSUMER_OFFSET (broadcasting: the runtime's stored offset).
     New,
     /// Broadcasting: waiting for [`PullConsumer::set_local_offset`].
@@ -364,6 +375,23 @@ struct Owned<const TRACK: usize> {
     seek: bool,
     /// [`PullConsumer::pause`]d: no pull until resumed.
     paused: bool,
+    /// Orderly: when the broker last confirmed our lock.
+    locked_at: Option<Instant>,
+    /// Orderly: where its lock request stands.
+    lock: LockStep,
+    /// Orderly: the application is processing it ([`PullConsumer::begin`]).
+    busy: bool,
+    /// Orderly: revoked while busy; dropped at [`PullConsumer::end`].
+    leaving: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LockStep {
+    Idle,
+    Wanted,
+    Sent,
+    /// In the broker's answer (being applied).
+    Granted,
 }
 
 struct Sub {
@@ -383,6 +411,8 @@ enum CallRef {
     /// `lease` is `None` for a revoked queue.
     Commit(QueueKey, Option<u32>, i64),
     SendBack(QueueKey, u32, i64),
+    Lock(BrokerId),
+    Unlock,
 }
 
 /// The consumer (see the [module docs](self)).
@@ -412,6 +442,13 @@ pub struct PullConsumer<
     model: MessageModel,
     /// [`PullConsumer::assign_queues`] was called: no rebalancing.
     manual: bool,
+    orderly: bool,
+    /// Orderly: the next lock renewal.
+    lock_at: Instant,
+    /// Orderly: queues to unlock (dropped, their offsets committed).
+    unlocks: Vec<QueueKey, OWNED>,
+    /// Orderly: `stop` has queued the unlocks of every owned queue.
+    unlocked_all: bool,
     rng: u32,
     subs: Vec<Sub, SUBS>,
     backs: Vec<Back, CALLS>,
@@ -470,6 +507,10 @@ impl<
             retry: cfg.retry && cfg.model == MessageModel::Clustering,
             model: cfg.model,
             manual: false,
+            orderly: cfg.orderly,
+            lock_at: now.saturating_add(LOCK_INTERVAL),
+            unlocks: Vec::new(),
+            unlocked_all: false,
             rng: cfg.seed.max(1),
             subs: Vec::new(),
             backs: Vec::new(),
@@ -597,12 +638,15 @@ impl<
             .iter()
             .filter(|o| (o.commit && o.tracker.commit_due().is_some()) || o.committing)
             .count();
+        let unlocks_to_queue = usize::from(self.stopping && self.orderly && !self.unlocked_all);
         wanted
             + self.revoked.len()
+            + self.unlocks.len()
+            + unlocks_to_queue
             + self
                 .calls
                 .values()
-                .filter(|c| matches!(c, CallRef::Commit(_, None, _)))
+                .filter(|c| matches!(c, CallRef::Commit(_, None, _) | CallRef::Unlock))
                 .count()
     }
 
@@ -644,6 +688,16 @@ impl<
             }
             if o.tracker.cached_count() > TRACK {
                 return Err("tracker over capacity");
+            }
+        }
+        for o in self.owned.iter().filter(|o| o.lock == LockStep::Sent) {
+            let b = o.key.broker;
+            if !self
+                .calls
+                .values()
+                .any(|c| matches!(c, CallRef::Lock(x) if *x == b))
+            {
+                return Err("a queue waits for a lock request not in flight");
             }
         }
         let sent = self.backs.iter().filter(|b| b.sent).count();
@@ -815,6 +869,40 @@ impl<
         self.commit_now();
     }
 
+    /// Orderly: whether the application may process messages of `queue` now (one batch at a
+    /// time); `true` marks it busy until [`end`](Self::end). It must be owned under `lease`,
+    /// locked (confirmed by its broker within 30 s), not revoked, and not busy already.
+    pub fn begin(&mut self, now: Instant, queue: QueueKey, lease: u32) -> bool {
+        let Some(o) = self
+            .owned
+            .iter_mut()
+            .find(|o| o.key == queue && o.lease == lease)
+        else {
+            return false;
+        };
+        let ok = !o.busy && !o.leaving && !self.stopping && Self::locked(o, now);
+        o.busy |= ok;
+        ok
+    }
+
+    /// Orderly: the batch [`begin`](Self::begin) allowed is done (acknowledge its messages
+    /// first); a queue revoked meanwhile is committed, unlocked and dropped now.
+    pub fn end(&mut self, queue: QueueKey, lease: u32) {
+        let Some(i) = self
+            .owned
+            .iter()
+            .position(|o| o.key == queue && o.lease == lease)
+        else {
+            return;
+        };
+        self.owned[i].busy = false;
+        // Stopping: what it acknowledged is committed before the unlock.
+        self.owned[i].commit |= self.stopping;
+        if self.owned[i].leaving {
+            self.release(i);
+        }
+    }
+
     /// Sends a message the application could not process back to its broker
     /// (CONSUMER_SEND_MSG_BACK, see [`crate::send_back`]); the answer is a [`PullEvent`].
     /// The message stays in flight (its offset is not committable) until then.
@@ -902,6 +990,14 @@ impl<
             self.persist_at = now.saturating_add(self.persist_interval);
             self.commit_now();
         }
+        if self.orderly && now >= self.lock_at {
+            self.lock_at = now.saturating_add(LOCK_INTERVAL);
+            for o in &mut self.owned {
+                if o.state != QState::Lock && o.lock == LockStep::Idle {
+                    o.lock = LockStep::Wanted;
+                }
+            }
+        }
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) or [`poll_call`](Self::poll_call) has
@@ -914,7 +1010,11 @@ impl<
             QState::Ready(at) if !self.blocked && !o.paused => Some(at),
             _ => None,
         });
-        pulls.chain([self.rebalance_at, self.persist_at]).min()
+        let lock = self.orderly.then_some(self.lock_at);
+        pulls
+            .chain([self.rebalance_at, self.persist_at])
+            .chain(lock)
+            .min()
     }
 
     /// The next request to write, encoded into `buf` through [`Session::call`](crate::session::Session::call) (write it to
@@ -1008,6 +1108,31 @@ impl<
                     let b = &self.backs[i];
                     self.back_done(b.key, b.lease, b.offset, false);
                 }
+            }
+        }
+        if self.orderly && self.stopping && !self.unlocked_all {
+            // Every commit answered: release every lock, so the next owner need not wait.
+            let committing =
+                self.owned.iter().any(|o| {
+                    (o.commit && o.tracker.commit_due().is_some()) || o.committing || o.busy
+                }) || !self.revoked.is_empty();
+            if !committing {
+                self.unlocked_all = true;
+                for o in &self.owned {
+                    if o.locked_at.is_some() {
+                        let _ = self.unlocks.push(o.key);
+                    }
+                }
+            }
+        }
+        if self.orderly {
+            match self.lock_calls(now, session, buf, lend) {
+                Some(Ok(tx)) => return Some(tx),
+                Some(Err(CallError::TooManyRequests)) => {
+                    self.blocked = true;
+                    return None;
+                }
+                Some(Err(_)) | None => {}
             }
         }
         if self.stopping {
@@ -1135,6 +1260,25 @@ impl<
             CallRef::SendBack(key, lease, offset) => {
                 self.back_done(key, lease, offset, code == 0);
             }
+            CallRef::Lock(broker) => {
+                if code == 0 {
+                    let owned = &mut self.owned;
+                    let _ = parse_locked(f.body_ref(), |q| {
+                        let named = |o: &Owned<TRACK>| {
+                            o.key.broker == broker
+                                && o.key.queue_id == q.queue_id
+                                && o.lock == LockStep::Sent
+                                && session.topic_name(o.key.topic) == Some(q.topic)
+                                && session.broker_name(broker) == Some(q.broker_name)
+                        };
+                        if let Some(o) = owned.iter_mut().find(|o| named(o)) {
+                            o.lock = LockStep::Granted;
+                        }
+                    });
+                }
+                self.settle_locks(now, broker);
+            }
+            CallRef::Unlock => {}
         }
         true
     }
@@ -1160,6 +1304,8 @@ impl<
             }
             CallRef::Commit(key, lease, offset) => self.committed(key, lease, offset, false),
             CallRef::SendBack(key, lease, offset) => self.back_done(key, lease, offset, false),
+            CallRef::Lock(broker) => self.settle_locks(now, broker),
+            CallRef::Unlock => {}
         }
         true
     }
@@ -1209,7 +1355,10 @@ impl<
 
     fn drop_queue(&mut self, key: QueueKey) {
         if let Some(i) = self.owned.iter().position(|o| o.key == key) {
-            let _ = self.owned.swap_remove(i);
+            let o = self.owned.swap_remove(i);
+            if o.locked_at.is_some() {
+                let _ = self.unlocks.push(key);
+            }
         }
     }
 
@@ -1290,44 +1439,230 @@ impl<
         // Revoke: commit the offset, forget the queue (Java removeUnnecessaryMessageQueue).
         let mut i = 0;
         while i < self.owned.len() {
-            let o = &self.owned[i];
-            if o.key.topic != t || wanted.contains(&o.key) {
+            let o = &mut self.owned[i];
+            let keep = wanted.contains(&o.key);
+            if keep {
+                o.leaving = false;
+            }
+            if o.key.topic != t || keep {
                 i += 1;
                 continue;
             }
-            let started = matches!(o.state, QState::Ready(_) | QState::Pulling);
-            match (started, o.tracker.commit_due()) {
-                (true, Some(offset)) if self.model == MessageModel::Broadcasting => {
-                    let queue = o.key;
-                    let _ = self.events.push_back(PullEvent::Persist { queue, offset });
-                }
-                (true, Some(offset)) => {
-                    let _ = self.revoked.push((o.key, offset));
-                }
-                _ => {}
+            if o.busy {
+                // Orderly: the application is on it; dropped when it ends.
+                o.leaving = true;
+                i += 1;
+                continue;
             }
-            let _ = self.owned.swap_remove(i);
+            self.release(i);
         }
         for &key in wanted {
             if self.owned.iter().any(|o| o.key == key) {
                 continue;
             }
             let lease = self.lease();
+            let (state, lock) = match self.orderly {
+                true => (QState::Lock, LockStep::Wanted),
+                false => (QState::New, LockStep::Idle),
+            };
             let o = Owned {
                 key,
                 lease,
-                state: QState::New,
+                state,
                 commit: false,
                 committing: false,
                 tracker: QueueTracker::new(0),
                 max_offset: None,
                 seek: false,
                 paused: false,
+                locked_at: None,
+                lock,
+                busy: false,
+                leaving: false,
             };
             if self.owned.push(o).is_err() {
                 self.stats.owned_full = self.stats.owned_full.wrapping_add(1);
             }
         }
+    }
+
+    /// Forgets owned queue `i`: its offset committed (broadcasting: handed to the runtime),
+    /// then (orderly) its lock released.
+    fn release(&mut self, i: usize) {
+        let o = self.owned.swap_remove(i);
+        let started = matches!(o.state, QState::Ready(_) | QState::Pulling);
+        match (started, o.tracker.commit_due()) {
+            (true, Some(offset)) if self.model == MessageModel::Broadcasting => {
+                let queue = o.key;
+                let _ = self.events.push_back(PullEvent::Persist { queue, offset });
+            }
+            // The unlock follows the commit's answer.
+            (true, Some(offset)) => {
+                let _ = self.revoked.push((o.key, offset));
+            }
+            _ if o.locked_at.is_some() => {
+                let _ = self.unlocks.push(o.key);
+            }
+            _ => {}
+        }
+    }
+
+    /// Applies the answer (or the failure) of a lock request to `broker`: granted queues are
+    /// locked from `now`; a new queue refused is dropped (a rebalance follows soon), an owned
+    /// one refused loses its lock.
+    fn settle_locks(&mut self, now: Instant, broker: BrokerId) {
+        let mut i = 0;
+        while i < self.owned.len() {
+            let o = &mut self.owned[i];
+            if o.key.broker != broker || !matches!(o.lock, LockStep::Sent | LockStep::Granted) {
+                i += 1;
+                continue;
+            }
+            let granted = o.lock == LockStep::Granted;
+            o.lock = LockStep::Idle;
+            match (granted, o.state) {
+                (true, QState::Lock) => {
+                    o.locked_at = Some(now);
+                    o.state = QState::New;
+                }
+                (true, _) => o.locked_at = Some(now),
+                (false, QState::Lock) => {
+                    let _ = self.owned.swap_remove(i);
+                    let soon = now.saturating_add(RELOCK_REBALANCE_DELAY);
+                    self.rebalance_at = self.rebalance_at.min(soon);
+                    continue;
+                }
+                (false, _) => o.locked_at = None,
+            }
+            i += 1;
+        }
+    }
+
+    fn locked(o: &Owned<TRACK>, now: Instant) -> bool {
+        o.locked_at
+            .is_some_and(|at| now.saturating_duration_since(at) < LOCK_MAX_LIVE)
+    }
+
+    /// LOCK_BATCH_MQ (or UNLOCK_BATCH_MQ) of `queues` on `broker`, as many as fit half of
+    /// `buf` (the body is written in the other half); returns how many went.
+    #[allow(clippy::too_many_arguments)]
+    fn lock_call<S: Client, M: Outbound + ?Sized>(
+        &mut self,
+        now: Instant,
+        session: &mut S,
+        code: RequestCode,
+        broker: BrokerId,
+        queues: &[QueueKey],
+        buf: &mut [u8],
+        lend: &M,
+    ) -> Result<(Transmit, usize), CallError> {
+        let half = buf.len() / 2;
+        let (frame, tail) = buf.split_at_mut(half);
+        let name = |k: &QueueKey| {
+            let topic = session.topic_name(k.topic).unwrap_or("");
+            MessageQueue::new(
+                topic,
+                session.broker_name(k.broker).unwrap_or(""),
+                k.queue_id,
+            )
+        };
+        let mut room = tail.len().saturating_sub(256);
+        let n = queues
+            .iter()
+            .take_while(|k| {
+                let len = queue_len(&name(k));
+                room = room.saturating_sub(len);
+                room > 0
+            })
+            .count()
+            .max(1);
+        let too_small = CallError::Encode(crate::wire::EncodeError::BufferTooSmall);
+        let names = queues.iter().take(n).map(name);
+        let len =
+            write_lock_body(&self.group, &self.client_id, names, tail).map_err(|_| too_small)?;
+        let body = &tail[..len];
+        let (peer, ext) = (Peer::Broker(broker), None::<HeartbeatRequestHeader>);
+        let mut tx = session.call(now, peer, code, ext, body, LOCK_TIMEOUT, frame, lend)?;
+        // The body follows the header in `buf`: one frame of `len` bytes.
+        buf.copy_within(half..half + len, tx.len);
+        tx.len += len;
+        tx.body_len = 0;
+        let what = match code {
+            RequestCode::LOCK_BATCH_MQ => CallRef::Lock(broker),
+            _ => CallRef::Unlock,
+        };
+        let _ = self.calls.insert(tx.opaque, what);
+        Ok((tx, n))
+    }
+
+    /// The next lock or unlock request, if one is due.
+    fn lock_calls<S: Client, M: Outbound + ?Sized>(
+        &mut self,
+        now: Instant,
+        session: &mut S,
+        buf: &mut [u8],
+        lend: &M,
+    ) -> Option<Result<Transmit, CallError>> {
+        if let Some(&first) = self.unlocks.first() {
+            let mut these: Vec<QueueKey, OWNED> = Vec::new();
+            for k in self.unlocks.iter().filter(|k| k.broker == first.broker) {
+                let _ = these.push(*k);
+            }
+            let code = RequestCode::UNLOCK_BATCH_MQ;
+            let r = self.lock_call(now, session, code, first.broker, &these, buf, lend);
+            let n = match &r {
+                Ok((_, n)) => *n,
+                Err(CallError::TooManyRequests) => 0,
+                // Cannot be encoded: the broker's lock expires by itself.
+                Err(_) => these.len(),
+            };
+            let sent = &these[..n.min(these.len())];
+            self.unlocks.retain(|k| !sent.contains(k));
+            return Some(r.map(|(tx, _)| tx));
+        }
+        if self.stopping {
+            return None;
+        }
+        let busy = |b: BrokerId| {
+            self.calls
+                .values()
+                .any(|c| matches!(c, CallRef::Lock(x) if *x == b))
+        };
+        let broker = self
+            .owned
+            .iter()
+            .find(|o| o.lock == LockStep::Wanted && !busy(o.key.broker))?
+            .key
+            .broker;
+        let mut these: Vec<QueueKey, OWNED> = Vec::new();
+        for o in &self.owned {
+            if o.key.broker == broker && o.lock == LockStep::Wanted {
+                let _ = these.push(o.key);
+            }
+        }
+        let code = RequestCode::LOCK_BATCH_MQ;
+        let r = self.lock_call(now, session, code, broker, &these, buf, lend);
+        match &r {
+            Ok((_, n)) => {
+                let sent = &these[..(*n).min(these.len())];
+                for o in &mut self.owned {
+                    if sent.contains(&o.key) {
+                        o.lock = LockStep::Sent;
+                    }
+                }
+            }
+            Err(CallError::TooManyRequests) => {}
+            Err(_) => {
+                // Cannot be encoded: as if refused.
+                for o in &mut self.owned {
+                    if these.contains(&o.key) {
+                        o.lock = LockStep::Sent;
+                    }
+                }
+                self.settle_locks(now, broker);
+            }
+        }
+        Some(r.map(|(tx, _)| tx))
     }
 
     /// Applies a pull answer to owned queue `i`.
@@ -1487,7 +1822,13 @@ impl<
         } else {
             self.stats.commit_failures = self.stats.commit_failures.wrapping_add(1);
         }
-        let Some(lease) = lease else { return };
+        let Some(lease) = lease else {
+            // A dropped queue: its next owner may lock it now.
+            if self.orderly {
+                let _ = self.unlocks.push(key);
+            }
+            return;
+        };
         if let Some(o) = self
             .owned
             .iter_mut()
@@ -1695,6 +2036,11 @@ impl<
             }
             QState::Ready(at) if at <= now => {
                 let o = &self.owned[i];
+                if self.orderly && (!Self::locked(o, now) || o.leaving) {
+                    // Orderly: only a locked queue is pulled.
+                    self.owned[i].state = QState::Ready(now.saturating_add(UNLOCKED_PULL_DELAY));
+                    return None;
+                }
                 let max = match o.tracker.flow(&self.flow, self.batch) {
                     FlowDecision::DelayPull(d) => {
                         self.stats.flow_control_delays =

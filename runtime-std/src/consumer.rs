@@ -81,10 +81,10 @@ use rmq_core::message::{CompressionType, keys};
 use rmq_core::producer::{CLIENT_API_TIMEOUT, HEARTBEAT_BROKER_INTERVAL};
 pub use rmq_core::pull_consumer::Position;
 use rmq_core::pull_consumer::{Delivery, PullConfig, PullConfigError, PullEvent, QueueKey};
-use rmq_core::send_back;
 pub use rmq_core::send_back::NackError;
 use rmq_core::session;
 use rmq_core::wire::{LanguageCode, SerializeType, version};
+use rmq_core::{lock, send_back};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, warn};
 
@@ -138,8 +138,14 @@ pub struct ConsumerConfig {
     pub language: LanguageCode,
     /// ACL credentials and TLS (see [`ConsumerBuilder::acl`] and [`ConsumerBuilder::tls`]).
     pub security: SecurityConfig,
-    /// Deliveries of a message before the broker moves it to `%DLQ%<group>`.
-    pub max_reconsume_times: i32,
+    /// Deliveries of a message before it goes to `%DLQ%<group>` (`None`: Java's default, 16,
+    /// or without end for orderly consumption).
+    pub max_reconsume_times: Option<i32>,
+    /// Orderly consumption: queues locked on their brokers, each processed by one handler
+    /// call at a time, in queue order ([`Consumer::run`]).
+    pub orderly: bool,
+    /// Orderly: a failed batch is processed again after this (default 1 s).
+    pub suspend_current_queue_time: StdDuration,
     /// Handler calls of [`Consumer::run`] at once.
     pub consume_concurrency: usize,
     /// Messages per handler call of [`Consumer::run`].
@@ -152,6 +158,16 @@ pub struct ConsumerConfig {
     /// Broadcasting: the file of this consumer's offsets (default
     /// `$HOME/.rmq/offsets/<instance_name>/<group>.offsets`).
     pub offset_store: Option<std::path::PathBuf>,
+}
+
+impl ConsumerConfig {
+    /// `max_reconsume_times`, defaults applied.
+    pub fn max_reconsumes(&self) -> i32 {
+        self.max_reconsume_times.unwrap_or(match self.orderly {
+            true => lock::MAX_RECONSUME_TIMES_ORDERLY,
+            false => send_back::MAX_RECONSUME_TIMES,
+        })
+    }
 }
 
 /// Why a consumer could not be built.
@@ -220,7 +236,9 @@ impl Default for ConsumerBuilder {
                 version: version::V5_3_3,
                 language: LanguageCode::RUST,
                 security: SecurityConfig::default(),
-                max_reconsume_times: send_back::MAX_RECONSUME_TIMES,
+                max_reconsume_times: None,
+                orderly: false,
+                suspend_current_queue_time: clock::to_std(lock::SUSPEND_CURRENT_QUEUE_TIME),
                 consume_concurrency: 20,
                 consume_batch_size: 1,
                 consume_timeout: clock::to_std(send_back::CONSUME_TIMEOUT),
@@ -281,8 +299,13 @@ impl ConsumerBuilder {
         version(i32) => version;
         /// Header format (default JSON).
         serialize_type(SerializeType) => serialize_type;
-        /// `maxReconsumeTimes` (default 16): deliveries before the dead-letter queue.
+        /// `maxReconsumeTimes` (default 16; orderly: without end): deliveries before the
+        /// dead-letter queue.
         max_reconsume_times(i32) => max_reconsume_times;
+        /// Orderly consumption (Java `MessageListenerOrderly`): see [`Consumer::run`].
+        orderly(bool) => orderly;
+        /// `suspendCurrentQueueTimeMillis` of orderly consumption (default 1 s).
+        suspend_current_queue_time(StdDuration) => suspend_current_queue_time;
         /// Handler calls at once in [`Consumer::run`] (default 20, Java's consume threads).
         consume_concurrency(usize) => consume_concurrency;
         /// Messages per handler call in [`Consumer::run`] (default 1).
@@ -541,7 +564,8 @@ impl Consumer {
         pull.version = cfg.version;
         pull.sub_version = clock::unix_millis();
         pull.seed = clock::random_u32();
-        pull.max_reconsume_times = cfg.max_reconsume_times;
+        pull.max_reconsume_times = cfg.max_reconsumes();
+        pull.orderly = cfg.orderly;
         pull.model = cfg.model;
         let store = (cfg.model == MessageModel::Broadcasting).then(|| {
             let path = cfg.offset_store.clone();

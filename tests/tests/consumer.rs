@@ -26,7 +26,7 @@ use rmq_core::consumer::{
 };
 use rmq_core::wire::version;
 use rmq_std::MessageQueue;
-use rmq_std::consumer::{ConsumedMessage, Consumer, Nacked, Position};
+use rmq_std::consumer::{ConsumeResult, ConsumedMessage, Consumer, Nacked, Position};
 use rmq_tests::broker::verifier_read;
 use rmq_tests::broker::{Cluster, ClusterOptions, JavaProducer, SendLine, Version};
 use rmq_tests::proxy;
@@ -1009,6 +1009,185 @@ fn scenario_broadcasting(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
     });
 }
 
+/// One processed message: who, queue, offset, order key, sequence within the key, start and
+/// end (Unix ms).
+#[derive(Clone, Debug)]
+struct Processed {
+    who: String,
+    queue: i32,
+    key: u32,
+    seq: u32,
+    start: i64,
+    end: i64,
+}
+
+fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// `key-seq` bodies.
+fn key_seq(body: &str) -> (u32, u32) {
+    let (k, q) = body.split_once('-').unwrap_or(("x", "x"));
+    (k.parse().unwrap_or(u32::MAX), q.parse().unwrap_or(u32::MAX))
+}
+
+/// Orderly: two rmq consumers and the Java client's orderly consumer share a group; 2,000
+/// messages over 8 queues, 16 order keys; one rmq consumer leaves mid-stream. Every key's
+/// messages are processed in order, each at least once, and no queue is ever processed by two
+/// consumers at the same time (from the recorded start and end times).
+fn scenario_orderly(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
+    use std::sync::{Arc, Mutex};
+    let (topic, group) = ("ConsOrderly", "cg_orderly");
+    cluster.create_topic(topic, 8).expect("create topic");
+    let ns = cluster.namesrv_addr().to_string();
+    let records: Arc<Mutex<Vec<Processed>>> = Arc::default();
+    let args = [&ns, topic, group, "50000", "2"].map(|a| a.to_string());
+    let out = std::thread::scope(|scope| {
+        let java = scope
+            .spawn(|| cluster.run_java_tool("OrderlyConsumer", &args, Duration::from_secs(120)));
+        rt.block_on(async {
+            let start = |who: &'static str| {
+                let records = records.clone();
+                let ns = ns.clone();
+                async move {
+                    let c = Consumer::builder()
+                        .namesrv_addr(&ns)
+                        .group(group)
+                        .subscribe(topic, "*")
+                        .consume_from(ConsumeFromWhere::FirstOffset)
+                        .orderly(true)
+                        .version(client_version(cluster.version()))
+                        .start()
+                        .await
+                        .expect("orderly consumer");
+                    let runner = c.clone();
+                    let run = tokio::spawn(async move {
+                        runner
+                            .run(move |batch| {
+                                let records = records.clone();
+                                async move {
+                                    for m in &batch {
+                                        let start = unix_ms();
+                                        tokio::time::sleep(Duration::from_millis(2)).await;
+                                        let (key, seq) = key_seq(&String::from_utf8_lossy(&m.body));
+                                        records.lock().unwrap().push(Processed {
+                                            who: who.to_string(),
+                                            queue: m.queue.queue_id,
+                                            key,
+                                            seq,
+                                            start,
+                                            end: unix_ms(),
+                                        });
+                                    }
+                                    ConsumeResult::Success
+                                }
+                            })
+                            .await;
+                    });
+                    (c, run)
+                }
+            };
+            let (r1, run1) = start("rmq-1").await;
+            let (r2, run2) = start("rmq-2").await;
+            let mut run2 = Some(run2);
+            // The Java consumer joins (its JVM starts) and every member takes its share.
+            tokio::time::sleep(Duration::from_secs(8)).await;
+            let p = rmq_std::Producer::builder()
+                .namesrv_addr(&ns)
+                .producer_group("pg_orderly")
+                .version(client_version(cluster.version()))
+                .start()
+                .await
+                .expect("producer");
+            for i in 0..2000u32 {
+                let (key, seq) = (i % 16, i / 16);
+                let m = rmq_std::Message::new(topic, format!("{key}-{seq}"));
+                p.send_sharded(m, &format!("order-key-{key}"))
+                    .await
+                    .unwrap_or_else(|e| panic!("send {i}: {e}"));
+                if i == 1000 {
+                    // One rmq consumer leaves mid-stream (commits, unlocks, unregisters).
+                    r2.shutdown().await;
+                    run2.take().expect("once").await.expect("run ends");
+                }
+            }
+            p.shutdown().await;
+            // Until the Java consumer's run ends (50 s after it started), plus a margin.
+            let t0 = Instant::now();
+            while !java.is_finished() && t0.elapsed() < Duration::from_secs(90) {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            r1.shutdown().await;
+            run1.await.expect("run ends");
+        });
+        java.join()
+            .expect("java thread")
+            .expect("java orderly consumer")
+    });
+    let mut all = records.lock().unwrap().clone();
+    for line in out.lines() {
+        let Some(rest) = line.strip_prefix("RMQO ") else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split(' ').collect();
+        let (key, seq) = key_seq(f[2]);
+        all.push(Processed {
+            who: "java".into(),
+            queue: f[0].parse().unwrap(),
+            key,
+            seq,
+            start: f[3].parse().unwrap(),
+            end: f[4].parse().unwrap(),
+        });
+    }
+    let whom: BTreeSet<&str> = all.iter().map(|r| r.who.as_str()).collect();
+    eprintln!(
+        "orderly: {} records by {whom:?} ({} by rmq-2)",
+        all.len(),
+        all.iter().filter(|r| r.who == "rmq-2").count()
+    );
+    assert_eq!(whom.len(), 3, "each consumer processed some");
+    // Every message at least once.
+    let seen: BTreeSet<(u32, u32)> = all.iter().map(|r| (r.key, r.seq)).collect();
+    assert_eq!(seen.len(), 2000, "missing messages");
+    // Every key in order: by start time, sequences never go back.
+    let mut by_key: BTreeMap<u32, Vec<&Processed>> = BTreeMap::new();
+    for r in &all {
+        by_key.entry(r.key).or_default().push(r);
+    }
+    for (key, rs) in &mut by_key {
+        rs.sort_by_key(|r| (r.start, r.end, r.seq));
+        for w in rs.windows(2) {
+            assert!(
+                w[1].seq >= w[0].seq,
+                "key {key} out of order: {:?} then {:?}",
+                w[0],
+                w[1]
+            );
+        }
+    }
+    // No queue processed by two consumers at once.
+    let mut by_queue: BTreeMap<i32, Vec<&Processed>> = BTreeMap::new();
+    for r in &all {
+        by_queue.entry(r.queue).or_default().push(r);
+    }
+    for (queue, rs) in &by_queue {
+        for (i, a) in rs.iter().enumerate() {
+            for b in &rs[i + 1..] {
+                if a.who != b.who {
+                    assert!(
+                        a.end <= b.start || b.end <= a.start,
+                        "queue {queue} processed at once by {a:?} and {b:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 type Scenario = fn(&Cluster, &tokio::runtime::Runtime);
 
 fn run_all(version: Version) {
@@ -1018,13 +1197,14 @@ fn run_all(version: Version) {
     eprintln!("[{}] cluster up in {:?}", version.name(), t0.elapsed());
     let rt = rt();
     let only = std::env::var("RMQ_CONSUMER_SCENARIO").ok();
-    let scenarios: [(&str, Scenario); 6] = [
+    let scenarios: [(&str, Scenario); 7] = [
         ("positioning", scenario_positioning),
         ("retry", scenario_retry),
         ("fallback", scenario_send_back_fallback),
         ("listener", scenario_listener),
         ("assign", scenario_assign),
         ("broadcasting", scenario_broadcasting),
+        ("orderly", scenario_orderly),
     ];
     if let Some(only) = only {
         for (name, f) in scenarios

@@ -816,3 +816,168 @@ fn broadcasting_owns_every_queue_and_keeps_offsets_with_the_runtime() {
     assert_eq!(w.c.poll_event(), Some(persist));
     assert_eq!(w.c.poll_event(), None);
 }
+
+fn lock_body(frame_body: &str) -> StdVec<StdString> {
+    let v: StdVec<StdString> = frame_body
+        .split("\"queueId\":")
+        .skip(1)
+        .map(|s| s.split(',').next().unwrap().to_string())
+        .collect();
+    v
+}
+
+/// The request body of `sent` (decoded again from its frame).
+fn body_of(w: &mut World, code: RequestCode) -> (Sent, StdString) {
+    w.c.check_invariants().unwrap();
+    w.c.handle_timeout(w.now);
+    let mut buf = [0u8; 4096];
+    let tx =
+        w.c.poll_call(w.now, &mut w.s, &mut buf, &NoLend)
+            .expect("a request");
+    let frame = &buf[..tx.len];
+    let sent = decode(frame, tx.peer, tx.opaque);
+    assert_eq!(sent.code, code.0, "{sent:?}");
+    let body = Frame::new_checked(frame).unwrap().body_ref();
+    (sent, core::str::from_utf8(body).unwrap().to_string())
+}
+
+#[test]
+fn orderly_queues_are_locked_first_processed_one_batch_at_a_time_and_unlocked_after_commit() {
+    let mut w = World::new(2);
+    let mut pc = PullConfig::new("cg", ME);
+    pc.orderly = true;
+    pc.retry = false;
+    w.c = C::new(&pc, t(0)).unwrap();
+    w.c.subscribe(t(0), &mut w.s, "T", "*").unwrap();
+    let l = one(w.out());
+    w.consumers(&l, &[ME]);
+    // Both queues are asked for in one LOCK_BATCH_MQ before anything else.
+    let (lock, body) = body_of(&mut w, RequestCode::LOCK_BATCH_MQ);
+    assert_eq!(lock.peer, Peer::Broker(BrokerId(0)));
+    assert!(body.starts_with(r#"{"clientId":"10.0.0.2@gw","consumerGroup":"cg","mqSet":["#));
+    let mut ids = lock_body(&body);
+    ids.sort();
+    assert_eq!(ids, ["0", "1"]);
+    assert!(w.out().is_empty(), "nothing before the lock answer");
+    // Only queue 0 is granted: queue 1 is dropped, a rebalance follows in 500 ms.
+    w.reply(
+        &lock,
+        0,
+        &[],
+        br#"{"lockOKMQSet":[{"brokerName":"broker-a","queueId":0,"topic":"T"}]}"#,
+    );
+    assert_eq!(w.c.owned().map(|o| o.queue).collect::<StdVec<_>>(), [q(0)]);
+    assert_eq!(w.c.poll_timeout(), Some(t(500)));
+    let query = one(w.out());
+    assert_eq!(query.code, RequestCode::QUERY_CONSUMER_OFFSET.0);
+    w.reply(&query, 0, &[("offset", "5")], b"");
+    let pull = one(w.out());
+    w.pull_answer(&pull, 7, &[(5, "TagA"), (6, "TagA")]);
+    let lease = w.got[0].1;
+    // One batch at a time.
+    assert!(w.c.begin(w.now, q(0), lease));
+    assert!(!w.c.begin(w.now, q(0), lease), "busy");
+    assert!(!w.c.begin(w.now, q(0), lease + 1), "another lease");
+    assert!(w.c.ack(q(0), lease, 5));
+    w.c.end(q(0), lease);
+    // The lock is renewed every 20 s; a refused renewal stops processing and pulling.
+    w.now = t(20_000);
+    let out = w.out();
+    let renew = out
+        .iter()
+        .find(|r| r.code == RequestCode::LOCK_BATCH_MQ.0)
+        .expect("renewal");
+    // The rebalance asked for at 500 ms ran too; its answer comes later.
+    w.reply(renew, 0, &[], br#"{"lockOKMQSet":[]}"#);
+    for c in out
+        .iter()
+        .filter(|r| r.code == RequestCode::UPDATE_CONSUMER_OFFSET.0)
+    {
+        w.reply(c, 0, &[], b"");
+    }
+    let list = out
+        .into_iter()
+        .find(|r| r.code == RequestCode::GET_CONSUMER_LIST_BY_GROUP.0)
+        .expect("a rebalance round");
+    assert!(!w.c.begin(w.now, q(0), lease), "lock lost");
+    w.now = t(40_000);
+    let out = w.out();
+    let renew = out
+        .iter()
+        .find(|r| r.code == RequestCode::LOCK_BATCH_MQ.0)
+        .expect("renewal");
+    w.reply(
+        renew,
+        0,
+        &[],
+        br#"{"lockOKMQSet":[{"brokerName":"broker-a","queueId":0,"topic":"T"}]}"#,
+    );
+    for c in out
+        .iter()
+        .filter(|r| r.code == RequestCode::UPDATE_CONSUMER_OFFSET.0)
+    {
+        w.reply(c, 0, &[], b"");
+    }
+    assert!(w.c.begin(w.now, q(0), lease), "locked again");
+    // Revoked while busy: kept until `end`, then committed, and unlocked after the commit.
+    w.consumers(&list, &[ME, "10.0.0.1@first"]);
+    // "10.0.0.1@first" sorts first: queue 0 is theirs now, queue 1 ours (to be locked).
+    let mut owned: StdVec<_> = w.c.owned().map(|o| o.queue).collect();
+    owned.sort_by_key(|k| k.queue_id);
+    assert_eq!(owned, [q(0), q(1)], "queue 0 kept while busy");
+    assert!(!w.c.begin(w.now, q(0), lease), "leaving");
+    assert!(w.c.ack(q(0), lease, 6));
+    w.c.end(q(0), lease);
+    assert_eq!(w.c.owned().map(|o| o.queue).collect::<StdVec<_>>(), [q(1)]);
+    let out = w.out();
+    let commit = out
+        .iter()
+        .find(|r| r.code == RequestCode::UPDATE_CONSUMER_OFFSET.0)
+        .expect("commit first");
+    assert!(
+        out.iter().all(|r| r.code != RequestCode::UNLOCK_BATCH_MQ.0),
+        "no unlock before the commit's answer"
+    );
+    assert_eq!(commit.ext["commitOffset"], "7");
+    w.reply(commit, 0, &[], b"");
+    let (unlock, body) = body_of(&mut w, RequestCode::UNLOCK_BATCH_MQ);
+    assert_eq!(lock_body(&body), ["0"]);
+    w.reply(&unlock, 0, &[], b"");
+    assert_eq!(w.c.commits_pending(), 0);
+}
+
+#[test]
+fn orderly_stop_commits_then_unlocks_every_queue() {
+    let mut w = World::new(1);
+    let mut pc = PullConfig::new("cg", ME);
+    pc.orderly = true;
+    pc.retry = false;
+    w.c = C::new(&pc, t(0)).unwrap();
+    w.c.subscribe(t(0), &mut w.s, "T", "*").unwrap();
+    let l = one(w.out());
+    w.consumers(&l, &[ME]);
+    let (lock, _) = body_of(&mut w, RequestCode::LOCK_BATCH_MQ);
+    w.reply(
+        &lock,
+        0,
+        &[],
+        br#"{"lockOKMQSet":[{"brokerName":"broker-a","queueId":0,"topic":"T"}]}"#,
+    );
+    let query = one(w.out());
+    w.reply(&query, 0, &[("offset", "5")], b"");
+    let pull = one(w.out());
+    w.pull_answer(&pull, 6, &[(5, "TagA")]);
+    let lease = w.got[0].1;
+    assert!(w.c.ack(q(0), lease, 5));
+    w.c.stop();
+    assert!(w.c.commits_pending() > 0);
+    let commit = one(w.out());
+    assert_eq!(commit.code, RequestCode::UPDATE_CONSUMER_OFFSET.0);
+    w.reply(&commit, 0, &[], b"");
+    let (unlock, body) = body_of(&mut w, RequestCode::UNLOCK_BATCH_MQ);
+    assert_eq!(lock_body(&body), ["0"]);
+    assert_eq!(w.c.commits_pending(), 1, "the unlock's answer");
+    w.reply(&unlock, 0, &[], b"");
+    assert_eq!(w.c.commits_pending(), 0);
+    assert!(w.out().is_empty());
+}

@@ -18,7 +18,14 @@ use tokio::sync::{Semaphore, oneshot};
 
 use super::{ConsumedMessage, Consumer};
 use crate::clock;
+use crate::driver::{Core, Machine};
 use crate::sync::{Ordering, lock};
+use rmq_core::pull_consumer::QueueKey;
+use std::collections::HashMap;
+use tokio::sync::mpsc;
+
+/// How often an orderly worker looks again for its queue's lock.
+const LOCK_WAIT: StdDuration = StdDuration::from_millis(100);
 
 /// What a [`Consumer::run`] handler says of the messages it was given.
 ///
@@ -119,7 +126,7 @@ impl Consumer {
             &m.msg_id,
             &m.topic,
             m.reconsume_times,
-            cfg.max_reconsume_times,
+            cfg.max_reconsumes(),
         );
         let mut buf = vec![0u8; p.encoded_len()];
         let Some(props) = p
@@ -166,6 +173,9 @@ impl Consumer {
     {
         let cfg = &self.inner.cfg;
         let handler = Arc::new(handler);
+        if cfg.orderly {
+            return self.run_orderly(handler).await;
+        }
         let slots = Arc::new(Semaphore::new(cfg.consume_concurrency.max(1)));
         while self.inner.running.load(Ordering::Acquire) {
             let Ok(slot) = slots.clone().acquire_owned().await else {
@@ -190,6 +200,92 @@ impl Consumer {
                 this.settle(&msgs, result).await;
                 drop(slot);
             });
+        }
+    }
+
+    /// Orderly: one worker per queue (and lease) takes its messages in queue order.
+    async fn run_orderly<F, Fut, R>(&self, handler: Arc<F>)
+    where
+        F: Fn(Vec<ConsumedMessage>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = R> + Send + 'static,
+        R: Into<ConsumeResult> + Send + 'static,
+    {
+        let mut workers: HashMap<(QueueKey, u32), mpsc::UnboundedSender<ConsumedMessage>> =
+            HashMap::new();
+        while self.inner.running.load(Ordering::Acquire) {
+            for m in self.poll(256, StdDuration::from_millis(200)).await {
+                let tx = workers.entry((m.key, m.lease)).or_insert_with(|| {
+                    let (tx, rx) = mpsc::unbounded_channel();
+                    let worker = self
+                        .clone()
+                        .queue_worker(m.key, m.lease, rx, handler.clone());
+                    tokio::spawn(worker);
+                    tx
+                });
+                let _ = tx.send(m);
+            }
+            workers.retain(|_, tx| !tx.is_closed());
+        }
+    }
+
+    /// Orderly: the messages of one queue, one batch at a time and only while this consumer
+    /// holds the queue's lock; a failed batch again after `suspend_current_queue_time`, past
+    /// `max_reconsume_times` sent to the retry topic and skipped. Ends when the queue moves.
+    async fn queue_worker<F, Fut, R>(
+        self,
+        queue: QueueKey,
+        lease: u32,
+        mut rx: mpsc::UnboundedReceiver<ConsumedMessage>,
+        handler: Arc<F>,
+    ) where
+        F: Fn(Vec<ConsumedMessage>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = R> + Send + 'static,
+        R: Into<ConsumeResult> + Send + 'static,
+    {
+        let cfg = &self.inner.cfg;
+        while let Some(first) = rx.recv().await {
+            let mut batch = vec![first];
+            while batch.len() < cfg.consume_batch_size.max(1) {
+                let Ok(m) = rx.try_recv() else { break };
+                batch.push(m);
+            }
+            while !batch.is_empty() {
+                loop {
+                    let now = clock::now();
+                    let turn = |c: &mut Machine, _: &Core| {
+                        (c.is_current(queue, lease), c.begin(now, queue, lease))
+                    };
+                    match self.with(false, turn) {
+                        Some((_, true)) => break,
+                        Some((true, false)) => tokio::time::sleep(LOCK_WAIT).await,
+                        _ => return,
+                    }
+                }
+                let (h, msgs) = (handler.clone(), batch.clone());
+                let call = tokio::spawn(async move { h(msgs).await.into() });
+                let done = match call.await.unwrap_or(ConsumeResult::Later(0)) {
+                    ConsumeResult::Success => batch.len(),
+                    ConsumeResult::Later(_) => 0,
+                    ConsumeResult::Partial(n) => n.min(batch.len()),
+                };
+                self.ack_all(&batch[..done]);
+                batch.drain(..done);
+                let mut kept = Vec::new();
+                for mut m in std::mem::take(&mut batch) {
+                    // Past the limit: to the retry topic (then the dead-letter queue), skipped.
+                    if m.reconsume_times >= cfg.max_reconsumes() && self.resend(&m).await {
+                        self.ack(&m);
+                        continue;
+                    }
+                    m.reconsume_times = m.reconsume_times.saturating_add(1);
+                    kept.push(m);
+                }
+                batch = kept;
+                self.with(false, |c, _| c.end(queue, lease));
+                if !batch.is_empty() {
+                    tokio::time::sleep(cfg.suspend_current_queue_time).await;
+                }
+            }
         }
     }
 
