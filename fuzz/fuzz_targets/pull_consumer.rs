@@ -2,7 +2,8 @@
 //! a hostile clock: arbitrary answers (well-formed or raw bytes) to its consumer lists, offset
 //! queries, pulls and commits, lost requests, acknowledgements, rebalances, time steps, stop.
 //!
-//! Input: operations, each an opcode byte (mod 9) and its operands:
+//! Input: a mode byte (clustering, orderly, broadcasting), then operations, each an opcode byte
+//! (mod 10) and its operands:
 //! - `0 d`: advance the clock by `d²` ms, `handle_timeout`, take every request due;
 //! - `1 i c x k`: answer the `i`-th request in flight: a consumer list naming us or not
 //!   (`x`), an offset `x`, a pull with code `CODES[c]`, next offset `x` and `k % 6` records
@@ -14,7 +15,12 @@
 //! - `6`: commit now;
 //! - `7`: stop;
 //! - `8 i l`: nack the `i`-th delivered message with delay level `l` (its send-back is answered
-//!   like any request by `1`/`2`/`3`).
+//!   like any request by `1`/`2`/`3`);
+//! - `9 i`: orderly: `begin` the `i`-th delivered message's queue, acknowledge it, `end`.
+//!
+//! Broadcasting offsets asked for (`LoadOffset`) are answered at once, alternately with a
+//! stored offset and with none; lock requests are answered by `1` with an empty set or (code 0
+//! with `x` odd) every queue.
 //!
 //! Invariants: no panic; the consumer's bookkeeping holds after every operation
 //! (`check_invariants`); a message is delivered only for a queue owned at that moment, and
@@ -25,6 +31,7 @@
 use std::collections::HashSet;
 
 use libfuzzer_sys::fuzz_target;
+use rmq_core::consumer::MessageModel;
 use rmq_core::message::stored::MessageVersion;
 use rmq_core::message::{StoredMessage, SysFlag};
 use rmq_core::pull_consumer::{Delivery, PullConfig, PullConsumer, PullEvent, QueueKey};
@@ -113,7 +120,8 @@ impl World {
             if self.stopped {
                 assert!(
                     code == RequestCode::UPDATE_CONSUMER_OFFSET.0
-                        || code == RequestCode::CONSUMER_SEND_MSG_BACK.0,
+                        || code == RequestCode::CONSUMER_SEND_MSG_BACK.0
+                        || code == RequestCode::UNLOCK_BATCH_MQ.0,
                     "{code} after stop"
                 );
             }
@@ -164,20 +172,29 @@ impl World {
             }
         }
         while let Some(e) = self.c.poll_event() {
-            let (PullEvent::SentBack {
-                queue,
-                lease,
-                offset,
+            match e {
+                PullEvent::SentBack {
+                    queue,
+                    lease,
+                    offset,
+                }
+                | PullEvent::SendBackFailed {
+                    queue,
+                    lease,
+                    offset,
+                } => assert!(
+                    self.nacked.remove(&(queue, lease, offset)),
+                    "an outcome of no nack"
+                ),
+                PullEvent::LoadOffset { queue, lease } => {
+                    let stored = (lease % 2 == 0).then_some(i64::from(lease));
+                    if !self.c.set_local_offset(self.now, queue, lease, stored) {
+                        // Only a queue that went away meanwhile refuses it.
+                        assert!(!self.c.is_current(queue, lease), "offset refused");
+                    }
+                }
+                PullEvent::Persist { .. } => {}
             }
-            | PullEvent::SendBackFailed {
-                queue,
-                lease,
-                offset,
-            }) = e;
-            assert!(
-                self.nacked.remove(&(queue, lease, offset)),
-                "an outcome of no nack"
-            );
         }
         assert_eq!(self.nacked.len(), self.c.sends_back_pending());
     }
@@ -191,7 +208,13 @@ fuzz_target!(|data: &[u8]| {
     let Ok(mut s) = S::new(&cfg, Instant::ZERO) else {
         return;
     };
-    let Ok(mut c) = C::new(&PullConfig::new("g", ME), Instant::ZERO) else {
+    let mut pc = PullConfig::new("g", ME);
+    match next(&mut ops) % 3 {
+        0 => {}
+        1 => pc.orderly = true,
+        _ => pc.model = MessageModel::Broadcasting,
+    }
+    let Ok(mut c) = C::new(&pc, Instant::ZERO) else {
         return;
     };
     // `%RETRY%g` is subscribed with it.
@@ -210,7 +233,7 @@ fuzz_target!(|data: &[u8]| {
     };
     w.take();
     while !ops.is_empty() {
-        match next(&mut ops) % 9 {
+        match next(&mut ops) % 10 {
             0 => {
                 let d = u64::from(next(&mut ops));
                 w.now += Duration::from_millis(d * d);
@@ -233,6 +256,26 @@ fuzz_target!(|data: &[u8]| {
                             r#"{"consumerIdList":["10.0.0.9@b"]}"#.to_owned()
                         };
                         response(code, t.opaque, &[], ids.as_bytes())
+                    }
+                    RequestCode::LOCK_BATCH_MQ => {
+                        let mut all = String::from(r#"{"lockOKMQSet":["#);
+                        for topic in ["T", "%RETRY%g"] {
+                            for (b, n) in [("a", 3), ("b", 2)] {
+                                for q in 0..n {
+                                    all.push_str(&format!(
+                                        r#"{{"brokerName":"{b}","queueId":{q},"topic":"{topic}"}},"#
+                                    ));
+                                }
+                            }
+                        }
+                        all.pop();
+                        all.push_str("]}");
+                        let body = if x & 1 == 1 {
+                            all.as_str()
+                        } else {
+                            r#"{"lockOKMQSet":[]}"#
+                        };
+                        response(code, t.opaque, &[], body.as_bytes())
                     }
                     RequestCode::QUERY_CONSUMER_OFFSET | RequestCode::GET_MAX_OFFSET => {
                         response(code, t.opaque, &[("offset", &xs)], b"")
@@ -296,6 +339,16 @@ fuzz_target!(|data: &[u8]| {
                         assert!(w.nacked.insert((q, l, o)), "accepted twice");
                     }
                 }
+            }
+            9 => {
+                let i = usize::from(next(&mut ops));
+                if let Some(&(q, l, o)) = w.delivered.get(i % w.delivered.len().max(1))
+                    && w.c.begin(w.now, q, l)
+                {
+                    let _ = w.c.ack(q, l, o);
+                    w.c.end(q, l);
+                }
+                w.c.check_invariants().unwrap();
             }
             _ => {
                 w.c.stop();
