@@ -26,7 +26,9 @@ use rmq_core::consumer::{
 };
 use rmq_core::wire::version;
 use rmq_std::MessageQueue;
-use rmq_std::consumer::{ConsumeResult, ConsumedMessage, Consumer, Nacked, Position};
+use rmq_std::consumer::{
+    ConsumeResult, ConsumedMessage, Consumer, ConsumerBuilder, Nacked, Position,
+};
 use rmq_tests::broker::verifier_read;
 use rmq_tests::broker::{Cluster, ClusterOptions, JavaProducer, SendLine, Version};
 use rmq_tests::proxy;
@@ -46,13 +48,20 @@ fn client_version(v: Version) -> i32 {
     }
 }
 
-async fn consumer(cluster: &Cluster, group: &str, topic: &str, expr: &str) -> Consumer {
+/// A consumer of `topic` (`expr`) in `group` from the first offset, speaking the cluster's
+/// version, through the NameServer at `ns`.
+fn builder(cluster: &Cluster, ns: &str, group: &str, topic: &str, expr: &str) -> ConsumerBuilder {
     Consumer::builder()
-        .namesrv_addr(&cluster.namesrv_addr().to_string())
+        .namesrv_addr(ns)
         .group(group)
         .subscribe(topic, expr)
         .consume_from(ConsumeFromWhere::FirstOffset)
         .version(client_version(cluster.version()))
+}
+
+async fn consumer(cluster: &Cluster, group: &str, topic: &str, expr: &str) -> Consumer {
+    let ns = cluster.namesrv_addr().to_string();
+    builder(cluster, &ns, group, topic, expr)
         .start()
         .await
         .expect("consumer start")
@@ -718,16 +727,17 @@ fn scenario_retry(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
     let (topic, group) = ("ConsRetry", "cg_retry");
     cluster.create_topic(topic, 1).expect("create topic");
     rt.block_on(async {
-        let c = Consumer::builder()
-            .namesrv_addr(&cluster.namesrv_addr().to_string())
-            .group(group)
-            .subscribe(topic, "*")
-            .consume_from(ConsumeFromWhere::FirstOffset)
-            .max_reconsume_times(2)
-            .version(client_version(cluster.version()))
-            .start()
-            .await
-            .expect("consumer");
+        let c = builder(
+            cluster,
+            &cluster.namesrv_addr().to_string(),
+            group,
+            topic,
+            "*",
+        )
+        .max_reconsume_times(2)
+        .start()
+        .await
+        .expect("consumer");
         let queues = c.assigned_queues();
         assert!(
             queues.iter().any(|q| q.topic == format!("%RETRY%{group}")),
@@ -801,12 +811,7 @@ fn scenario_send_back_fallback(cluster: &Cluster, rt: &tokio::runtime::Runtime) 
     )
     .expect("name server proxy");
     rt.block_on(async {
-        let c = Consumer::builder()
-            .namesrv_addr(&ns.addr().to_string())
-            .group(group)
-            .subscribe(topic, "*")
-            .consume_from(ConsumeFromWhere::FirstOffset)
-            .version(client_version(cluster.version()))
+        let c = builder(cluster, &ns.addr().to_string(), group, topic, "*")
             .start()
             .await
             .expect("consumer");
@@ -843,16 +848,17 @@ fn scenario_listener(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
         .expect("java producer");
     sent_ok(&lines, 20);
     rt.block_on(async {
-        let c = Consumer::builder()
-            .namesrv_addr(&cluster.namesrv_addr().to_string())
-            .group(group)
-            .subscribe(topic, "*")
-            .consume_from(ConsumeFromWhere::FirstOffset)
-            .consume_timeout(Duration::from_secs(2))
-            .version(client_version(cluster.version()))
-            .start()
-            .await
-            .expect("consumer");
+        let c = builder(
+            cluster,
+            &cluster.namesrv_addr().to_string(),
+            group,
+            topic,
+            "*",
+        )
+        .consume_timeout(Duration::from_secs(2))
+        .start()
+        .await
+        .expect("consumer");
         let seen: Arc<Mutex<Vec<(String, i32)>>> = Arc::default();
         let log = seen.clone();
         let runner = c.clone();
@@ -958,15 +964,16 @@ fn scenario_broadcasting(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
     let _ = std::fs::remove_file(file(1));
     let _ = std::fs::remove_file(file(2));
     let start = |n: u32| {
-        Consumer::builder()
-            .namesrv_addr(&cluster.namesrv_addr().to_string())
-            .group(group)
-            .subscribe(topic, "*")
-            .consume_from(ConsumeFromWhere::FirstOffset)
-            .message_model(rmq_std::consumer::MessageModel::Broadcasting)
-            .offset_store(file(n))
-            .version(client_version(cluster.version()))
-            .start()
+        builder(
+            cluster,
+            &cluster.namesrv_addr().to_string(),
+            group,
+            topic,
+            "*",
+        )
+        .message_model(rmq_std::consumer::MessageModel::Broadcasting)
+        .offset_store(file(n))
+        .start()
     };
     let bodies = |v: &[ConsumedMessage]| -> BTreeSet<String> {
         v.iter()
@@ -1053,13 +1060,8 @@ fn scenario_orderly(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
                 let records = records.clone();
                 let ns = ns.clone();
                 async move {
-                    let c = Consumer::builder()
-                        .namesrv_addr(&ns)
-                        .group(group)
-                        .subscribe(topic, "*")
-                        .consume_from(ConsumeFromWhere::FirstOffset)
+                    let c = builder(cluster, &ns, group, topic, "*")
                         .orderly(true)
-                        .version(client_version(cluster.version()))
                         .start()
                         .await
                         .expect("orderly consumer");

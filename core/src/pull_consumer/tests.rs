@@ -153,6 +153,17 @@ impl World {
         w
     }
 
+    /// [`World::new`] with a consumer of `T` (`*`, no retry topic) configured by `f`.
+    fn configured(queues: i32, f: impl FnOnce(&mut PullConfig<'_>)) -> World {
+        let mut w = World::new(queues);
+        let mut pc = PullConfig::new("cg", ME);
+        pc.retry = false;
+        f(&mut pc);
+        w.c = C::new(&pc, t(0)).unwrap();
+        w.c.subscribe(t(0), &mut w.s, "T", "*").unwrap();
+        w
+    }
+
     fn session_out(&mut self) -> StdVec<Sent> {
         let mut v = StdVec::new();
         let mut buf = [0u8; 2048];
@@ -751,11 +762,10 @@ fn assigned_queues_are_owned_without_rebalancing() {
 
 #[test]
 fn broadcasting_owns_every_queue_and_keeps_offsets_with_the_runtime() {
-    let mut w = World::new(2);
-    let mut pc = PullConfig::new("cg", ME);
-    pc.model = MessageModel::Broadcasting;
-    w.c = C::new(&pc, t(0)).unwrap();
-    w.c.subscribe(t(0), &mut w.s, "T", "*").unwrap();
+    let mut w = World::configured(2, |c| {
+        c.model = MessageModel::Broadcasting;
+        c.retry = true;
+    });
     assert_eq!(w.c.topics().count(), 1, "no retry topic");
     let mut buf = [0u8; 2048];
     let n = w.c.heartbeat_body(&w.s, &mut buf).unwrap();
@@ -843,12 +853,7 @@ fn body_of(w: &mut World, code: RequestCode) -> (Sent, StdString) {
 
 #[test]
 fn orderly_queues_are_locked_first_processed_one_batch_at_a_time_and_unlocked_after_commit() {
-    let mut w = World::new(2);
-    let mut pc = PullConfig::new("cg", ME);
-    pc.orderly = true;
-    pc.retry = false;
-    w.c = C::new(&pc, t(0)).unwrap();
-    w.c.subscribe(t(0), &mut w.s, "T", "*").unwrap();
+    let mut w = World::configured(2, |c| c.orderly = true);
     let l = one(w.out());
     w.consumers(&l, &[ME]);
     // Both queues are asked for in one LOCK_BATCH_MQ before anything else.
@@ -948,12 +953,7 @@ fn orderly_queues_are_locked_first_processed_one_batch_at_a_time_and_unlocked_af
 
 #[test]
 fn orderly_stop_commits_then_unlocks_every_queue() {
-    let mut w = World::new(1);
-    let mut pc = PullConfig::new("cg", ME);
-    pc.orderly = true;
-    pc.retry = false;
-    w.c = C::new(&pc, t(0)).unwrap();
-    w.c.subscribe(t(0), &mut w.s, "T", "*").unwrap();
+    let mut w = World::configured(1, |c| c.orderly = true);
     let l = one(w.out());
     w.consumers(&l, &[ME]);
     let (lock, _) = body_of(&mut w, RequestCode::LOCK_BATCH_MQ);
