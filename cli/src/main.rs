@@ -379,8 +379,8 @@ mod cli {
             .start()
             .await?;
         if let From::Timestamp(ms) = from {
-            for q in c.assigned_queues() {
-                c.seek(&q, rmq_std::consumer::Position::Timestamp(ms));
+            for q in c.assigned_queues().iter().filter(|q| q.topic == topic) {
+                c.seek(q, rmq_std::consumer::Position::Timestamp(ms));
             }
         }
         eprintln!(

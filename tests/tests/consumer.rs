@@ -67,6 +67,13 @@ async fn consumer(cluster: &Cluster, group: &str, topic: &str, expr: &str) -> Co
         .expect("consumer start")
 }
 
+/// The queues of `topic` assigned to `c` (without its `%RETRY%` queues).
+fn queues_of(c: &Consumer, topic: &str) -> Vec<MessageQueue> {
+    let mut v = c.assigned_queues();
+    v.retain(|q| q.topic == topic);
+    v
+}
+
 /// Polls until `want` messages arrived or `limit` passed.
 async fn collect(c: &Consumer, want: usize, limit: Duration, ack: bool) -> Vec<ConsumedMessage> {
     let t0 = Instant::now();
@@ -292,7 +299,7 @@ fn scenario_rebalance(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
     // Wait until the two views are consistent: 8 queues, disjoint, both non-empty.
     let t0 = Instant::now();
     loop {
-        let (a, b) = (c1.assigned_queues(), c2.assigned_queues());
+        let (a, b) = (queues_of(&c1, topic), queues_of(&c2, topic));
         let all: HashSet<_> = a.iter().chain(&b).cloned().collect();
         if a.len() + b.len() == 8 && all.len() == 8 && !a.is_empty() && !b.is_empty() {
             break;
@@ -309,24 +316,23 @@ fn scenario_rebalance(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
         t0.elapsed()
     );
     let cids = vec![c1.client_id().to_owned(), c2.client_id().to_owned()];
-    let mut queues: Vec<MessageQueue> = c1
-        .assigned_queues()
+    let mut queues: Vec<MessageQueue> = queues_of(&c1, topic)
         .into_iter()
-        .chain(c2.assigned_queues())
+        .chain(queues_of(&c2, topic))
         .collect();
     queues.reverse();
     let java = java_allocations(cluster, &[("AVG", cids, queues)]).remove(0);
     assert_eq!(
         java.get(c1.client_id()),
-        Some(&c1.assigned_queues()),
+        Some(&queues_of(&c1, topic)),
         "{java:?}"
     );
     assert_eq!(
         java.get(c2.client_id()),
-        Some(&c2.assigned_queues()),
+        Some(&queues_of(&c2, topic)),
         "{java:?}"
     );
-    assert_eq!(c1.assigned_queues().len(), 4);
+    assert_eq!(queues_of(&c1, topic).len(), 4);
 
     // Messages go to both consumers, each only from its own queues.
     let sent = JavaProducer::new(topic, 16)
@@ -348,8 +354,8 @@ fn scenario_rebalance(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
             g2.extend(b2);
         }
         assert_eq!(g1.len() + g2.len(), 16);
-        let a1 = c1.assigned_queues();
-        let a2 = c2.assigned_queues();
+        let a1 = queues_of(&c1, topic);
+        let a2 = queues_of(&c2, topic);
         assert!(g1.iter().all(|m| a1.contains(&m.queue)));
         assert!(g2.iter().all(|m| a2.contains(&m.queue)));
         let bodies: BTreeSet<Vec<u8>> = g1.iter().chain(&g2).map(|m| m.body.to_vec()).collect();
@@ -360,11 +366,11 @@ fn scenario_rebalance(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
     let rebalance = c1.config().rebalance_interval;
     rt.block_on(c2.shutdown());
     let t0 = Instant::now();
-    while c1.assigned_queues().len() != 8 {
+    while queues_of(&c1, topic).len() != 8 {
         assert!(
             t0.elapsed() < rebalance + Duration::from_secs(10),
             "c1 did not take over within one rebalance: {:?}",
-            c1.assigned_queues()
+            queues_of(&c1, topic)
         );
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -409,23 +415,23 @@ fn scenario_timer_rebalance(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
     });
     let rebalance = c1.config().rebalance_interval;
     let t0 = Instant::now();
-    while !(c1.assigned_queues().len() == 4 && c2.assigned_queues().len() == 4) {
+    while !(queues_of(&c1, topic).len() == 4 && queues_of(&c2, topic).len() == 4) {
         assert!(
             t0.elapsed() < rebalance + Duration::from_secs(10),
             "no split within one rebalance: {:?} / {:?}",
-            c1.assigned_queues(),
-            c2.assigned_queues()
+            queues_of(&c1, topic),
+            queues_of(&c2, topic)
         );
         std::thread::sleep(Duration::from_millis(100));
     }
     let split = t0.elapsed();
     rt.block_on(c2.shutdown());
     let t0 = Instant::now();
-    while c1.assigned_queues().len() != 8 {
+    while queues_of(&c1, topic).len() != 8 {
         assert!(
             t0.elapsed() < rebalance + Duration::from_secs(10),
             "c1 did not take over within one rebalance: {:?}",
-            c1.assigned_queues()
+            queues_of(&c1, topic)
         );
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -471,7 +477,7 @@ fn scenario_restart(cluster: &Cluster) {
             }
         }
         let mut committable = BTreeMap::new();
-        for q in c.assigned_queues() {
+        for q in queues_of(&c, topic) {
             committable.insert(q.queue_id, c.committable_offset(&q).expect("owned"));
         }
         // Wait for the periodic commit (every 5 s) of the 4 queues: until the broker
@@ -557,7 +563,7 @@ fn scenario_flow_control(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
     // 1-queue route, and the Java producer cannot fall back to the 4-queue TBW102 template.
     let c = rt.block_on(consumer(cluster, "cg_flow", topic, "*"));
     let t0 = Instant::now();
-    while c.assigned_queues().len() != 1 {
+    while queues_of(&c, topic).len() != 1 {
         assert!(
             t0.elapsed() < Duration::from_secs(60),
             "no route for {topic}"
@@ -632,7 +638,7 @@ fn scenario_positioning(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
         tokio::time::sleep(Duration::from_millis(200)).await;
         send(10, 20).await;
         let c = consumer(cluster, "cg_pos", topic, "*").await;
-        let q = c.assigned_queues().pop().expect("the queue");
+        let q = queues_of(&c, topic).pop().expect("the queue");
         let got = collect(&c, 20, Duration::from_secs(60), true).await;
         assert_eq!(got.len(), 20);
         // The first message polled after a seek, from the new position.
@@ -1042,15 +1048,18 @@ fn key_seq(body: &str) -> (u32, u32) {
 }
 
 /// Orderly: two rmq consumers and the Java client's orderly consumer share a group; 2,000
-/// messages over 8 queues, 16 order keys; one rmq consumer leaves mid-stream. Every key's
-/// messages are processed in order, each at least once, and no queue is ever processed by two
-/// consumers at the same time (from the recorded start and end times).
+/// messages over 8 queues, 16 order keys; one rmq consumer leaves mid-stream, and the first
+/// message with sequence number 10 an rmq consumer gets fails once. Every key's messages are
+/// processed in order (the failed one again, before the next), each at least once, and no
+/// queue is ever processed by two consumers at the same time (from the recorded start and end
+/// times).
 fn scenario_orderly(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
     use std::sync::{Arc, Mutex};
     let (topic, group) = ("ConsOrderly", "cg_orderly");
     cluster.create_topic(topic, 8).expect("create topic");
     let ns = cluster.namesrv_addr().to_string();
     let records: Arc<Mutex<Vec<Processed>>> = Arc::default();
+    let failed: Arc<Mutex<Option<(u32, u32)>>> = Arc::default();
     let args = [&ns, topic, group, "50000", "2"].map(|a| a.to_string());
     let out = std::thread::scope(|scope| {
         let java = scope
@@ -1058,6 +1067,7 @@ fn scenario_orderly(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
         rt.block_on(async {
             let start = |who: &'static str| {
                 let records = records.clone();
+                let failed = failed.clone();
                 let ns = ns.clone();
                 async move {
                     let c = builder(cluster, &ns, group, topic, "*")
@@ -1069,7 +1079,7 @@ fn scenario_orderly(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
                     let run = tokio::spawn(async move {
                         runner
                             .run(move |batch| {
-                                let records = records.clone();
+                                let (records, failed) = (records.clone(), failed.clone());
                                 async move {
                                     for m in &batch {
                                         let start = unix_ms();
@@ -1083,6 +1093,11 @@ fn scenario_orderly(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
                                             start,
                                             end: unix_ms(),
                                         });
+                                        let mut f = failed.lock().unwrap();
+                                        if seq == 10 && f.is_none() {
+                                            *f = Some((key, seq));
+                                            return ConsumeResult::Later(0);
+                                        }
                                     }
                                     ConsumeResult::Success
                                 }
@@ -1152,9 +1167,15 @@ fn scenario_orderly(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
         all.iter().filter(|r| r.who == "rmq-2").count()
     );
     assert_eq!(whom.len(), 3, "each consumer processed some");
-    // Every message at least once.
+    // Every message at least once; the failed one twice (retried in place).
     let seen: BTreeSet<(u32, u32)> = all.iter().map(|r| (r.key, r.seq)).collect();
     assert_eq!(seen.len(), 2000, "missing messages");
+    let failed = failed
+        .lock()
+        .unwrap()
+        .expect("an rmq consumer failed a message");
+    let again = all.iter().filter(|r| (r.key, r.seq) == failed).count();
+    assert!(again >= 2, "{failed:?} processed {again} times");
     // Every key in order: by start time, sequences never go back.
     let mut by_key: BTreeMap<u32, Vec<&Processed>> = BTreeMap::new();
     for r in &all {
