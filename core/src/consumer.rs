@@ -697,6 +697,11 @@ impl<const N: usize> QueueTracker<N> {
         }
     }
 
+    /// The lowest and highest offsets in flight.
+    pub fn in_flight_range(&self) -> Option<(i64, i64)> {
+        Some((self.inflight.first()?.0, self.inflight.last()?.0))
+    }
+
     /// Whether `offset` is in flight (handed out, not yet acknowledged).
     pub fn contains(&self, offset: i64) -> bool {
         self.inflight.binary_search_by(|e| e.0.cmp(&offset)).is_ok()
@@ -859,7 +864,7 @@ pub struct ConsumerData<'a> {
     pub subscriptions: &'a [Subscription<'a>],
 }
 
-fn write_subscription(w: &mut SliceWriter<'_>, s: &Subscription<'_>) {
+pub(crate) fn write_subscription(w: &mut SliceWriter<'_>, s: &Subscription<'_>) {
     w.put(br#"{"classFilterMode":false,"codeSet":["#);
     for (i, c) in s.expression.codes().enumerate() {
         if i > 0 {

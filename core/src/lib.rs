@@ -26,6 +26,8 @@
 //!   reconnect back-off.
 //! - [`consumer`]: pull requests and results, tag expressions, Java's queue allocation, flow
 //!   control and per-queue offset tracking.
+//! - [`admin`]: answers to the requests brokers forward from operators' tools (running info,
+//!   codes not served).
 //! - [`lock`]: orderly consumption's queue locks (LOCK_BATCH_MQ / UNLOCK_BATCH_MQ).
 //! - [`send_back`]: retries and dead letters: CONSUMER_SEND_MSG_BACK, the `%RETRY%` fallback
 //!   message and its properties.
@@ -52,6 +54,7 @@
 extern crate self as rmq_core;
 
 pub mod acl;
+pub mod admin;
 pub mod consumer;
 pub mod fault;
 pub mod json;

@@ -49,6 +49,10 @@ use core::fmt;
 use heapless::index_map::FnvIndexMap;
 use heapless::{String, Vec};
 
+use crate::admin::{
+    ConsumeStatus, ProcessQueueInfo, answer_not_served, parse_reset_offsets, prop, write_response,
+    write_response_head, write_running_info,
+};
 use crate::consumer::{
     AllocateStrategy, BROKER_SUSPEND_MAX_TIME, ConsumeFromWhere, ConsumeType, ConsumerData,
     FlowDecision, FlowLimits, MessageModel, MessageQueue, OFFSET_RPC_TIMEOUT,
@@ -72,9 +76,10 @@ use crate::session::{BrokerId, CallError, Client, Outbound, Peer, TopicId, Trans
 use crate::time::{Duration, Instant};
 use crate::wire::headers::{
     ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader,
-    GetMaxOffsetRequestHeader, GetMaxOffsetResponseHeader, GetMinOffsetRequestHeader,
-    HeartbeatRequestHeader, QueryConsumerOffsetRequestHeader, QueryConsumerOffsetResponseHeader,
-    SearchOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
+    GetConsumerRunningInfoRequestHeader, GetMaxOffsetRequestHeader, GetMaxOffsetResponseHeader,
+    GetMinOffsetRequestHeader, HeartbeatRequestHeader, QueryConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader, SearchOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
 };
 use crate::wire::{CommandHeader, ExtFields, Frame, RequestCode, ResponseCode, Scratch, version};
 
@@ -383,6 +388,8 @@ struct Owned<const TRACK: usize> {
     busy: bool,
     /// Orderly: revoked while busy; dropped at [`PullConsumer::end`].
     leaving: bool,
+    /// When its last pull went out.
+    last_pull: Option<Instant>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -397,9 +404,21 @@ enum LockStep {
 struct Sub {
     topic: TopicId,
     expression: String<MAX_EXPRESSION>,
+    /// Pulls answered, their summed round trips (ms), messages acknowledged and nacked, and
+    /// those counts at the last running-info report.
+    counts: SubCounts,
+    reported: (Instant, SubCounts),
     /// GET_CONSUMER_LIST_BY_GROUP wanted in this round / in flight.
     list: bool,
     listing: bool,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct SubCounts {
+    pulls: u64,
+    pull_rt_ms: u64,
+    acked: u64,
+    failed: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -576,6 +595,8 @@ impl<
             expression,
             list: false,
             listing: false,
+            counts: SubCounts::default(),
+            reported: (self.rebalance_at, SubCounts::default()),
         };
         self.subs
             .push(sub)
@@ -935,6 +956,7 @@ impl<
         if msg_id.push_str(nack.msg_id).is_err() || topic.push_str(nack.topic).is_err() {
             return Err(NackError::TooLong);
         }
+        self.count(queue, |c| c.failed = c.failed.wrapping_add(1));
         let back = Back {
             key: queue,
             lease,
@@ -970,8 +992,15 @@ impl<
             .is_some_and(|o| o.tracker.ack(offset));
         if ok {
             self.stats.acked = self.stats.acked.wrapping_add(1);
+            self.count(queue, |c| c.acked = c.acked.wrapping_add(1));
         }
         ok
+    }
+
+    fn count(&mut self, queue: QueueKey, f: impl FnOnce(&mut SubCounts)) {
+        if let Some(s) = self.subs.iter_mut().find(|s| s.topic == queue.topic) {
+            f(&mut s.counts);
+        }
     }
 
     /// Runs the rebalance and commit schedules.
@@ -1252,6 +1281,13 @@ impl<
                 let Some(o) = self.entry(key, lease, QState::Pulling) else {
                     return true;
                 };
+                let rt = self.owned[o]
+                    .last_pull
+                    .map_or(0, |at| now.saturating_duration_since(at).millis());
+                if let Some(s) = self.subs.iter_mut().find(|s| s.topic == key.topic) {
+                    s.counts.pulls = s.counts.pulls.wrapping_add(1);
+                    s.counts.pull_rt_ms = s.counts.pull_rt_ms.wrapping_add(rt);
+                }
                 self.pulled(now, session, o, header.as_ref(), f.body_ref(), deliver);
             }
             CallRef::Commit(key, lease, offset) => {
@@ -1308,6 +1344,164 @@ impl<
             CallRef::Unlock => {}
         }
         true
+    }
+
+    /// The `ConsumerRunningInfo` body of GET_CONSUMER_RUNNING_INFO (see [`crate::admin`]):
+    /// every owned queue's state, this consumer's settings plus the runtime's `extra`
+    /// properties, each topic's pull and consume rates since the previous report (mean
+    /// processing time `consume_rt`, hundredths of ms, from the runtime), and the
+    /// subscriptions. `unix_now` is the wall clock at `now`. `None` when it does not fit.
+    #[allow(clippy::too_many_arguments)]
+    pub fn running_info<S: Client>(
+        &mut self,
+        now: Instant,
+        unix_now: i64,
+        session: &S,
+        extra: &[(&str, &str)],
+        consume_rt: u64,
+        buf: &mut [u8],
+    ) -> Option<usize> {
+        let unix = |at: Option<Instant>| {
+            at.map_or(0, |t| {
+                let ago = now.saturating_duration_since(t).millis();
+                unix_now.saturating_sub(i64::try_from(ago).unwrap_or(i64::MAX))
+            })
+        };
+        let mut queues: Vec<(MessageQueue<'_>, ProcessQueueInfo), OWNED> = Vec::new();
+        for o in &self.owned {
+            let (Some(topic), Some(broker)) = (
+                session.topic_name(o.key.topic),
+                session.broker_name(o.key.broker),
+            ) else {
+                continue;
+            };
+            let (min, max) = o.tracker.in_flight_range().unwrap_or((0, 0));
+            let mib = o.tracker.cached_bytes() / (1024 * 1024);
+            let info = ProcessQueueInfo {
+                // Java reports its in-memory offset: what is committable now.
+                commit_offset: o.tracker.committable(),
+                cached_msg_min_offset: min,
+                cached_msg_max_offset: max,
+                cached_msg_count: u32::try_from(o.tracker.cached_count()).unwrap_or(u32::MAX),
+                cached_msg_size_mib: u32::try_from(mib).unwrap_or(u32::MAX),
+                locked: Self::locked(o, now),
+                last_lock_timestamp: unix(o.locked_at),
+                last_pull_timestamp: unix(o.last_pull),
+                last_consume_timestamp: 0,
+            };
+            let _ = queues.push((MessageQueue::new(topic, broker, o.key.queue_id), info));
+        }
+        let mut status: Vec<(&str, ConsumeStatus), SUBS> = Vec::new();
+        let mut subs: Vec<Subscription<'_>, SUBS> = Vec::new();
+        for s in &mut self.subs {
+            let Some(topic) = session.topic_name(s.topic) else {
+                continue;
+            };
+            let (at, before) = s.reported;
+            let ms = now.saturating_duration_since(at).millis().max(1);
+            // Per second, in hundredths.
+            let rate = |n: u64| n.saturating_mul(100_000) / ms;
+            let c = s.counts;
+            let pulls = c.pulls.wrapping_sub(before.pulls);
+            let st = ConsumeStatus {
+                pull_rt: c.pull_rt_ms.saturating_mul(100) / c.pulls.max(1),
+                pull_tps: rate(pulls),
+                consume_rt,
+                consume_ok_tps: rate(c.acked.wrapping_sub(before.acked)),
+                consume_failed_tps: rate(c.failed.wrapping_sub(before.failed)),
+                consume_failed_msgs: c.failed.wrapping_sub(before.failed),
+            };
+            s.reported = (now, c);
+            let _ = status.push((topic, st));
+            let _ = subs.push(Subscription {
+                topic,
+                expression: TagExpression::new(&s.expression),
+                sub_version: self.sub_version,
+            });
+        }
+        let (mut batch, mut retries) = (String::<12>::new(), String::<12>::new());
+        let _ = core::fmt::write(&mut batch, format_args!("{}", self.batch));
+        let _ = core::fmt::write(&mut retries, format_args!("{}", self.max_reconsume_times));
+        let mut props: Vec<(&str, &str), 48> = Vec::new();
+        let own = [
+            ("consumerGroup", self.group.as_str()),
+            ("messageModel", self.model.name()),
+            ("consumeFromWhere", self.consume_from.name()),
+            ("pullBatchSize", batch.as_str()),
+            ("maxReconsumeTimes", retries.as_str()),
+            (prop::CONSUME_TYPE, ConsumeType::Passively.name()),
+            (
+                prop::CONSUME_ORDERLY,
+                if self.orderly { "true" } else { "false" },
+            ),
+        ];
+        for p in own.into_iter().chain(extra.iter().copied()) {
+            let _ = props.push(p);
+        }
+        write_running_info(&mut queues, &props, &mut status, &mut subs, buf).ok()
+    }
+
+    /// A request a broker sent (`frame`, whose code and opaque the session reported): applies
+    /// it and writes the answer into `buf`, if one is due (see [`crate::admin`]).
+    /// NOTIFY_CONSUMER_IDS_CHANGED starts a rebalance; GET_CONSUMER_RUNNING_INFO is answered
+    /// with [`running_info`](Self::running_info) (or SYSTEM_ERROR for another group); a code
+    /// this consumer does not serve gets REQUEST_CODE_NOT_SUPPORTED unless it was oneway.
+    #[allow(clippy::too_many_arguments)]
+    pub fn answer_request<S: Client>(
+        &mut self,
+        now: Instant,
+        unix_now: i64,
+        session: &S,
+        frame: &[u8],
+        extra: &[(&str, &str)],
+        consume_rt: u64,
+        buf: &mut [u8],
+    ) -> Option<usize> {
+        let f = Frame::new_checked(frame).ok()?;
+        let h = CommandHeader::parse(&f).ok()?;
+        let (code, opaque) = (h.code(), h.opaque());
+        if self.handle_broker_request(now, code) {
+            return None;
+        }
+        if code == RequestCode::GET_CONSUMER_RUNNING_INFO.0 {
+            let ours = GetConsumerRunningInfoRequestHeader::decode(&h, &mut Scratch::default())
+                .is_ok_and(|r| r.consumer_group == self.group.as_str());
+            if !ours {
+                let mut remark: String<320> = String::new();
+                let _ = core::fmt::write(
+                    &mut remark,
+                    format_args!(
+                        "The Consumer Group <{}> not exist in this consumer",
+                        self.group
+                    ),
+                );
+                return write_response(1, opaque, self.version, Some(&remark), &[], buf).ok();
+            }
+            // The body is written behind room for the header, then moved up to it.
+            let start = buf.len().min(1024);
+            let (head, tail) = buf.split_at_mut(start);
+            let n = self.running_info(now, unix_now, session, extra, consume_rt, tail)?;
+            let h = write_response_head(0, opaque, self.version, None, n, head).ok()?;
+            buf.copy_within(start..start + n, h);
+            return h.checked_add(n);
+        }
+        if code == RequestCode::RESET_CONSUMER_CLIENT_OFFSET.0 {
+            // Oneway (`mqadmin resetOffsetByTime` through a 4.9 broker): each listed owned
+            // queue restarts at its offset, which is committed (5.x brokers reset on their
+            // side and answer the next pull with PULL_OFFSET_MOVED instead).
+            let mut reset: Vec<(QueueKey, i64), OWNED> = Vec::new();
+            parse_reset_offsets(f.body_ref(), |q, offset| {
+                let key = self.queue_key(session, q.topic, q.broker_name, q.queue_id);
+                if let Some(k) = key.filter(|k| self.owned.iter().any(|o| o.key == *k)) {
+                    let _ = reset.push((k, offset));
+                }
+            });
+            for (k, offset) in reset {
+                self.seek(now, k, Position::Offset(offset));
+            }
+            return None;
+        }
+        answer_not_served(frame, self.version, buf)
     }
 
     /// Writes the HEART_BEAT body announcing this consumer (its subscriptions) into `buf`.
@@ -1479,6 +1673,7 @@ impl<
                 lock,
                 busy: false,
                 leaving: false,
+                last_pull: None,
             };
             if self.owned.push(o).is_err() {
                 self.stats.owned_full = self.stats.owned_full.wrapping_add(1);
@@ -2078,6 +2273,7 @@ impl<
                 );
                 if r.is_ok() {
                     self.stats.pulls = self.stats.pulls.wrapping_add(1);
+                    self.owned[i].last_pull = Some(now);
                 }
                 (r, QState::Pulling)
             }

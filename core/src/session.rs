@@ -1045,6 +1045,11 @@ impl<
             .count()
     }
 
+    /// The remoting `version` this session announces.
+    pub const fn config_version(&self) -> i32 {
+        self.cfg.version
+    }
+
     /// The topic's subscribe (read) queues (with [`Features::CONSUMER`]; empty until
     /// a route arrived).
     pub fn subscribe_queues(&self, t: TopicId) -> &[PublishQueue<BrokerId>] {

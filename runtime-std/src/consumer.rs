@@ -71,6 +71,7 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use bytes::Bytes;
+use rmq_core::admin::prop;
 pub use rmq_core::consumer::{AllocateStrategy, ConsumeFromWhere, FlowLimits, MessageModel};
 use rmq_core::consumer::{
     BROKER_SUSPEND_MAX_TIME, MessageQueue as CoreQueue, OFFSET_RPC_TIMEOUT,
@@ -426,7 +427,7 @@ pub struct ConsumerStats {
 
 struct Inner {
     /// Handler times (poll → ack), microseconds.
-    handler: AtomicHistogram,
+    handler: Arc<AtomicHistogram>,
     /// Deliveries per second.
     rate: Arc<RateWindow>,
     cfg: ConsumerConfig,
@@ -449,6 +450,9 @@ struct Feed {
     rate: Arc<RateWindow>,
     backs: Backs,
     store: Option<LocalStore>,
+    /// The runtime's running-info properties, and the handler times.
+    props: Vec<(String, String)>,
+    handler: Arc<AtomicHistogram>,
 }
 
 impl Sink for Feed {
@@ -496,6 +500,11 @@ impl Sink for Feed {
         if let Some(store) = self.store.as_mut() {
             store.save();
         }
+    }
+
+    fn running_extra(&self) -> (Vec<(String, String)>, u64) {
+        // Microseconds to hundredths of a millisecond.
+        (self.props.clone(), self.handler.summary().mean / 10)
     }
 }
 
@@ -575,11 +584,31 @@ impl Consumer {
         let rate = Arc::new(RateWindow::default());
         let backs = Backs::default();
         let again = tx.clone();
+        let handler = Arc::new(AtomicHistogram::new());
+        let names: String = cfg.namesrv_addr.iter().map(|a| format!("{a};")).collect();
+        let props = [
+            (prop::NAMESERVER_ADDR, names),
+            (
+                prop::CONSUMER_START_TIMESTAMP,
+                clock::unix_millis().to_string(),
+            ),
+            (
+                prop::THREADPOOL_CORE_SIZE,
+                cfg.consume_concurrency.to_string(),
+            ),
+            (
+                prop::CLIENT_VERSION,
+                format!("rmq-{} ({})", env!("CARGO_PKG_VERSION"), cfg.version),
+            ),
+            ("instanceName", cfg.instance_name.clone()),
+        ];
         let deliver = Box::new(Feed {
             tx,
             rate: rate.clone(),
             backs: backs.clone(),
             store,
+            props: props.map(|(k, v)| (k.to_owned(), v)).into(),
+            handler: handler.clone(),
         });
         let life = Arc::new(Lifeline(driver.clone()));
         driver
@@ -587,7 +616,7 @@ impl Consumer {
             .map_err(ConsumerConfigError::Subscription)?;
         let c = Consumer {
             inner: Arc::new(Inner {
-                handler: AtomicHistogram::new(),
+                handler,
                 rate,
                 cfg,
                 client_id,

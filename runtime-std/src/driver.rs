@@ -23,6 +23,7 @@ use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 use rmq_core::acl::Credentials;
+use rmq_core::admin;
 use rmq_core::pull_consumer::{Delivery, PullConfig, PullConfigError, PullConsumer, PullEvent};
 use rmq_core::retry::TransportError;
 use rmq_core::session::{
@@ -79,6 +80,9 @@ pub(crate) trait Sink: Send {
     fn event(&mut self, e: PullEvent, c: &mut Machine, s: &Core);
     /// After a run of events.
     fn flush(&mut self);
+    /// The runtime's part of GET_CONSUMER_RUNNING_INFO: properties, and the mean processing
+    /// time (hundredths of ms).
+    fn running_extra(&self) -> (Vec<(String, String)>, u64);
 }
 
 pub(crate) type Deliver = Box<dyn Sink>;
@@ -736,8 +740,36 @@ impl FrameSink for PeerSink {
                 });
             }
             (Ok(Incoming::Request { code, .. }), consumer) => {
-                let handled = consumer.is_some_and(|(c, _)| c.handle_broker_request(now, code));
-                debug!(code, handled, "request from {:?}", self.peer);
+                let buf = &mut state.buf;
+                let version = state.session.config_version();
+                let answer = match consumer {
+                    Some((c, sink)) => {
+                        let (props, rt) = sink.running_extra();
+                        let extra: Vec<(&str, &str)> = props
+                            .iter()
+                            .map(|(k, v)| (k.as_str(), v.as_str()))
+                            .collect();
+                        let unix = clock::unix_millis();
+                        c.answer_request(now, unix, &*state.session, frame, &extra, rt, buf)
+                    }
+                    None => admin::answer_not_served(frame, version, buf),
+                };
+                debug!(
+                    code,
+                    answered = answer.is_some(),
+                    "request from {:?}",
+                    self.peer
+                );
+                if let Some(n) = answer {
+                    let head = state.buf.get(..n).unwrap_or(&[]).to_vec();
+                    let f = Frame {
+                        head,
+                        body: Bytes::new(),
+                        opaque: 0,
+                        report_written: false,
+                    };
+                    inner.dispatch(&mut st, self.peer, f);
+                }
             }
             _ => {}
         }

@@ -1211,6 +1211,89 @@ fn scenario_orderly(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
     }
 }
 
+/// The operators' tools through the real broker: `mqadmin consumerStatus` prints this
+/// consumer's running info (GET_CONSUMER_RUNNING_INFO, 307); `mqadmin resetOffsetByTime` makes
+/// it read again from the reset point (4.9: RESET_CONSUMER_CLIENT_OFFSET, 220, applied by the
+/// consumer; 5.3.3: reset by the broker, seen as PULL_OFFSET_MOVED on the next pull).
+fn scenario_admin(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
+    let (topic, group) = ("ConsAdmin", "cg_admin");
+    cluster.create_topic(topic, 2).expect("create topic");
+    let lines = JavaProducer::new(topic, 6)
+        .body("admin-{i}")
+        .run(cluster)
+        .expect("java producer");
+    sent_ok(&lines, 6);
+    let ns = cluster.namesrv_addr().to_string();
+    let c = rt.block_on(consumer(cluster, group, topic, "*"));
+    let got = rt.block_on(collect(&c, 6, Duration::from_secs(60), false));
+    assert_eq!(got.len(), 6);
+    // Two left unacknowledged: in flight in the running info.
+    assert_eq!(c.ack_all(&got[..4]), 4);
+    let out = cluster
+        .mqadmin(&[
+            "consumerStatus",
+            "-n",
+            &ns,
+            "-g",
+            group,
+            "-i",
+            c.client_id(),
+        ])
+        .expect("consumerStatus");
+    eprintln!("consumerStatus:\n{out}");
+    for want in [
+        "#Consumer Properties#",
+        "PROP_CONSUME_TYPE",
+        "CONSUME_PASSIVELY",
+        "#Consumer Subscription#",
+        "#Consumer MQ Detail#",
+        "%RETRY%cg_admin",
+    ] {
+        assert!(out.contains(want), "{want:?} missing from consumerStatus");
+    }
+    // The topic's queues in the MQ detail: the two unacknowledged messages in flight.
+    let cached: Vec<u64> = out
+        .lines()
+        .filter(|l| l.starts_with(topic) && l.contains("ProcessQueueInfo ["))
+        .filter_map(|l| {
+            l.split("cachedMsgCount=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect();
+    assert_eq!(cached.len(), 2, "one detail row per queue");
+    assert_eq!(cached.iter().sum::<u64>(), 2, "in flight: {cached:?}");
+    rt.block_on(async {
+        c.ack_all(&got[4..]);
+        c.commit_all().await;
+    });
+    // Reset to before the first message: everything again.
+    let out = cluster
+        .mqadmin(&[
+            "resetOffsetByTime",
+            "-n",
+            &ns,
+            "-g",
+            group,
+            "-t",
+            topic,
+            "-s",
+            "0",
+        ])
+        .expect("resetOffsetByTime");
+    eprintln!("resetOffsetByTime:\n{out}");
+    let again = rt.block_on(collect(&c, 6, Duration::from_secs(60), true));
+    let bodies: BTreeSet<String> = again
+        .iter()
+        .map(|m| String::from_utf8_lossy(&m.body).into_owned())
+        .collect();
+    assert_eq!(bodies.len(), 6, "read again after the reset: {bodies:?}");
+    rt.block_on(c.shutdown());
+}
+
 type Scenario = fn(&Cluster, &tokio::runtime::Runtime);
 
 fn run_all(version: Version) {
@@ -1220,7 +1303,7 @@ fn run_all(version: Version) {
     eprintln!("[{}] cluster up in {:?}", version.name(), t0.elapsed());
     let rt = rt();
     let only = std::env::var("RMQ_CONSUMER_SCENARIO").ok();
-    let scenarios: [(&str, Scenario); 7] = [
+    let scenarios: [(&str, Scenario); 8] = [
         ("positioning", scenario_positioning),
         ("retry", scenario_retry),
         ("fallback", scenario_send_back_fallback),
@@ -1228,6 +1311,7 @@ fn run_all(version: Version) {
         ("assign", scenario_assign),
         ("broadcasting", scenario_broadcasting),
         ("orderly", scenario_orderly),
+        ("admin", scenario_admin),
     ];
     if let Some(only) = only {
         for (name, f) in scenarios

@@ -337,6 +337,18 @@ ext_header! {
 }
 
 ext_header! {
+    /// GET_CONSUMER_RUNNING_INFO (307, broker to client) request.
+    pub struct GetConsumerRunningInfoRequestHeader<'a> {
+        /// Consumer group.
+        consumer_group: &'a str = "consumerGroup",
+        /// Client id.
+        client_id: Option<&'a str> = "clientId",
+        /// Whether a thread dump is wanted (Java only).
+        jstack_enable: Option<bool> = "jstackEnable",
+    }
+}
+
+ext_header! {
     /// GET_CONSUMER_LIST_BY_GROUP (38) request.
     pub struct GetConsumerListByGroupRequestHeader<'a> {
         /// Consumer group.
