@@ -187,6 +187,109 @@ fn parse_queue(obj: &[u8]) -> Option<MessageQueue<'_>> {
     Some(MessageQueue::new(topic?, broker?, queue_id?))
 }
 
+/// What a client does with a request a broker sent
+/// ([`PullConsumer::answer_request`](crate::pull_consumer::PullConsumer::answer_request)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Answer {
+    /// Write these first bytes of the buffer back to the broker.
+    Write(usize),
+    /// Nothing to write (oneway, or applied).
+    Nothing,
+    /// CONSUME_MESSAGE_DIRECTLY: run the application's handler on [`direct_message`] and
+    /// answer with [`write_direct_result`] (or SYSTEM_ERROR when there is no handler).
+    ConsumeDirectly {
+        /// The request's opaque.
+        opaque: i32,
+    },
+}
+
+/// Java's `CMResult`: what the handler did with a message CONSUME_MESSAGE_DIRECTLY gave it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum CmResult {
+    /// Processed.
+    Success,
+    /// To be consumed again later.
+    Later,
+    /// Orderly: rolled back.
+    Rollback,
+    /// Orderly: committed.
+    Commit,
+    /// The handler failed (panicked).
+    ThrowException,
+    /// The handler returned nothing.
+    ReturnNull,
+}
+
+impl CmResult {
+    /// The Java name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            CmResult::Success => "CR_SUCCESS",
+            CmResult::Later => "CR_LATER",
+            CmResult::Rollback => "CR_ROLLBACK",
+            CmResult::Commit => "CR_COMMIT",
+            CmResult::ThrowException => "CR_THROW_EXCEPTION",
+            CmResult::ReturnNull => "CR_RETURN_NULL",
+        }
+    }
+}
+
+/// The message a CONSUME_MESSAGE_DIRECTLY (309) request carries (its body is one stored
+/// message), with the broker name of its header.
+pub fn direct_message(frame: &[u8]) -> Option<(crate::message::StoredMessage<'_>, &str)> {
+    let f = crate::wire::Frame::new_checked(frame).ok()?;
+    let h = CommandHeader::parse(&f).ok()?;
+    let broker = h
+        .ext_iter()
+        .find(|(k, _)| k.eq_str("brokerName"))?
+        .1
+        .as_str()?;
+    let crc = crate::message::stored::CrcCheck::Skip;
+    let (m, _) = crate::message::StoredMessage::decode(f.body_ref(), crc).ok()?;
+    Some((m, broker))
+}
+
+/// The answer to CONSUME_MESSAGE_DIRECTLY: SUCCESS with a `ConsumeMessageDirectlyResult`
+/// (`{"autoCommit":true,"consumeResult":…,"order":…,"remark":…,"spentTimeMills":…}`).
+///
+/// # Errors
+/// [`EncodeError`] when it does not fit.
+pub fn write_direct_result(
+    opaque: i32,
+    version: i32,
+    order: bool,
+    result: CmResult,
+    remark: Option<&str>,
+    spent_ms: u64,
+    buf: &mut [u8],
+) -> Result<usize, EncodeError> {
+    let mut body = [0u8; 512];
+    let mut w = SliceWriter::new(&mut body);
+    w.put(br#"{"autoCommit":true,"consumeResult":""#);
+    w.put(result.name().as_bytes());
+    w.put(if order {
+        br#"","order":true"#.as_slice()
+    } else {
+        br#"","order":false"#.as_slice()
+    });
+    if let Some(r) = remark {
+        w.put(br#","remark":"#);
+        // Long remarks are cut at a character boundary.
+        let mut end = r.len().min(256);
+        while !r.is_char_boundary(end) {
+            end -= 1;
+        }
+        w.put_json_str(&r[..end]);
+    }
+    w.put(br#","spentTimeMills":"#);
+    w.put_i64_dec(i64::try_from(spent_ms).unwrap_or(i64::MAX));
+    w.put_u8(b'}');
+    let n = w.finish().map_err(|_| EncodeError::BufferTooSmall)?;
+    write_response(0, opaque, version, None, &body[..n], buf)
+}
+
 /// One owned queue as `ProcessQueueInfo` describes it (timestamps in Unix ms, 0 for never).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProcessQueueInfo {

@@ -50,8 +50,8 @@ use heapless::index_map::FnvIndexMap;
 use heapless::{String, Vec};
 
 use crate::admin::{
-    ConsumeStatus, ProcessQueueInfo, answer_not_served, parse_reset_offsets, prop, write_response,
-    write_response_head, write_running_info,
+    Answer, ConsumeStatus, ProcessQueueInfo, answer_not_served, parse_reset_offsets, prop,
+    write_response, write_response_head, write_running_info,
 };
 use crate::consumer::{
     AllocateStrategy, BROKER_SUSPEND_MAX_TIME, ConsumeFromWhere, ConsumeType, ConsumerData,
@@ -1444,8 +1444,10 @@ impl<
     /// A request a broker sent (`frame`, whose code and opaque the session reported): applies
     /// it and writes the answer into `buf`, if one is due (see [`crate::admin`]).
     /// NOTIFY_CONSUMER_IDS_CHANGED starts a rebalance; GET_CONSUMER_RUNNING_INFO is answered
-    /// with [`running_info`](Self::running_info) (or SYSTEM_ERROR for another group); a code
-    /// this consumer does not serve gets REQUEST_CODE_NOT_SUPPORTED unless it was oneway.
+    /// with [`running_info`](Self::running_info) (or SYSTEM_ERROR for another group);
+    /// RESET_CONSUMER_CLIENT_OFFSET seeks the listed queues; CONSUME_MESSAGE_DIRECTLY is the
+    /// runtime's ([`Answer::ConsumeDirectly`]); a code this consumer does not serve gets
+    /// REQUEST_CODE_NOT_SUPPORTED unless it was oneway.
     #[allow(clippy::too_many_arguments)]
     pub fn answer_request<S: Client>(
         &mut self,
@@ -1456,12 +1458,20 @@ impl<
         extra: &[(&str, &str)],
         consume_rt: u64,
         buf: &mut [u8],
-    ) -> Option<usize> {
-        let f = Frame::new_checked(frame).ok()?;
-        let h = CommandHeader::parse(&f).ok()?;
+    ) -> Answer {
+        let Some(f) = Frame::new_checked(frame).ok() else {
+            return Answer::Nothing;
+        };
+        let Some(h) = CommandHeader::parse(&f).ok() else {
+            return Answer::Nothing;
+        };
         let (code, opaque) = (h.code(), h.opaque());
+        let written = |n: Option<usize>| n.map_or(Answer::Nothing, Answer::Write);
         if self.handle_broker_request(now, code) {
-            return None;
+            return Answer::Nothing;
+        }
+        if code == RequestCode::CONSUME_MESSAGE_DIRECTLY.0 {
+            return Answer::ConsumeDirectly { opaque };
         }
         if code == RequestCode::GET_CONSUMER_RUNNING_INFO.0 {
             let ours = GetConsumerRunningInfoRequestHeader::decode(&h, &mut Scratch::default())
@@ -1475,15 +1485,21 @@ impl<
                         self.group
                     ),
                 );
-                return write_response(1, opaque, self.version, Some(&remark), &[], buf).ok();
+                return written(
+                    write_response(1, opaque, self.version, Some(&remark), &[], buf).ok(),
+                );
             }
             // The body is written behind room for the header, then moved up to it.
             let start = buf.len().min(1024);
             let (head, tail) = buf.split_at_mut(start);
-            let n = self.running_info(now, unix_now, session, extra, consume_rt, tail)?;
-            let h = write_response_head(0, opaque, self.version, None, n, head).ok()?;
+            let Some(n) = self.running_info(now, unix_now, session, extra, consume_rt, tail) else {
+                return Answer::Nothing;
+            };
+            let Ok(h) = write_response_head(0, opaque, self.version, None, n, head) else {
+                return Answer::Nothing;
+            };
             buf.copy_within(start..start + n, h);
-            return h.checked_add(n);
+            return Answer::Write(h + n);
         }
         if code == RequestCode::RESET_CONSUMER_CLIENT_OFFSET.0 {
             // Oneway (`mqadmin resetOffsetByTime` through a 4.9 broker): each listed owned
@@ -1499,9 +1515,9 @@ impl<
             for (k, offset) in reset {
                 self.seek(now, k, Position::Offset(offset));
             }
-            return None;
+            return Answer::Nothing;
         }
-        answer_not_served(frame, self.version, buf)
+        written(answer_not_served(frame, self.version, buf))
     }
 
     /// Writes the HEART_BEAT body announcing this consumer (its subscriptions) into `buf`.

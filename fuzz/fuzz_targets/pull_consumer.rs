@@ -8,7 +8,8 @@
 //! - `1 i c x k`: answer the `i`-th request in flight: a consumer list naming us or not
 //!   (`x`), an offset `x`, a pull with code `CODES[c]`, next offset `x` and `k % 6` records
 //!   (tags alternate), or a commit with code `CODES[c]`;
-//! - `2 i n bytes…`: `n` raw bytes from the `i`-th request's broker (an error closes it);
+//! - `2 i n bytes…`: `n` raw bytes from the `i`-th request's broker (an error closes it; a
+//!   request is answered by `answer_request`);
 //! - `3 i`: the `i`-th request in flight gets no answer (`CallFailed`);
 //! - `4 i`: acknowledge the `i`-th delivered message;
 //! - `5`: NOTIFY_CONSUMER_IDS_CHANGED;
@@ -31,6 +32,7 @@
 use std::collections::HashSet;
 
 use libfuzzer_sys::fuzz_target;
+use rmq_core::admin::Answer;
 use rmq_core::consumer::MessageModel;
 use rmq_core::message::stored::MessageVersion;
 use rmq_core::message::{StoredMessage, SysFlag};
@@ -159,6 +161,18 @@ impl World {
             Err(_) => self
                 .s
                 .handle_closed(self.now, peer, TransportError::Malformed),
+            Ok(Incoming::Request { .. }) => {
+                // Whatever a broker asks (running info, offset resets, unknown codes): an
+                // answer that is a whole frame, or none.
+                let mut buf = [0u8; 8192];
+                let extra = [("k", "v")];
+                let a = self
+                    .c
+                    .answer_request(self.now, 1, &self.s, frame, &extra, 5, &mut buf);
+                if let Answer::Write(n) = a {
+                    assert!(rmq_core::wire::Frame::new_checked(&buf[..n]).is_ok());
+                }
+            }
             Ok(_) => {}
         }
         self.events();

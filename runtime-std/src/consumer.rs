@@ -41,6 +41,11 @@
 //! offsets in a local file ([`ConsumerBuilder::offset_store`]) saved atomically every
 //! `persist_interval` and at shutdown, no retry topic.
 //!
+//! **Operators' tools**: the consumer answers what brokers forward from `mqadmin`: its running
+//! info (`consumerStatus`), offset resets (`resetOffsetByTime`), and CONSUME_MESSAGE_DIRECTLY
+//! (`queryMsgById -d`, run on the [`Consumer::run`] handler); other request codes get
+//! REQUEST_CODE_NOT_SUPPORTED.
+//!
 //! Delivery is at least once. Messages handed out and not acknowledged when a queue moves to
 //! another consumer (rebalance) or when the process dies are delivered again, from the last
 //! committed offset: the duplicate window is "not yet acknowledged, or acknowledged less than one
@@ -71,7 +76,7 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use bytes::Bytes;
-use rmq_core::admin::prop;
+use rmq_core::admin::{self, prop};
 pub use rmq_core::consumer::{AllocateStrategy, ConsumeFromWhere, FlowLimits, MessageModel};
 use rmq_core::consumer::{
     BROKER_SUSPEND_MAX_TIME, MessageQueue as CoreQueue, OFFSET_RPC_TIMEOUT,
@@ -83,7 +88,7 @@ use rmq_core::producer::{CLIENT_API_TIMEOUT, HEARTBEAT_BROKER_INTERVAL};
 pub use rmq_core::pull_consumer::Position;
 use rmq_core::pull_consumer::{Delivery, PullConfig, PullConfigError, PullEvent, QueueKey};
 pub use rmq_core::send_back::NackError;
-use rmq_core::session;
+use rmq_core::session::{self, Peer};
 use rmq_core::wire::{LanguageCode, SerializeType, version};
 use rmq_core::{lock, send_back};
 use tokio::sync::{mpsc, oneshot};
@@ -437,6 +442,8 @@ struct Inner {
     /// Messages handed out again (both the send-back and its fallback failed).
     again: mpsc::UnboundedSender<ConsumedMessage>,
     backs: Backs,
+    /// The handler [`Consumer::run`] runs, for CONSUME_MESSAGE_DIRECTLY.
+    direct: Mutex<Option<listen::Direct>>,
     running: AtomicBool,
 }
 
@@ -453,6 +460,8 @@ struct Feed {
     /// The runtime's running-info properties, and the handler times.
     props: Vec<(String, String)>,
     handler: Arc<AtomicHistogram>,
+    /// CONSUME_MESSAGE_DIRECTLY requests, to the task that runs them.
+    directs: mpsc::UnboundedSender<(Peer, i32, Option<ConsumedMessage>)>,
 }
 
 impl Sink for Feed {
@@ -500,6 +509,28 @@ impl Sink for Feed {
         if let Some(store) = self.store.as_mut() {
             store.save();
         }
+    }
+
+    fn direct(&mut self, peer: Peer, opaque: i32, frame: &[u8]) {
+        let m = admin::direct_message(frame).map(|(m, broker_name)| {
+            // Not in flight: acknowledging or nacking it does nothing.
+            let queue = QueueKey {
+                topic: session::TopicId(u16::MAX),
+                broker: session::BrokerId(u16::MAX),
+                queue_id: m.queue_id,
+            };
+            let topic = m.topic;
+            let origin = m.properties().ok().and_then(|p| p.get(keys::RETRY_TOPIC));
+            to_message(&Delivery {
+                queue,
+                lease: 0,
+                topic: origin.unwrap_or(topic),
+                queue_topic: topic,
+                broker_name,
+                message: &m,
+            })
+        });
+        let _ = self.directs.send((peer, opaque, m));
     }
 
     fn running_extra(&self) -> (Vec<(String, String)>, u64) {
@@ -602,7 +633,9 @@ impl Consumer {
             ),
             ("instanceName", cfg.instance_name.clone()),
         ];
+        let (directs, direct_rx) = mpsc::unbounded_channel();
         let deliver = Box::new(Feed {
+            directs,
             tx,
             rate: rate.clone(),
             backs: backs.clone(),
@@ -624,10 +657,12 @@ impl Consumer {
                 rx: tokio::sync::Mutex::new(rx),
                 again,
                 backs,
+                direct: Mutex::new(None),
                 running: AtomicBool::new(true),
             }),
             _life: life,
         };
+        tokio::spawn(listen::serve_directs(Arc::downgrade(&c.inner), direct_rx));
         // Routes first, then the heartbeat (the brokers learn the subscriptions), then the
         // first rebalance, so that the queues are assigned when this returns.
         let wait = clock::to_std(CLIENT_API_TIMEOUT);

@@ -83,6 +83,9 @@ pub(crate) trait Sink: Send {
     /// The runtime's part of GET_CONSUMER_RUNNING_INFO: properties, and the mean processing
     /// time (hundredths of ms).
     fn running_extra(&self) -> (Vec<(String, String)>, u64);
+    /// CONSUME_MESSAGE_DIRECTLY (`frame`) from `peer`: run the handler, answer with
+    /// [`Driver::reply`].
+    fn direct(&mut self, peer: Peer, opaque: i32, frame: &[u8]);
 }
 
 pub(crate) type Deliver = Box<dyn Sink>;
@@ -265,6 +268,18 @@ impl Driver {
             self.inner.wake.notify_one();
         }
         r
+    }
+
+    /// Writes `frame` (an answer to a broker's request) to `peer`'s connection.
+    pub(crate) fn reply(&self, peer: Peer, frame: Vec<u8>) {
+        let mut st = lock(&self.inner.state);
+        let f = Frame {
+            head: frame,
+            body: Bytes::new(),
+            opaque: 0,
+            report_written: false,
+        };
+        self.inner.dispatch(&mut st, peer, f);
     }
 
     /// Runs `f` on the session (read-only work: getters, stats).
@@ -750,17 +765,18 @@ impl FrameSink for PeerSink {
                             .map(|(k, v)| (k.as_str(), v.as_str()))
                             .collect();
                         let unix = clock::unix_millis();
-                        c.answer_request(now, unix, &*state.session, frame, &extra, rt, buf)
+                        let a =
+                            c.answer_request(now, unix, &*state.session, frame, &extra, rt, buf);
+                        if let admin::Answer::ConsumeDirectly { opaque } = a {
+                            sink.direct(self.peer, opaque, frame);
+                        }
+                        a
                     }
-                    None => admin::answer_not_served(frame, version, buf),
+                    None => admin::answer_not_served(frame, version, buf)
+                        .map_or(admin::Answer::Nothing, admin::Answer::Write),
                 };
-                debug!(
-                    code,
-                    answered = answer.is_some(),
-                    "request from {:?}",
-                    self.peer
-                );
-                if let Some(n) = answer {
+                debug!(code, ?answer, "request from {:?}", self.peer);
+                if let admin::Answer::Write(n) = answer {
                     let head = state.buf.get(..n).unwrap_or(&[]).to_vec();
                     let f = Frame {
                         head,

@@ -1291,7 +1291,50 @@ fn scenario_admin(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
         .map(|m| String::from_utf8_lossy(&m.body).into_owned())
         .collect();
     assert_eq!(bodies.len(), 6, "read again after the reset: {bodies:?}");
-    rt.block_on(c.shutdown());
+    // `queryMsgById -d`: CONSUME_MESSAGE_DIRECTLY (309) reaches the handler, and its result is
+    // printed; a poll-only consumer says it has no handler.
+    let target = &again[0];
+    let body = String::from_utf8_lossy(&target.body).into_owned();
+    let direct = || {
+        let mut args = vec!["queryMsgById", "-n", &ns, "-i", &target.offset_msg_id];
+        args.extend(["-g", group, "-d", c.client_id()]);
+        if cluster.version() == Version::V5_3_3 {
+            args.extend(["-t", topic]);
+        }
+        cluster.mqadmin(&args).expect("queryMsgById")
+    };
+    let out = direct();
+    eprintln!("queryMsgById (poll only):\n{out}");
+    assert!(out.contains("no handler"), "poll-only answer: {out}");
+    let seen: std::sync::Arc<std::sync::Mutex<Vec<String>>> = Default::default();
+    let log = seen.clone();
+    let runner = c.clone();
+    let run = rt.spawn(async move {
+        runner
+            .run(move |batch| {
+                let log = log.clone();
+                async move {
+                    for m in &batch {
+                        log.lock()
+                            .unwrap()
+                            .push(String::from_utf8_lossy(&m.body).into());
+                    }
+                    ConsumeResult::Later(0)
+                }
+            })
+            .await;
+    });
+    let out = direct();
+    eprintln!("queryMsgById:\n{out}");
+    assert!(
+        out.contains("consumeResult=CR_LATER"),
+        "handler result: {out}"
+    );
+    assert_eq!(*seen.lock().unwrap(), [body], "the handler got the message");
+    rt.block_on(async {
+        c.shutdown().await;
+        run.await.expect("run ends");
+    });
 }
 
 type Scenario = fn(&Cluster, &tokio::runtime::Runtime);

@@ -107,3 +107,17 @@ fn reset_offsets_are_read_from_object_keys() {
     ));
     assert_eq!(n, 0);
 }
+
+#[test]
+fn direct_result_is_fastjson_shaped() {
+    let mut buf = [0u8; 1024];
+    let n =
+        write_direct_result(9, 479, false, CmResult::Later, Some("x\"y"), 12, &mut buf).unwrap();
+    let f = Frame::new_checked(&buf[..n]).unwrap();
+    let h = CommandHeader::parse(&f).unwrap();
+    assert_eq!((h.code(), h.opaque()), (0, 9));
+    assert_eq!(
+        core::str::from_utf8(f.body_ref()).unwrap(),
+        r#"{"autoCommit":true,"consumeResult":"CR_LATER","order":false,"remark":"x\"y","spentTimeMills":12}"#
+    );
+}

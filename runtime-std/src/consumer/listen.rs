@@ -5,15 +5,17 @@
 //! when both failed.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, Weak};
 use std::time::Duration as StdDuration;
 
+use rmq_core::admin::{CmResult, write_direct_result, write_response};
 use rmq_core::message::properties::EncodeProperties;
 use rmq_core::retry::{RetryConfig, SendMode};
 use rmq_core::send_back::{
     LOCAL_RETRY_DELAY, Nack, NackError, RetryProperties, TIMEOUT_DELAY_LEVEL, retry_topic,
 };
-use rmq_core::session::SendArgs;
+use rmq_core::session::{Peer, SendArgs};
 use tokio::sync::{Semaphore, oneshot};
 
 use super::{ConsumedMessage, Consumer};
@@ -66,6 +68,53 @@ pub enum Nacked {
     /// A broadcasting consumer has no retry topic: the message is dropped (acknowledged), as
     /// Java drops it.
     Dropped,
+}
+
+/// The handler of [`Consumer::run`], for one message (CONSUME_MESSAGE_DIRECTLY).
+pub(crate) type Direct = Arc<
+    dyn Fn(ConsumedMessage) -> Pin<Box<dyn Future<Output = ConsumeResult> + Send>> + Send + Sync,
+>;
+
+/// Runs CONSUME_MESSAGE_DIRECTLY requests (`mqadmin queryMsgById … -d <clientId>`) on the
+/// registered handler and answers each; without a handler (a poll-only consumer), or with a
+/// message that does not decode, SYSTEM_ERROR with a remark that says so.
+pub(crate) async fn serve_directs(
+    weak: Weak<super::Inner>,
+    mut rx: mpsc::UnboundedReceiver<(Peer, i32, Option<ConsumedMessage>)>,
+) {
+    while let Some((peer, opaque, m)) = rx.recv().await {
+        let Some(inner) = weak.upgrade() else { return };
+        let handler = lock(&inner.direct).clone();
+        tokio::spawn(async move {
+            let (version, order) = (inner.cfg.version, inner.cfg.orderly);
+            let mut buf = vec![0u8; 4096];
+            let t0 = std::time::Instant::now();
+            let n = match (handler, m) {
+                (Some(h), Some(m)) => {
+                    let (result, remark) = match tokio::spawn(h(m)).await {
+                        Ok(ConsumeResult::Success) => (CmResult::Success, None),
+                        Ok(ConsumeResult::Partial(n)) if n > 0 => (CmResult::Success, None),
+                        Ok(_) => (CmResult::Later, None),
+                        Err(_) => (CmResult::ThrowException, Some("the handler panicked")),
+                    };
+                    let spent = u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX);
+                    write_direct_result(opaque, version, order, result, remark, spent, &mut buf)
+                }
+                (None, _) => {
+                    let remark = "this consumer has no handler (Consumer::run registers one)";
+                    write_response(1, opaque, version, Some(remark), &[], &mut buf)
+                }
+                (_, None) => {
+                    let remark = "the message does not decode";
+                    write_response(1, opaque, version, Some(remark), &[], &mut buf)
+                }
+            };
+            if let Ok(n) = n {
+                buf.truncate(n);
+                inner.driver.reply(peer, buf);
+            }
+        });
+    }
 }
 
 impl Consumer {
@@ -173,6 +222,12 @@ impl Consumer {
     {
         let cfg = &self.inner.cfg;
         let handler = Arc::new(handler);
+        let h = handler.clone();
+        let direct: Direct = Arc::new(move |m| {
+            let h = h.clone();
+            Box::pin(async move { h(vec![m]).await.into() })
+        });
+        *lock(&self.inner.direct) = Some(direct);
         if cfg.orderly {
             return self.run_orderly(handler).await;
         }
