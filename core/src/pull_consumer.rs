@@ -64,13 +64,12 @@ use crate::lock::{
     LOCK_INTERVAL, LOCK_MAX_LIVE, LOCK_TIMEOUT, RELOCK_REBALANCE_DELAY, UNLOCKED_PULL_DELAY,
     parse_locked, queue_len, write_lock_body,
 };
-use crate::message::keys;
 use crate::message::stored::CrcCheck;
 use crate::message::{StoredMessage, StoredMessages};
 use crate::producer::{CLIENT_API_TIMEOUT, HeartbeatFlavor};
 use crate::send_back::{
     MAX_MSG_ID, MAX_RECONSUME_TIMES, Nack, NackError, RETRY_TOPIC_PREFIX, SEND_BACK_TIMEOUT,
-    retry_topic,
+    origin_topic, retry_topic,
 };
 use crate::session::{BrokerId, CallError, Client, Outbound, Peer, TopicId, Transmit};
 use crate::time::{Duration, Instant};
@@ -1924,12 +1923,11 @@ impl<
                     match o.tracker.push(m.queue_offset, len) {
                         Ok(()) => {
                             delivered += 1;
-                            let props = m.properties().ok().filter(|_| retry);
-                            let origin = props.and_then(|p| p.get(keys::RETRY_TOPIC));
+                            let origin = if retry { origin_topic(&m) } else { topic };
                             deliver(Delivery {
                                 queue: key,
                                 lease: o.lease,
-                                topic: origin.unwrap_or(topic),
+                                topic: origin,
                                 queue_topic: topic,
                                 broker_name,
                                 message: &m,

@@ -59,6 +59,16 @@ fn prefixed<const N: usize>(prefix: &str, group: &str) -> Option<String<N>> {
     Some(s)
 }
 
+/// The topic a consumed message belongs to: its `RETRY_TOPIC` for a message of a
+/// `%RETRY%<group>` queue (the topic it was first consumed from), else its own.
+pub fn origin_topic<'m>(m: &crate::message::StoredMessage<'m>) -> &'m str {
+    let retried = m.topic.starts_with(RETRY_TOPIC_PREFIX);
+    let props = m.properties().ok().filter(|_| retried);
+    props
+        .and_then(|p| p.get(keys::RETRY_TOPIC))
+        .unwrap_or(m.topic)
+}
+
 /// A message the application could not process, for
 /// [`PullConsumer::nack`](crate::pull_consumer::PullConsumer::nack).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -253,6 +263,36 @@ mod tests {
         assert!(got.contains(&("DELAY".into(), "3".into())));
         assert_eq!(got.len(), 3);
         assert_eq!(p.reconsume(), (1, 2));
+    }
+
+    #[test]
+    fn a_retried_message_belongs_to_its_first_topic() {
+        let host = core::net::SocketAddr::from(([10, 0, 0, 1], 10911));
+        let mut m = crate::message::StoredMessage {
+            version: crate::message::stored::MessageVersion::V1,
+            body_crc: 0,
+            queue_id: 0,
+            flag: 0,
+            queue_offset: 0,
+            physical_offset: 0,
+            sys_flag: crate::message::SysFlag(0),
+            born_timestamp: 0,
+            born_host: host,
+            store_timestamp: 0,
+            store_host: host,
+            reconsume_times: 1,
+            prepared_transaction_offset: 0,
+            body: b"",
+            topic: "%RETRY%g",
+            raw_properties: b"RETRY_TOPIC\x01T\x02",
+        };
+        assert_eq!(origin_topic(&m), "T");
+        m.topic = "U";
+        assert_eq!(
+            origin_topic(&m),
+            "U",
+            "only a retry queue's message is restored"
+        );
     }
 
     #[test]

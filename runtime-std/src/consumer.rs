@@ -519,13 +519,11 @@ impl Sink for Feed {
                 broker: session::BrokerId(u16::MAX),
                 queue_id: m.queue_id,
             };
-            let topic = m.topic;
-            let origin = m.properties().ok().and_then(|p| p.get(keys::RETRY_TOPIC));
             to_message(&Delivery {
                 queue,
                 lease: 0,
-                topic: origin.unwrap_or(topic),
-                queue_topic: topic,
+                topic: send_back::origin_topic(&m),
+                queue_topic: m.topic,
                 broker_name,
                 message: &m,
             })
