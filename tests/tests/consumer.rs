@@ -1337,6 +1337,156 @@ fn scenario_admin(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
     });
 }
 
+/// A consumer process (`rmq-consume-child`) started; returns it and a channel of
+/// `(queue id, queue offset, unix ms)` for every message it printed.
+fn spawn_child(
+    cluster: &Cluster,
+    group: &str,
+    topic: &str,
+) -> (
+    std::process::Child,
+    std::sync::mpsc::Receiver<(i32, i64, i64)>,
+) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_rmq-consume-child"))
+        .args([
+            cluster.namesrv_addr().to_string(),
+            group.to_string(),
+            topic.to_string(),
+            client_version(cluster.version()).to_string(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("consumer process");
+    let out = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            let f: Vec<&str> = line.split(' ').collect();
+            if let ["MSG", q, o, t] = f[..] {
+                let parsed = (q.parse(), o.parse(), t.parse());
+                if let (Ok(q), Ok(o), Ok(t)) = parsed {
+                    let _ = tx.send((q, o, t));
+                }
+            }
+        }
+    });
+    (child, rx)
+}
+
+/// kill -9 of a consumer process in the middle of a stream, then a new process of the group:
+/// every message is consumed at least once, and every duplicate was first handed out within
+/// one commit interval (5 s, plus 1 s of margin) before the kill — the bound of at-least-once
+/// with periodic commits. Prints the measured duplicates.
+fn scenario_crash(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
+    let (topic, group) = ("ConsCrash", "cg_crash");
+    cluster.create_topic(topic, 4).expect("create topic");
+    const N: usize = 2000;
+    let ns = cluster.namesrv_addr().to_string();
+    let producing = rt.spawn({
+        let version = client_version(cluster.version());
+        async move {
+            let p = rmq_std::Producer::builder()
+                .namesrv_addr(&ns)
+                .producer_group("pg_crash")
+                .version(version)
+                .start()
+                .await
+                .expect("producer");
+            // About 16 s of stream.
+            for i in 0..N {
+                p.send(rmq_std::Message::new(topic, format!("crash-{i}")))
+                    .await
+                    .unwrap_or_else(|e| panic!("send {i}: {e}"));
+                if i % 25 == 24 {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+            p.shutdown().await;
+        }
+    });
+    let (mut first, rx) = spawn_child(cluster, group, topic);
+    let mut seen: Vec<(i32, i64, i64, u8)> = Vec::new();
+    // Kill it mid-stream, after 9 s of consuming: past its first commits (every 5 s).
+    let t0 = Instant::now();
+    let mut started = None;
+    while started.is_none_or(|s: Instant| s.elapsed() < Duration::from_secs(9)) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "first process stalled"
+        );
+        if started.is_none() && !seen.is_empty() {
+            started = Some(Instant::now());
+        }
+        if let Ok((q, o, t)) = rx.recv_timeout(Duration::from_millis(200)) {
+            seen.push((q, o, t, 1));
+        }
+    }
+    first.kill().expect("kill -9");
+    let _ = first.wait();
+    let killed_at = unix_ms();
+    seen.extend(rx.try_iter().map(|(q, o, t)| (q, o, t, 1)));
+    let (mut second, rx) = spawn_child(cluster, group, topic);
+    let distinct =
+        |v: &[(i32, i64, i64, u8)]| v.iter().map(|r| (r.0, r.1)).collect::<BTreeSet<_>>().len();
+    let t0 = Instant::now();
+    while distinct(&seen) < N {
+        assert!(
+            t0.elapsed() < Duration::from_secs(90),
+            "lost: {} of {N} consumed",
+            distinct(&seen)
+        );
+        if let Ok((q, o, t)) = rx.recv_timeout(Duration::from_millis(200)) {
+            seen.push((q, o, t, 2));
+        }
+    }
+    rt.block_on(producing).expect("producer");
+    // What the second process still brings within 3 s counts too.
+    let end = Instant::now() + Duration::from_secs(3);
+    while let Some(left) = end.checked_duration_since(Instant::now()) {
+        if let Ok((q, o, t)) = rx.recv_timeout(left) {
+            seen.push((q, o, t, 2));
+        }
+    }
+    second.kill().expect("kill");
+    let _ = second.wait();
+    let mut first_seen: BTreeMap<(i32, i64), i64> = BTreeMap::new();
+    let mut dups = Vec::new();
+    for &(q, o, t, who) in &seen {
+        match first_seen.get(&(q, o)) {
+            Some(&t1) => dups.push((q, o, t1, who)),
+            None => {
+                first_seen.insert((q, o), t);
+            }
+        }
+    }
+    let window = killed_at - 6000;
+    let handed_out_late = seen.iter().filter(|r| r.3 == 1 && r.2 >= window).count();
+    eprintln!(
+        "[{}] crash: {} distinct, {} duplicates (bound: {} handed out by the killed process in \
+         its last 6 s)",
+        cluster.version().name(),
+        distinct(&seen),
+        dups.len(),
+        handed_out_late
+    );
+    assert_eq!(distinct(&seen), N);
+    let early = seen.iter().filter(|r| r.3 == 1 && r.2 < window).count();
+    assert!(
+        early > 0,
+        "the killed process committed nothing before its last 6 s"
+    );
+    for d in &dups {
+        assert!(
+            d.2 >= window,
+            "duplicate {d:?} first handed out {} ms before the kill",
+            killed_at - d.2
+        );
+    }
+    assert!(dups.len() <= handed_out_late);
+}
+
 type Scenario = fn(&Cluster, &tokio::runtime::Runtime);
 
 fn run_all(version: Version) {
@@ -1346,7 +1496,7 @@ fn run_all(version: Version) {
     eprintln!("[{}] cluster up in {:?}", version.name(), t0.elapsed());
     let rt = rt();
     let only = std::env::var("RMQ_CONSUMER_SCENARIO").ok();
-    let scenarios: [(&str, Scenario); 8] = [
+    let scenarios: [(&str, Scenario); 9] = [
         ("positioning", scenario_positioning),
         ("retry", scenario_retry),
         ("fallback", scenario_send_back_fallback),
@@ -1355,6 +1505,7 @@ fn run_all(version: Version) {
         ("broadcasting", scenario_broadcasting),
         ("orderly", scenario_orderly),
         ("admin", scenario_admin),
+        ("crash", scenario_crash),
     ];
     if let Some(only) = only {
         for (name, f) in scenarios
