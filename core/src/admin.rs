@@ -12,6 +12,7 @@ use core::cmp::Ordering;
 
 use crate::consumer::{MessageQueue, Subscription, write_subscription};
 use crate::json::{BufferTooSmall, SliceWriter};
+use crate::lock::{put_queue, read_queue};
 use crate::wire::{
     CommandHeader, CommandRepr, EncodeError, ResponseCode, SerializeType, flag,
     headers::HeartbeatRequestHeader,
@@ -170,21 +171,7 @@ pub fn parse_reset_offsets(body: &[u8], mut f: impl FnMut(MessageQueue<'_>, i64)
 }
 
 fn parse_queue(obj: &[u8]) -> Option<MessageQueue<'_>> {
-    let mut p = crate::json::Parser::new(obj);
-    p.expect_object_start().ok()?;
-    let (mut topic, mut broker, mut queue_id) = (None, None, None);
-    while let Some(k) = p.next_key().ok()? {
-        if k.eq_str("topic") {
-            topic = p.string().ok()?.as_str();
-        } else if k.eq_str("brokerName") {
-            broker = p.string().ok()?.as_str();
-        } else if k.eq_str("queueId") {
-            queue_id = i32::try_from(p.i64().ok()?).ok();
-        } else {
-            p.skip_value().ok()?;
-        }
-    }
-    Some(MessageQueue::new(topic?, broker?, queue_id?))
+    read_queue(&mut crate::json::Parser::new(obj)).ok()?
 }
 
 /// What a client does with a request a broker sent
@@ -347,16 +334,6 @@ fn put_field_i64(w: &mut SliceWriter<'_>, first: bool, key: &str, v: i64) {
     w.put_i64_dec(v);
 }
 
-fn put_queue_key(w: &mut SliceWriter<'_>, q: &MessageQueue<'_>) {
-    w.put(br#"{"brokerName":"#);
-    w.put_json_str(q.broker_name);
-    w.put(br#","queueId":"#);
-    w.put_i64_dec(i64::from(q.queue_id));
-    w.put(br#","topic":"#);
-    w.put_json_str(q.topic);
-    w.put_u8(b'}');
-}
-
 fn put_info(w: &mut SliceWriter<'_>, p: &ProcessQueueInfo) {
     w.put_u8(b'{');
     put_field_i64(w, true, "cachedMsgCount", i64::from(p.cached_msg_count));
@@ -429,7 +406,7 @@ pub fn write_running_info(
         if i > 0 {
             w.put_u8(b',');
         }
-        put_queue_key(&mut w, q);
+        put_queue(&mut w, q);
         w.put_u8(b':');
         put_info(&mut w, info);
     }

@@ -60,16 +60,43 @@ pub fn write_lock_body<'q>(
         if i > 0 {
             w.put_u8(b',');
         }
-        w.put(br#"{"brokerName":"#);
-        w.put_json_str(q.broker_name);
-        w.put(br#","queueId":"#);
-        w.put_i64_dec(i64::from(q.queue_id));
-        w.put(br#","topic":"#);
-        w.put_json_str(q.topic);
-        w.put_u8(b'}');
+        put_queue(&mut w, &q);
     }
     w.put(br#"],"onlyThisBroker":false}"#);
     w.finish()
+}
+
+/// A `MessageQueue` as fastjson writes it: `{"brokerName":…,"queueId":…,"topic":…}`.
+pub(crate) fn put_queue(w: &mut SliceWriter<'_>, q: &MessageQueue<'_>) {
+    w.put(br#"{"brokerName":"#);
+    w.put_json_str(q.broker_name);
+    w.put(br#","queueId":"#);
+    w.put_i64_dec(i64::from(q.queue_id));
+    w.put(br#","topic":"#);
+    w.put_json_str(q.topic);
+    w.put_u8(b'}');
+}
+
+/// Reads a `MessageQueue` object (any key order, unknown keys skipped) at `p`; `None` when a
+/// field is missing (or a name has escapes).
+pub(crate) fn read_queue<'b>(p: &mut Parser<'b>) -> Result<Option<MessageQueue<'b>>, JsonError> {
+    p.expect_object_start()?;
+    let (mut topic, mut broker, mut queue_id) = (None, None, None);
+    while let Some(k) = p.next_key()? {
+        if k.eq_str("topic") {
+            topic = p.string()?.as_str();
+        } else if k.eq_str("brokerName") {
+            broker = p.string()?.as_str();
+        } else if k.eq_str("queueId") {
+            queue_id = i32::try_from(p.i64()?).ok();
+        } else {
+            p.skip_value()?;
+        }
+    }
+    Ok(topic
+        .zip(broker)
+        .zip(queue_id)
+        .map(|((t, b), q)| MessageQueue::new(t, b, q)))
 }
 
 /// Reads a `LockBatchResponseBody` (`{"lockOKMQSet":[{topic, brokerName, queueId}…]}`),
@@ -88,21 +115,8 @@ pub fn parse_locked(body: &[u8], mut f: impl FnMut(MessageQueue<'_>)) -> Result<
         }
         p.expect_array_start()?;
         while p.array_next()? {
-            p.expect_object_start()?;
-            let (mut topic, mut broker, mut queue_id) = (None, None, None);
-            while let Some(k) = p.next_key()? {
-                if k.eq_str("topic") {
-                    topic = p.string()?.as_str();
-                } else if k.eq_str("brokerName") {
-                    broker = p.string()?.as_str();
-                } else if k.eq_str("queueId") {
-                    queue_id = i32::try_from(p.i64()?).ok();
-                } else {
-                    p.skip_value()?;
-                }
-            }
-            if let (Some(t), Some(b), Some(q)) = (topic, broker, queue_id) {
-                f(MessageQueue::new(t, b, q));
+            if let Some(q) = read_queue(&mut p)? {
+                f(q);
             }
         }
     }
