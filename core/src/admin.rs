@@ -298,6 +298,9 @@ pub struct ProcessQueueInfo {
     pub last_pull_timestamp: i64,
     /// When a message of the queue was last acknowledged.
     pub last_consume_timestamp: i64,
+    /// Messages not processed yet: the broker's maximum offset minus `commit_offset` (an
+    /// rmq field, `"lag"`; Java's tools ignore it). `None` before the broker told it.
+    pub lag: Option<u64>,
 }
 
 /// One topic's `ConsumeStatus`; rates and times in hundredths (`1234` is written `12.34`).
@@ -350,6 +353,9 @@ fn put_info(w: &mut SliceWriter<'_>, p: &ProcessQueueInfo) {
     put_field_i64(w, false, "lastConsumeTimestamp", p.last_consume_timestamp);
     put_field_i64(w, false, "lastLockTimestamp", p.last_lock_timestamp);
     put_field_i64(w, false, "lastPullTimestamp", p.last_pull_timestamp);
+    if let Some(lag) = p.lag {
+        put_field_i64(w, false, "lag", i64::try_from(lag).unwrap_or(i64::MAX));
+    }
     w.put(if p.locked {
         br#","locked":true"#.as_slice()
     } else {

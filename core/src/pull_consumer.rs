@@ -67,6 +67,7 @@ use crate::lock::{
 use crate::message::stored::CrcCheck;
 use crate::message::{StoredMessage, StoredMessages};
 use crate::producer::{CLIENT_API_TIMEOUT, HeartbeatFlavor};
+use crate::route::MASTER_ID;
 use crate::send_back::{
     MAX_MSG_ID, MAX_RECONSUME_TIMES, Nack, NackError, RETRY_TOPIC_PREFIX, SEND_BACK_TIMEOUT,
     origin_topic, retry_topic,
@@ -84,6 +85,8 @@ use crate::wire::{CommandHeader, ExtFields, Frame, RequestCode, ResponseCode, Sc
 
 /// Longest consumer group or client id kept.
 pub const MAX_NAME: usize = 255;
+/// Shortest time between two route refreshes a topic's failing pulls ask for.
+pub const ROUTE_REFRESH_ON_FAILURE: Duration = Duration::from_secs(1);
 /// Longest subscription expression kept.
 pub const MAX_EXPRESSION: usize = 255;
 
@@ -251,11 +254,15 @@ pub struct OwnedQueue<'a, const TRACK: usize> {
 
 impl<const TRACK: usize> OwnedQueue<'_, TRACK> {
     /// Messages not yet processed: the broker's maximum offset minus the committable offset
-    /// (`None` before the first pull answer).
+    /// (`None` before the broker told its maximum: a pull answer, or GET_MAX_OFFSET for a
+    /// queue not pulled for a persist period).
     pub fn lag(&self) -> Option<u64> {
-        let max = self.max_offset?;
-        Some(u64::try_from(max.saturating_sub(self.tracker.committable())).unwrap_or(0))
+        lag_of(self.max_offset, self.tracker)
     }
+}
+
+fn lag_of<const TRACK: usize>(max: Option<i64>, tracker: &QueueTracker<TRACK>) -> Option<u64> {
+    Some(u64::try_from(max?.saturating_sub(tracker.committable())).unwrap_or(0))
 }
 
 /// Counters of a [`PullConsumer`].
@@ -389,6 +396,15 @@ struct Owned<const TRACK: usize> {
     leaving: bool,
     /// When its last pull went out.
     last_pull: Option<Instant>,
+    /// When `max_offset` was last learnt (a pull answer or GET_MAX_OFFSET).
+    max_at: Option<Instant>,
+    /// GET_MAX_OFFSET wanted / in flight: the queue is not being pulled (paused, flow
+    /// control, orderly without its lock) and its lag would go stale.
+    measure: bool,
+    measuring: bool,
+    /// The broker's last pull answer suggested a slave (`suggestWhichBrokerId` != 0): the
+    /// next pull goes there when the route names one.
+    slave: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -410,6 +426,11 @@ struct Sub {
     /// GET_CONSUMER_LIST_BY_GROUP wanted in this round / in flight.
     list: bool,
     listing: bool,
+    /// A pull of this topic failed: refresh its route (at most once a second), so that a dead
+    /// master's absence from the route moves reads to its slave without waiting for the
+    /// periodic refresh.
+    stale: bool,
+    refreshed_at: Option<Instant>,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -431,6 +452,8 @@ enum CallRef {
     SendBack(QueueKey, u32, i64),
     Lock(BrokerId),
     Unlock,
+    /// GET_MAX_OFFSET of a queue that is not being pulled (its lag).
+    MaxOffset(QueueKey),
 }
 
 /// The consumer (see the [module docs](self)).
@@ -594,6 +617,8 @@ impl<
             expression,
             list: false,
             listing: false,
+            stale: false,
+            refreshed_at: None,
             counts: SubCounts::default(),
             reported: (self.rebalance_at, SubCounts::default()),
         };
@@ -1017,6 +1042,16 @@ impl<
         if now >= self.persist_at {
             self.persist_at = now.saturating_add(self.persist_interval);
             self.commit_now();
+            // Lag of queues without a pull for a whole period comes from GET_MAX_OFFSET (a long
+            // poll in flight answers within its suspend time by itself).
+            let stale = |at: Option<Instant>| {
+                at.is_none_or(|at| now.saturating_duration_since(at) >= self.persist_interval)
+            };
+            for o in &mut self.owned {
+                if matches!(o.state, QState::Ready(_)) && stale(o.max_at) && stale(o.last_pull) {
+                    o.measure = true;
+                }
+            }
         }
         if self.orderly && now >= self.lock_at {
             self.lock_at = now.saturating_add(LOCK_INTERVAL);
@@ -1058,6 +1093,16 @@ impl<
         if self.calls.len() >= CALLS {
             self.blocked = true;
             return None;
+        }
+        for sub in &mut self.subs {
+            let due = sub
+                .refreshed_at
+                .is_none_or(|at| now.saturating_duration_since(at) >= ROUTE_REFRESH_ON_FAILURE);
+            if sub.stale && due {
+                sub.stale = false;
+                sub.refreshed_at = Some(now);
+                session.refresh_route(now, sub.topic);
+            }
         }
         // Commits of revoked queues first, then of owned ones; one at a time per broker: a 4.9
         // broker handles offset updates on a thread pool and creates a group's offset table
@@ -1204,7 +1249,52 @@ impl<
                 return Some(tx);
             }
         }
-        None
+        self.measure_call(now, session, buf, lend)
+    }
+
+    /// GET_MAX_OFFSET of a queue whose lag is wanted (see `Owned::measure`).
+    fn measure_call<S: Client, M: Outbound + ?Sized>(
+        &mut self,
+        now: Instant,
+        session: &mut S,
+        buf: &mut [u8],
+        lend: &M,
+    ) -> Option<Transmit> {
+        let i = self.owned.iter().position(|o| o.measure && !o.measuring)?;
+        let key = self.owned[i].key;
+        self.owned[i].measure = false;
+        let mut topic = String::<MAX_NAME>::new();
+        topic.push_str(session.topic_name(key.topic)?).ok()?;
+        let hdr = GetMaxOffsetRequestHeader {
+            topic: &topic,
+            queue_id: key.queue_id,
+            committed: (self.version >= version::V5_0_0).then_some(true),
+        };
+        let peer = session.read_peer(key.broker, false);
+        let code = RequestCode::GET_MAX_OFFSET;
+        let what = CallRef::MaxOffset(key);
+        match self.call(
+            now,
+            session,
+            peer,
+            code,
+            hdr,
+            CLIENT_API_TIMEOUT,
+            what,
+            buf,
+            lend,
+        ) {
+            Ok(tx) => {
+                self.owned[i].measuring = true;
+                Some(tx)
+            }
+            Err(CallError::TooManyRequests) => {
+                self.owned[i].measure = true;
+                self.blocked = true;
+                None
+            }
+            Err(_) => None,
+        }
     }
 
     /// An answer to one of this consumer's calls (`false` when `opaque` is not one): applies
@@ -1260,6 +1350,19 @@ impl<
                 match start {
                     Position::Offset(offset) => Self::start(o, offset, now),
                     other => o.state = QState::Locate(other),
+                }
+            }
+            CallRef::MaxOffset(key) => {
+                let offset = header.as_ref().filter(|_| code == 0).and_then(|h| {
+                    GetMaxOffsetResponseHeader::decode(h, &mut Scratch::default()).ok()
+                });
+                // By queue only: a seek meanwhile changed the lease, not the broker's offsets.
+                if let Some(o) = self.owned.iter_mut().find(|o| o.key == key) {
+                    o.measuring = false;
+                    if let Some(h) = offset {
+                        o.max_offset = Some(h.offset);
+                        o.max_at = Some(now);
+                    }
                 }
             }
             CallRef::Locate(key, lease) => {
@@ -1333,6 +1436,9 @@ impl<
             CallRef::Query(key, _) | CallRef::Locate(key, _) => self.drop_queue(key),
             CallRef::Pull(key, lease) => {
                 self.stats.pull_failures = self.stats.pull_failures.wrapping_add(1);
+                if let Some(s) = self.subs.iter_mut().find(|s| s.topic == key.topic) {
+                    s.stale = true;
+                }
                 if let Some(o) = self.entry(key, lease, QState::Pulling) {
                     self.owned[o].state = QState::Ready(now.saturating_add(self.exception_delay));
                 }
@@ -1341,6 +1447,11 @@ impl<
             CallRef::SendBack(key, lease, offset) => self.back_done(key, lease, offset, false),
             CallRef::Lock(broker) => self.settle_locks(now, broker),
             CallRef::Unlock => {}
+            CallRef::MaxOffset(key) => {
+                if let Some(o) = self.owned.iter_mut().find(|o| o.key == key) {
+                    o.measuring = false;
+                }
+            }
         }
         true
     }
@@ -1387,6 +1498,7 @@ impl<
                 last_lock_timestamp: unix(o.locked_at),
                 last_pull_timestamp: unix(o.last_pull),
                 last_consume_timestamp: 0,
+                lag: lag_of(o.max_offset, &o.tracker),
             };
             let _ = queues.push((MessageQueue::new(topic, broker, o.key.queue_id), info));
         }
@@ -1419,6 +1531,9 @@ impl<
             });
         }
         let (mut batch, mut retries) = (String::<12>::new(), String::<12>::new());
+        let mut lag = String::<24>::new();
+        let total: u64 = queues.iter().filter_map(|q| q.1.lag).sum();
+        let _ = core::fmt::write(&mut lag, format_args!("{total}"));
         let _ = core::fmt::write(&mut batch, format_args!("{}", self.batch));
         let _ = core::fmt::write(&mut retries, format_args!("{}", self.max_reconsume_times));
         let mut props: Vec<(&str, &str), 48> = Vec::new();
@@ -1428,6 +1543,8 @@ impl<
             ("consumeFromWhere", self.consume_from.name()),
             ("pullBatchSize", batch.as_str()),
             ("maxReconsumeTimes", retries.as_str()),
+            // rmq: the owned queues' summed lag (each queue's is its `"lag"`).
+            ("consumeLag", lag.as_str()),
             (prop::CONSUME_TYPE, ConsumeType::Passively.name()),
             (
                 prop::CONSUME_ORDERLY,
@@ -1689,6 +1806,10 @@ impl<
                 busy: false,
                 leaving: false,
                 last_pull: None,
+                max_at: None,
+                measure: false,
+                measuring: false,
+                slave: false,
             };
             if self.owned.push(o).is_err() {
                 self.stats.owned_full = self.stats.owned_full.wrapping_add(1);
@@ -1901,6 +2022,8 @@ impl<
         };
         let key = self.owned[i].key;
         self.owned[i].max_offset = Some(result.max_offset);
+        self.owned[i].max_at = Some(now);
+        self.owned[i].slave = result.suggest_which_broker_id != MASTER_ID;
         match result.status {
             PullStatus::Found => {
                 let sub = self.subs.iter().find(|s| s.topic == key.topic);
@@ -2092,7 +2215,7 @@ impl<
             commit_offset: offset,
         };
         let what = CallRef::Commit(key, lease, offset);
-        let peer = Peer::Broker(key.broker);
+        let peer = session.read_peer(key.broker, false);
         let code = RequestCode::UPDATE_CONSUMER_OFFSET;
         self.call(
             now,
@@ -2130,7 +2253,7 @@ impl<
             consumer_group: &group,
         };
         let what = CallRef::ConsumerList(u8::try_from(i).ok()?);
-        let peer = Peer::Broker(broker);
+        let peer = session.read_peer(broker, false);
         let code = RequestCode::GET_CONSUMER_LIST_BY_GROUP;
         self.call(
             now,
@@ -2177,7 +2300,7 @@ impl<
         };
         let mut expression: String<MAX_EXPRESSION> = String::new();
         let _ = expression.push_str(&sub.expression);
-        let peer = Peer::Broker(key.broker);
+        let peer = session.read_peer(key.broker, false);
         let group = self.group.clone();
         let (tx, next) = match state {
             QState::New if self.model == MessageModel::Broadcasting => {
@@ -2259,6 +2382,12 @@ impl<
                     }
                     FlowDecision::Pull(n) => n,
                 };
+                let peer = session.read_peer(key.broker, o.slave);
+                // Java clears COMMIT_OFFSET for a slave (it keeps no offsets of its own).
+                let commit_offset = match peer {
+                    Peer::Slave(_) => None,
+                    _ => o.tracker.committed(),
+                };
                 let req = PullRequest {
                     group: &group,
                     topic: &topic,
@@ -2266,7 +2395,7 @@ impl<
                     queue_id: key.queue_id,
                     offset: o.tracker.next_offset(),
                     max_msgs: max,
-                    commit_offset: o.tracker.committed(),
+                    commit_offset,
                     suspend: self.suspend,
                     expression: TagExpression::new(&expression),
                     sub_version: self.sub_version,

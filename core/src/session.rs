@@ -12,12 +12,14 @@
 //!   NameServer does not know (queues capped at [`DEFAULT_TOPIC_QUEUE_NUMS`], as Java), periodic
 //!   refresh, back-off after failed lookups, a refresh after a failed send (at most one a
 //!   second per topic);
-//! - the **broker table** (broker name → master address), interned as [`BrokerId`]s;
+//! - the **broker table** (broker name → master address, and a slave address for consumers'
+//!   reads), interned as [`BrokerId`]s;
 //! - the **pending request table**: every request gets an opaque that encodes its slot, so a
 //!   response is matched in O(1); deadlines live in an indexed heap, so expiry is O(log n);
 //! - the **sends**: one core [`SendPlan`] each, with the fault table and the round-robin
 //!   counter of the whole client, within one total deadline;
-//! - the **heartbeat** schedule (HEART_BEAT to every known master).
+//! - the **heartbeat** schedule (HEART_BEAT to every known master, and a consumer's to the
+//!   slaves too, as Java's).
 //!
 //! ## What the runtime does
 //!
@@ -125,6 +127,10 @@ pub enum Peer {
     NameServer(u8),
     /// A broker master ([`Session::broker_addr`] gives its address).
     Broker(BrokerId),
+    /// A slave of that broker ([`Session::slave_addr`]: the lowest `brokerId` >= 1 its route
+    /// lists). Only a consumer talks to it: pulls it suggests, and reads while the route names
+    /// no master (Java's `findBrokerAddressInSubscribe`).
+    Slave(BrokerId),
 }
 
 /// Identifies a send in [`Event::SendDone`] (slot and generation: never reused while live).
@@ -547,6 +553,8 @@ pub trait Client {
     fn broker_name(&self, b: BrokerId) -> Option<&str>;
     /// [`Session::subscribe_queues`].
     fn subscribe_queues(&self, t: TopicId) -> &[PublishQueue<BrokerId>];
+    /// [`Session::read_peer`].
+    fn read_peer(&self, b: BrokerId, slave: bool) -> Peer;
     /// [`Session::refresh_route`].
     fn refresh_route(&mut self, now: Instant, t: TopicId);
     /// [`Session::call`].
@@ -588,6 +596,9 @@ impl<
     }
     fn subscribe_queues(&self, t: TopicId) -> &[PublishQueue<BrokerId>] {
         Session::subscribe_queues(self, t)
+    }
+    fn read_peer(&self, b: BrokerId, slave: bool) -> Peer {
+        Session::read_peer(self, b, slave)
     }
     fn refresh_route(&mut self, now: Instant, t: TopicId) {
         Session::refresh_route(self, now, t);
@@ -735,6 +746,8 @@ struct Topic<const Q: usize> {
 struct Broker {
     name: String<MAX_BROKER_NAME>,
     addr: String<MAX_ADDR_LEN>,
+    /// A slave's address (consumers only), empty when the route lists none.
+    slave: String<MAX_ADDR_LEN>,
     /// When a response last came from it.
     last_answer: Option<Instant>,
 }
@@ -890,6 +903,7 @@ pub struct Session<
     route_waits: DeadlineHeap<SENDS>,
     done: Deque<u16, SENDS>,
     moved: Deque<BrokerId, BROKERS>,
+    slave_moved: Deque<BrokerId, BROKERS>,
     ns_close: Deque<u8, 4>,
     call_failures: Deque<u16, REQUESTS>,
     route_events: Deque<u16, TOPICS>,
@@ -974,6 +988,7 @@ impl<
             route_waits: DeadlineHeap::new(),
             done: Deque::new(),
             moved: Deque::new(),
+            slave_moved: Deque::new(),
             ns_close: Deque::new(),
             call_failures: Deque::new(),
             route_events: Deque::new(),
@@ -1024,6 +1039,35 @@ impl<
             .get(usize::from(b.0))
             .map(|b| b.addr.as_str())
             .filter(|a| !a.is_empty())
+    }
+
+    /// The address of broker `b`'s slave (a consumer's session only), once a route named one.
+    pub fn slave_addr(&self, b: BrokerId) -> Option<&str> {
+        self.brokers
+            .get(usize::from(b.0))
+            .map(|b| b.slave.as_str())
+            .filter(|a| !a.is_empty())
+    }
+
+    /// The address of a broker peer (`None` for a NameServer: the runtime's list has it).
+    pub fn peer_addr(&self, peer: Peer) -> Option<&str> {
+        match peer {
+            Peer::NameServer(_) => None,
+            Peer::Broker(b) => self.broker_addr(b),
+            Peer::Slave(b) => self.slave_addr(b),
+        }
+    }
+
+    /// Where a consumer reads broker `b` (pulls, offsets): its slave when `slave` is asked for
+    /// and known, else its master, else its slave while the route names no master (Java's
+    /// `findBrokerAddressInSubscribe` with `onlyThisBroker = false`).
+    pub fn read_peer(&self, b: BrokerId, slave: bool) -> Peer {
+        let has_slave = self.slave_addr(b).is_some();
+        if has_slave && (slave || self.broker_addr(b).is_none()) {
+            Peer::Slave(b)
+        } else {
+            Peer::Broker(b)
+        }
     }
 
     /// Brokers known so far (ids `0..broker_count()`).
@@ -1211,11 +1255,7 @@ impl<
         self.timers[Timer::Heartbeat as usize] = None;
         let deadline = now.saturating_add(self.cfg.request_timeout);
         let mut n = 0;
-        for b in 0..self.brokers.len() {
-            if self.brokers[b].addr.is_empty() {
-                continue;
-            }
-            let peer = Peer::Broker(BrokerId(b as u16));
+        for peer in self.broker_peers().into_iter().chain(self.slave_peers()) {
             if self
                 .alloc_req(peer, ReqKind::Unregister, deadline)
                 .is_none()
@@ -1484,19 +1524,9 @@ impl<
             && self.due(Timer::Heartbeat, now)
         {
             self.timers[Timer::Heartbeat as usize] = Some(now.saturating_add(every));
-            for b in 0..self.brokers.len() {
-                if self.brokers[b].addr.is_empty() {
-                    continue;
-                }
-                let deadline = now.saturating_add(self.cfg.request_timeout);
-                if self
-                    .alloc_req(
-                        Peer::Broker(BrokerId(b as u16)),
-                        ReqKind::Heartbeat,
-                        deadline,
-                    )
-                    .is_none()
-                {
+            let deadline = now.saturating_add(self.cfg.request_timeout);
+            for peer in self.broker_peers().into_iter().chain(self.slave_peers()) {
+                if self.alloc_req(peer, ReqKind::Heartbeat, deadline).is_none() {
                     break;
                 }
             }
@@ -1563,6 +1593,9 @@ impl<
     pub fn poll_event(&mut self) -> Option<Event> {
         if let Some(b) = self.moved.pop_front() {
             return Some(Event::Reconnect(Peer::Broker(b)));
+        }
+        if let Some(b) = self.slave_moved.pop_front() {
+            return Some(Event::Reconnect(Peer::Slave(b)));
         }
         if let Some(i) = self.ns_close.pop_front() {
             return Some(Event::Reconnect(Peer::NameServer(i)));
@@ -1750,6 +1783,9 @@ impl<
                 {
                     self.close_broker(b);
                 }
+                Peer::Slave(b) if !self.slave_moved.iter().any(|m| *m == b) => {
+                    let _ = self.slave_moved.push_back(b);
+                }
                 Peer::NameServer(n) if !self.ns_close.iter().any(|x| *x == n) => {
                     let _ = self.ns_close.push_back(n);
                 }
@@ -1785,6 +1821,29 @@ impl<
         if topic.notify.replace(updated).is_none() {
             let _ = self.route_events.push_back(t);
         }
+    }
+
+    /// Every broker node with a known address: the masters, and a consumer's slaves too.
+    fn broker_peers(&self) -> Vec<Peer, BROKERS> {
+        let mut out = Vec::new();
+        for (i, b) in self.brokers.iter().enumerate() {
+            let id = BrokerId(i as u16);
+            if !b.addr.is_empty() {
+                let _ = out.push(Peer::Broker(id));
+            }
+        }
+        out
+    }
+
+    /// A consumer's slaves with a known address.
+    fn slave_peers(&self) -> Vec<Peer, BROKERS> {
+        let mut out = Vec::new();
+        for (i, b) in self.brokers.iter().enumerate() {
+            if self.consumer && !b.slave.is_empty() {
+                let _ = out.push(Peer::Slave(BrokerId(i as u16)));
+            }
+        }
+        out
     }
 
     /// Asks the runtime to close the connection to broker `b`.
@@ -1902,8 +1961,21 @@ impl<
         let mut ids: Vec<Option<BrokerId>, BROKERS> = Vec::new();
         for b in route.brokers() {
             let id = self.intern(b.name());
-            if let (Some(id), Some(addr)) = (id, b.addr(MASTER_ID)) {
-                self.set_addr(id, addr);
+            if let Some(id) = id {
+                // A route that lists a broker without its master: the master is gone (a
+                // consumer reads from the slave meanwhile).
+                match b.addr(MASTER_ID) {
+                    Some(addr) => self.set_addr(id, addr),
+                    None if b.addrs().next().is_some() => self.set_addr(id, ""),
+                    None => {}
+                }
+                if self.consumer {
+                    let slave = b
+                        .addrs()
+                        .filter(|(i, _)| *i > MASTER_ID)
+                        .min_by_key(|(i, _)| *i);
+                    self.set_slave(id, slave.map_or("", |(_, a)| a));
+                }
             }
             let _ = ids.push(id);
         }
@@ -1960,6 +2032,7 @@ impl<
         let entry = Broker {
             name: copy_exact(name)?,
             addr: String::new(),
+            slave: String::new(),
             last_answer: None,
         };
         if self.brokers.len() < BROKERS {
@@ -1978,6 +2051,9 @@ impl<
         if self.brokers.get(free).is_some_and(|b| !b.addr.is_empty()) {
             self.close_broker(id);
         }
+        if self.brokers.get(free).is_some_and(|b| !b.slave.is_empty()) {
+            let _ = self.slave_moved.push_back(id);
+        }
         *self.brokers.get_mut(free)? = entry;
         self.faults.remove(id);
         Some(id)
@@ -1994,6 +2070,20 @@ impl<
         b.addr = copy_cut(addr);
         if moved {
             self.close_broker(id);
+        }
+    }
+
+    fn set_slave(&mut self, id: BrokerId, addr: &str) {
+        let Some(b) = self.brokers.get_mut(usize::from(id.0)) else {
+            return;
+        };
+        if b.slave == addr {
+            return;
+        }
+        let moved = !b.slave.is_empty();
+        b.slave = copy_cut(addr);
+        if moved && !self.slave_moved.iter().any(|m| *m == id) {
+            let _ = self.slave_moved.push_back(id);
         }
     }
 

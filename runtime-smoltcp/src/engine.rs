@@ -400,6 +400,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         match peer {
             Peer::NameServer(_) => Some(&mut self.ns),
             Peer::Broker(BrokerId(i)) => self.brokers.get_mut(usize::from(i)),
+            Peer::Slave(_) => None,
         }
     }
 
@@ -414,7 +415,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
     fn endpoint(&self, peer: Peer) -> Option<IpEndpoint> {
         match peer {
             Peer::NameServer(i) => self.cfg.namesrvs.get(usize::from(i)).copied(),
-            Peer::Broker(b) => self.core.broker_addr(b).and_then(parse_endpoint),
+            p => self.core.peer_addr(p).and_then(parse_endpoint),
         }
     }
 

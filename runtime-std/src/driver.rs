@@ -589,7 +589,7 @@ impl Inner {
                 st.links.insert(peer, Link::Opening(id, vec![frame]));
                 let addr = match peer {
                     Peer::NameServer(i) => self.namesrv_addr.get(usize::from(i)).cloned(),
-                    Peer::Broker(b) => st.session.broker_addr(b).map(str::to_owned),
+                    p => st.session.peer_addr(p).map(str::to_owned),
                 };
                 let Some(addr) = addr else {
                     st.links.remove(&peer);

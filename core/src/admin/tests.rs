@@ -29,6 +29,7 @@ fn running_info_is_fastjson_shaped() {
         last_lock_timestamp: 5,
         last_pull_timestamp: 6,
         last_consume_timestamp: 0,
+        lag: Some(4),
     };
     let mut queues = [
         (MessageQueue::new("T", "b", 1), info),
@@ -60,7 +61,7 @@ fn running_info_is_fastjson_shaped() {
     let n = write_running_info(&mut queues, &props, &mut statuses, &mut subs, &mut buf).unwrap();
     let text = core::str::from_utf8(&buf[..n]).unwrap();
     let zero = r#"{"cachedMsgCount":0,"cachedMsgMaxOffset":0,"cachedMsgMinOffset":0,"cachedMsgSizeInMiB":0,"commitOffset":0,"droped":false,"lastConsumeTimestamp":0,"lastLockTimestamp":0,"lastPullTimestamp":0,"locked":false,"transactionMsgCount":0,"transactionMsgMaxOffset":0,"transactionMsgMinOffset":0,"tryUnlockTimes":0}"#;
-    let one = r#"{"cachedMsgCount":3,"cachedMsgMaxOffset":9,"cachedMsgMinOffset":7,"cachedMsgSizeInMiB":0,"commitOffset":7,"droped":false,"lastConsumeTimestamp":0,"lastLockTimestamp":5,"lastPullTimestamp":6,"locked":true,"transactionMsgCount":0,"transactionMsgMaxOffset":0,"transactionMsgMinOffset":0,"tryUnlockTimes":0}"#;
+    let one = r#"{"cachedMsgCount":3,"cachedMsgMaxOffset":9,"cachedMsgMinOffset":7,"cachedMsgSizeInMiB":0,"commitOffset":7,"droped":false,"lastConsumeTimestamp":0,"lastLockTimestamp":5,"lastPullTimestamp":6,"lag":4,"locked":true,"transactionMsgCount":0,"transactionMsgMaxOffset":0,"transactionMsgMinOffset":0,"tryUnlockTimes":0}"#;
     let want = std::format!(
         concat!(
             r#"{{"mqPopTable":{{}},"mqTable":{{{{"brokerName":"a","queueId":0,"topic":"T"}}:{zero},"#,

@@ -8,7 +8,7 @@ use std::vec::Vec as StdVec;
 use super::*;
 use crate::message::SysFlag;
 use crate::message::stored::MessageVersion;
-use crate::session::{Config, Incoming};
+use crate::session::{Config, Event, Incoming};
 use crate::wire::{CommandRepr, SerializeType};
 
 type S = crate::session::Session<4, 4, 16, 16, 4, 2048>;
@@ -980,4 +980,131 @@ fn orderly_stop_commits_then_unlocks_every_queue() {
     w.reply(&unlock, 0, &[], b"");
     assert_eq!(w.c.commits_pending(), 0);
     assert!(w.out().is_empty());
+}
+
+/// Answers the next route lookup of `T` with broker-a at `addrs` (a `brokerAddrs` object).
+fn reroute(w: &mut World, addrs: &str) {
+    let r = one(w.session_out());
+    assert_eq!(r.code, RequestCode::GET_ROUTEINFO_BY_TOPIC.0);
+    let body = format!(
+        r#"{{"brokerDatas":[{{"brokerAddrs":{addrs},"brokerName":"broker-a","cluster":"c"}}],"queueDatas":[{{"brokerName":"broker-a","perm":6,"readQueueNums":1,"topicSysFlag":0,"writeQueueNums":1}}]}}"#
+    );
+    let f = response(0, r.opaque, &[], body.as_bytes());
+    assert_eq!(
+        w.s.handle_frame(w.now, r.peer, &f).unwrap(),
+        Incoming::Handled
+    );
+}
+
+fn pull_answer_from(w: &mut World, to: &Sent, suggest: &str) {
+    let ext = [
+        ("suggestWhichBrokerId", suggest),
+        ("nextBeginOffset", "5"),
+        ("minOffset", "0"),
+        ("maxOffset", "5"),
+    ];
+    w.reply(to, ResponseCode::PULL_NOT_FOUND.0, &ext, b"");
+}
+
+#[test]
+fn pulls_follow_the_suggested_node_and_the_slave_while_the_master_is_gone() {
+    const M: &str = r#"{"0":"10.0.0.1:10911","1":"10.0.0.3:10911","2":"10.0.0.4:10911"}"#;
+    let mut w = World::new(1);
+    w.s.refresh_route(w.now, TopicId(0));
+    reroute(&mut w, M);
+    let b = BrokerId(0);
+    assert_eq!(w.s.slave_addr(b), Some("10.0.0.3:10911"));
+    let pull = start(&mut w, &[ME], 0, 5);
+    assert_eq!(pull.peer, Peer::Broker(b));
+    // The master suggests its slave (a slow consumer): the next pull goes there, without
+    // COMMIT_OFFSET (Java clears it for a slave).
+    pull_answer_from(&mut w, &pull, "1");
+    let pull = one(w.out());
+    assert_eq!(pull.peer, Peer::Slave(b));
+    let flag: i32 = pull.ext["sysFlag"].parse().unwrap();
+    assert_eq!(flag & crate::consumer::pull_flag::COMMIT_OFFSET, 0);
+    // The slave suggests the master again.
+    pull_answer_from(&mut w, &pull, "0");
+    let pull = one(w.out());
+    assert_eq!(pull.peer, Peer::Broker(b));
+    // The master dies: its pull fails and the topic's route is refreshed at once.
+    assert!(w.c.handle_call_failed(w.now, pull.opaque));
+    assert!(w.session_out().is_empty());
+    assert!(w.out().is_empty());
+    reroute(&mut w, r#"{"1":"10.0.0.3:10911"}"#);
+    assert_eq!(w.s.broker_addr(b), None);
+    assert_eq!(w.s.poll_event(), Some(Event::Reconnect(Peer::Broker(b))));
+    // Reads (pulls, commits) go to the slave while the route names no master.
+    w.now = t(1000);
+    let pull = one(w.out());
+    assert_eq!(pull.peer, Peer::Slave(b));
+    w.pull_answer(&pull, 6, &[(5, "TagA")]);
+    let lease = w.got[0].1;
+    assert!(w.c.ack(q(0), lease, 5));
+    w.c.commit_now();
+    let calls = w.out();
+    assert!(calls.iter().all(|c| c.peer == Peer::Slave(b)), "{calls:?}");
+    assert!(
+        calls
+            .iter()
+            .any(|c| c.code == RequestCode::UPDATE_CONSUMER_OFFSET.0)
+    );
+    // The slave fails too: another refresh (a second after the first) finds the master back.
+    let pull = calls
+        .iter()
+        .find(|c| c.code == RequestCode::PULL_MESSAGE.0)
+        .unwrap();
+    assert!(w.c.handle_call_failed(w.now, pull.opaque));
+    assert!(w.out().is_empty());
+    reroute(&mut w, M);
+    // The master is back in the route: the next pull goes to it.
+    w.now = t(2000);
+    let pull = one(w.out());
+    assert_eq!(pull.peer, Peer::Broker(b));
+}
+
+#[test]
+fn the_lag_of_a_queue_not_pulled_comes_from_get_max_offset() {
+    let mut w = World::new(1);
+    let pull = start(&mut w, &[ME], 0, 0);
+    assert!(w.c.pause(q(0)));
+    w.pull_answer(&pull, 1, &[(0, "TagA")]);
+    let lag = |w: &World| w.c.owned().next().and_then(|o| o.lag());
+    // maxOffset 100 from the pull answer, nothing acknowledged.
+    assert_eq!(lag(&w), Some(100));
+    // A persist period without a pull: GET_MAX_OFFSET to the queue's broker.
+    w.now = t(5000);
+    let calls = w.out();
+    let max = calls
+        .iter()
+        .find(|c| c.code == RequestCode::GET_MAX_OFFSET.0)
+        .unwrap_or_else(|| panic!("{calls:?}"));
+    assert_eq!(
+        (max.peer, max.ext["queueId"].as_str()),
+        (Peer::Broker(BrokerId(0)), "0")
+    );
+    assert!(
+        w.out()
+            .iter()
+            .all(|c| c.code != RequestCode::GET_MAX_OFFSET.0)
+    );
+    w.reply(max, 0, &[("offset", "250")], b"");
+    assert_eq!(lag(&w), Some(250));
+    let mut buf = [0u8; 4096];
+    let n =
+        w.c.running_info(w.now, 1_700_000_000_000, &w.s, &[], 0, &mut buf)
+            .unwrap();
+    let info = core::str::from_utf8(&buf[..n]).unwrap();
+    assert!(info.contains(r#""lag":250"#), "{info}");
+    assert!(info.contains(r#""consumeLag":"250""#), "{info}");
+    // A queue being pulled (a long poll in flight) is not measured.
+    assert!(w.c.resume(q(0)));
+    let pull = one(w.out());
+    assert_eq!(pull.code, RequestCode::PULL_MESSAGE.0);
+    w.now = t(10_000);
+    assert!(
+        w.out()
+            .iter()
+            .all(|c| c.code != RequestCode::GET_MAX_OFFSET.0)
+    );
 }
