@@ -119,6 +119,10 @@ pub struct ClusterOptions {
     /// Extra JVM arguments for every broker, before the main class (e.g. `-Dtls.server.mode=
     /// enforcing`: TLS is configured through system properties).
     pub broker_jvm_args: Vec<String>,
+    /// Give every master a slave (same `brokerName`, `brokerId=1`, `brokerRole=SLAVE`,
+    /// replicating through the master's HA port): brokers `0..brokers` are the masters,
+    /// `brokers..2 * brokers` their slaves in the same order.
+    pub slaves: bool,
 }
 
 impl Default for ClusterOptions {
@@ -134,6 +138,7 @@ impl Default for ClusterOptions {
             ready_probe: None,
             broker_home_files: Vec::new(),
             broker_jvm_args: Vec::new(),
+            slaves: false,
         }
     }
 }
@@ -305,17 +310,17 @@ impl Cluster {
     /// Downloads the jars if needed (Maven), then starts a NameServer and
     /// `options.brokers` brokers and waits until all are ready.
     pub fn start(version: Version, options: ClusterOptions) -> Result<Cluster, HarnessError> {
-        if options.brokers == 0 || options.brokers > ports::MAX_BROKERS {
+        let nodes = options.brokers * (1 + usize::from(options.slaves));
+        if options.brokers == 0 || nodes > ports::MAX_BROKERS {
             return Err(HarnessError::new(format!(
-                "brokers must be 1..={}, got {}",
+                "brokers must be 1..={} (masters and slaves), got {nodes}",
                 ports::MAX_BROKERS,
-                options.brokers
             )));
         }
         let java = jars::jdk_tool("java");
         jars::require_tool(&java, "-version")?;
         let server_lib = jars::lib_dir(version, jars::Part::Server)?;
-        let ports = ports::PortBlock::claim(options.brokers)?;
+        let ports = ports::PortBlock::claim(nodes)?;
         let run_dir = jars::target_dir().join("rmq-runs").join(format!(
             "{}-{}-{}",
             version.name(),
@@ -330,7 +335,7 @@ impl Cluster {
             jvm: None,
             starts: 0,
         };
-        let brokers = (0..options.brokers)
+        let brokers = (0..nodes)
             .map(|i| Node {
                 name: format!("broker-{i}"),
                 dir: run_dir.join(format!("broker-{i}")),
@@ -422,13 +427,17 @@ impl Cluster {
 
     fn broker_conf(&self, i: usize) -> String {
         let node = &self.brokers[i];
-        let letter = char::from(b'a' + u8::try_from(i).unwrap_or(0));
+        let name = self.broker_name(i);
+        let (id, role) = match i < self.options.brokers {
+            true => (0, "ASYNC_MASTER"),
+            false => (1, "SLAVE"),
+        };
         let store = node.dir.join("store");
         let mut text = format!(
             "brokerClusterName={CLUSTER_NAME}\n\
-             brokerName=broker-{letter}\n\
-             brokerId=0\n\
-             brokerRole=ASYNC_MASTER\n\
+             brokerName={name}\n\
+             brokerId={id}\n\
+             brokerRole={role}\n\
              flushDiskType=ASYNC_FLUSH\n\
              namesrvAddr={ns}\n\
              brokerIP1=127.0.0.1\n\
@@ -546,7 +555,7 @@ impl Cluster {
         loopback(self.namesrv.port)
     }
 
-    /// Number of brokers.
+    /// Number of brokers (masters and slaves).
     pub fn broker_count(&self) -> usize {
         self.brokers.len()
     }
@@ -556,8 +565,9 @@ impl Cluster {
         loopback(self.brokers[i].port)
     }
 
-    /// The `brokerName` of broker `i`: `broker-a`, `broker-b`, …
+    /// The `brokerName` of broker `i`: `broker-a`, `broker-b`, … (a slave has its master's).
     pub fn broker_name(&self, i: usize) -> String {
+        let i = i % self.options.brokers.max(1);
         format!("broker-{}", char::from(b'a' + u8::try_from(i).unwrap_or(0)))
     }
 
@@ -716,7 +726,7 @@ impl Cluster {
             &q,
         ])?;
         let mut missing = Vec::new();
-        for i in 0..self.brokers.len() {
+        for i in 0..self.options.brokers {
             let line = format!("create topic to {} success", self.broker_addr(i));
             if !out.contains(&line) {
                 missing.push(self.broker_addr(i));
