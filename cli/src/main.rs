@@ -149,6 +149,25 @@ mod cli {
             /// Stop after this many seconds (default 10 when no --count).
             #[arg(long)]
             duration: Option<u64>,
+            /// Send at most this many messages per second (a steady stream, e.g. for measuring
+            /// a consumer's latency).
+            #[arg(long)]
+            rate: Option<u64>,
+        },
+        /// Measure consumer throughput and latency: a new group (`--group`) consumes `--count`
+        /// messages of `--topic` from its first offset through the `run` listener with a
+        /// handler that does nothing; prints one `RESULT` line (first to last message: msgs/s;
+        /// born-to-consume latency p50/p99), the format of tests/bench/compare's peers.
+        BenchConsume {
+            /// Topic.
+            #[arg(long)]
+            topic: String,
+            /// Messages to consume.
+            #[arg(long)]
+            count: u64,
+            /// Give up (exit 1) after this many seconds.
+            #[arg(long, default_value_t = 300)]
+            timeout_s: u64,
         },
         /// Publish a telemetry stream; starts a local RocketMQ first when none answers on
         /// 127.0.0.1:9876 and no --namesrv is given.
@@ -328,6 +347,7 @@ mod cli {
                 concurrency,
                 count,
                 duration,
+                rate,
             } => {
                 let p = producer(&cli, &need_namesrv(&cli)?).await?;
                 let limit = match (count, duration) {
@@ -335,7 +355,13 @@ mod cli {
                     (None, Some(s)) => Limit::Time(Duration::from_secs(*s)),
                     (None, None) => Limit::Time(Duration::from_secs(10)),
                 };
-                let report = bench(&p, topic, *mode, *size, *concurrency, limit, "bench").await;
+                let shape = Shape {
+                    mode: *mode,
+                    size: *size,
+                    concurrency: *concurrency,
+                    rate: *rate,
+                };
+                let report = bench(&p, topic, shape, limit, "bench").await;
                 let m = p.metrics();
                 p.shutdown().await;
                 report.print();
@@ -354,7 +380,100 @@ mod cli {
                 count,
                 json,
             } => consume(&cli, topic, tag, *from, *count, *json).await,
+            Cmd::BenchConsume {
+                topic,
+                count,
+                timeout_s,
+            } => bench_consume(&cli, topic, *count, Duration::from_secs(*timeout_s)).await,
         }
+    }
+
+    /// `rmq bench-consume`: see [`Cmd::BenchConsume`].
+    async fn bench_consume(cli: &Cli, topic: &str, count: u64, timeout: Duration) -> Res {
+        use rmq_std::consumer::{ConsumeResult, Consumer};
+        use rmq_std::core::consumer::ConsumeFromWhere;
+        struct Seen {
+            first: Option<Instant>,
+            last: Option<Instant>,
+            size: usize,
+            lat: Histogram<u64>,
+        }
+        let c = Consumer::builder()
+            .namesrv_addr(&need_namesrv(cli)?)
+            .group(&cli.group)
+            .subscribe(topic, "*")
+            .consume_from(ConsumeFromWhere::FirstOffset)
+            .start()
+            .await?;
+        let n = Arc::new(AtomicU64::new(0));
+        let seen = Arc::new(std::sync::Mutex::new(Seen {
+            first: None,
+            last: None,
+            size: 0,
+            lat: Histogram::new_with_bounds(1, 3_600_000_000, 3)?,
+        }));
+        let done = Arc::new(tokio::sync::Notify::new());
+        let runner = c.clone();
+        let (n2, seen2, done2) = (n.clone(), seen.clone(), done.clone());
+        let run = tokio::spawn(async move {
+            runner
+                .run(move |batch| {
+                    let (n, seen, done) = (n2.clone(), seen2.clone(), done2.clone());
+                    async move {
+                        let now_ms = unix_ms();
+                        let mut s = seen.lock().unwrap_or_else(|p| p.into_inner());
+                        for m in &batch {
+                            let k = n.fetch_add(1, Ordering::Relaxed) + 1;
+                            if k > count {
+                                break;
+                            }
+                            let at = Instant::now();
+                            if s.first.is_none() {
+                                s.first = Some(at);
+                                s.size = m.body.len();
+                            }
+                            let us = now_ms.saturating_sub(m.born_timestamp).max(0) * 1000;
+                            let _ = s.lat.record((us as u64).max(1));
+                            if k == count {
+                                s.last = Some(at);
+                                done.notify_one();
+                            }
+                        }
+                        ConsumeResult::Success
+                    }
+                })
+                .await;
+        });
+        let finished = tokio::time::timeout(timeout, done.notified()).await.is_ok();
+        c.shutdown().await;
+        let _ = run.await;
+        let s = seen.lock().unwrap_or_else(|p| p.into_inner());
+        let got = n.load(Ordering::Relaxed).min(count);
+        let secs = match (s.first, s.last) {
+            (Some(a), Some(b)) => b.duration_since(a).as_secs_f64(),
+            (Some(a), None) => a.elapsed().as_secs_f64(),
+            _ => 0.0,
+        };
+        println!(
+            "RESULT client=rmq mode=consume size={} conc=0 msgs={got} errors={} secs={secs:.3} \
+             msgs_per_s={:.1} p50_us={} p99_us={}",
+            s.size,
+            count - got,
+            got.saturating_sub(1) as f64 / secs.max(1e-9),
+            s.lat.value_at_quantile(0.5),
+            s.lat.value_at_quantile(0.99),
+        );
+        if finished {
+            Ok(())
+        } else {
+            Err(format!("only {got} of {count} messages within {timeout:?}").into())
+        }
+    }
+
+    fn unix_ms() -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
     }
 
     async fn consume(
@@ -678,16 +797,30 @@ mod cli {
         pb
     }
 
+    /// What `bench` sends: how, how big, how many at once, at most how many per second.
+    #[derive(Clone, Copy, Debug)]
+    struct Shape {
+        mode: Mode,
+        size: usize,
+        concurrency: usize,
+        rate: Option<u64>,
+    }
+
     /// Runs the benchmark loop: `concurrency` sends in flight until `limit`.
     async fn bench(
         p: &Producer,
         topic: &str,
-        mode: Mode,
-        size: usize,
-        concurrency: usize,
+        shape: Shape,
         limit: Limit,
         label: &'static str,
     ) -> Report {
+        let Shape {
+            mode,
+            size,
+            concurrency,
+            rate,
+        } = shape;
+        let paced = Arc::new(AtomicU64::new(0));
         let body = bytes::Bytes::from(vec![b'x'; size.max(1)]);
         let started = Instant::now();
         let issued = Arc::new(AtomicU64::new(0));
@@ -712,16 +845,23 @@ mod cli {
         let mut workers = Vec::new();
         for _ in 0..concurrency.max(1) {
             let (p, topic, body) = (p.clone(), topic.to_owned(), body.clone());
-            let (ok, failed, first_error, take) = (
+            let (ok, failed, first_error, take, paced) = (
                 ok.clone(),
                 failed.clone(),
                 first_error.clone(),
                 take.clone(),
+                paced.clone(),
             );
             workers.push(tokio::spawn(async move {
                 let mut hist =
                     Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds");
                 while take() {
+                    if let Some(r) = rate.filter(|r| *r > 0) {
+                        // The k-th message of the stream leaves at k / rate seconds.
+                        let k = paced.fetch_add(1, Ordering::Relaxed);
+                        let at = started + Duration::from_secs_f64(k as f64 / r as f64);
+                        tokio::time::sleep_until(at.into()).await;
+                    }
                     let m = Message::new(topic.clone(), body.clone());
                     let t0 = Instant::now();
                     let r: Result<(), SendError> = match mode {

@@ -167,6 +167,10 @@ impl<'a> TagExpression<'a> {
     /// [`matches`](Self::matches) on a pulled message's `TAGS` property. A message whose
     /// properties are not UTF-8 counts as untagged.
     pub fn matches_message(&self, msg: &StoredMessage<'_>) -> bool {
+        if self.tags().next().is_none() {
+            // `*`: no need to read the properties.
+            return true;
+        }
         let tag = msg.properties().ok().and_then(|p| p.get(keys::TAGS));
         self.matches(tag)
     }

@@ -375,7 +375,7 @@ pub struct ConsumedMessage {
     /// The body, decompressed.
     pub body: Bytes,
     /// The user and system properties.
-    pub properties: BTreeMap<String, String>,
+    pub properties: Properties,
     /// `Message.flag`.
     pub flag: i32,
     /// Born timestamp (ms).
@@ -395,15 +395,67 @@ pub struct ConsumedMessage {
 impl ConsumedMessage {
     /// The `TAGS` property.
     pub fn tags(&self) -> Option<&str> {
-        self.properties.get(keys::TAGS).map(String::as_str)
+        self.properties.get(keys::TAGS)
     }
     /// The `KEYS` property.
     pub fn keys(&self) -> Option<&str> {
-        self.properties.get(keys::KEYS).map(String::as_str)
+        self.properties.get(keys::KEYS)
     }
     /// A property.
     pub fn property(&self, k: &str) -> Option<&str> {
-        self.properties.get(k).map(String::as_str)
+        self.properties.get(k)
+    }
+}
+
+/// A consumed message's properties: the stored `key\u{1}value\u{2}` text, read on access (no
+/// map is built per message; a clone shares the text).
+///
+/// ```
+/// # use rmq_std::consumer::Properties;
+/// let p = Properties::from_raw("TAGS\u{1}TagA\u{2}KEYS\u{1}k1\u{2}");
+/// assert_eq!(p.get("TAGS"), Some("TagA"));
+/// assert_eq!(p.iter().count(), 2);
+/// assert_eq!(p.to_map()["KEYS"], "k1");
+/// ```
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct Properties(Option<Arc<str>>);
+
+impl Properties {
+    /// Properties from their stored text.
+    pub fn from_raw(text: &str) -> Properties {
+        Properties((!text.is_empty()).then(|| Arc::from(text)))
+    }
+    fn parsed(&self) -> rmq_core::message::PropertiesRef<'_> {
+        let text = self.0.as_deref().unwrap_or("");
+        rmq_core::message::PropertiesRef::from_bytes(text.as_bytes()).unwrap_or_default()
+    }
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.parsed().get(key)
+    }
+    /// Every `(key, value)` in stored order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> + Clone + '_ {
+        self.parsed().iter()
+    }
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.iter().next().is_none()
+    }
+    /// As a map (allocates).
+    pub fn to_map(&self) -> BTreeMap<String, String> {
+        self.iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
+    }
+    /// The stored text.
+    pub fn as_raw(&self) -> &str {
+        self.0.as_deref().unwrap_or("")
+    }
+}
+
+impl std::fmt::Debug for Properties {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
     }
 }
 
@@ -958,14 +1010,7 @@ fn to_message(d: &Delivery<'_, '_>) -> ConsumedMessage {
     } else {
         Bytes::copy_from_slice(m.body)
     };
-    let properties: BTreeMap<String, String> = m
-        .properties()
-        .map(|p| {
-            p.iter()
-                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                .collect()
-        })
-        .unwrap_or_default();
+    let properties = Properties::from_raw(std::str::from_utf8(m.raw_properties).unwrap_or(""));
     let msg_id = match m.message_id() {
         MessageId::Uniq(s) => s.to_owned(),
         MessageId::Offset(o) => o.to_string(),

@@ -169,7 +169,7 @@ impl Consumer {
         let Some(topic) = retry_topic::<512>(&cfg.group) else {
             return false;
         };
-        let original = m.properties.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        let original = m.properties.iter();
         let p = RetryProperties::new(
             original,
             &m.msg_id,
@@ -245,11 +245,11 @@ impl Consumer {
             let (this, h, timeout) = (self.clone(), handler.clone(), cfg.consume_timeout);
             tokio::spawn(async move {
                 let msgs = batch.clone();
-                // Its own task: a panic ends only that task.
-                let call = tokio::spawn(async move { h(batch).await.into() });
+                // A panic is caught where the handler's future is polled: it fails the batch.
+                let call = CatchUnwind(Box::pin(async move { h(batch).await.into() }));
                 let result = match tokio::time::timeout(timeout, call).await {
-                    Ok(Ok(r)) => r,
-                    Ok(Err(_)) => ConsumeResult::Later(0),
+                    Ok(Some(r)) => r,
+                    Ok(None) => ConsumeResult::Later(0),
                     Err(_) => ConsumeResult::Later(TIMEOUT_DELAY_LEVEL),
                 };
                 this.settle(&msgs, result).await;
@@ -355,6 +355,25 @@ impl Consumer {
             if let Err(e) = self.nack(m, level).await {
                 tracing::debug!(offset = m.queue_offset, "not sent back: {e}");
             }
+        }
+    }
+}
+
+/// A handler's future whose panic ends it with `None` (instead of unwinding into the task that
+/// settles its messages).
+struct CatchUnwind<F>(Pin<Box<F>>);
+
+impl<F: Future> Future for CatchUnwind<F> {
+    type Output = Option<F::Output>;
+    fn poll(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<F::Output>> {
+        let inner = &mut self.get_mut().0;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.as_mut().poll(cx))) {
+            Ok(std::task::Poll::Ready(v)) => std::task::Poll::Ready(Some(v)),
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Err(_) => std::task::Poll::Ready(None),
         }
     }
 }
