@@ -6,6 +6,9 @@
 //	    --count 20000 [--warmup 2000] [--group G] [--timeout-ms 3000]
 //	RESULT client=go mode=async size=1024 conc=64 msgs=20000 errors=0 secs=.. msgs_per_s=.. p50_us=.. p99_us=..
 //
+//	gobench --mode consume --namesrv H:P --topic T --group G --count N [--timeout-ms 300000]
+//	(push consumer, see consume.go)
+//
 // sync: conc goroutines, each calling SendSync in a loop.
 // async: one loop calling SendAsync with at most conc sends in flight (a buffered channel used
 // as a semaphore, released by the callback).
@@ -63,15 +66,25 @@ func main() {
 	namesrv := flag.String("namesrv", "127.0.0.1:9876", "NameServer address")
 	topic := flag.String("topic", "BenchTopic", "topic")
 	group := flag.String("group", "bench_go", "producer group")
-	mode := flag.String("mode", "async", "sync or async")
+	mode := flag.String("mode", "async", "sync, async or consume")
 	size := flag.Int("size", 1024, "body size in bytes")
 	conc := flag.Int("conc", 1, "sends in flight")
 	count := flag.Int64("count", 10000, "measured messages")
 	warmup := flag.Int64("warmup", 0, "unmeasured messages sent first")
-	timeoutMs := flag.Int("timeout-ms", 3000, "send timeout")
+	timeoutMs := flag.Int("timeout-ms", 3000, "send timeout (consume: overall wait, default 300000)")
 	flag.Parse()
+	if *mode == "consume" {
+		rlog.SetLogLevel("error")
+		wait := 300000
+		flag.Visit(func(f *flag.Flag) {
+			if f.Name == "timeout-ms" {
+				wait = *timeoutMs
+			}
+		})
+		runConsume(*namesrv, *topic, *group, *count, time.Duration(wait)*time.Millisecond)
+	}
 	if *conc < 1 || (*mode != "sync" && *mode != "async") {
-		fmt.Fprintln(os.Stderr, "gobench: --conc >= 1 and --mode sync|async")
+		fmt.Fprintln(os.Stderr, "gobench: --conc >= 1 and --mode sync|async|consume")
 		os.Exit(2)
 	}
 	rlog.SetLogLevel("error")

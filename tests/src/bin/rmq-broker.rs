@@ -4,10 +4,10 @@
 //! Usage:
 //!
 //! ```text
-//! rmq-broker [--version 5.3.3|4.9] [--topic NAME [--queues N]] [--broker-heap-mb N]
+//! rmq-broker [--version 5.3.3|4.9] [--topic NAME]... [--queues N] [--broker-heap-mb N]
 //! ```
 //!
-//! Prints, one per line, once the cluster is up (and the topic created, if asked):
+//! Prints, one per line, once the cluster is up (and the topics created, each with N queues):
 //!
 //! ```text
 //! NAMESRV 127.0.0.1:<port>
@@ -30,7 +30,7 @@ use rmq_tests::broker::{Cluster, ClusterOptions, Version};
 
 fn main() {
     let mut version = Version::V5_3_3;
-    let mut topic: Option<String> = None;
+    let mut topics: Vec<String> = Vec::new();
     let mut queues: u32 = 8;
     let mut options = ClusterOptions::default();
     let mut args = std::env::args().skip(1);
@@ -47,7 +47,7 @@ fn main() {
                     v => fail(&format!("unknown version {v} (5.3.3 or 4.9)")),
                 }
             }
-            "--topic" => topic = Some(value()),
+            "--topic" => topics.push(value()),
             "--queues" => {
                 queues = value()
                     .parse()
@@ -64,7 +64,7 @@ fn main() {
             }
             "-h" | "--help" => {
                 println!(
-                    "rmq-broker [--version 5.3.3|4.9] [--topic NAME [--queues N]] [--broker-heap-mb N]"
+                    "rmq-broker [--version 5.3.3|4.9] [--topic NAME]... [--queues N] [--broker-heap-mb N]"
                 );
                 return;
             }
@@ -74,7 +74,7 @@ fn main() {
     options.start_timeout = Duration::from_secs(180);
 
     let cluster = Cluster::start(version, options).unwrap_or_else(|e| fail(&e.to_string()));
-    if let Some(t) = &topic {
+    for t in &topics {
         cluster
             .create_topic(t, queues)
             .unwrap_or_else(|e| fail(&e.to_string()));
