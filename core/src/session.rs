@@ -1783,9 +1783,7 @@ impl<
                 {
                     self.close_broker(b);
                 }
-                Peer::Slave(b) if !self.slave_moved.iter().any(|m| *m == b) => {
-                    let _ = self.slave_moved.push_back(b);
-                }
+                Peer::Slave(_) => self.close_peer(r.peer),
                 Peer::NameServer(n) if !self.ns_close.iter().any(|x| *x == n) => {
                     let _ = self.ns_close.push_back(n);
                 }
@@ -1846,10 +1844,20 @@ impl<
         out
     }
 
-    /// Asks the runtime to close the connection to broker `b`.
+    /// Asks the runtime to close the connection to broker `b`'s master.
     fn close_broker(&mut self, b: BrokerId) {
-        if !self.moved.iter().any(|m| *m == b) {
-            let _ = self.moved.push_back(b);
+        self.close_peer(Peer::Broker(b));
+    }
+
+    /// Asks the runtime to close the connection to a broker node.
+    fn close_peer(&mut self, peer: Peer) {
+        let (queue, b) = match peer {
+            Peer::Broker(b) => (&mut self.moved, b),
+            Peer::Slave(b) => (&mut self.slave_moved, b),
+            Peer::NameServer(_) => return,
+        };
+        if !queue.iter().any(|m| *m == b) {
+            let _ = queue.push_back(b);
         }
     }
 
@@ -1965,8 +1973,8 @@ impl<
                 // A route that lists a broker without its master: the master is gone (a
                 // consumer reads from the slave meanwhile).
                 match b.addr(MASTER_ID) {
-                    Some(addr) => self.set_addr(id, addr),
-                    None if b.addrs().next().is_some() => self.set_addr(id, ""),
+                    Some(addr) => self.set_addr(id, false, addr),
+                    None if b.addrs().next().is_some() => self.set_addr(id, false, ""),
                     None => {}
                 }
                 if self.consumer {
@@ -1974,7 +1982,7 @@ impl<
                         .addrs()
                         .filter(|(i, _)| *i > MASTER_ID)
                         .min_by_key(|(i, _)| *i);
-                    self.set_slave(id, slave.map_or("", |(_, a)| a));
+                    self.set_addr(id, true, slave.map_or("", |(_, a)| a));
                 }
             }
             let _ = ids.push(id);
@@ -2052,38 +2060,31 @@ impl<
             self.close_broker(id);
         }
         if self.brokers.get(free).is_some_and(|b| !b.slave.is_empty()) {
-            let _ = self.slave_moved.push_back(id);
+            self.close_peer(Peer::Slave(id));
         }
         *self.brokers.get_mut(free)? = entry;
         self.faults.remove(id);
         Some(id)
     }
 
-    fn set_addr(&mut self, id: BrokerId, addr: &str) {
+    /// Sets the address of broker `id`'s master (or slave); a changed one closes the old
+    /// connection.
+    fn set_addr(&mut self, id: BrokerId, slave: bool, addr: &str) {
         let Some(b) = self.brokers.get_mut(usize::from(id.0)) else {
             return;
         };
-        if b.addr == addr {
+        let field = if slave { &mut b.slave } else { &mut b.addr };
+        if field == addr {
             return;
         }
-        let moved = !b.addr.is_empty();
-        b.addr = copy_cut(addr);
+        let moved = !field.is_empty();
+        *field = copy_cut(addr);
         if moved {
-            self.close_broker(id);
-        }
-    }
-
-    fn set_slave(&mut self, id: BrokerId, addr: &str) {
-        let Some(b) = self.brokers.get_mut(usize::from(id.0)) else {
-            return;
-        };
-        if b.slave == addr {
-            return;
-        }
-        let moved = !b.slave.is_empty();
-        b.slave = copy_cut(addr);
-        if moved && !self.slave_moved.iter().any(|m| *m == id) {
-            let _ = self.slave_moved.push_back(id);
+            self.close_peer(if slave {
+                Peer::Slave(id)
+            } else {
+                Peer::Broker(id)
+            });
         }
     }
 
