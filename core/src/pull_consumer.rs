@@ -396,6 +396,8 @@ struct Owned<const TRACK: usize> {
     leaving: bool,
     /// When its last pull went out.
     last_pull: Option<Instant>,
+    /// When a message of it was last acknowledged.
+    last_consume: Option<Instant>,
     /// When `max_offset` was last learnt (a pull answer or GET_MAX_OFFSET).
     max_at: Option<Instant>,
     /// GET_MAX_OFFSET wanted / in flight: the queue is not being pulled (paused, flow
@@ -1006,14 +1008,20 @@ impl<
         self.backs.len()
     }
 
-    /// Acknowledges the message at `offset` of `queue`: it becomes committable once every
-    /// lower offset is acknowledged too. `false` when it was not in flight under `lease`.
-    pub fn ack(&mut self, queue: QueueKey, lease: u32, offset: i64) -> bool {
+    /// Acknowledges the message at `offset` of `queue` at `now`: it becomes committable once
+    /// every lower offset is acknowledged too. `false` when it was not in flight under `lease`.
+    pub fn ack(&mut self, now: Instant, queue: QueueKey, lease: u32, offset: i64) -> bool {
         let ok = self
             .owned
             .iter_mut()
             .find(|o| o.key == queue && o.lease == lease)
-            .is_some_and(|o| o.tracker.ack(offset));
+            .is_some_and(|o| {
+                let ok = o.tracker.ack(offset);
+                if ok {
+                    o.last_consume = Some(now);
+                }
+                ok
+            });
         if ok {
             self.stats.acked = self.stats.acked.wrapping_add(1);
             self.count(queue, |c| c.acked = c.acked.wrapping_add(1));
@@ -1179,7 +1187,7 @@ impl<
                 Err(_) => {
                     // Cannot be encoded (or its broker is gone): the fallback's turn.
                     let b = &self.backs[i];
-                    self.back_done(b.key, b.lease, b.offset, false);
+                    self.back_done(now, b.key, b.lease, b.offset, false);
                 }
             }
         }
@@ -1396,7 +1404,7 @@ impl<
                 self.committed(key, lease, offset, code == 0);
             }
             CallRef::SendBack(key, lease, offset) => {
-                self.back_done(key, lease, offset, code == 0);
+                self.back_done(now, key, lease, offset, code == 0);
             }
             CallRef::Lock(broker) => {
                 if code == 0 {
@@ -1444,7 +1452,7 @@ impl<
                 }
             }
             CallRef::Commit(key, lease, offset) => self.committed(key, lease, offset, false),
-            CallRef::SendBack(key, lease, offset) => self.back_done(key, lease, offset, false),
+            CallRef::SendBack(key, lease, offset) => self.back_done(now, key, lease, offset, false),
             CallRef::Lock(broker) => self.settle_locks(now, broker),
             CallRef::Unlock => {}
             CallRef::MaxOffset(key) => {
@@ -1497,7 +1505,7 @@ impl<
                 locked: Self::locked(o, now),
                 last_lock_timestamp: unix(o.locked_at),
                 last_pull_timestamp: unix(o.last_pull),
-                last_consume_timestamp: 0,
+                last_consume_timestamp: unix(o.last_consume),
                 lag: lag_of(o.max_offset, &o.tracker),
             };
             let _ = queues.push((MessageQueue::new(topic, broker, o.key.queue_id), info));
@@ -1806,6 +1814,7 @@ impl<
                 busy: false,
                 leaving: false,
                 last_pull: None,
+                last_consume: None,
                 max_at: None,
                 measure: false,
                 measuring: false,
@@ -2090,14 +2099,14 @@ impl<
     }
 
     /// A send-back ended: the message counts as consumed when the broker took it.
-    fn back_done(&mut self, queue: QueueKey, lease: u32, offset: i64, ok: bool) {
+    fn back_done(&mut self, now: Instant, queue: QueueKey, lease: u32, offset: i64, ok: bool) {
         let this = |b: &Back| b.key == queue && b.lease == lease && b.offset == offset;
         if let Some(i) = self.backs.iter().position(this) {
             let _ = self.backs.swap_remove(i);
         }
         let event = if ok {
             self.stats.sent_back = self.stats.sent_back.wrapping_add(1);
-            let _ = self.ack(queue, lease, offset);
+            let _ = self.ack(now, queue, lease, offset);
             PullEvent::SentBack {
                 queue,
                 lease,

@@ -330,7 +330,7 @@ fuzz_target!(|data: &[u8]| {
             4 => {
                 let i = usize::from(next(&mut ops));
                 if let Some(&(q, l, o)) = w.delivered.get(i % w.delivered.len().max(1)) {
-                    let _ = w.c.ack(q, l, o);
+                    let _ = w.c.ack(w.now, q, l, o);
                 }
             }
             5 => {
@@ -359,7 +359,7 @@ fuzz_target!(|data: &[u8]| {
                 if let Some(&(q, l, o)) = w.delivered.get(i % w.delivered.len().max(1))
                     && w.c.begin(w.now, q, l)
                 {
-                    let _ = w.c.ack(q, l, o);
+                    let _ = w.c.ack(w.now, q, l, o);
                     w.c.end(q, l);
                 }
                 w.c.check_invariants().unwrap();

@@ -891,7 +891,9 @@ impl Consumer {
     /// queue moved to another consumer meanwhile).
     pub fn ack(&self, m: &ConsumedMessage) -> bool {
         let ok = self
-            .with(false, |c, _| c.ack(m.key, m.lease, m.queue_offset))
+            .with(false, |c, _| {
+                c.ack(clock::now(), m.key, m.lease, m.queue_offset)
+            })
             .unwrap_or(false);
         if let (true, Some(at)) = (ok, m.polled_at) {
             let us = u64::try_from(at.elapsed().as_micros()).unwrap_or(u64::MAX);

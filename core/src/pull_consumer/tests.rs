@@ -297,13 +297,13 @@ fn commits_the_lowest_unacknowledged_offset_on_schedule() {
     w.pull_answer(&pull, 8, &[(5, "TagA"), (6, "TagA"), (7, "TagA")]);
     let lease = w.got[0].1;
     let _long_poll = one(w.out());
-    assert!(w.c.ack(q(0), lease, 6));
-    assert!(!w.c.ack(q(0), lease, 6), "acknowledged once");
-    assert!(!w.c.ack(q(0), lease + 1, 5), "another lease");
+    assert!(w.c.ack(w.now, q(0), lease, 6));
+    assert!(!w.c.ack(w.now, q(0), lease, 6), "acknowledged once");
+    assert!(!w.c.ack(w.now, q(0), lease + 1, 5), "another lease");
     // 5 is still in flight: nothing to commit yet at the persist tick.
     w.now = t(5000);
     assert!(w.out().is_empty());
-    assert!(w.c.ack(q(0), lease, 5));
+    assert!(w.c.ack(w.now, q(0), lease, 5));
     w.now = t(10_000);
     let commit = one(w.out());
     assert_eq!(commit.code, RequestCode::UPDATE_CONSUMER_OFFSET.0);
@@ -349,7 +349,7 @@ fn rebalance_moves_queues_and_voids_the_old_lease() {
     let pull = pulls.iter().find(|p| p.ext["queueId"] == "0").unwrap();
     w.pull_answer(pull, 2, &[(0, "TagA"), (1, "TagA")]);
     let lease = w.got[0].1;
-    assert!(w.c.ack(q(0), lease, 0));
+    assert!(w.c.ack(w.now, q(0), lease, 0));
     let _ = w.out();
     // Another consumer joins; the broker says so.
     assert!(w.c.handle_broker_request(w.now, RequestCode::NOTIFY_CONSUMER_IDS_CHANGED.0));
@@ -364,7 +364,10 @@ fn rebalance_moves_queues_and_voids_the_old_lease() {
     let l = one(w.out());
     w.consumers(&l, &["10.0.0.1@first", ME]);
     assert!(!w.c.is_current(q(0), lease), "revoked");
-    assert!(!w.c.ack(q(0), lease, 1), "nothing to acknowledge any more");
+    assert!(
+        !w.c.ack(w.now, q(0), lease, 1),
+        "nothing to acknowledge any more"
+    );
     let out = w.out();
     assert_eq!(out.len(), 2, "{out:?}");
     let commit = &out[0];
@@ -426,7 +429,7 @@ fn flow_control_waits_for_acks_and_errors_back_off() {
     assert_eq!(w.c.stats().flow_control_delays, 1);
     assert_eq!(w.c.poll_timeout(), Some(t(50)));
     let lease = w.got[0].1;
-    assert!(w.c.ack(q(0), lease, 3));
+    assert!(w.c.ack(w.now, q(0), lease, 3));
     w.now = t(50);
     let pull = one(w.out());
     assert_eq!(pull.ext["maxMsgNums"], "1");
@@ -449,7 +452,7 @@ fn stop_commits_and_pulls_no_more() {
     w.pull_answer(&pull, 2, &[(0, "TagA"), (1, "TagA")]);
     let lease = w.got[0].1;
     let _ = w.out();
-    assert!(w.c.ack(q(0), lease, 0));
+    assert!(w.c.ack(w.now, q(0), lease, 0));
     w.c.stop();
     assert_eq!(w.c.commits_pending(), 1);
     let commit = one(w.out());
@@ -574,7 +577,7 @@ fn commits_go_one_at_a_time_per_broker() {
         w.pull_answer(&pull, 1, &[(0, "TagA")]);
     }
     for (k, lease, off, _) in w.got.clone() {
-        assert!(w.c.ack(k, lease, off));
+        assert!(w.c.ack(w.now, k, lease, off));
     }
     let _long_polls = w.out();
     w.now = t(5000);
@@ -636,7 +639,7 @@ fn nack_sends_the_message_back_and_it_counts_as_consumed() {
     assert_eq!(w.c.poll_event(), Some(sent));
     assert_eq!(w.c.poll_event(), None);
     assert_eq!(w.c.owned().next().unwrap().tracker.committable(), 6);
-    assert!(!w.c.ack(q(0), lease, 5), "consumed by the send-back");
+    assert!(!w.c.ack(w.now, q(0), lease, 5), "consumed by the send-back");
     // A refused send-back and one without an answer: the runtime's fallback, still in flight.
     nack_of(&mut w, lease, 6).unwrap();
     let back = one(w.out());
@@ -654,7 +657,7 @@ fn nack_sends_the_message_back_and_it_counts_as_consumed() {
     assert_eq!(w.c.sends_back_pending(), 0);
     let st = w.c.stats();
     assert_eq!((st.sent_back, st.send_back_failures), (1, 2));
-    assert!(w.c.ack(q(0), lease, 6), "the fallback stored it");
+    assert!(w.c.ack(w.now, q(0), lease, 6), "the fallback stored it");
     assert_eq!(w.c.owned().next().unwrap().tracker.committable(), 7);
 }
 
@@ -802,7 +805,7 @@ fn broadcasting_owns_every_queue_and_keeps_offsets_with_the_runtime() {
     assert!(out.iter().any(|r| r.code == RequestCode::GET_MAX_OFFSET.0));
     w.pull_answer(pull, 7, &[(5, "TagA"), (6, "TagA")]);
     let lease = w.got[0].1;
-    assert!(w.c.ack(q(0), lease, 5));
+    assert!(w.c.ack(w.now, q(0), lease, 5));
     let n = Nack {
         offset: 6,
         commit_log_offset: 1006,
@@ -883,7 +886,7 @@ fn orderly_queues_are_locked_first_processed_one_batch_at_a_time_and_unlocked_af
     assert!(w.c.begin(w.now, q(0), lease));
     assert!(!w.c.begin(w.now, q(0), lease), "busy");
     assert!(!w.c.begin(w.now, q(0), lease + 1), "another lease");
-    assert!(w.c.ack(q(0), lease, 5));
+    assert!(w.c.ack(w.now, q(0), lease, 5));
     w.c.end(q(0), lease);
     // The lock is renewed every 20 s; a refused renewal stops processing and pulling.
     w.now = t(20_000);
@@ -931,7 +934,7 @@ fn orderly_queues_are_locked_first_processed_one_batch_at_a_time_and_unlocked_af
     owned.sort_by_key(|k| k.queue_id);
     assert_eq!(owned, [q(0), q(1)], "queue 0 kept while busy");
     assert!(!w.c.begin(w.now, q(0), lease), "leaving");
-    assert!(w.c.ack(q(0), lease, 6));
+    assert!(w.c.ack(w.now, q(0), lease, 6));
     w.c.end(q(0), lease);
     assert_eq!(w.c.owned().map(|o| o.queue).collect::<StdVec<_>>(), [q(1)]);
     let out = w.out();
@@ -968,7 +971,7 @@ fn orderly_stop_commits_then_unlocks_every_queue() {
     let pull = one(w.out());
     w.pull_answer(&pull, 6, &[(5, "TagA")]);
     let lease = w.got[0].1;
-    assert!(w.c.ack(q(0), lease, 5));
+    assert!(w.c.ack(w.now, q(0), lease, 5));
     w.c.stop();
     assert!(w.c.commits_pending() > 0);
     let commit = one(w.out());
@@ -1040,7 +1043,7 @@ fn pulls_follow_the_suggested_node_and_the_slave_while_the_master_is_gone() {
     assert_eq!(pull.peer, Peer::Slave(b));
     w.pull_answer(&pull, 6, &[(5, "TagA")]);
     let lease = w.got[0].1;
-    assert!(w.c.ack(q(0), lease, 5));
+    assert!(w.c.ack(w.now, q(0), lease, 5));
     w.c.commit_now();
     let calls = w.out();
     assert!(calls.iter().all(|c| c.peer == Peer::Slave(b)), "{calls:?}");
@@ -1072,6 +1075,9 @@ fn the_lag_of_a_queue_not_pulled_comes_from_get_max_offset() {
     let lag = |w: &World| w.c.owned().next().and_then(|o| o.lag());
     // maxOffset 100 from the pull answer, nothing acknowledged.
     assert_eq!(lag(&w), Some(100));
+    w.now = t(1000);
+    assert!(w.c.ack(w.now, q(0), w.got[0].1, 0));
+    assert_eq!(lag(&w), Some(99));
     // A persist period without a pull: GET_MAX_OFFSET to the queue's broker.
     w.now = t(5000);
     let calls = w.out();
@@ -1089,14 +1095,19 @@ fn the_lag_of_a_queue_not_pulled_comes_from_get_max_offset() {
             .all(|c| c.code != RequestCode::GET_MAX_OFFSET.0)
     );
     w.reply(max, 0, &[("offset", "250")], b"");
-    assert_eq!(lag(&w), Some(250));
+    assert_eq!(lag(&w), Some(249));
     let mut buf = [0u8; 4096];
     let n =
         w.c.running_info(w.now, 1_700_000_000_000, &w.s, &[], 0, &mut buf)
             .unwrap();
     let info = core::str::from_utf8(&buf[..n]).unwrap();
-    assert!(info.contains(r#""lag":250"#), "{info}");
-    assert!(info.contains(r#""consumeLag":"250""#), "{info}");
+    assert!(info.contains(r#""lag":249"#), "{info}");
+    assert!(info.contains(r#""consumeLag":"249""#), "{info}");
+    // Acknowledged 4 s before the report.
+    assert!(
+        info.contains(r#""lastConsumeTimestamp":1699999996000"#),
+        "{info}"
+    );
     // A queue being pulled (a long poll in flight) is not measured.
     assert!(w.c.resume(q(0)));
     let pull = one(w.out());

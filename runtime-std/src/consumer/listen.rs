@@ -150,7 +150,9 @@ impl Consumer {
             return Ok(Nacked::SentBack);
         }
         if self.resend(m).await {
-            self.with(false, |c, _| c.ack(m.key, m.lease, m.queue_offset));
+            self.with(false, |c, _| {
+                c.ack(clock::now(), m.key, m.lease, m.queue_offset)
+            });
             return Ok(Nacked::Resent);
         }
         let mut again = m.clone();
