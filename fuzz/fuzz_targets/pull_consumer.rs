@@ -49,7 +49,7 @@ type C = PullConsumer<2, 4, 8, 8, 4, 8>;
 
 const ME: &str = "10.0.0.2@fuzz";
 const CODES: [i32; 8] = [0, 1, 19, 20, 21, 22, 215, 24];
-const ROUTE: &str = r#"{"brokerDatas":[{"brokerAddrs":{"0":"10.0.0.1:10911"},"brokerName":"a","cluster":"c"},{"brokerAddrs":{"0":"10.0.0.2:10911"},"brokerName":"b","cluster":"c"}],"queueDatas":[{"brokerName":"a","perm":6,"readQueueNums":3,"topicSysFlag":0,"writeQueueNums":3},{"brokerName":"b","perm":6,"readQueueNums":2,"topicSysFlag":0,"writeQueueNums":2}]}"#;
+const ROUTE: &str = r#"{"brokerDatas":[{"brokerAddrs":{"0":"10.0.0.1:10911","1":"10.0.0.3:10911"},"brokerName":"a","cluster":"c"},{"brokerAddrs":{"0":"10.0.0.2:10911"},"brokerName":"b","cluster":"c"}],"queueDatas":[{"brokerName":"a","perm":6,"readQueueNums":3,"topicSysFlag":0,"writeQueueNums":3},{"brokerName":"b","perm":6,"readQueueNums":2,"topicSysFlag":0,"writeQueueNums":2}]}"#;
 
 struct NoLend;
 impl Outbound for NoLend {
@@ -296,7 +296,8 @@ fuzz_target!(|data: &[u8]| {
                     }
                     RequestCode::PULL_MESSAGE => {
                         let ext = [
-                            ("suggestWhichBrokerId", "0"),
+                            // Now and then a broker sends the next pull to the slave.
+                            ("suggestWhichBrokerId", if k % 7 == 3 { "1" } else { "0" }),
                             ("nextBeginOffset", xs.as_str()),
                             ("minOffset", "0"),
                             ("maxOffset", "300"),

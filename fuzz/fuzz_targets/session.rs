@@ -37,13 +37,16 @@ type S = Session<3, 3, 8, 6, 4, 1024>;
 
 const CODES: [i32; 12] = [0, 1, 2, 10, 11, 14, 16, 17, 25, 215, -1, 999];
 const TOPICS: [&str; 3] = ["T", "Other", "%RETRY%g"];
-const ROUTES: [&str; 6] = [
+const ROUTES: [&str; 8] = [
     r#"{"brokerDatas":[{"brokerAddrs":{"0":"10.0.0.1:10911"},"brokerName":"a","cluster":"c"}],"queueDatas":[{"brokerName":"a","perm":6,"readQueueNums":4,"topicSysFlag":0,"writeQueueNums":4}]}"#,
     r#"{"brokerDatas":[{"brokerAddrs":{"0":"10.0.0.1:10911"},"brokerName":"a","cluster":"c"},{"brokerAddrs":{"0":"10.0.0.2:10911"},"brokerName":"b","cluster":"c"}],"queueDatas":[{"brokerName":"a","perm":6,"readQueueNums":2,"topicSysFlag":0,"writeQueueNums":2},{"brokerName":"b","perm":6,"readQueueNums":2,"topicSysFlag":0,"writeQueueNums":2}]}"#,
     r#"{"brokerDatas":[{"brokerAddrs":{"0":"10.0.0.9:10911"},"brokerName":"a","cluster":"c"}],"queueDatas":[{"brokerName":"a","perm":6,"readQueueNums":4,"topicSysFlag":0,"writeQueueNums":4}]}"#,
     r#"{"brokerDatas":[{"brokerAddrs":{"0":"10.0.0.3:10911"},"brokerName":"c","cluster":"c"},{"brokerAddrs":{"0":"10.0.0.4:10911"},"brokerName":"d","cluster":"c"}],"queueDatas":[{"brokerName":"c","perm":6,"readQueueNums":1,"topicSysFlag":0,"writeQueueNums":1},{"brokerName":"d","perm":2,"readQueueNums":1,"topicSysFlag":0,"writeQueueNums":1}]}"#,
     r#"{"brokerDatas":[],"queueDatas":[]}"#,
     r#"{"brokerDatas":[{"brokerName""#,
+    // A master with its slave, then the slave alone (the master is gone).
+    r#"{"brokerDatas":[{"brokerAddrs":{"0":"10.0.0.1:10911","1":"10.0.0.5:10911"},"brokerName":"a","cluster":"c"}],"queueDatas":[{"brokerName":"a","perm":6,"readQueueNums":4,"topicSysFlag":0,"writeQueueNums":4}]}"#,
+    r#"{"brokerDatas":[{"brokerAddrs":{"1":"10.0.0.5:10911"},"brokerName":"a","cluster":"c"}],"queueDatas":[{"brokerName":"a","perm":6,"readQueueNums":4,"topicSysFlag":0,"writeQueueNums":4}]}"#,
 ];
 
 struct Props;
@@ -216,7 +219,7 @@ fuzz_target!(|data: &[u8]| {
                         &[("msgId", "0A00"), ("queueId", "1"), ("queueOffset", "9")],
                         b"",
                     ),
-                    Peer::Broker(_) => response(code, t.opaque, &[], b""),
+                    Peer::Broker(_) | Peer::Slave(_) => response(code, t.opaque, &[], b""),
                 };
                 w.frame(t.peer, &frame);
             }
