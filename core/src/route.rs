@@ -520,7 +520,7 @@ impl<const BROKERS: usize, const STR: usize> TopicRoute<BROKERS, STR> {
                     return Err(RouteError::InvalidOrderTopicConf);
                 };
                 let count: i32 = count
-                    .trim()
+                    .trim_ascii()
                     .parse()
                     .map_err(|_| RouteError::InvalidOrderTopicConf)?;
                 let Some(broker) = self.broker_index(name) else {

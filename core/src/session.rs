@@ -1255,7 +1255,10 @@ impl<
         self.timers[Timer::Heartbeat as usize] = None;
         let deadline = now.saturating_add(self.cfg.request_timeout);
         let mut n = 0;
-        for peer in self.broker_peers().into_iter().chain(self.slave_peers()) {
+        for k in 0..self.nodes() {
+            let Some(peer) = self.node(k) else {
+                continue;
+            };
             if self
                 .alloc_req(peer, ReqKind::Unregister, deadline)
                 .is_none()
@@ -1525,7 +1528,10 @@ impl<
         {
             self.timers[Timer::Heartbeat as usize] = Some(now.saturating_add(every));
             let deadline = now.saturating_add(self.cfg.request_timeout);
-            for peer in self.broker_peers().into_iter().chain(self.slave_peers()) {
+            for k in 0..self.nodes() {
+                let Some(peer) = self.node(k) else {
+                    continue;
+                };
                 if self.alloc_req(peer, ReqKind::Heartbeat, deadline).is_none() {
                     break;
                 }
@@ -1594,7 +1600,7 @@ impl<
         if let Some(b) = self.moved.pop_front() {
             return Some(Event::Reconnect(Peer::Broker(b)));
         }
-        if let Some(b) = self.slave_moved.pop_front() {
+        if let Some(b) = self.slave_moved.pop_front().filter(|_| F::CONSUMER) {
             return Some(Event::Reconnect(Peer::Slave(b)));
         }
         if let Some(i) = self.ns_close.pop_front() {
@@ -1783,7 +1789,7 @@ impl<
                 {
                     self.close_broker(b);
                 }
-                Peer::Slave(_) => self.close_peer(r.peer),
+                Peer::Slave(_) if F::CONSUMER => self.close_peer(r.peer),
                 Peer::NameServer(n) if !self.ns_close.iter().any(|x| *x == n) => {
                     let _ = self.ns_close.push_back(n);
                 }
@@ -1821,27 +1827,27 @@ impl<
         }
     }
 
-    /// Every broker node with a known address: the masters, and a consumer's slaves too.
-    fn broker_peers(&self) -> Vec<Peer, BROKERS> {
-        let mut out = Vec::new();
-        for (i, b) in self.brokers.iter().enumerate() {
-            let id = BrokerId(i as u16);
-            if !b.addr.is_empty() {
-                let _ = out.push(Peer::Broker(id));
-            }
-        }
-        out
+    /// How many broker nodes [`node`](Self::node) numbers: masters, and slaves for consumers.
+    fn nodes(&self) -> usize {
+        self.brokers.len() * if F::CONSUMER { 2 } else { 1 }
     }
 
-    /// A consumer's slaves with a known address.
-    fn slave_peers(&self) -> Vec<Peer, BROKERS> {
-        let mut out = Vec::new();
-        for (i, b) in self.brokers.iter().enumerate() {
-            if self.consumer && !b.slave.is_empty() {
-                let _ = out.push(Peer::Slave(BrokerId(i as u16)));
-            }
+    /// Broker node `k` of `0..nodes()` if it has an address: the masters, then a consumer's
+    /// slaves.
+    fn node(&self, k: usize) -> Option<Peer> {
+        let n = self.brokers.len();
+        let (i, slave) = if k < n || !F::CONSUMER {
+            (k, false)
+        } else {
+            (k - n, true)
+        };
+        let b = self.brokers.get(i)?;
+        let id = BrokerId(i as u16);
+        if !slave {
+            (!b.addr.is_empty()).then_some(Peer::Broker(id))
+        } else {
+            (F::CONSUMER && self.consumer && !b.slave.is_empty()).then_some(Peer::Slave(id))
         }
-        out
     }
 
     /// Asks the runtime to close the connection to broker `b`'s master.
@@ -1971,13 +1977,15 @@ impl<
             let id = self.intern(b.name());
             if let Some(id) = id {
                 // A route that lists a broker without its master: the master is gone (a
-                // consumer reads from the slave meanwhile).
+                // consumer reads from the slave meanwhile; a producer has no queue there).
                 match b.addr(MASTER_ID) {
                     Some(addr) => self.set_addr(id, false, addr),
-                    None if b.addrs().next().is_some() => self.set_addr(id, false, ""),
+                    None if F::CONSUMER && b.addrs().next().is_some() => {
+                        self.set_addr(id, false, "");
+                    }
                     None => {}
                 }
-                if self.consumer {
+                if F::CONSUMER && self.consumer {
                     let slave = b
                         .addrs()
                         .filter(|(i, _)| *i > MASTER_ID)
@@ -2059,7 +2067,7 @@ impl<
         if self.brokers.get(free).is_some_and(|b| !b.addr.is_empty()) {
             self.close_broker(id);
         }
-        if self.brokers.get(free).is_some_and(|b| !b.slave.is_empty()) {
+        if F::CONSUMER && self.brokers.get(free).is_some_and(|b| !b.slave.is_empty()) {
             self.close_peer(Peer::Slave(id));
         }
         *self.brokers.get_mut(free)? = entry;
@@ -2070,7 +2078,11 @@ impl<
     /// Sets the address of broker `id`'s master (or slave); a changed one closes the old
     /// connection.
     fn set_addr(&mut self, id: BrokerId, slave: bool, addr: &str) {
-        let Some(b) = self.brokers.get_mut(usize::from(id.0)) else {
+        let Some(b) = self
+            .brokers
+            .get_mut(usize::from(id.0))
+            .filter(|_| F::CONSUMER || !slave)
+        else {
             return;
         };
         let field = if slave { &mut b.slave } else { &mut b.addr };

@@ -399,8 +399,8 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
     fn conn_mut(&mut self, peer: Peer) -> Option<&mut Conn> {
         match peer {
             Peer::NameServer(_) => Some(&mut self.ns),
-            Peer::Broker(BrokerId(i)) => self.brokers.get_mut(usize::from(i)),
-            Peer::Slave(_) => None,
+            // A producer's session never names a slave.
+            Peer::Broker(b) | Peer::Slave(b) => self.brokers.get_mut(usize::from(b.0)),
         }
     }
 
@@ -415,7 +415,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
     fn endpoint(&self, peer: Peer) -> Option<IpEndpoint> {
         match peer {
             Peer::NameServer(i) => self.cfg.namesrvs.get(usize::from(i)).copied(),
-            p => self.core.peer_addr(p).and_then(parse_endpoint),
+            Peer::Broker(b) | Peer::Slave(b) => self.core.broker_addr(b).and_then(parse_endpoint),
         }
     }
 

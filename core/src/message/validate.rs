@@ -96,12 +96,23 @@ impl fmt::Display for ValidationError {
 
 impl core::error::Error for ValidationError {}
 
-/// Java's `Character.isWhitespace`, which `StringUtils.isBlank` uses.
+/// Java's `Character.isWhitespace`, which `StringUtils.isBlank` uses: the space, line and
+/// paragraph separators (Zs, Zl, Zp) but the no-break ones (U+00A0, U+2007, U+202F), plus
+/// U+0009–U+000D and U+001C–U+001F. Spelled out: `char::is_whitespace` would link a 256 B
+/// Unicode table into the firmware.
 fn is_java_whitespace(c: char) -> bool {
     matches!(
         c,
-        '\t' | '\n' | '\u{0B}' | '\u{0C}' | '\r' | '\u{1C}'..='\u{1F}'
-    ) || (c.is_whitespace() && !matches!(c, '\u{85}' | '\u{A0}' | '\u{2007}' | '\u{202F}'))
+        '\t'..='\r'
+            | '\u{1C}'..='\u{20}'
+            | '\u{1680}'
+            | '\u{2000}'..='\u{2006}'
+            | '\u{2008}'..='\u{200A}'
+            | '\u{2028}'
+            | '\u{2029}'
+            | '\u{205F}'
+            | '\u{3000}'
+    )
 }
 
 fn is_blank(s: &str) -> bool {
@@ -392,6 +403,24 @@ mod test {
             if validate_topic(&t).is_ok() {
                 prop_assert!(t.len() <= TOPIC_MAX_LEN && is_valid_name_charset(&t) && !t.is_empty());
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The spelled-out set equals Java's definition written with the Unicode table, for every
+    /// `char`.
+    #[test]
+    fn java_whitespace_is_exact() {
+        let java = |c: char| {
+            matches!(
+                c,
+                '\t' | '\n' | '\u{0B}' | '\u{0C}' | '\r' | '\u{1C}'..='\u{1F}'
+            ) || (c.is_whitespace() && !matches!(c, '\u{85}' | '\u{A0}' | '\u{2007}' | '\u{202F}'))
+        };
+        for c in (0..=u32::from(char::MAX)).filter_map(char::from_u32) {
+            assert_eq!(super::is_java_whitespace(c), java(c), "{:#x}", u32::from(c));
         }
     }
 }
