@@ -445,6 +445,11 @@ mod cli {
                 .await;
         });
         let finished = tokio::time::timeout(timeout, done.notified()).await.is_ok();
+        let st = c.stats();
+        eprintln!(
+            "consumer: {} pulls, {} flow-control delays, {} delivered, {} acked, {} rebalances",
+            st.pulls, st.flow_control_delays, st.delivered, st.acked, st.rebalances
+        );
         c.shutdown().await;
         let _ = run.await;
         let s = seen.lock().unwrap_or_else(|p| p.into_inner());

@@ -398,6 +398,8 @@ struct Owned<const TRACK: usize> {
     last_pull: Option<Instant>,
     /// When a message of it was last acknowledged.
     last_consume: Option<Instant>,
+    /// Its pull waits for flow control: an ack that brings it under the limits pulls at once.
+    flow_delayed: bool,
     /// When `max_offset` was last learnt (a pull answer or GET_MAX_OFFSET).
     max_at: Option<Instant>,
     /// GET_MAX_OFFSET wanted / in flight: the queue is not being pulled (paused, flow
@@ -507,6 +509,8 @@ pub struct PullConsumer<
     cursor: usize,
     /// The request tables were full at the last `poll_call`: due pulls wait for an answer.
     blocked: bool,
+    /// An ack let a flow-controlled queue pull now ([`take_wake`](Self::take_wake)).
+    wake: bool,
     stopping: bool,
     stats: PullStats,
 }
@@ -566,6 +570,7 @@ impl<
             persist_at: now.saturating_add(cfg.persist_interval),
             cursor: 0,
             blocked: false,
+            wake: false,
             stopping: false,
             stats: PullStats::default(),
         })
@@ -1003,6 +1008,12 @@ impl<
         self.events.pop_front()
     }
 
+    /// Whether an [`ack`](Self::ack) since the last call made a pull due now (a queue that
+    /// waited for flow control is under its limits again): the runtime wakes its driver then.
+    pub fn take_wake(&mut self) -> bool {
+        core::mem::take(&mut self.wake)
+    }
+
     /// Send-backs not yet answered.
     pub fn sends_back_pending(&self) -> usize {
         self.backs.len()
@@ -1019,6 +1030,20 @@ impl<
                 let ok = o.tracker.ack(offset);
                 if ok {
                     o.last_consume = Some(now);
+                }
+                // Java waits out the flow-control delay (50 ms) whatever happens meanwhile; a
+                // fast consumer would idle most of it.
+                if ok
+                    && o.flow_delayed
+                    && matches!(o.state, QState::Ready(at) if at > now)
+                    && matches!(
+                        o.tracker.flow(&self.flow, self.batch),
+                        FlowDecision::Pull(_)
+                    )
+                {
+                    o.flow_delayed = false;
+                    o.state = QState::Ready(now);
+                    self.wake = true;
                 }
                 ok
             });
@@ -1815,6 +1840,7 @@ impl<
                 leaving: false,
                 last_pull: None,
                 last_consume: None,
+                flow_delayed: false,
                 max_at: None,
                 measure: false,
                 measuring: false,
@@ -2387,10 +2413,13 @@ impl<
                         self.stats.flow_control_delays =
                             self.stats.flow_control_delays.wrapping_add(1);
                         self.owned[i].state = QState::Ready(now.saturating_add(d));
+                        self.owned[i].flow_delayed = true;
                         return None;
                     }
                     FlowDecision::Pull(n) => n,
                 };
+                self.owned[i].flow_delayed = false;
+                let o = &self.owned[i];
                 let peer = session.read_peer(key.broker, o.slave);
                 // Java clears COMMIT_OFFSET for a slave (it keeps no offsets of its own).
                 let commit_offset = match peer {

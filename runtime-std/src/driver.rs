@@ -262,12 +262,16 @@ impl Driver {
     ) -> Option<R> {
         let mut st = lock(&self.inner.state);
         let state = &mut *st;
-        let r = state.consumer.as_mut().map(|(c, _)| f(c, &state.session));
+        let r = state.consumer.as_mut().map(|(c, _)| {
+            let r = f(c, &state.session);
+            // An ack that let a flow-controlled queue pull again wakes the driver too.
+            (r, c.take_wake())
+        });
         drop(st);
-        if wake {
+        if wake || r.as_ref().is_some_and(|r| r.1) {
             self.inner.wake.notify_one();
         }
-        r
+        r.map(|r| r.0)
     }
 
     /// Writes `frame` (an answer to a broker's request) to `peer`'s connection.
