@@ -234,30 +234,57 @@ impl Consumer {
             return self.run_orderly(handler).await;
         }
         let slots = Arc::new(Semaphore::new(cfg.consume_concurrency.max(1)));
+        let size = cfg.consume_batch_size.max(1);
         while self.inner.running.load(Ordering::Acquire) {
-            let Ok(slot) = slots.clone().acquire_owned().await else {
+            // One poll for as many batches as there are free slots (at least one): the poll's
+            // locks and timer are paid once for all of them.
+            let Ok(first) = slots.clone().acquire_owned().await else {
                 return;
             };
-            let batch = self
-                .poll(cfg.consume_batch_size, StdDuration::from_millis(200))
-                .await;
-            if batch.is_empty() {
-                continue;
-            }
-            let (this, h, timeout) = (self.clone(), handler.clone(), cfg.consume_timeout);
-            tokio::spawn(async move {
-                let msgs = batch.clone();
-                // A panic is caught where the handler's future is polled: it fails the batch.
-                let call = CatchUnwind(Box::pin(async move { h(batch).await.into() }));
-                let result = match tokio::time::timeout(timeout, call).await {
-                    Ok(Some(r)) => r,
-                    Ok(None) => ConsumeResult::Later(0),
-                    Err(_) => ConsumeResult::Later(TIMEOUT_DELAY_LEVEL),
+            let free = 1 + slots.available_permits();
+            let mut msgs = self.poll(free * size, StdDuration::from_millis(200)).await;
+            let mut slot = Some(first);
+            while !msgs.is_empty() {
+                let rest = msgs.split_off(size.min(msgs.len()));
+                let batch = std::mem::replace(&mut msgs, rest);
+                let slot = match slot.take() {
+                    Some(s) => s,
+                    None => match slots.clone().acquire_owned().await {
+                        Ok(s) => s,
+                        Err(_) => return,
+                    },
                 };
-                this.settle(&msgs, result).await;
-                drop(slot);
-            });
+                self.spawn_call(batch, slot, &handler);
+            }
         }
+    }
+
+    /// Runs the handler on `batch` in its own task and settles the result; `slot` is released
+    /// when it is settled.
+    fn spawn_call<F, Fut, R>(
+        &self,
+        batch: Vec<ConsumedMessage>,
+        slot: tokio::sync::OwnedSemaphorePermit,
+        handler: &Arc<F>,
+    ) where
+        F: Fn(Vec<ConsumedMessage>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = R> + Send + 'static,
+        R: Into<ConsumeResult> + Send + 'static,
+    {
+        let (this, h) = (self.clone(), handler.clone());
+        let timeout = self.inner.cfg.consume_timeout;
+        tokio::spawn(async move {
+            let msgs = batch.clone();
+            // A panic is caught where the handler's future is polled: it fails the batch.
+            let call = CatchUnwind(Box::pin(async move { h(batch).await.into() }));
+            let result = match tokio::time::timeout(timeout, call).await {
+                Ok(Some(r)) => r,
+                Ok(None) => ConsumeResult::Later(0),
+                Err(_) => ConsumeResult::Later(TIMEOUT_DELAY_LEVEL),
+            };
+            this.settle(&msgs, result).await;
+            drop(slot);
+        });
     }
 
     /// Orderly: one worker per queue (and lease) takes its messages in queue order.
