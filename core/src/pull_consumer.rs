@@ -261,6 +261,14 @@ impl<const TRACK: usize> OwnedQueue<'_, TRACK> {
     }
 }
 
+/// The `offset` of a successful GET_MAX_OFFSET, GET_MIN_OFFSET or SEARCH_OFFSET_BY_TIMESTAMP
+/// answer (they share the header shape).
+fn answered_offset(header: Option<&CommandHeader<'_>>, code: i32) -> Option<i64> {
+    let h = header.filter(|_| code == 0)?;
+    let decoded = GetMaxOffsetResponseHeader::decode(h, &mut Scratch::default()).ok()?;
+    Some(decoded.offset)
+}
+
 fn lag_of<const TRACK: usize>(max: Option<i64>, tracker: &QueueTracker<TRACK>) -> Option<u64> {
     Some(u64::try_from(max?.saturating_sub(tracker.committable())).unwrap_or(0))
 }
@@ -1285,6 +1293,19 @@ impl<
         self.measure_call(now, session, buf, lend)
     }
 
+    /// GET_MAX_OFFSET's header (5.x asks for the committed maximum, as Java).
+    fn max_offset_header<'t>(
+        &self,
+        topic: &'t str,
+        queue_id: i32,
+    ) -> GetMaxOffsetRequestHeader<'t> {
+        GetMaxOffsetRequestHeader {
+            topic,
+            queue_id,
+            committed: (self.version >= version::V5_0_0).then_some(true),
+        }
+    }
+
     /// GET_MAX_OFFSET of a queue whose lag is wanted (see `Owned::measure`).
     fn measure_call<S: Client, M: Outbound + ?Sized>(
         &mut self,
@@ -1298,11 +1319,7 @@ impl<
         self.owned[i].measure = false;
         let mut topic = String::<MAX_NAME>::new();
         topic.push_str(session.topic_name(key.topic)?).ok()?;
-        let hdr = GetMaxOffsetRequestHeader {
-            topic: &topic,
-            queue_id: key.queue_id,
-            committed: (self.version >= version::V5_0_0).then_some(true),
-        };
+        let hdr = self.max_offset_header(&topic, key.queue_id);
         let peer = session.read_peer(key.broker, false);
         let code = RequestCode::GET_MAX_OFFSET;
         let what = CallRef::MaxOffset(key);
@@ -1386,14 +1403,12 @@ impl<
                 }
             }
             CallRef::MaxOffset(key) => {
-                let offset = header.as_ref().filter(|_| code == 0).and_then(|h| {
-                    GetMaxOffsetResponseHeader::decode(h, &mut Scratch::default()).ok()
-                });
+                let offset = answered_offset(header.as_ref(), code);
                 // By queue only: a seek meanwhile changed the lease, not the broker's offsets.
                 if let Some(o) = self.owned.iter_mut().find(|o| o.key == key) {
                     o.measuring = false;
-                    if let Some(h) = offset {
-                        o.max_offset = Some(h.offset);
+                    if let Some(offset) = offset {
+                        o.max_offset = Some(offset);
                         o.max_at = Some(now);
                     }
                 }
@@ -1404,11 +1419,8 @@ impl<
                 }) else {
                     return true;
                 };
-                let offset = header.as_ref().filter(|_| code == 0).and_then(|h| {
-                    GetMaxOffsetResponseHeader::decode(h, &mut Scratch::default()).ok()
-                });
-                match offset {
-                    Some(h) => Self::start(&mut self.owned[o], h.offset, now),
+                match answered_offset(header.as_ref(), code) {
+                    Some(offset) => Self::start(&mut self.owned[o], offset, now),
                     None => self.drop_queue(key),
                 }
             }
@@ -2390,11 +2402,7 @@ impl<
                         self.call(now, session, peer, code, hdr, t, what, buf, lend)
                     }
                     Position::End | Position::Offset(_) => {
-                        let hdr = GetMaxOffsetRequestHeader {
-                            topic,
-                            queue_id,
-                            committed: (self.version >= version::V5_0_0).then_some(true),
-                        };
+                        let hdr = self.max_offset_header(topic, queue_id);
                         let code = RequestCode::GET_MAX_OFFSET;
                         self.call(now, session, peer, code, hdr, t, what, buf, lend)
                     }

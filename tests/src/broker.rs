@@ -59,6 +59,15 @@ impl Version {
         }
     }
 
+    /// The remoting `version` a client speaking to this line announces (rmq-core's
+    /// `wire::version`): 5.3.3, or 4.9.8 for the 4.9 line.
+    pub fn client_version(self) -> i32 {
+        match self {
+            Version::V5_3_3 => rmq_core::wire::version::V5_3_3,
+            Version::V4_9 => rmq_core::wire::version::V4_9_8,
+        }
+    }
+
     fn is_v4(self) -> bool {
         matches!(self, Version::V4_9)
     }

@@ -24,7 +24,6 @@ use rmq_core::consumer::{
     AllocateStrategy, ConsumeFromWhere, MessageQueue as CoreQueue, allocate, sort_consumer_ids,
     sort_queues,
 };
-use rmq_core::wire::version;
 use rmq_std::MessageQueue;
 use rmq_std::consumer::{
     ConsumeResult, ConsumedMessage, Consumer, ConsumerBuilder, Nacked, Position,
@@ -41,13 +40,6 @@ fn rt() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
-fn client_version(v: Version) -> i32 {
-    match v {
-        Version::V5_3_3 => version::V5_3_3,
-        Version::V4_9 => version::V4_9_8,
-    }
-}
-
 /// A consumer of `topic` (`expr`) in `group` from the first offset, speaking the cluster's
 /// version, through the NameServer at `ns`.
 fn builder(cluster: &Cluster, ns: &str, group: &str, topic: &str, expr: &str) -> ConsumerBuilder {
@@ -56,7 +48,7 @@ fn builder(cluster: &Cluster, ns: &str, group: &str, topic: &str, expr: &str) ->
         .group(group)
         .subscribe(topic, expr)
         .consume_from(ConsumeFromWhere::FirstOffset)
-        .version(client_version(cluster.version()))
+        .version(cluster.version().client_version())
 }
 
 async fn consumer(cluster: &Cluster, group: &str, topic: &str, expr: &str) -> Consumer {
@@ -613,7 +605,7 @@ fn scenario_positioning(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
         let p = rmq_std::Producer::builder()
             .namesrv_addr(&ns)
             .producer_group("pg_pos")
-            .version(client_version(cluster.version()))
+            .version(cluster.version().client_version())
             .start()
             .await
             .expect("producer");
@@ -701,7 +693,7 @@ fn scenario_positioning(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
             .subscribe(topic, "*")
             .consume_from(ConsumeFromWhere::Timestamp)
             .consume_timestamp(middle)
-            .version(client_version(cluster.version()))
+            .version(cluster.version().client_version())
             .start()
             .await
             .expect("consumer");
@@ -1115,7 +1107,7 @@ fn scenario_orderly(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
             let p = rmq_std::Producer::builder()
                 .namesrv_addr(&ns)
                 .producer_group("pg_orderly")
-                .version(client_version(cluster.version()))
+                .version(cluster.version().client_version())
                 .start()
                 .await
                 .expect("producer");
@@ -1353,7 +1345,7 @@ fn spawn_child(
             cluster.namesrv_addr().to_string(),
             group.to_string(),
             topic.to_string(),
-            client_version(cluster.version()).to_string(),
+            cluster.version().client_version().to_string(),
         ])
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -1385,7 +1377,7 @@ fn scenario_crash(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
     const N: usize = 2000;
     let ns = cluster.namesrv_addr().to_string();
     let producing = rt.spawn({
-        let version = client_version(cluster.version());
+        let version = cluster.version().client_version();
         async move {
             let p = rmq_std::Producer::builder()
                 .namesrv_addr(&ns)

@@ -136,10 +136,7 @@ fn check_read_back(version: Version, sent: &[Expected], got: &[VerifiedMessage])
 }
 
 fn producer(cluster: &Cluster, ty: SerializeType, code: SendCode) -> Producer {
-    let v = match cluster.version() {
-        Version::V5_3_3 => version::V5_3_3,
-        Version::V4_9 => version::V4_9_8,
-    };
+    let v = cluster.version().client_version();
     Producer::new(
         cluster.namesrv_addr(),
         ProducerConfig {

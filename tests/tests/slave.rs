@@ -14,19 +14,11 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use rmq_core::consumer::ConsumeFromWhere;
-use rmq_core::wire::version;
 use rmq_std::consumer::Consumer;
 use rmq_tests::broker::{Cluster, ClusterOptions, Version};
 
 const TOPIC: &str = "MsTopic";
 const GROUP: &str = "cg_ms";
-
-fn client_version(v: Version) -> i32 {
-    match v {
-        Version::V5_3_3 => version::V5_3_3,
-        Version::V4_9 => version::V4_9_8,
-    }
-}
 
 async fn produce(ns: &str, version: i32, from: usize, to: usize) {
     let p = rmq_std::Producer::builder()
@@ -110,7 +102,7 @@ fn run(version: Version) {
         .build()
         .expect("tokio runtime");
     let ns = cluster.namesrv_addr().to_string();
-    let v = client_version(version);
+    let v = version.client_version();
     rt.block_on(produce(&ns, v, 0, N));
     // Replication is asynchronous: give the slave a moment (a lost tail shows as a failure).
     std::thread::sleep(Duration::from_secs(3));

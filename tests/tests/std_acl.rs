@@ -15,7 +15,6 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use rmq_core::consumer::ConsumeFromWhere;
-use rmq_core::wire::version;
 use rmq_std::consumer::{ConsumedMessage, Consumer};
 use rmq_std::{Message, Producer, SendErrorKind, SendStatus};
 use rmq_tests::broker::{Cluster, ClusterOptions, Version};
@@ -43,10 +42,7 @@ async fn producer(ns: &str, group: &str, creds: Option<(&str, &str)>) -> Produce
 }
 
 async fn consumer(ns: &str, v: Version, group: &str, secret_key: &str) -> Consumer {
-    let client_version = match v {
-        Version::V5_3_3 => version::V5_3_3,
-        Version::V4_9 => version::V4_9_8,
-    };
+    let client_version = v.client_version();
     Consumer::builder()
         .namesrv_addr(ns)
         .group(group)
