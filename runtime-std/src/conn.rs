@@ -2,17 +2,18 @@
 //!
 //! The task owns the socket (TCP_NODELAY on): it writes the frames queued with
 //! [`Conn::send_frame`] (each batch of queued frames with one flush), cuts incoming bytes into
-//! frames with the core [`FrameReader`], and hands every frame to its [`FrameSink`] (the
-//! session driver, which correlates responses). When the connection ends (EOF, reset, write
+//! frames (each prefix checked by the core's [`check_prefix`] before the frame is buffered) and
+//! hands every frame to its [`FrameSink`] (the session driver, which correlates responses) as a
+//! [`Bytes`] split off the read buffer: message bodies are slices of it, never copies. When the connection ends (EOF, reset, write
 //! error, malformed frame, or [`Conn::close`]) the sink hears it once, and the session fails
 //! everything in flight on it at once.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use rmq_core::producer::CONNECT_TIMEOUT;
-use rmq_core::wire::FrameReader;
+use rmq_core::wire::{PREFIX_LEN, ReadError, check_prefix};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -32,13 +33,18 @@ pub(crate) type Tls = std::convert::Infallible;
 /// Largest frame accepted from a peer (route bodies and pulls are the largest).
 pub const MAX_RX_FRAME: usize = 8 << 20;
 
+/// Bytes asked of the socket per read into the staging buffer.
+const READ_CHUNK: usize = 64 * 1024;
+/// Frames longer than this get a buffer of their own, of their exact size (pull answers).
+const LARGE_FRAME: usize = 8 * 1024;
+
 /// Called once a frame is written (`true`) or dropped unwritten (`false`).
 pub(crate) type OnWritten = Box<dyn FnOnce(bool) + Send>;
 
 /// Where a connection hands every frame it reads, and says when it ends.
 pub(crate) trait FrameSink: Send + Sync {
     /// A whole frame arrived; an error names what is wrong with it and closes the connection.
-    fn frame(&self, frame: &[u8]) -> Result<(), String>;
+    fn frame(&self, frame: &Bytes) -> Result<(), String>;
     /// The connection ended: why, or `None` when we asked for it.
     fn closed(&self, lost: Option<ConnectionError>);
 }
@@ -73,7 +79,8 @@ pub struct ConnStats {
     pub closed: bool,
     /// Requests in flight on it (the session's count).
     pub in_flight: usize,
-    /// Capacity of the socket read chunk (the frame buffer is a fixed [`MAX_RX_FRAME`]).
+    /// Capacity of the socket read (staging) buffer; a frame larger than 8 KiB is received into
+    /// a buffer of its own size (at most [`MAX_RX_FRAME`]), not counted here.
     pub rx_chunk_capacity: usize,
 }
 
@@ -204,21 +211,17 @@ impl Task {
         W: AsyncWrite + Unpin,
     {
         let mut wr = BufWriter::with_capacity(64 * 1024, wr);
-        let mut reader = FrameReader::new(vec![0u8; MAX_RX_FRAME]);
-        let mut chunk = BytesMut::with_capacity(64 * 1024);
+        let mut rx_buf = RxBuf::default();
         let end = loop {
             tokio::select! {
-                r = rd.read_buf(&mut chunk) => match r {
+                r = rx_buf.read(&mut rd) => match r {
                     Ok(0) => break End::Lost(ConnectionError::closed_by_peer(&self.addr)),
                     Err(e) => break End::Lost(ConnectionError::io(&self.addr, e)),
                     Ok(_) => {
-                        if let Err(why) = self.ingest(&mut reader, &mut chunk) {
+                        if let Err(why) = rx_buf.ingest(&*self.sink) {
                             break End::Lost(ConnectionError::bad_frame(&self.addr, why));
                         }
-                        if chunk.capacity() - chunk.len() < 4096 {
-                            chunk.reserve(64 * 1024);
-                        }
-                        self.rx_capacity.store(chunk.capacity(), Ordering::Relaxed);
+                        self.rx_capacity.store(rx_buf.staging.capacity(), Ordering::Relaxed);
                     }
                 },
                 cmd = rx.recv() => {
@@ -277,23 +280,75 @@ impl Task {
         };
         self.sink.closed(lost);
     }
+}
 
-    /// Cuts frames out of `chunk` and hands them to the sink; an error closes the connection.
-    fn ingest(
-        &self,
-        reader: &mut FrameReader<Vec<u8>>,
-        chunk: &mut BytesMut,
-    ) -> Result<(), String> {
-        while !chunk.is_empty() {
-            let n = reader
-                .feed(chunk)
-                .map_err(|e| format!("malformed frame: {e}"))?;
-            chunk.advance(n);
-            if let Some(frame) = reader.take_frame() {
-                self.sink.frame(frame.into_inner())?;
-            } else if n == 0 {
+/// A connection's incoming bytes, cut into frames that are handed on as [`Bytes`] without
+/// copying their bodies. Socket reads land in `staging` (up to [`READ_CHUNK`] at a time); a
+/// frame up to [`LARGE_FRAME`] is split off it (the staging buffer is shared by the frames
+/// cut from it until they are dropped), a larger one moves to a buffer of its exact size
+/// and the rest of it is read straight into that. After a large frame, the next read is
+/// kept short, so that the next large frame's head is all that is copied.
+#[derive(Default)]
+struct RxBuf {
+    staging: BytesMut,
+    /// A large frame being received: its buffer and its length.
+    large: Option<(BytesMut, usize)>,
+    after_large: bool,
+}
+
+impl RxBuf {
+    async fn read<R: AsyncRead + Unpin>(&mut self, rd: &mut R) -> std::io::Result<usize> {
+        if let Some((buf, len)) = &mut self.large {
+            let want = *len - buf.len();
+            return rd.read_buf(&mut (&mut *buf).limit(want)).await;
+        }
+        if self.staging.capacity() - self.staging.len() < 4096 {
+            self.staging.reserve(READ_CHUNK);
+        }
+        let limit = if self.after_large {
+            LARGE_FRAME
+        } else {
+            READ_CHUNK
+        };
+        rd.read_buf(&mut (&mut self.staging).limit(limit)).await
+    }
+
+    /// Hands every whole frame received to `sink`; an error closes the connection.
+    fn ingest(&mut self, sink: &dyn FrameSink) -> Result<(), String> {
+        if let Some((buf, len)) = self.large.take() {
+            if buf.len() < len {
+                self.large = Some((buf, len));
+                return Ok(());
+            }
+            self.after_large = true;
+            return sink.frame(&buf.freeze());
+        }
+        while let Some(&prefix) = self.staging.first_chunk::<PREFIX_LEN>() {
+            let (len, _) = check_prefix(prefix).map_err(|e| format!("malformed frame: {e}"))?;
+            if len > MAX_RX_FRAME {
+                let e = ReadError::FrameTooLargeForBuffer { frame_len: len };
+                return Err(format!("malformed frame: {e}"));
+            }
+            let large = len > LARGE_FRAME;
+            if self.staging.len() < len {
+                if large {
+                    // Only this frame's head is left in staging.
+                    let mut buf = BytesMut::with_capacity(len);
+                    buf.extend_from_slice(&self.staging);
+                    self.staging.clear();
+                    self.large = Some((buf, len));
+                }
                 break;
             }
+            let frame = if large {
+                let f = Bytes::copy_from_slice(&self.staging[..len]);
+                self.staging.advance(len);
+                f
+            } else {
+                self.staging.split_to(len).freeze()
+            };
+            self.after_large = large;
+            sink.frame(&frame)?;
         }
         Ok(())
     }

@@ -408,7 +408,7 @@ impl ConsumedMessage {
 }
 
 /// A consumed message's properties: the stored `key\u{1}value\u{2}` text, read on access (no
-/// map is built per message; a clone shares the text).
+/// map is built per message; the text is a slice of the received frame, shared by clones).
 ///
 /// ```
 /// # use rmq_std::consumer::Properties;
@@ -418,16 +418,15 @@ impl ConsumedMessage {
 /// assert_eq!(p.to_map()["KEYS"], "k1");
 /// ```
 #[derive(Clone, PartialEq, Eq, Default)]
-pub struct Properties(Option<Arc<str>>);
+pub struct Properties(Bytes);
 
 impl Properties {
     /// Properties from their stored text.
     pub fn from_raw(text: &str) -> Properties {
-        Properties((!text.is_empty()).then(|| Arc::from(text)))
+        Properties(Bytes::copy_from_slice(text.as_bytes()))
     }
     fn parsed(&self) -> rmq_core::message::PropertiesRef<'_> {
-        let text = self.0.as_deref().unwrap_or("");
-        rmq_core::message::PropertiesRef::from_bytes(text.as_bytes()).unwrap_or_default()
+        rmq_core::message::PropertiesRef::from_bytes(&self.0).unwrap_or_default()
     }
     /// The value of `key`.
     pub fn get(&self, key: &str) -> Option<&str> {
@@ -447,9 +446,9 @@ impl Properties {
             .map(|(k, v)| (k.to_owned(), v.to_owned()))
             .collect()
     }
-    /// The stored text.
+    /// The stored text (UTF-8: checked when the message was received).
     pub fn as_raw(&self) -> &str {
-        self.0.as_deref().unwrap_or("")
+        std::str::from_utf8(&self.0).unwrap_or("")
     }
 }
 
@@ -517,10 +516,10 @@ struct Feed {
 }
 
 impl Sink for Feed {
-    fn message(&mut self, d: Delivery<'_, '_>) {
+    fn message(&mut self, frame: &Bytes, d: Delivery<'_, '_>) {
         self.rate.add(clock::now(), 1);
         crate::metrics::delivered(1);
-        let _ = self.tx.send(to_message(&d));
+        let _ = self.tx.send(to_message(frame, &d));
     }
 
     fn event(&mut self, e: PullEvent, c: &mut Machine, s: &Core) {
@@ -563,7 +562,7 @@ impl Sink for Feed {
         }
     }
 
-    fn direct(&mut self, peer: Peer, opaque: i32, frame: &[u8]) {
+    fn direct(&mut self, peer: Peer, opaque: i32, frame: &Bytes) {
         let m = admin::direct_message(frame).map(|(m, broker_name)| {
             // Not in flight: acknowledging or nacking it does nothing.
             let queue = QueueKey {
@@ -571,14 +570,17 @@ impl Sink for Feed {
                 broker: session::BrokerId(u16::MAX),
                 queue_id: m.queue_id,
             };
-            to_message(&Delivery {
-                queue,
-                lease: 0,
-                topic: send_back::origin_topic(&m),
-                queue_topic: m.topic,
-                broker_name,
-                message: &m,
-            })
+            to_message(
+                frame,
+                &Delivery {
+                    queue,
+                    lease: 0,
+                    topic: send_back::origin_topic(&m),
+                    queue_topic: m.topic,
+                    broker_name,
+                    message: &m,
+                },
+            )
         });
         let _ = self.directs.send((peer, opaque, m));
     }
@@ -983,7 +985,21 @@ fn core_queue(q: &MessageQueue) -> CoreQueue<'_> {
     CoreQueue::new(&q.topic, &q.broker_name, q.queue_id)
 }
 
-fn to_message(d: &Delivery<'_, '_>) -> ConsumedMessage {
+/// `part` of `frame` as a [`Bytes`] sharing the frame's buffer (a copy if it is not part of it).
+fn share(frame: &Bytes, part: &[u8]) -> Bytes {
+    let (whole, p) = (frame.as_ptr_range(), part.as_ptr_range());
+    if std::env::var_os("RMQ_EXPERIMENT_COPY").is_none()
+        && whole.start <= p.start
+        && p.end <= whole.end
+    {
+        frame.slice_ref(part)
+    } else {
+        Bytes::copy_from_slice(part)
+    }
+}
+
+/// The message `d` of pull answer `frame`: body and properties are slices of the frame.
+fn to_message(frame: &Bytes, d: &Delivery<'_, '_>) -> ConsumedMessage {
     let m = d.message;
     let body = if m.sys_flag.is_compressed() {
         match m.sys_flag.compression_type() {
@@ -996,7 +1012,7 @@ fn to_message(d: &Delivery<'_, '_>) -> ConsumedMessage {
                             offset = m.queue_offset,
                             "zlib body does not inflate; delivered as stored"
                         );
-                        Bytes::copy_from_slice(m.body)
+                        share(frame, m.body)
                     }
                 }
             }
@@ -1006,13 +1022,16 @@ fn to_message(d: &Delivery<'_, '_>) -> ConsumedMessage {
                     offset = m.queue_offset,
                     "unsupported compression; delivered as stored"
                 );
-                Bytes::copy_from_slice(m.body)
+                share(frame, m.body)
             }
         }
     } else {
-        Bytes::copy_from_slice(m.body)
+        share(frame, m.body)
     };
-    let properties = Properties::from_raw(std::str::from_utf8(m.raw_properties).unwrap_or(""));
+    let properties = match std::str::from_utf8(m.raw_properties) {
+        Ok(_) => Properties(share(frame, m.raw_properties)),
+        Err(_) => Properties::default(),
+    };
     let msg_id = match m.message_id() {
         MessageId::Uniq(s) => s.to_owned(),
         MessageId::Offset(o) => o.to_string(),

@@ -75,7 +75,8 @@ pub(crate) type Machine = PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS, QUEUES>;
 
 /// Where a consumer's messages and the outcomes of its send-backs go.
 pub(crate) trait Sink: Send {
-    fn message(&mut self, d: Delivery<'_, '_>);
+    /// A message of a pull answer; its slices borrow `frame`, which they may share.
+    fn message(&mut self, frame: &Bytes, d: Delivery<'_, '_>);
     /// An outcome or request of the consumer (it may answer on `c`).
     fn event(&mut self, e: PullEvent, c: &mut Machine, s: &Core);
     /// After a run of events.
@@ -85,7 +86,7 @@ pub(crate) trait Sink: Send {
     fn running_extra(&self) -> (Vec<(String, String)>, u64);
     /// CONSUME_MESSAGE_DIRECTLY (`frame`) from `peer`: run the handler, answer with
     /// [`Driver::reply`].
-    fn direct(&mut self, peer: Peer, opaque: i32, frame: &[u8]);
+    fn direct(&mut self, peer: Peer, opaque: i32, frame: &Bytes);
 }
 
 pub(crate) type Deliver = Box<dyn Sink>;
@@ -744,10 +745,11 @@ struct PeerSink {
 }
 
 impl FrameSink for PeerSink {
-    fn frame(&self, frame: &[u8]) -> Result<(), String> {
+    fn frame(&self, bytes: &Bytes) -> Result<(), String> {
         let Some(inner) = self.inner.upgrade() else {
             return Ok(());
         };
+        let frame = &bytes[..];
         let mut st = lock(&inner.state);
         let now = clock::now();
         let r = st.session.handle_frame(now, self.peer, frame);
@@ -755,7 +757,7 @@ impl FrameSink for PeerSink {
         match (r, state.consumer.as_mut()) {
             (Ok(Incoming::Response(opaque)), Some((c, deliver))) => {
                 c.handle_response(now, &*state.session, opaque, frame, &mut |d| {
-                    deliver.message(d);
+                    deliver.message(bytes, d);
                 });
             }
             (Ok(Incoming::Request { code, .. }), consumer) => {
@@ -772,7 +774,7 @@ impl FrameSink for PeerSink {
                         let a =
                             c.answer_request(now, unix, &*state.session, frame, &extra, rt, buf);
                         if let admin::Answer::ConsumeDirectly { opaque } = a {
-                            sink.direct(self.peer, opaque, frame);
+                            sink.direct(self.peer, opaque, bytes);
                         }
                         a
                     }

@@ -26,7 +26,7 @@ const SEND_TIMEOUT: Duration = Duration::from_millis(1500);
 const SLACK: Duration = Duration::from_millis(700);
 /// Concurrent sends to the bad broker per case.
 const IN_FLIGHT: usize = 4;
-/// Bound on a connection's socket read chunk (the frame buffer is a fixed MAX_RX_FRAME).
+/// Bound on a connection's socket read (staging) buffer; large frames get their own buffers.
 const RX_CHUNK_BOUND: usize = 256 * 1024;
 
 /// What the sends to the bad broker must end with.

@@ -44,8 +44,13 @@ fn be32(b: &[u8], r: core::ops::Range<usize>) -> u32 {
     }
 }
 
-/// Validates the two prefix words alone. Returns `(frame_len, header_len)`.
-pub(crate) fn check_prefix(prefix: [u8; 8]) -> Result<(usize, usize), FrameError> {
+/// Validates the two prefix words alone (total length, serialize type, header length): the
+/// check [`FrameReader`] makes before buffering a frame, for runtimes that cut frames out of
+/// their own buffers. Returns `(frame_len, header_len)`, `frame_len` counting the prefix.
+///
+/// # Errors
+/// The [`FrameError`] of a prefix no valid frame starts with.
+pub fn check_prefix(prefix: [u8; 8]) -> Result<(usize, usize), FrameError> {
     let total = i32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]);
     let word = u32::from_be_bytes([prefix[4], prefix[5], prefix[6], prefix[7]]);
     let total = usize::try_from(total).map_err(|_| FrameError::BadTotalLength)?;

@@ -65,7 +65,9 @@ mod tests;
 
 pub use code::{LanguageCode, RequestCode, ResponseCode, SerializeType, flag, version};
 pub use field::{FieldKind, FieldStr, Scratch};
-pub use frame::{Frame, FrameReader, MAX_FRAME_LEN, MAX_HEADER_LEN, MAX_TOTAL_LENGTH, PREFIX_LEN};
+pub use frame::{
+    Frame, FrameReader, MAX_FRAME_LEN, MAX_HEADER_LEN, MAX_TOTAL_LENGTH, PREFIX_LEN, check_prefix,
+};
 pub use header::{
     Chain, CommandHeader, CommandRepr, ExtFields, ExtIter, ExtMap, ExtValue, ExtVisitor,
 };

@@ -37,14 +37,17 @@ fn pulled_message_is_decompressed_and_mapped() {
         queue_id: 2,
     };
     let deliver = |m: &StoredMessage<'_>, lease| {
-        to_message(&Delivery {
-            queue: key,
-            lease,
-            topic: "T",
-            queue_topic: "%RETRY%g",
-            broker_name: "broker-a",
-            message: m,
-        })
+        to_message(
+            &Bytes::new(),
+            &Delivery {
+                queue: key,
+                lease,
+                topic: "T",
+                queue_topic: "%RETRY%g",
+                broker_name: "broker-a",
+                message: m,
+            },
+        )
     };
     let flags = SysFlag::COMPRESSED | SysFlag::COMPRESSION_ZLIB_TYPE;
     let m = deliver(&stored(&z, flags, props), 9);
@@ -67,6 +70,52 @@ fn pulled_message_is_decompressed_and_mapped() {
     assert_eq!(m.body.as_ref(), b"raw");
     assert_eq!(m.msg_id, m.offset_msg_id);
     assert_eq!(m.tags(), None);
+}
+
+#[test]
+fn body_and_properties_share_the_frame() {
+    let frame = Bytes::from_static(b"....raw body....TAGS\x01a\x02....");
+    let (body, props) = (&frame[4..12], &frame[16..23]);
+    let key = QueueKey {
+        topic: TopicId(0),
+        broker: BrokerId(1),
+        queue_id: 2,
+    };
+    let m = to_message(
+        &frame,
+        &Delivery {
+            queue: key,
+            lease: 1,
+            topic: "T",
+            queue_topic: "T",
+            broker_name: "b",
+            message: &stored(body, SysFlag::default(), props),
+        },
+    );
+    assert_eq!((m.body.as_ref(), m.tags()), (&b"raw body"[..], Some("a")));
+    assert_eq!(
+        m.body.as_ptr(),
+        body.as_ptr(),
+        "a slice of the frame, not a copy"
+    );
+    assert_eq!(m.properties.as_raw().as_ptr(), props.as_ptr());
+    // Bytes from elsewhere are copied; invalid UTF-8 properties read as none.
+    let other = b"elsewhere".to_vec();
+    let bad = b"TAGS\x01\xff\x02".to_vec();
+    let m2 = to_message(
+        &frame,
+        &Delivery {
+            queue: key,
+            lease: 1,
+            topic: "T",
+            queue_topic: "T",
+            broker_name: "b",
+            message: &stored(&other, SysFlag::default(), &bad),
+        },
+    );
+    assert_eq!(m2.body.as_ref(), b"elsewhere");
+    assert_ne!(m2.body.as_ptr(), other.as_ptr());
+    assert!(m2.properties.is_empty());
 }
 
 #[tokio::test]
