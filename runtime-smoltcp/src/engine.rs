@@ -14,7 +14,7 @@ use rmq_core::session::{
     self, BrokerId, Event, Features, Outbound, Peer, SendArgs, Session, TopicId,
 };
 use rmq_core::time::{Instant, WallClock};
-use rmq_core::wire::{FrameReader, PREFIX_LEN};
+use rmq_core::wire::{FrameReader, PREFIX_LEN, SerializeType};
 use smoltcp::iface::{Interface, SocketHandle, SocketSet};
 use smoltcp::phy::Device;
 use smoltcp::socket::tcp;
@@ -29,14 +29,15 @@ const MAX_FRAMES_PER_POLL: usize = 4;
 /// Requests queued or in flight: a route lookup and the one send (plus slack).
 const REQUESTS: usize = 4;
 
-/// What a gateway compiles in: JSON headers (what every broker answers), no heartbeats (a
+/// What a gateway compiles in: JSON headers (what every broker answers; the
+/// `rocketmq-headers` feature writes the binary ROCKETMQ header instead), no heartbeats (a
 /// producer without transactions needs none, and they cost cellular traffic), no broker
 /// remarks ([`SendFailure`] carries the code). Flash is what this saves (BENCHMARKS.md).
 #[derive(Clone, Copy, Debug)]
 struct Gateway;
 
 impl Features for Gateway {
-    const ROCKETMQ_HEADERS: bool = false;
+    const ROCKETMQ_HEADERS: bool = cfg!(feature = "rocketmq-headers");
     const HEARTBEATS: bool = false;
     const BROKER_REMARKS: bool = false;
     const CONSUMER: bool = false;
@@ -205,6 +206,8 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         // A producer without transactions needs no heartbeat; a gateway saves the traffic.
         sc.heartbeat = None;
         sc.seed = seed;
+        // JSON (0), or ROCKETMQ (1) with the feature.
+        sc.serialize_type = SerializeType(u8::from(Gateway::ROCKETMQ_HEADERS));
         let ip = ::core::net::IpAddr::V4(::core::net::Ipv4Addr::from(cfg.client_ip));
         Ok(Producer {
             core: Session::new(&sc, Instant::ZERO)?,
