@@ -1,34 +1,92 @@
-//! Telemetry gateway firmware (Cortex-M4F, no global allocator): publishes one telemetry
-//! message a second to RocketMQ through rmq-smoltcp. Every buffer is a static, so `size.sh`
-//! reports the whole RAM cost (socket buffers included) in `.data` + `.bss`.
+//! Telemetry gateway firmware (Cortex-M4F, no global allocator) for the Arm MPS2-AN386 board
+//! as QEMU emulates it (`-M mps2-an386`): publishes N telemetry messages to RocketMQ through
+//! rmq-smoltcp over the board's SMSC LAN9118 NIC (rmq-lan9118, polled), one sync send at a
+//! time, and reports over semihosting. Every buffer is a static, so `size.sh` reports the
+//! whole RAM cost (socket and frame buffers included) in `.data` + `.bss`.
 //!
-//! The Ethernet MAC is a stand-in (`Eth`): a real board plugs its MAC driver's
-//! `smoltcp::phy::Device` in its place. Its frame buffers are counted in the RAM figures.
+//! Parameters come from the semihosting command line (QEMU
+//! `-semihosting-config enable=on,target=native,arg=rmq-firmware,arg=ns=127.0.0.1:9876,arg=n=100`;
+//! QEMU joins the `arg=` values with spaces): space-separated `key=value` words, words without
+//! `=` (the program name) ignored, an unknown key refused:
+//! - `ns=A.B.C.D:PORT` the NameServer (required);
+//! - `n=N` messages to publish (default 10);
+//! - `topic=T` (default `Telemetry`);
+//! - `hdr=json|rocketmq` the header type the caller expects: the image writes JSON, or the
+//!   binary ROCKETMQ header when built with the `rocketmq-headers` feature; a mismatch is
+//!   refused;
+//! - `seed=S` per-boot random value (TCP ports, UNIQ_KEY; default from the NameServer port);
+//! - `backoff=MS` the pause after a failed message before the next one (default 1000 ms: a
+//!   broker that is down is not hammered, and a restarted one is reached again).
+//!
+//! Output, one line each: `OK <seq> <queueId> <queueOffset> <msgId> <offsetMsgId> <broker>`
+//! (`WARN` instead of `OK` for a stored message whose status is not SEND_OK) or
+//! `FAIL <seq> <cause>`, exactly one per message (a failed send is not retried: the next
+//! message follows); then `STATS ...`; `ERR <what>` for a bad parameter or a missing NIC.
+//! `<cause>` is `no-route`, `broker <code>`, `transport <n>` (the core `TransportError` in
+//! declaration order: 0 connect failed, 1 write failed, 2 timed out, 3 connection closed,
+//! 4 broker not found, 5 malformed), `call-timeout`, `authentication <code>` or `client`, then
+//! `attempts=<n>`. Exit status 0, or 1 after an `ERR` (or a panic). QEMU 7.2 writes the
+//! semihosting console to its standard error (unless `-semihosting-config chardev=` says
+//! otherwise).
+//!
+//! `STATS`: `instr` counts the instructions executed from the first send to the last
+//! completion outside `wfi` (FREE_RUN ticks × 40 under `-icount shift=0`, where one
+//! instruction takes 1 ns of virtual time and FREE_RUN ticks at 25 MHz), `instr_per_msg` that
+//! over N (both include the producer polls while waiting for the broker, one per SysTick,
+//! counted in `polls`); `span_ticks` the FREE_RUN ticks of the same span including the sleeps;
+//! `stack` the stack high-water in bytes (RAM painted at the top of `main`, so an upper bound
+//! by up to 256 bytes); `static_ram` the statics (`.data` + `.bss` + `.uninit`).
 #![no_std]
 #![no_main]
 
-use core::fmt::Write as _;
-use core::hint::black_box;
+mod mem;
+
+use core::mem::MaybeUninit;
+use core::ptr::{addr_of, addr_of_mut, read_volatile, write_volatile};
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use cortex_m_rt::{entry, exception};
-use panic_halt as _;
+use cortex_m_semihosting::debug::{self, EXIT_FAILURE, EXIT_SUCCESS};
+use cortex_m_semihosting::{nr, syscall1};
+use rmq_lan9118::{Lan9118, MAX_FRAME, Regs};
+use rmq_smoltcp::core::retry::{SendErrorKind, SendStatus};
 use rmq_smoltcp::core::time::{Duration, Instant};
-use rmq_smoltcp::{Buffers, Config, Message, Producer};
+use rmq_smoltcp::{Buffers, Completion, Config, Message, Producer, SendFailure};
 use smoltcp::iface::{Config as IfaceConfig, Interface, SocketSet, SocketStorage};
-use smoltcp::phy::{Device, DeviceCapabilities, Medium, RxToken, TxToken};
 use smoltcp::socket::tcp;
 use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, IpEndpoint, Ipv4Address};
 
-/// System clock for SysTick: 16 MHz (HSI of an STM32F4 after reset).
-const CORE_HZ: u32 = 16_000_000;
-const MTU: usize = 1514;
+/// MPS2 core clock (SysTick source): 25 MHz.
+const CORE_HZ: u32 = 25_000_000;
+/// The LAN9118 on MPS2-AN385/AN386.
+const NIC_BASE: usize = 0x4020_0000;
+const MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
+/// The request header type this image writes.
+const HEADER: &[u8] = if cfg!(feature = "rocketmq-headers") {
+    b"rocketmq"
+} else {
+    b"json"
+};
+/// Stack paint pattern.
+const PAINT: u32 = 0xDEAD_BEEF;
+
+/// A `&'static mut` to a new static set to the value (`const`: at build time, in `.bss` when
+/// zero). Each expansion has its own static and `main`, which never returns, runs each
+/// expansion once: the reference is the only one.
+macro_rules! stat {
+    ($t:ty = const $v:expr) => {{
+        static mut S: $t = $v;
+        // SAFETY: see above.
+        unsafe { &mut *addr_of_mut!(S) }
+    }};
+    ($t:ty = $v:expr) => {{
+        static mut S: MaybeUninit<$t> = MaybeUninit::uninit();
+        // SAFETY: see above.
+        unsafe { (*addr_of_mut!(S)).write($v) }
+    }};
+}
 
 static MILLIS: AtomicU32 = AtomicU32::new(0);
-static NAMESRVS: [IpEndpoint; 1] = [IpEndpoint::new(
-    IpAddress::Ipv4(Ipv4Address::new(169, 254, 1, 1)),
-    9876,
-)];
 
 #[exception]
 fn SysTick() {
@@ -39,58 +97,279 @@ fn now() -> Instant {
     Instant::from_millis(u64::from(MILLIS.load(Ordering::Relaxed)))
 }
 
-/// Stand-in for an Ethernet MAC driver with one receive and one transmit frame buffer.
-struct Eth {
-    rx: &'static mut [u8; MTU],
-    tx: &'static mut [u8; MTU],
-}
+/// The NIC's registers, memory-mapped.
+struct Mmio;
 
-struct EthRx<'a>(&'a [u8]);
-struct EthTx<'a>(&'a mut [u8]);
-
-impl RxToken for EthRx<'_> {
-    fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
-        f(self.0)
+impl Regs for Mmio {
+    fn read(&mut self, off: u32) -> u32 {
+        // SAFETY: a LAN9118 register (the driver only names modelled ones).
+        unsafe { read_volatile((NIC_BASE + off as usize) as *const u32) }
+    }
+    fn write(&mut self, off: u32, v: u32) {
+        // SAFETY: as above.
+        unsafe { write_volatile((NIC_BASE + off as usize) as *mut u32, v) }
     }
 }
 
-impl TxToken for EthTx<'_> {
-    fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
-        let n = len.min(self.0.len());
-        let r = f(&mut self.0[..n]);
-        // "Start DMA".
-        black_box(&self.0[..n]);
-        r
-    }
+unsafe extern "C" {
+    /// cortex-m-rt: the start of `.data`, the first static in RAM.
+    static __sdata: u32;
+    /// cortex-m-rt: the end of `.bss`/`.uninit`, where the free RAM below the stack starts.
+    static __sheap: u32;
+    /// cortex-m-rt: the initial stack pointer (top of RAM).
+    static _stack_start: u32;
 }
 
-impl Device for Eth {
-    type RxToken<'a> = EthRx<'a>;
-    type TxToken<'a> = EthTx<'a>;
+fn ram_bounds() -> (usize, usize) {
+    (addr_of!(__sheap) as usize, addr_of!(_stack_start) as usize)
+}
 
-    fn receive(
-        &mut self,
-        _t: smoltcp::time::Instant,
-    ) -> Option<(Self::RxToken<'_>, Self::TxToken<'_>)> {
-        // "Read the DMA descriptor": opaque to the optimiser, like a volatile register.
-        let len = black_box(0usize).min(MTU);
-        if len == 0 {
-            return None;
+/// One output line (also used to build the message body and key).
+struct Line {
+    buf: [u8; 192],
+    len: usize,
+}
+
+impl Line {
+    fn new() -> Self {
+        Line {
+            buf: [0; 192],
+            len: 0,
         }
-        let Eth { rx, tx } = self;
-        Some((EthRx(&rx[..len]), EthTx(&mut tx[..])))
     }
 
-    fn transmit(&mut self, _t: smoltcp::time::Instant) -> Option<Self::TxToken<'_>> {
-        Some(EthTx(&mut self.tx[..]))
+    #[inline(never)]
+    fn s(&mut self, b: &[u8]) -> &mut Self {
+        for &c in b {
+            // The last byte is kept for the NUL.
+            if self.len + 1 < self.buf.len() {
+                self.buf[self.len] = c;
+                self.len += 1;
+            }
+        }
+        self
     }
 
-    fn capabilities(&self) -> DeviceCapabilities {
-        let mut c = DeviceCapabilities::default();
-        c.medium = Medium::Ethernet;
-        c.max_transmission_unit = MTU;
-        c
+    #[inline(never)]
+    fn u(&mut self, mut v: u64) -> &mut Self {
+        let mut t = [0u8; 20];
+        let mut i = t.len();
+        loop {
+            i -= 1;
+            t[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        self.s(&t[i..])
     }
+
+    fn i(&mut self, v: i64) -> &mut Self {
+        if v < 0 {
+            self.s(b"-");
+        }
+        self.u(v.unsigned_abs())
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+/// The host's console (semihosting SYS_WRITE0).
+struct Out;
+
+impl Out {
+    fn line(&mut self, l: &mut Line) {
+        l.s(b"\n");
+        // NUL-terminated: the last byte of the buffer is never written by `Line::s`.
+        l.buf[l.len] = 0;
+        // SAFETY: SYS_WRITE0 reads the NUL-terminated string.
+        unsafe { syscall1(nr::WRITE0, l.buf.as_ptr() as usize) };
+    }
+
+    fn err(&mut self, what: &[u8]) -> ! {
+        self.line(Line::new().s(b"ERR ").s(what));
+        fail()
+    }
+}
+
+/// Ends the QEMU run with status 1.
+fn fail() -> ! {
+    exit(EXIT_FAILURE)
+}
+
+/// Ends the QEMU run (semihosting SYS_EXIT); on a debugger that resumes, sleeps.
+fn exit(status: debug::ExitStatus) -> ! {
+    debug::exit(status);
+    loop {
+        cortex_m::asm::wfi();
+    }
+}
+
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
+    fail()
+}
+
+/// A decimal number (no sign, at least one digit).
+fn num(s: &[u8]) -> Option<u32> {
+    if s.is_empty() {
+        return None;
+    }
+    s.iter().try_fold(0u32, |a, &c| {
+        let d = c.wrapping_sub(b'0');
+        (d < 10).then(|| a.wrapping_mul(10).wrapping_add(u32::from(d)))
+    })
+}
+
+/// `A.B.C.D:PORT`.
+fn endpoint(v: &[u8]) -> Option<IpEndpoint> {
+    let (mut f, mut k) = ([0u32; 5], 0);
+    for &c in v {
+        if c == b'.' || c == b':' {
+            k += 1;
+        } else {
+            let d = c.wrapping_sub(b'0');
+            let x = f.get_mut(k).filter(|_| d < 10)?;
+            *x = *x * 10 + u32::from(d);
+        }
+    }
+    let [a, b, c, d, port] = f;
+    (k == 4 && a | b | c | d < 256 && port > 0 && port < 65536).then(|| {
+        IpEndpoint::new(
+            IpAddress::v4(a as u8, b as u8, c as u8, d as u8),
+            port as u16,
+        )
+    })
+}
+
+/// Run parameters from the semihosting command line.
+struct Params {
+    ns: IpEndpoint,
+    count: u32,
+    topic: &'static str,
+    seed: u32,
+    backoff: u32,
+}
+
+fn params(out: &mut Out) -> Params {
+    // Static: the topic is used from it for the whole run.
+    let buf = stat!([u8; 256] = const [0; 256]);
+    let mut block = [buf.as_mut_ptr() as usize, buf.len() - 1];
+    // SAFETY: SYS_GET_CMDLINE writes at most `block[1]` bytes plus a NUL into `buf`, and the
+    // length into `block[1]`.
+    let got = unsafe { syscall1(nr::GET_CMDLINE, block.as_mut_ptr() as usize) } == 0;
+    let cmd: &'static [u8] = buf;
+    let (mut ns, mut count, mut topic, mut seed, mut backoff) =
+        (None, Some(10), Some("Telemetry"), None, Some(1000));
+    let mut good = got;
+    for word in cmd[..block[1].min(cmd.len())].split(|&c| c == b' ') {
+        let Some(eq) = word.iter().position(|&c| c == b'=') else {
+            continue;
+        };
+        let v = &word[eq + 1..];
+        match &word[..eq] {
+            b"ns" => ns = endpoint(v),
+            b"n" => count = num(v),
+            b"topic" => topic = core::str::from_utf8(v).ok(),
+            b"seed" => seed = num(v),
+            b"backoff" => backoff = num(v),
+            // JSON is the only header type rmq-smoltcp compiles in.
+            // The header type is the build's (feature `rocketmq-headers`): say which is expected.
+            b"hdr" => good &= v == HEADER,
+            _ => good = false,
+        }
+    }
+    match (ns, count, topic, backoff) {
+        (Some(ns), Some(count), Some(topic), Some(backoff)) if good => Params {
+            ns,
+            count,
+            topic,
+            seed: seed.unwrap_or(0x5EED_0000 ^ u32::from(ns.port)),
+            backoff,
+        },
+        _ => out.err(
+            b"usage: ns=A.B.C.D:PORT [n=N] [topic=T] [hdr=json|rocketmq] [seed=S] [backoff=MS]",
+        ),
+    }
+}
+
+/// `<cause> <code> attempts=<n>` of a failed send (see the crate docs).
+fn failure(l: &mut Line, f: &SendFailure) {
+    let (what, code): (&[u8], i32) = match f {
+        SendFailure::Plan { error, .. } => match error.kind() {
+            SendErrorKind::NoRoute => (b"no-route", 0),
+            SendErrorKind::Broker { code } => (b"broker", code),
+            SendErrorKind::Transport(t) => (b"transport", t as i32),
+            SendErrorKind::CallTimeout => (b"call-timeout", 0),
+        },
+        SendFailure::Authentication { code, .. } => (b"authentication", *code),
+        _ => (b"client", 0),
+    };
+    l.s(what)
+        .s(b" ")
+        .i(code.into())
+        .s(b" attempts=")
+        .u(f.attempts().into());
+}
+
+/// Prints the outcome line of message `seq`; whether it was stored.
+#[inline(never)]
+fn report(out: &mut Out, seq: u32, c: &Completion) -> bool {
+    let mut l = Line::new();
+    let stored = match &c.result {
+        Ok(r) => {
+            l.s(if r.status == SendStatus::SendOk {
+                b"OK "
+            } else {
+                b"WARN "
+            })
+            .u(seq.into())
+            .s(b" ")
+            .i(r.queue_id.into())
+            .s(b" ")
+            .i(r.queue_offset.unwrap_or(-1))
+            .s(b" ")
+            .s(r.msg_id.as_bytes())
+            .s(b" ")
+            .s(r.offset_msg_id.as_bytes())
+            .s(b" ")
+            .s(r.broker.as_bytes());
+            true
+        }
+        Err(f) => {
+            l.s(b"FAIL ").u(seq.into()).s(b" ");
+            failure(&mut l, f);
+            false
+        }
+    };
+    out.line(&mut l);
+    stored
+}
+
+/// Paints the free RAM between the statics and 256 bytes below the current stack.
+#[inline(always)]
+fn paint_stack() {
+    let probe = 0u32;
+    let sp = addr_of!(probe) as usize;
+    let (mut a, _) = ram_bounds();
+    while a + 256 < sp {
+        // SAFETY: free RAM: above every static, below the live stack.
+        unsafe { write_volatile(a as *mut u32, PAINT) };
+        a += 4;
+    }
+}
+
+/// Bytes of stack ever used (from the lowest word whose paint was overwritten).
+fn stack_high_water() -> usize {
+    let (mut a, top) = ram_bounds();
+    // SAFETY: RAM between the statics and the top of the stack.
+    while a < top && unsafe { read_volatile(a as *const u32) } == PAINT {
+        a += 4;
+    }
+    top - a
 }
 
 /// Gateway sizes: one broker, 8 publish queues, 256 bytes of route strings.
@@ -98,7 +377,12 @@ type Gateway = Producer<'static, 'static, 1, 8, 256>;
 
 #[entry]
 fn main() -> ! {
-    let mut cp = cortex_m::Peripherals::take().unwrap();
+    paint_stack();
+    let mut out = Out;
+    let p = params(&mut out);
+
+    // SAFETY: the only use of the core peripherals.
+    let mut cp = unsafe { cortex_m::Peripherals::steal() };
     cp.SYST
         .set_clock_source(cortex_m::peripheral::syst::SystClkSource::Core);
     cp.SYST.set_reload(CORE_HZ / 1000 - 1);
@@ -106,19 +390,15 @@ fn main() -> ! {
     cp.SYST.enable_counter();
     cp.SYST.enable_interrupt();
 
-    let mut eth = Eth {
-        rx: cortex_m::singleton!(: [u8; MTU] = [0; MTU]).unwrap(),
-        tx: cortex_m::singleton!(: [u8; MTU] = [0; MTU]).unwrap(),
+    let rx = stat!([u8; MAX_FRAME] = const [0; MAX_FRAME]);
+    let tx = stat!([u8; MAX_FRAME] = const [0; MAX_FRAME]);
+    let Ok(mut eth) = Lan9118::new(Mmio, &mut rx[..], &mut tx[..], MAC) else {
+        out.err(b"no LAN9118")
     };
-    let mut icfg = IfaceConfig::new(HardwareAddress::Ethernet(EthernetAddress([
-        0x02, 0, 0, 0, 0, 0x02,
-    ])));
-    icfg.random_seed = 0x1234_5678;
-    // In a static too, so that `.bss` shows it (376 bytes).
-    let iface: &'static mut Interface = cortex_m::singleton!(
-        : Interface = Interface::new(icfg, &mut eth, smoltcp::time::Instant::ZERO)
-    )
-    .unwrap();
+    let mut icfg = IfaceConfig::new(HardwareAddress::Ethernet(EthernetAddress(MAC)));
+    icfg.random_seed = u64::from(p.seed);
+    // In a static too, so that `.bss` shows it.
+    let iface = stat!(Interface = Interface::new(icfg, &mut eth, smoltcp::time::Instant::ZERO));
     iface.update_ip_addrs(|a| {
         let _ = a.push(IpCidr::new(IpAddress::v4(169, 254, 1, 2), 16));
     });
@@ -127,13 +407,12 @@ fn main() -> ! {
         .add_default_ipv4_route(Ipv4Address::new(169, 254, 1, 1));
 
     // Sockets: NameServer (route responses ~0.7 KiB) and one broker.
-    let storage =
-        cortex_m::singleton!(: [SocketStorage<'static>; 2] = [SocketStorage::EMPTY; 2]).unwrap();
+    let storage = stat!([SocketStorage<'static>; 2] = [SocketStorage::EMPTY; 2]);
     let mut sockets = SocketSet::new(&mut storage[..]);
-    let ns_rx = cortex_m::singleton!(: [u8; 1024] = [0; 1024]).unwrap();
-    let ns_tx = cortex_m::singleton!(: [u8; 256] = [0; 256]).unwrap();
-    let b_rx = cortex_m::singleton!(: [u8; 512] = [0; 512]).unwrap();
-    let b_tx = cortex_m::singleton!(: [u8; 1024] = [0; 1024]).unwrap();
+    let ns_rx = stat!([u8; 1024] = const [0; 1024]);
+    let ns_tx = stat!([u8; 256] = const [0; 256]);
+    let b_rx = stat!([u8; 512] = const [0; 512]);
+    let b_tx = stat!([u8; 1024] = const [0; 1024]);
     let ns = sockets.add(tcp::Socket::new(
         tcp::SocketBuffer::new(&mut ns_rx[..]),
         tcp::SocketBuffer::new(&mut ns_tx[..]),
@@ -143,47 +422,100 @@ fn main() -> ! {
         tcp::SocketBuffer::new(&mut b_tx[..]),
     ));
 
-    let mut cfg = Config::new(&NAMESRVS, "gateway", "Telemetry");
+    let namesrvs = stat!([IpEndpoint; 1] = [p.ns]);
+    let mut cfg = Config::new(&namesrvs[..], "gateway", p.topic);
     cfg.client_ip = [169, 254, 1, 2];
+    cfg.seed = p.seed;
     let bufs = Buffers {
-        tx: &mut cortex_m::singleton!(: [u8; 512] = [0; 512]).unwrap()[..],
-        rx: &mut cortex_m::singleton!(: [u8; 1024] = [0; 1024]).unwrap()[..],
-        message: &mut cortex_m::singleton!(: [u8; 256] = [0; 256]).unwrap()[..],
+        tx: &mut stat!([u8; 512] = const [0; 512])[..],
+        rx: &mut stat!([u8; 1024] = const [0; 1024])[..],
+        message: &mut stat!([u8; 256] = const [0; 256])[..],
     };
-    // The configuration is a constant: it cannot fail (a panic here would halt, as any panic).
+    // The configuration is valid by construction (a panic here exits with status 1).
     let Ok(gateway) = Gateway::new(cfg, bufs, ns, [b0]) else {
         panic!("producer config")
     };
-    let producer: &'static mut Gateway = cortex_m::singleton!(: Gateway = gateway).unwrap();
+    let producer = stat!(Gateway = gateway);
 
-    let mut seq: u32 = 0;
-    let mut next_publish = Instant::from_millis(1000);
-    loop {
+    let (mut seq, mut in_flight, mut ok) = (0u32, false, 0u32);
+    // After a failure, the next message waits until then.
+    let mut resume = Instant::ZERO;
+    // FREE_RUN ticks outside `wfi` since the first send, and the span's first tick.
+    let (mut busy, mut first, mut polls): (u64, Option<u32>, u32) = (0, None, 0);
+    let mut last = 0u32;
+    while seq < p.count {
+        let t0 = eth.free_run();
         let t = now();
-        if t >= next_publish && producer.can_send() {
-            let mut body: heapless::String<64> = heapless::String::new();
-            let temp = black_box(215u32 + seq % 7);
-            let _ = write!(
-                body,
-                "{{\"seq\":{seq},\"temp\":{}.{}}}",
-                temp / 10,
-                temp % 10
-            );
+        if !in_flight && t >= resume && producer.can_send() {
+            let mut body = Line::new();
+            body.s(b"{\"gateway\":\"gw-1\",\"seq\":")
+                .u(seq.into())
+                .s(b",\"temp\":")
+                .u((20 + seq % 7).into())
+                .s(b".")
+                .u((seq % 10).into())
+                .s(b",\"humidity\":")
+                .u((40 + seq % 13).into())
+                .s(b"}");
+            let mut key = Line::new();
+            key.s(b"seq-").u(seq.into());
             let msg = Message {
-                body: body.as_bytes(),
+                body: body.bytes(),
                 tags: Some("telemetry"),
-                keys: None,
+                // SAFETY: ASCII ("seq-" and digits).
+                keys: Some(unsafe { core::str::from_utf8_unchecked(key.bytes()) }),
                 flag: 0,
             };
+            first.get_or_insert(t0);
             if producer.send(t, &msg).is_ok() {
-                seq = seq.wrapping_add(1);
+                in_flight = true;
+            } else {
+                out.line(Line::new().s(b"FAIL ").u(seq.into()).s(b" submit-refused"));
+                seq += 1;
+                resume = t + Duration::from_millis(p.backoff.into());
             }
-            next_publish = next_publish + Duration::from_millis(1000);
         }
-        let _next = producer.poll(t, iface, &mut eth, &mut sockets);
-        if let Some(done) = producer.take_completion() {
-            black_box(&done);
+        let next = producer.poll(t, iface, &mut eth, &mut sockets);
+        let done = producer.take_completion();
+        let t1 = eth.free_run();
+        if first.is_some() {
+            busy += u64::from(t1.wrapping_sub(t0));
+            polls += 1;
         }
-        cortex_m::asm::wfi();
+        if let Some(c) = &done {
+            last = t1;
+            if report(&mut out, seq, c) {
+                ok += 1;
+            } else {
+                resume = t + Duration::from_millis(p.backoff.into());
+            }
+            in_flight = false;
+            seq += 1;
+            continue;
+        }
+        if next.is_none_or(|d| d > now()) {
+            cortex_m::asm::wfi();
+        }
     }
+    let n = u64::from(p.count.max(1));
+    out.line(
+        Line::new()
+            .s(b"STATS n=")
+            .u(p.count.into())
+            .s(b" ok=")
+            .u(ok.into())
+            .s(b" instr=")
+            .u(busy * 40)
+            .s(b" instr_per_msg=")
+            .u(busy * 40 / n)
+            .s(b" polls=")
+            .u(polls.into())
+            .s(b" span_ticks=")
+            .u(last.wrapping_sub(first.unwrap_or(last)).into())
+            .s(b" stack=")
+            .u(stack_high_water() as u64)
+            .s(b" static_ram=")
+            .u((ram_bounds().0 - addr_of!(__sdata) as usize) as u64),
+    );
+    exit(EXIT_SUCCESS)
 }
