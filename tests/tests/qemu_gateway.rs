@@ -1,0 +1,431 @@
+//! The telemetry firmware (`runtime-smoltcp/firmware`) executing on an emulated Cortex-M4F
+//! against the real broker.
+//!
+//! The outer test builds the firmware for `thumbv7em-none-eabihf` twice (JSON headers, and
+//! ROCKETMQ headers with the `rocketmq-headers` feature), fetches the jars, then re-runs this
+//! test binary inside a new network namespace (`unshare -n`). Inside: `lo` and a TAP device
+//! `tap0` (169.254.1.1/16, `route_localnet`; `tests/netns/tap.sh`), the real NameServer and
+//! broker on 127.0.0.1, and QEMU's `mps2-an386` board (Cortex-M4 with FPU) whose emulated
+//! SMSC LAN9118 NIC is attached to `tap0`. The firmware (169.254.1.2) drives its own LAN9118
+//! driver (`rmq-lan9118`), smoltcp and `rmq_smoltcp::Producer`, and reports every message's
+//! outcome over semihosting.
+//!
+//! - Both images, 200 messages each to their own topic, undisturbed: all stored, and the Java
+//!   verifier reads every one back exactly once with the body, keys, tags, msgId, offsetMsgId,
+//!   queue and offset the firmware reported.
+//! - JSON image, 1,000 messages to a third topic; when half are stored, the broker is killed
+//!   (`kill -9`) and restarted. The firmware recovers by itself; every message has exactly one
+//!   reported outcome (stored, or failed with an error), every stored one is read back as
+//!   above, and a failed one at most once (its answer may have been lost after the broker
+//!   stored it).
+//!
+//! Each run prints the firmware's figures (instructions per message under `-icount shift=0`,
+//! stack high-water, static RAM), and the test fails if static RAM plus the measured stack
+//! exceeds the 24 KiB budget (flash is checked by `runtime-smoltcp/firmware/size.sh`).
+//! Needs root (for `unshare -n` and the TAP device), `qemu-system-arm`, the thumbv7em rustup
+//! target, a JDK and Maven.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use rmq_tests::broker::{Cluster, ClusterOptions, Version, prefetch, verifier_read};
+
+const INNER_ENV: &str = "RMQ_QEMU_NETNS_INNER";
+const JSON_IMAGE_ENV: &str = "RMQ_QEMU_IMAGE_JSON";
+const ROCKETMQ_IMAGE_ENV: &str = "RMQ_QEMU_IMAGE_ROCKETMQ";
+const VERSION: Version = Version::V5_3_3;
+/// Static RAM plus stack high-water, at most (issue 18).
+const RAM_BUDGET: u64 = 24 * 1024;
+
+#[test]
+fn firmware_in_qemu_publishes_to_the_real_broker() {
+    let qemu = Command::new("qemu-system-arm").arg("--version").output();
+    assert!(
+        qemu.is_ok_and(|o| o.status.success()),
+        "qemu-system-arm is missing: install it (Debian: apt-get install qemu-system-arm; \
+         .ci/run does this)"
+    );
+    let json = build_firmware(None);
+    let rocketmq = build_firmware(Some("rocketmq-headers"));
+    prefetch(VERSION).expect("fetch the RocketMQ jars before leaving the network");
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new("unshare")
+        .args(["-n", "--"])
+        .arg(&exe)
+        .args([
+            "inner_firmware_in_netns",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(INNER_ENV, "1")
+        .env(JSON_IMAGE_ENV, &json)
+        .env(ROCKETMQ_IMAGE_ENV, &rocketmq)
+        .output()
+        .expect("run unshare (util-linux)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("--- inner stdout\n{stdout}\n--- inner stderr\n{stderr}");
+    assert!(
+        out.status.success(),
+        "the inner test failed inside `unshare -n` (needs root and /dev/net/tun): {}",
+        out.status
+    );
+    assert!(
+        stdout.contains("1 passed"),
+        "the inner test did not run: {stdout}"
+    );
+}
+
+/// Builds the firmware (its own workspace; the default image in its usual target directory,
+/// where `size.sh` measures it) and returns the ELF's path.
+fn build_firmware(feature: Option<&str>) -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime-smoltcp/firmware");
+    let target = match feature {
+        Some(f) => dir.join("target").join(f),
+        None => dir.join("target"),
+    };
+    let name = feature.unwrap_or("default features");
+    let st = Command::new(env!("CARGO"))
+        .current_dir(&dir)
+        .args(["build", "--release", "--locked"])
+        .args(feature.map(|f| ["--features", f]).into_iter().flatten())
+        .arg("--target-dir")
+        .arg(&target)
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_BUILD_TARGET")
+        .status()
+        .expect("run cargo");
+    assert!(
+        st.success(),
+        "the firmware does not build ({name}); it needs the thumbv7em-none-eabihf target \
+         (rustup target add thumbv7em-none-eabihf)"
+    );
+    target.join("thumbv7em-none-eabihf/release/rmq-firmware")
+}
+
+fn setup_tap() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("netns/tap.sh");
+    let st = Command::new("bash")
+        .arg(script)
+        .arg("tap0")
+        .status()
+        .unwrap();
+    assert!(st.success(), "tests/netns/tap.sh failed");
+}
+
+/// The body the firmware sends as message `seq`.
+fn body(seq: u32) -> String {
+    format!(
+        "{{\"gateway\":\"gw-1\",\"seq\":{seq},\"temp\":{}.{},\"humidity\":{}}}",
+        20 + seq % 7,
+        seq % 10,
+        40 + seq % 13
+    )
+}
+
+/// One line of the firmware's report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Outcome {
+    Stored {
+        queue_id: i32,
+        queue_offset: i64,
+        msg_id: String,
+        offset_msg_id: String,
+        warn: bool,
+    },
+    Failed(String),
+}
+
+/// A running image: its report lines arrive on a channel.
+struct Firmware {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Firmware {
+    fn start(image: &str, args: &[String]) -> Firmware {
+        let mut semi = String::from("enable=on,target=native,arg=rmq-firmware");
+        for a in args {
+            semi.push_str(",arg=");
+            semi.push_str(a);
+        }
+        let mut child = Command::new("qemu-system-arm")
+            .args(["-M", "mps2-an386", "-display", "none", "-nographic"])
+            .args(["-icount", "shift=0"])
+            .args(["-semihosting-config", &semi])
+            .args([
+                "-nic",
+                "tap,ifname=tap0,script=no,downscript=no,model=lan9118",
+            ])
+            .arg("-kernel")
+            .arg(image)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            // Semihosting output goes to QEMU's standard error.
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start qemu-system-arm");
+        let out = child.stderr.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Firmware { child, lines }
+    }
+}
+
+impl Drop for Firmware {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What a run reported.
+struct Report {
+    outcomes: BTreeMap<u32, Outcome>,
+    stats: BTreeMap<String, u64>,
+}
+
+/// Runs `image` publishing `count` messages to `topic`; `at_half` runs once half of them are
+/// stored (while the firmware keeps going).
+fn run(
+    cluster: &mut Cluster,
+    image: &str,
+    topic: &str,
+    count: u32,
+    mut at_half: impl FnMut(&mut Cluster),
+) -> Report {
+    let ns = cluster.namesrv_addr();
+    let hdr = if image.contains("rocketmq-headers") {
+        "rocketmq"
+    } else {
+        "json"
+    };
+    let args = [
+        format!("ns={ns}"),
+        format!("n={count}"),
+        format!("topic={topic}"),
+        format!("hdr={hdr}"),
+    ];
+    let mut fw = Firmware::start(image, &args);
+    let mut outcomes = BTreeMap::new();
+    let mut stats = BTreeMap::new();
+    let (mut stored, mut halved) = (0, false);
+    let start = Instant::now();
+    // Generous: under -icount the guest's timers follow executed instructions.
+    let limit = Duration::from_secs(300);
+    loop {
+        let left = limit.saturating_sub(start.elapsed());
+        let line = match fw.lines.recv_timeout(left) {
+            Ok(l) => l,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                panic!("no report from the firmware for {limit:?}: {outcomes:?}")
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
+        eprintln!("firmware: {line}");
+        let w: Vec<&str> = line.split(' ').collect();
+        match w.as_slice() {
+            [tag @ ("OK" | "WARN"), seq, q, off, id, oid, _broker, ..] => {
+                let seq: u32 = seq.parse().unwrap();
+                let o = Outcome::Stored {
+                    queue_id: q.parse().unwrap(),
+                    queue_offset: off.parse().unwrap(),
+                    msg_id: (*id).to_owned(),
+                    offset_msg_id: (*oid).to_owned(),
+                    warn: *tag == "WARN",
+                };
+                assert!(outcomes.insert(seq, o).is_none(), "two outcomes for {seq}");
+                stored += 1;
+            }
+            ["FAIL", seq, cause @ ..] => {
+                let seq: u32 = seq.parse().unwrap();
+                let o = Outcome::Failed(cause.join(" "));
+                assert!(outcomes.insert(seq, o).is_none(), "two outcomes for {seq}");
+            }
+            ["STATS", kv @ ..] => {
+                for p in kv {
+                    let (k, v) = p.split_once('=').expect("key=value");
+                    stats.insert(k.to_owned(), v.parse().expect("a number"));
+                }
+            }
+            ["ERR", ..] => panic!("the firmware refused to run: {line}"),
+            _ => {}
+        }
+        if !halved && stored >= count / 2 {
+            halved = true;
+            at_half(cluster);
+        }
+    }
+    let status = fw.child.wait().expect("qemu exit status");
+    assert!(
+        status.success(),
+        "the firmware exits with semihosting status 0: {status}"
+    );
+    assert!(!stats.is_empty(), "no STATS line");
+    let seqs: Vec<u32> = outcomes.keys().copied().collect();
+    assert_eq!(
+        seqs,
+        (0..count).collect::<Vec<_>>(),
+        "exactly one outcome per message"
+    );
+    Report { outcomes, stats }
+}
+
+/// Reads the topic back with the official Java client and checks it against the report.
+fn verify(cluster: &Cluster, topic: &str, r: &Report) {
+    let stored = r
+        .outcomes
+        .values()
+        .filter(|o| matches!(o, Outcome::Stored { .. }))
+        .count();
+    let got = verifier_read(cluster, topic, stored, Duration::from_secs(5)).expect("verifier");
+    let mut by_seq: BTreeMap<u32, _> = BTreeMap::new();
+    for m in &got {
+        let key = m.keys.as_deref().expect("KEYS");
+        let seq: u32 = key.strip_prefix("seq-").unwrap().parse().unwrap();
+        assert!(
+            by_seq.insert(seq, m).is_none(),
+            "message {seq} stored twice"
+        );
+    }
+    for (seq, o) in &r.outcomes {
+        let m = by_seq.get(seq);
+        match o {
+            Outcome::Stored {
+                queue_id,
+                queue_offset,
+                msg_id,
+                offset_msg_id,
+                warn,
+            } => {
+                assert!(
+                    !warn,
+                    "message {seq} stored with a status other than SEND_OK"
+                );
+                let m = m.unwrap_or_else(|| panic!("message {seq} reported stored but missing"));
+                assert_eq!(m.topic, topic);
+                assert_eq!(m.body, body(*seq).as_bytes(), "body of message {seq}");
+                assert_eq!(m.tags.as_deref(), Some("telemetry"));
+                assert_eq!(&m.msg_id, msg_id, "UNIQ_KEY of message {seq}");
+                assert_eq!(&m.offset_msg_id, offset_msg_id);
+                assert_eq!((m.queue_id, m.queue_offset), (*queue_id, *queue_offset));
+                assert!(m.born_host.starts_with("169.254.1.2"), "{}", m.born_host);
+            }
+            Outcome::Failed(_) => {
+                // Its answer may have been lost after the broker stored it: at most once
+                // (checked above), with the right body.
+                if let Some(m) = m {
+                    assert_eq!(m.body, body(*seq).as_bytes());
+                }
+            }
+        }
+    }
+    let reported: BTreeSet<u32> = r.outcomes.keys().copied().collect();
+    for seq in by_seq.keys() {
+        assert!(
+            reported.contains(seq),
+            "message {seq} stored but never reported"
+        );
+    }
+}
+
+fn print_figures(what: &str, r: &Report) {
+    let s = &r.stats;
+    let stack = s.get("stack").copied().expect("stack high-water");
+    let ram = s.get("static_ram").copied().expect("static RAM");
+    eprintln!(
+        "QEMU-FIGURES {what}: {} messages, {} stored; {} instructions per message; \
+         stack high-water {stack} B; static RAM {ram} B; RAM total {} B (budget {RAM_BUDGET})",
+        r.outcomes.len(),
+        s.get("ok").copied().unwrap_or(0),
+        s.get("instr_per_msg").copied().unwrap_or(0),
+        stack + ram
+    );
+    assert!(
+        stack + ram <= RAM_BUDGET,
+        "{what}: static RAM {ram} B + stack {stack} B exceeds {RAM_BUDGET} B"
+    );
+}
+
+#[test]
+#[ignore = "runs inside `unshare -n`, started by firmware_in_qemu_publishes_to_the_real_broker"]
+fn inner_firmware_in_netns() {
+    if std::env::var_os(INNER_ENV).is_none() {
+        eprintln!("not inside the test namespace; run the outer test instead");
+        return;
+    }
+    let json = std::env::var(JSON_IMAGE_ENV).expect("image path");
+    let rocketmq = std::env::var(ROCKETMQ_IMAGE_ENV).expect("image path");
+    setup_tap();
+    let t0 = Instant::now();
+    let mut cluster = Cluster::start(VERSION, ClusterOptions::default()).expect("cluster start");
+    for t in ["Telemetry", "TelemetryBin", "TelemetryKill"] {
+        cluster.create_topic(t, 4).expect("create topic");
+    }
+    eprintln!("cluster ready in {:?}", t0.elapsed());
+
+    // Undisturbed runs of both header types: the figures.
+    for (image, topic, what) in [
+        (&json, "Telemetry", "JSON headers"),
+        (&rocketmq, "TelemetryBin", "ROCKETMQ headers"),
+    ] {
+        let t = Instant::now();
+        let r = run(&mut cluster, image, topic, 200, |_| {});
+        eprintln!("{what}: 200 outcomes in {:?}", t.elapsed());
+        let failed: Vec<_> = r
+            .outcomes
+            .iter()
+            .filter(|(_, o)| !matches!(o, Outcome::Stored { .. }))
+            .collect();
+        assert!(
+            failed.is_empty(),
+            "{what}: every message stored: {failed:?}"
+        );
+        verify(&cluster, topic, &r);
+        print_figures(what, &r);
+    }
+
+    // JSON headers, with the broker killed and restarted mid-stream.
+    let t = Instant::now();
+    let r = run(&mut cluster, &json, "TelemetryKill", 1000, |c| {
+        c.kill9_broker(0);
+        let t = Instant::now();
+        c.restart_broker(0).expect("broker restart");
+        eprintln!("broker killed and restarted in {:?}", t.elapsed());
+    });
+    let failed = r
+        .outcomes
+        .values()
+        .filter(|o| matches!(o, Outcome::Failed(_)))
+        .count();
+    eprintln!(
+        "broker restart run: 1000 outcomes in {:?}, {failed} failed while the broker was down",
+        t.elapsed()
+    );
+    assert!(failed >= 1, "a send failed while the broker was down");
+    let recovered = r
+        .outcomes
+        .values()
+        .rev()
+        .take(100)
+        .all(|o| matches!(o, Outcome::Stored { .. }));
+    assert!(
+        recovered,
+        "the last 100 messages are stored: the firmware recovered"
+    );
+    verify(&cluster, "TelemetryKill", &r);
+    print_figures("JSON headers, broker restarted", &r);
+}
