@@ -62,6 +62,7 @@ pub mod link;
 pub mod lock;
 pub mod message;
 pub mod metrics;
+pub mod outbox;
 pub mod pending;
 pub mod producer;
 pub mod pull_consumer;
