@@ -6,6 +6,7 @@
 //!   the 4.9 line) from Maven Central jars, plus the Java-side reference tools (`Verifier`,
 //!   `JavaProducer`).
 //! - [`hostile`]: scripted fake NameServer and brokers for fault injection (hostile peers).
+//! - [`netns`]: private network namespaces with a TAP device (the gateway tests).
 //! - [`proxy`]: a frame-aware proxy that answers or rewrites chosen frames (fault injection).
 //! - [`relay`]: a recording TCP relay that captures every remoting frame in both directions.
 //! - [`sim`]: the deterministic fault-tolerance policy simulator (`rmq-sim`).
@@ -13,6 +14,7 @@
 pub mod blocking;
 pub mod broker;
 pub mod hostile;
+pub mod netns;
 pub mod proxy;
 pub mod relay;
 pub mod sim;

@@ -33,8 +33,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use rmq_tests::broker::{Cluster, ClusterOptions, Version, prefetch, verifier_read};
+use rmq_tests::netns;
 
-const INNER_ENV: &str = "RMQ_QEMU_NETNS_INNER";
 const JSON_IMAGE_ENV: &str = "RMQ_QEMU_IMAGE_JSON";
 const ROCKETMQ_IMAGE_ENV: &str = "RMQ_QEMU_IMAGE_ROCKETMQ";
 const VERSION: Version = Version::V5_3_3;
@@ -52,32 +52,9 @@ fn firmware_in_qemu_publishes_to_the_real_broker() {
     let json = build_firmware(None);
     let rocketmq = build_firmware(Some("rocketmq-headers"));
     prefetch(VERSION).expect("fetch the RocketMQ jars before leaving the network");
-    let exe = std::env::current_exe().unwrap();
-    let out = Command::new("unshare")
-        .args(["-n", "--"])
-        .arg(&exe)
-        .args([
-            "inner_firmware_in_netns",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env(INNER_ENV, "1")
-        .env(JSON_IMAGE_ENV, &json)
-        .env(ROCKETMQ_IMAGE_ENV, &rocketmq)
-        .output()
-        .expect("run unshare (util-linux)");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    eprintln!("--- inner stdout\n{stdout}\n--- inner stderr\n{stderr}");
-    assert!(
-        out.status.success(),
-        "the inner test failed inside `unshare -n` (needs root and /dev/net/tun): {}",
-        out.status
-    );
-    assert!(
-        stdout.contains("1 passed"),
-        "the inner test did not run: {stdout}"
+    netns::run_inner(
+        "inner_firmware_in_netns",
+        &[(JSON_IMAGE_ENV, &json), (ROCKETMQ_IMAGE_ENV, &rocketmq)],
     );
 }
 
@@ -107,16 +84,6 @@ fn build_firmware(feature: Option<&str>) -> PathBuf {
          (rustup target add thumbv7em-none-eabihf)"
     );
     target.join("thumbv7em-none-eabihf/release/rmq-firmware")
-}
-
-fn setup_tap() {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("netns/tap.sh");
-    let st = Command::new("bash")
-        .arg(script)
-        .arg("tap0")
-        .status()
-        .unwrap();
-    assert!(st.success(), "tests/netns/tap.sh failed");
 }
 
 /// The body the firmware sends as message `seq`.
@@ -363,13 +330,13 @@ fn print_figures(what: &str, r: &Report) {
 #[test]
 #[ignore = "runs inside `unshare -n`, started by firmware_in_qemu_publishes_to_the_real_broker"]
 fn inner_firmware_in_netns() {
-    if std::env::var_os(INNER_ENV).is_none() {
+    if !netns::is_inner() {
         eprintln!("not inside the test namespace; run the outer test instead");
         return;
     }
     let json = std::env::var(JSON_IMAGE_ENV).expect("image path");
     let rocketmq = std::env::var(ROCKETMQ_IMAGE_ENV).expect("image path");
-    setup_tap();
+    netns::setup_tap("tap0");
     let t0 = Instant::now();
     let mut cluster = Cluster::start(VERSION, ClusterOptions::default()).expect("cluster start");
     for t in ["Telemetry", "TelemetryBin", "TelemetryKill"] {

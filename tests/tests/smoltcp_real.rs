@@ -14,20 +14,18 @@
 
 use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
-use std::path::Path;
-use std::process::Command;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use rmq_core::retry::{SendErrorKind, SendStatus};
 use rmq_core::time::Instant;
 use rmq_smoltcp::{Buffers, Config, Message, Producer, SendFailure, SendReceipt};
 use rmq_tests::broker::{Cluster, ClusterOptions, Version, prefetch, verifier_read};
+use rmq_tests::netns;
 use smoltcp::iface::{Config as IfaceConfig, Interface, SocketSet};
 use smoltcp::phy::{Medium, TunTapInterface, wait as phy_wait};
 use smoltcp::socket::tcp;
 use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, IpEndpoint, Ipv4Address};
 
-const INNER_ENV: &str = "RMQ_SMOLTCP_NETNS_INNER";
 const VERSION: Version = Version::V4_9;
 const TOPIC: &str = "SmolTelemetry";
 const COUNT: usize = 1000;
@@ -35,41 +33,7 @@ const COUNT: usize = 1000;
 #[test]
 fn smoltcp_gateway_publishes_1000_messages_over_a_tap_device() {
     prefetch(VERSION).expect("fetch the RocketMQ jars before leaving the network");
-    let exe = std::env::current_exe().unwrap();
-    let out = Command::new("unshare")
-        .args(["-n", "--"])
-        .arg(&exe)
-        .args([
-            "inner_gateway_in_netns",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env(INNER_ENV, "1")
-        .output()
-        .expect("run unshare (util-linux)");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    eprintln!("--- inner stdout\n{stdout}\n--- inner stderr\n{stderr}");
-    assert!(
-        out.status.success(),
-        "the inner test failed inside `unshare -n` (needs root and /dev/net/tun): {}",
-        out.status
-    );
-    assert!(
-        stdout.contains("1 passed"),
-        "the inner test did not run: {stdout}"
-    );
-}
-
-fn setup_tap() {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("netns/tap.sh");
-    let st = Command::new("bash")
-        .arg(script)
-        .arg("tap0")
-        .status()
-        .unwrap();
-    assert!(st.success(), "tests/netns/tap.sh failed");
+    netns::run_inner("inner_gateway_in_netns", &[]);
 }
 
 fn leak(n: usize) -> &'static mut [u8] {
@@ -88,11 +52,11 @@ fn body(i: usize) -> String {
 #[test]
 #[ignore = "runs inside `unshare -n`, started by smoltcp_gateway_publishes_1000_messages_over_a_tap_device"]
 fn inner_gateway_in_netns() {
-    if std::env::var_os(INNER_ENV).is_none() {
+    if !netns::is_inner() {
         eprintln!("not inside the test namespace; run the outer test instead");
         return;
     }
-    setup_tap();
+    netns::setup_tap("tap0");
     let t0 = StdInstant::now();
     let mut cluster = Cluster::start(VERSION, ClusterOptions::default()).expect("cluster start");
     cluster.create_topic(TOPIC, 4).expect("create topic");
