@@ -10,7 +10,7 @@
 //! driver (`rmq-lan9118`), smoltcp and `rmq_smoltcp::Producer`, and reports every message's
 //! outcome over semihosting.
 //!
-//! - Both images, 200 messages each to their own topic, undisturbed: all stored, and the Java
+//! - Both images, 1,000 messages each to their own topic, undisturbed: all stored, and the Java
 //!   verifier reads every one back exactly once with the body, keys, tags, msgId, offsetMsgId,
 //!   queue and offset the firmware reported.
 //! - JSON image, 1,000 messages to a third topic; when half are stored, the broker is killed
@@ -18,6 +18,7 @@
 //!   reported outcome (stored, or failed with an error), every stored one is read back as
 //!   above, and a failed one at most once (its answer may have been lost after the broker
 //!   stored it).
+//! - Then against a 4.9.7 NameServer and broker: the JSON image, 200 messages.
 //!
 //! Each run prints the firmware's figures (instructions per message under `-icount shift=0`,
 //! stack high-water, static RAM), and the test fails if static RAM plus the measured stack
@@ -51,7 +52,9 @@ fn firmware_in_qemu_publishes_to_the_real_broker() {
     );
     let json = build_firmware(None);
     let rocketmq = build_firmware(Some("rocketmq-headers"));
-    prefetch(VERSION).expect("fetch the RocketMQ jars before leaving the network");
+    for v in [VERSION, Version::V4_9] {
+        prefetch(v).expect("fetch the RocketMQ jars before leaving the network");
+    }
     netns::run_inner(
         "inner_firmware_in_netns",
         &[(JSON_IMAGE_ENV, &json), (ROCKETMQ_IMAGE_ENV, &rocketmq)],
@@ -350,8 +353,8 @@ fn inner_firmware_in_netns() {
         (&rocketmq, "TelemetryBin", "ROCKETMQ headers"),
     ] {
         let t = Instant::now();
-        let r = run(&mut cluster, image, topic, 200, |_| {});
-        eprintln!("{what}: 200 outcomes in {:?}", t.elapsed());
+        let r = run(&mut cluster, image, topic, 1000, |_| {});
+        eprintln!("{what}: 1000 outcomes in {:?}", t.elapsed());
         let failed: Vec<_> = r
             .outcomes
             .iter()
@@ -395,4 +398,20 @@ fn inner_firmware_in_netns() {
     );
     verify(&cluster, "TelemetryKill", &r);
     print_figures("JSON headers, broker restarted", &r);
+    drop(cluster);
+
+    // The 4.9 line (4.9.7 server jars): the JSON image, undisturbed.
+    let mut cluster =
+        Cluster::start(Version::V4_9, ClusterOptions::default()).expect("4.9 cluster");
+    cluster.create_topic("Telemetry", 4).expect("create topic");
+    let r = run(&mut cluster, &json, "Telemetry", 200, |_| {});
+    assert!(
+        r.outcomes
+            .values()
+            .all(|o| matches!(o, Outcome::Stored { .. })),
+        "4.9: every message stored: {:?}",
+        r.outcomes
+    );
+    verify(&cluster, "Telemetry", &r);
+    print_figures("JSON headers, 4.9.7 broker", &r);
 }
