@@ -276,7 +276,6 @@ fn params(out: &mut Out) -> Params {
             b"topic" => topic = core::str::from_utf8(v).ok(),
             b"seed" => seed = num(v),
             b"backoff" => backoff = num(v),
-            // JSON is the only header type rmq-smoltcp compiles in.
             // The header type is the build's (feature `rocketmq-headers`): say which is expected.
             b"hdr" => good &= v == HEADER,
             _ => good = false,
