@@ -3,10 +3,10 @@
 //! The task owns the socket (TCP_NODELAY on): it writes the frames queued with
 //! [`Conn::send_frame`] (each batch of queued frames with one flush), cuts incoming bytes into
 //! frames (each prefix checked by the core's [`check_prefix`] before the frame is buffered) and
-//! hands every frame to its [`FrameSink`] (the session driver, which correlates responses) as a
-//! [`Bytes`] split off the read buffer: message bodies are slices of it, never copies. When the connection ends (EOF, reset, write
-//! error, malformed frame, or [`Conn::close`]) the sink hears it once, and the session fails
-//! everything in flight on it at once.
+//! hands every frame to its [`FrameSink`] (the session driver, which correlates responses) as
+//! [`Bytes`] (see `RxBuf`): message bodies are slices of it, never copies. When the
+//! connection ends (EOF, reset, write error, malformed frame, or [`Conn::close`]) the sink
+//! hears it once, and the session fails everything in flight on it at once.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
