@@ -119,7 +119,6 @@ pub struct OutboxStats {
 
 #[derive(Clone, Copy, Debug)]
 struct Slot {
-    id: OutboxId,
     start: usize,
     len: usize,
 }
@@ -192,12 +191,14 @@ impl<'b, const N: usize> Outbox<'b, N> {
                 Overflow::RefuseNew => None,
             };
             // An empty ring holds any record that fits it: only RefuseNew ends without one.
-            let Some(old) = old else {
+            if old.is_none() {
                 self.stats.refused += 1;
                 return Err(PushError::Full);
             };
             self.stats.dropped += 1;
-            dropped(old.id);
+            // Slots hold consecutive ids ending just before `next_id`.
+            let gone = self.next_id.wrapping_sub(self.slots.len() as u32 + 1);
+            dropped(OutboxId(gone));
         };
         let id = OutboxId(self.next_id);
         let rec = self
@@ -214,7 +215,7 @@ impl<'b, const N: usize> Outbox<'b, N> {
         k.copy_from_slice(keys.as_bytes());
         b.copy_from_slice(m.body);
         // Not full: checked above.
-        let _ = self.slots.push_back(Slot { id, start, len });
+        let _ = self.slots.push_back(Slot { start, len });
         self.next_id = self.next_id.wrapping_add(1);
         self.stats.pushed += 1;
         Ok(id)
@@ -246,13 +247,14 @@ impl<'b, const N: usize> Outbox<'b, N> {
     pub fn current(&mut self) -> Option<(OutboxId, OutMessage<'_>)> {
         if self.current.is_none() {
             let s = self.slots.pop_front()?;
+            let id = OutboxId(self.next_id.wrapping_sub(self.slots.len() as u32 + 1));
             let (src, dst) = (
                 self.ring.get(s.start..s.start + s.len)?,
                 self.staging.get_mut(..s.len)?,
             );
             dst.copy_from_slice(src);
             self.current = Some(Current {
-                id: s.id,
+                id,
                 len: s.len,
                 attempts: 0,
             });

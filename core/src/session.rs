@@ -456,6 +456,22 @@ impl SendFailure {
         }
     }
 
+    /// Whether sending the same message again later may succeed (what a store-and-forward
+    /// outbox keeps it for, [`crate::outbox::Verdict::Retry`]): the retry plan's retryable
+    /// errors (transport failures, timeouts, no route, broker codes in the retry set) and a
+    /// full request table. Refused credentials, a header that does not fit and a malformed
+    /// answer (the broker may have stored the message) are final.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            SendFailure::Plan { error, .. } => error.is_retryable(),
+            SendFailure::TooManyRequests => true,
+            SendFailure::Encode(_)
+            | SendFailure::Acl(_)
+            | SendFailure::Authentication { .. }
+            | SendFailure::MalformedResponse { .. } => false,
+        }
+    }
+
     /// Attempts made before the failure.
     pub fn attempts(&self) -> u8 {
         match self {

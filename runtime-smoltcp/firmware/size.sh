@@ -1,22 +1,31 @@
 #!/usr/bin/env bash
-# Builds the no-allocator telemetry gateway firmware for thumbv7em-none-eabihf, prints its
-# section sizes (.text/.rodata/.data/.bss) and fails when the budget is exceeded: at most
-# 64 KiB of flash code (.text + .rodata) and 24 KiB of static RAM (.data + .bss, socket and
-# frame buffers included). Needs the rustup target and llvm-size or binutils' `size`.
+# Builds the no-allocator gateway firmware images for thumbv7em-none-eabihf, prints their
+# section sizes (.text/.rodata/.data/.bss) and fails when a budget is exceeded:
+# - the producer-only telemetry image (issue 14): at most 64 KiB of flash code (.text +
+#   .rodata) and 24 KiB of static RAM (.data + .bss, socket and frame buffers included);
+# - the store-and-forward image (feature `store-forward`, issue 19): at most 80 KiB of flash
+#   code and 32 KiB of static RAM (the QEMU test adds the measured stack to it).
+# Needs the rustup target and llvm-size or binutils' `size`.
 set -euo pipefail
 cd "$(dirname "$0")"
-cargo build --release --locked
-elf=target/thumbv7em-none-eabihf/release/rmq-firmware
-echo "telemetry gateway firmware: $elf"
-if command -v llvm-size >/dev/null; then sizes=$(llvm-size -A "$elf"); else sizes=$(size -A "$elf"); fi
-echo "$sizes" | grep -E '^(section|\.text|\.rodata|\.data|\.bss|\.uninit|Total)'
-sec() { echo "$sizes" | awk -v s="$1" '$1 == s { print $2 }'; }
-text=$(( $(sec .text) + $(sec .rodata) ))
-uninit=$(sec .uninit)
-ram=$(( $(sec .data) + $(sec .bss) + ${uninit:-0} ))
-echo "flash code (.text+.rodata): $text bytes (budget 65536)"
-echo "static RAM (.data+.bss+.uninit): $ram bytes (budget 24576)"
-if (( text > 65536 || ram > 24576 )); then
-  echo "firmware budget exceeded" >&2
-  exit 1
-fi
+check() { # name, cargo args, target dir, flash budget, RAM budget
+  local name=$1 args=$2 dir=$3 flash_max=$4 ram_max=$5
+  # shellcheck disable=SC2086
+  cargo build --release --locked $args --target-dir "$dir"
+  local elf=$dir/thumbv7em-none-eabihf/release/rmq-firmware sizes
+  echo "$name firmware: $elf"
+  if command -v llvm-size >/dev/null; then sizes=$(llvm-size -A "$elf"); else sizes=$(size -A "$elf"); fi
+  echo "$sizes" | grep -E '^(section|\.text|\.rodata|\.data|\.bss|\.uninit|Total)'
+  sec() { echo "$sizes" | awk -v s="$1" '$1 == s { print $2 }'; }
+  local text=$(( $(sec .text) + $(sec .rodata) )) uninit
+  uninit=$(sec .uninit)
+  local ram=$(( $(sec .data) + $(sec .bss) + ${uninit:-0} ))
+  echo "$name: flash code (.text+.rodata): $text bytes (budget $flash_max)"
+  echo "$name: static RAM (.data+.bss+.uninit): $ram bytes (budget $ram_max)"
+  if (( text > flash_max || ram > ram_max )); then
+    echo "$name firmware budget exceeded" >&2
+    return 1
+  fi
+}
+check "telemetry gateway" "" target 65536 24576
+check "store-and-forward gateway" "--features store-forward" target/store-forward 81920 32768

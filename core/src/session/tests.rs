@@ -505,9 +505,10 @@ fn attempt_timeout_and_late_answer() {
     assert_eq!(w.s.poll_timeout(), Some(t(3000)));
     w.advance_to(t(3000));
     match w.done(id) {
-        Some(Err(SendFailure::Plan { error, .. })) => {
+        Some(Err(f @ SendFailure::Plan { error, .. })) => {
             assert_eq!(error.attempts(), 1);
             assert!(error.is_retryable());
+            assert!(f.is_retryable(), "an outbox keeps a timed-out message");
         }
         other => panic!("{other:?}"),
     }
@@ -664,11 +665,15 @@ fn refused_credentials_end_the_send_without_retry() {
     );
     w.drain();
     match w.done(id) {
-        Some(Err(SendFailure::Authentication {
-            code,
-            attempts,
-            remark,
-        })) => {
+        Some(Err(f)) if !f.is_retryable() => {
+            let SendFailure::Authentication {
+                code,
+                attempts,
+                remark,
+            } = f
+            else {
+                panic!("{f:?}")
+            };
             assert_eq!((code, attempts), (16, 1));
             assert_eq!(remark.as_str(), "User:rmq is not found");
         }

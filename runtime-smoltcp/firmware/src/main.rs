@@ -29,6 +29,11 @@
 //! semihosting console to its standard error (unless `-semihosting-config chardev=` says
 //! otherwise).
 //!
+//! With the `store-forward` feature the image is the store-and-forward gateway instead
+//! (`src/forward.rs`): telemetry generated at `rate=N` messages per second (default 10) into
+//! a 200-message outbox, sent in order and kept through outages; it adds `DROP` and `RETRY`
+//! lines and more `STATS` (see there).
+//!
 //! `STATS`: `instr` counts the instructions executed from the first send to the last
 //! completion outside `wfi` (FREE_RUN ticks × 40 under `-icount shift=0`, where one
 //! instruction takes 1 ns of virtual time and FREE_RUN ticks at 25 MHz), `instr_per_msg` that
@@ -41,8 +46,7 @@
 
 mod mem;
 
-use core::mem::MaybeUninit;
-use core::ptr::{addr_of, addr_of_mut, read_volatile, write_volatile};
+use core::ptr::{addr_of, read_volatile, write_volatile};
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use cortex_m_rt::{entry, exception};
@@ -50,8 +54,10 @@ use cortex_m_semihosting::debug::{self, EXIT_FAILURE, EXIT_SUCCESS};
 use cortex_m_semihosting::{nr, syscall1};
 use rmq_lan9118::{Lan9118, MAX_FRAME, Regs};
 use rmq_smoltcp::core::retry::{SendErrorKind, SendStatus};
-use rmq_smoltcp::core::time::{Duration, Instant};
-use rmq_smoltcp::{Buffers, Completion, Config, Message, Producer, SendFailure};
+use rmq_smoltcp::core::time::Instant;
+use rmq_smoltcp::{Buffers, Completion, Config, Producer, SendFailure};
+#[cfg(not(feature = "store-forward"))]
+use rmq_smoltcp::{Message, core::time::Duration};
 use smoltcp::iface::{Config as IfaceConfig, Interface, SocketSet, SocketStorage};
 use smoltcp::socket::tcp;
 use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, IpEndpoint, Ipv4Address};
@@ -77,14 +83,17 @@ macro_rules! stat {
     ($t:ty = const $v:expr) => {{
         static mut S: $t = $v;
         // SAFETY: see above.
-        unsafe { &mut *addr_of_mut!(S) }
+        unsafe { &mut *::core::ptr::addr_of_mut!(S) }
     }};
     ($t:ty = $v:expr) => {{
-        static mut S: MaybeUninit<$t> = MaybeUninit::uninit();
+        static mut S: ::core::mem::MaybeUninit<$t> = ::core::mem::MaybeUninit::uninit();
         // SAFETY: see above.
-        unsafe { (*addr_of_mut!(S)).write($v) }
+        unsafe { (*::core::ptr::addr_of_mut!(S)).write($v) }
     }};
 }
+
+#[cfg(feature = "store-forward")]
+mod forward;
 
 static MILLIS: AtomicU32 = AtomicU32::new(0);
 
@@ -252,6 +261,9 @@ struct Params {
     topic: &'static str,
     seed: u32,
     backoff: u32,
+    /// Messages generated per second (store-and-forward image).
+    #[cfg(feature = "store-forward")]
+    rate: u32,
 }
 
 fn params(out: &mut Out) -> Params {
@@ -264,6 +276,8 @@ fn params(out: &mut Out) -> Params {
     let cmd: &'static [u8] = buf;
     let (mut ns, mut count, mut topic, mut seed, mut backoff) =
         (None, Some(10), Some("Telemetry"), None, Some(1000));
+    #[cfg(feature = "store-forward")]
+    let mut rate = Some(10);
     let mut good = got;
     for word in cmd[..block[1].min(cmd.len())].split(|&c| c == b' ') {
         let Some(eq) = word.iter().position(|&c| c == b'=') else {
@@ -276,22 +290,30 @@ fn params(out: &mut Out) -> Params {
             b"topic" => topic = core::str::from_utf8(v).ok(),
             b"seed" => seed = num(v),
             b"backoff" => backoff = num(v),
+            #[cfg(feature = "store-forward")]
+            b"rate" => rate = num(v).filter(|&r| (1..=1000).contains(&r)),
             // The header type is the build's (feature `rocketmq-headers`): say which is expected.
             b"hdr" => good &= v == HEADER,
             _ => good = false,
         }
     }
-    match (ns, count, topic, backoff) {
-        (Some(ns), Some(count), Some(topic), Some(backoff)) if good => Params {
+    #[cfg(not(feature = "store-forward"))]
+    let rate = Some(());
+    match (ns, count, topic, backoff, rate) {
+        (Some(ns), Some(count), Some(topic), Some(backoff), Some(_rate)) if good => Params {
             ns,
             count,
             topic,
             seed: seed.unwrap_or(0x5EED_0000 ^ u32::from(ns.port)),
             backoff,
+            #[cfg(feature = "store-forward")]
+            rate: _rate,
         },
-        _ => out.err(
-            b"usage: ns=A.B.C.D:PORT [n=N] [topic=T] [hdr=json|rocketmq] [seed=S] [backoff=MS]",
-        ),
+        _ => out.err(if cfg!(feature = "store-forward") {
+            b"usage: ns=A.B.C.D:PORT [n=N] [topic=T] [hdr=json|rocketmq] [seed=S] [backoff=MS] [rate=1..1000]"
+        } else {
+            b"usage: ns=A.B.C.D:PORT [n=N] [topic=T] [hdr=json|rocketmq] [seed=S] [backoff=MS]"
+        }),
     }
 }
 
@@ -436,14 +458,109 @@ fn main() -> ! {
     };
     let producer = stat!(Gateway = gateway);
 
+    let mut net = Net {
+        iface,
+        eth,
+        sockets,
+    };
+    #[cfg(not(feature = "store-forward"))]
+    direct(&mut out, &p, producer, &mut net);
+    #[cfg(feature = "store-forward")]
+    forward::run(&mut out, &p, producer, &mut net);
+    exit(EXIT_SUCCESS)
+}
+
+/// The network side the producer is polled with.
+struct Net<'a> {
+    iface: &'a mut Interface,
+    eth: Lan9118<'a, Mmio>,
+    sockets: SocketSet<'a>,
+}
+
+impl Net<'_> {
+    /// One producer poll: the deadline it asks for and a completion, if any.
+    fn poll(
+        &mut self,
+        producer: &mut Gateway,
+        t: Instant,
+    ) -> (Option<Instant>, Option<Completion>) {
+        let next = producer.poll(t, self.iface, &mut self.eth, &mut self.sockets);
+        (next, producer.take_completion())
+    }
+}
+
+/// CPU accounting over the run: FREE_RUN ticks outside `wfi` from the first send on.
+#[derive(Default)]
+struct Meter {
+    busy: u64,
+    first: Option<u32>,
+    last: u32,
+    polls: u32,
+}
+
+impl Meter {
+    fn start(&mut self, t0: u32) {
+        self.first.get_or_insert(t0);
+    }
+
+    fn poll(&mut self, t0: u32, t1: u32) {
+        if self.first.is_some() {
+            self.busy += u64::from(t1.wrapping_sub(t0));
+            self.polls += 1;
+        }
+    }
+
+    /// The `STATS` line (`more` adds the caller's words).
+    fn report(&self, out: &mut Out, n: u32, ok: u32, more: impl FnOnce(&mut Line)) {
+        let mut l = Line::new();
+        l.s(b"STATS n=")
+            .u(n.into())
+            .s(b" ok=")
+            .u(ok.into())
+            .s(b" instr=")
+            .u(self.busy * 40)
+            .s(b" instr_per_msg=")
+            .u(self.busy * 40 / u64::from(n.max(1)))
+            .s(b" polls=")
+            .u(self.polls.into())
+            .s(b" span_ticks=")
+            .u(self
+                .last
+                .wrapping_sub(self.first.unwrap_or(self.last))
+                .into())
+            .s(b" stack=")
+            .u(stack_high_water() as u64)
+            .s(b" static_ram=")
+            .u((ram_bounds().0 - addr_of!(__sdata) as usize) as u64);
+        more(&mut l);
+        out.line(&mut l);
+    }
+}
+
+/// Message `seq`'s key, `seq-<seq>`.
+fn key(seq: u32) -> Line {
+    let mut key = Line::new();
+    key.s(b"seq-").u(seq.into());
+    key
+}
+
+/// The key as text.
+fn text(l: &Line) -> &str {
+    // SAFETY: `Line`s built from ASCII literals and digits only.
+    unsafe { core::str::from_utf8_unchecked(l.bytes()) }
+}
+
+/// The producer-only gateway: message `seq` is built when the previous one has its outcome,
+/// and sent once (the producer's own retries within its deadline); a failure is reported and
+/// the next message follows after `backoff`.
+#[cfg(not(feature = "store-forward"))]
+fn direct(out: &mut Out, p: &Params, producer: &mut Gateway, net: &mut Net<'_>) {
     let (mut seq, mut in_flight, mut ok) = (0u32, false, 0u32);
     // After a failure, the next message waits until then.
     let mut resume = Instant::ZERO;
-    // FREE_RUN ticks outside `wfi` since the first send, and the span's first tick.
-    let (mut busy, mut first, mut polls): (u64, Option<u32>, u32) = (0, None, 0);
-    let mut last = 0u32;
+    let mut m = Meter::default();
     while seq < p.count {
-        let t0 = eth.free_run();
+        let t0 = net.eth.free_run();
         let t = now();
         if !in_flight && t >= resume && producer.can_send() {
             let mut body = Line::new();
@@ -456,16 +573,14 @@ fn main() -> ! {
                 .s(b",\"humidity\":")
                 .u((40 + seq % 13).into())
                 .s(b"}");
-            let mut key = Line::new();
-            key.s(b"seq-").u(seq.into());
+            let key = key(seq);
             let msg = Message {
                 body: body.bytes(),
                 tags: Some("telemetry"),
-                // SAFETY: ASCII ("seq-" and digits).
-                keys: Some(unsafe { core::str::from_utf8_unchecked(key.bytes()) }),
+                keys: Some(text(&key)),
                 flag: 0,
             };
-            first.get_or_insert(t0);
+            m.start(t0);
             if producer.send(t, &msg).is_ok() {
                 in_flight = true;
             } else {
@@ -474,16 +589,12 @@ fn main() -> ! {
                 resume = t + Duration::from_millis(p.backoff.into());
             }
         }
-        let next = producer.poll(t, iface, &mut eth, &mut sockets);
-        let done = producer.take_completion();
-        let t1 = eth.free_run();
-        if first.is_some() {
-            busy += u64::from(t1.wrapping_sub(t0));
-            polls += 1;
-        }
+        let (next, done) = net.poll(producer, t);
+        let t1 = net.eth.free_run();
+        m.poll(t0, t1);
         if let Some(c) = &done {
-            last = t1;
-            if report(&mut out, seq, c) {
+            m.last = t1;
+            if report(out, seq, c) {
                 ok += 1;
             } else {
                 resume = t + Duration::from_millis(p.backoff.into());
@@ -496,25 +607,5 @@ fn main() -> ! {
             cortex_m::asm::wfi();
         }
     }
-    let n = u64::from(p.count.max(1));
-    out.line(
-        Line::new()
-            .s(b"STATS n=")
-            .u(p.count.into())
-            .s(b" ok=")
-            .u(ok.into())
-            .s(b" instr=")
-            .u(busy * 40)
-            .s(b" instr_per_msg=")
-            .u(busy * 40 / n)
-            .s(b" polls=")
-            .u(polls.into())
-            .s(b" span_ticks=")
-            .u(last.wrapping_sub(first.unwrap_or(last)).into())
-            .s(b" stack=")
-            .u(stack_high_water() as u64)
-            .s(b" static_ram=")
-            .u((ram_bounds().0 - addr_of!(__sdata) as usize) as u64),
-    );
-    exit(EXIT_SUCCESS)
+    m.report(out, p.count, ok, |_| {});
 }

@@ -1,0 +1,150 @@
+//! The store-and-forward gateway (feature `store-forward`): telemetry is generated at a fixed
+//! rate (`rate=` messages per second, whatever the link does) into an
+//! [`Outbox`](rmq_smoltcp::core::outbox::Outbox) of 200 messages that drops the oldest when
+//! full, and the producer sends the outbox's oldest message whenever it can. A send that fails
+//! in a way that may succeed later (transport, timeout, no route: the link or the broker is
+//! down) keeps its message first in the outbox and is tried again after `backoff`; so messages
+//! are stored in generation order, each exactly once as far as the client knows.
+//!
+//! Output lines besides the direct image's `OK`/`WARN`/`FAIL` (a `FAIL` is now a final
+//! failure): `DROP <seq>` for a message the outbox dropped to make room (each at most once,
+//! never the one being sent), `RETRY <seq> <cause> attempts=<n>` for a send kept for a later
+//! try; `STATS` adds `dropped=`, `retries=`, `failed=` and `peak=` (most messages waiting at
+//! once, the one in flight included).
+//!
+//! The ring stores what varies (keys and body, a compact JSON record); the tag is the same for
+//! every message and is added at send time.
+
+use rmq_smoltcp::Message;
+use rmq_smoltcp::core::outbox::{OutMessage, Outbox, Overflow, Verdict};
+use rmq_smoltcp::core::time::{Duration, Instant};
+
+use crate::{Gateway, Line, Meter, Net, Out, Params, failure, key, now, report, text};
+
+/// Messages the outbox holds (the one in flight is in the staging buffer, outside it).
+const CAPACITY: usize = 200;
+/// Ring bytes: 200 records of this image's largest (8 + `seq-99999` + 30-byte body = 47 B)
+/// fit, so the count bounds the ring, not the bytes.
+const RING: usize = 9_600;
+
+/// Runs `p.count` messages through the outbox, then prints `STATS`.
+pub(crate) fn run(out: &mut Out, p: &Params, producer: &mut Gateway, net: &mut Net<'_>) {
+    let ring = stat!([u8; RING] = const [0; RING]);
+    let staging = stat!([u8; 64] = const [0; 64]);
+    let outbox = stat!(Outbox<'static, CAPACITY> = Outbox::new(&mut ring[..], &mut staging[..], Overflow::DropOldest));
+    let period = Duration::from_millis(u64::from(1000 / p.rate));
+    let (mut made, mut ok, mut peak) = (0u32, 0u32, 0usize);
+    let (mut in_flight, mut resume, mut due) = (None::<u32>, Instant::ZERO, now());
+    let mut m = Meter::default();
+    while made < p.count || !outbox.is_empty() {
+        let t0 = net.eth.free_run();
+        let t = now();
+        // Generation goes on at its rate whatever the uplink does.
+        while made < p.count && t >= due {
+            let seq = made;
+            let mut body = Line::new();
+            body.s(b"{\"seq\":")
+                .u(seq.into())
+                .s(b",\"t\":")
+                .u((20 + seq % 7).into())
+                .s(b".")
+                .u((seq % 10).into())
+                .s(b",\"h\":")
+                .u((40 + seq % 13).into())
+                .s(b"}");
+            let key = key(seq);
+            let msg = OutMessage {
+                body: body.bytes(),
+                tags: None,
+                keys: Some(text(&key)),
+                flag: 0,
+            };
+            // Ids count pushes from 0, and every push succeeds (drop-oldest, records far
+            // smaller than the ring), so an id is the message's seq.
+            let pushed = outbox.push(&msg, |id| {
+                out.line(Line::new().s(b"DROP ").u(id.0.into()));
+            });
+            if pushed.map(|id| id.0) != Ok(seq) {
+                out.err(b"outbox refused a message");
+            }
+            made += 1;
+            due = due.saturating_add(period);
+            peak = peak.max(outbox.len());
+        }
+        if in_flight.is_none()
+            && t >= resume
+            && producer.can_send()
+            && let Some((id, o)) = outbox.current()
+        {
+            let msg = Message {
+                body: o.body,
+                tags: Some("telemetry"),
+                keys: o.keys,
+                flag: o.flag,
+            };
+            m.start(t0);
+            if producer.send(t, &msg).is_ok() {
+                in_flight = Some(id.0);
+            } else {
+                outbox.finish(Verdict::Failed);
+                out.line(Line::new().s(b"FAIL ").u(id.0.into()).s(b" submit-refused"));
+            }
+        }
+        let (next, done) = net.poll(producer, t);
+        let t1 = net.eth.free_run();
+        m.poll(t0, t1);
+        if let (Some(c), Some(seq)) = (done, in_flight) {
+            m.last = t1;
+            in_flight = None;
+            match &c.result {
+                Err(f) if f.is_retryable() => {
+                    outbox.finish(Verdict::Retry);
+                    resume = t + Duration::from_millis(p.backoff.into());
+                    let mut l = Line::new();
+                    l.s(b"RETRY ").u(seq.into()).s(b" ");
+                    failure(&mut l, f);
+                    let n = producer.stats();
+                    l.s(b" connects=")
+                        .u(n.connects.into())
+                        .s(b" connect_failures=")
+                        .u(n.connect_failures.into())
+                        .s(b" lost=")
+                        .u(n.connections_lost.into())
+                        .s(b" frames=")
+                        .u(n.frames_sent.into())
+                        .s(b"/")
+                        .u(n.frames_received.into())
+                        .s(b" t=")
+                        .u(t.millis());
+                    out.line(&mut l);
+                }
+                _ => {
+                    let stored = report(out, seq, &c);
+                    outbox.finish(if stored {
+                        Verdict::Stored
+                    } else {
+                        Verdict::Failed
+                    });
+                    ok += u32::from(stored);
+                }
+            }
+            continue;
+        }
+        let generate = made < p.count && due <= now();
+        if !generate && next.is_none_or(|d| d > now()) {
+            // SysTick wakes it within 1 ms (retry back-off, generation).
+            cortex_m::asm::wfi();
+        }
+    }
+    let s = outbox.stats();
+    m.report(out, p.count, ok, |l| {
+        l.s(b" dropped=")
+            .u(s.dropped.into())
+            .s(b" retries=")
+            .u(s.retries.into())
+            .s(b" failed=")
+            .u(s.failed.into())
+            .s(b" peak=")
+            .u(peak as u64);
+    });
+}
