@@ -386,6 +386,36 @@ where
     f(&enc)
 }
 
+/// Validates a message of a batch as [`encode_message_properties`] does and writes its
+/// SEND_BATCH_MESSAGE record ([`crate::message::batch`]: header, body, the same properties)
+/// into the front of `buf`; returns the record's length. A batch body is such records one
+/// after the other; its request carries only `WAIT` as properties.
+///
+/// # Errors
+/// [`MessageError::Invalid`] (nothing may be sent) or [`MessageError::BufferTooSmall`] (also
+/// for properties longer than a record can hold).
+pub fn encode_batch_record<'a, U>(
+    topic: &str,
+    body: &[u8],
+    max_message_size: usize,
+    m: &MessageFields<'a, U>,
+    uniq: Option<&'a str>,
+    flag: i32,
+    buf: &mut [u8],
+) -> Result<usize, MessageError>
+where
+    U: Iterator<Item = (&'a str, &'a str)> + Clone,
+{
+    with_properties(topic, body, max_message_size, m, uniq, |e| {
+        let record = crate::message::BatchMessage {
+            flag,
+            body,
+            properties: e,
+        };
+        record.encode(buf).map_err(|_| MessageError::BufferTooSmall)
+    })
+}
+
 /// The exact length of the properties [`encode_message_properties`] writes.
 ///
 /// # Errors
@@ -729,6 +759,35 @@ mod tests {
         assert_eq!(b.delay(), Duration::from_millis(1000));
         b.reset();
         assert_eq!(b.delay(), Duration::ZERO);
+    }
+
+    #[test]
+    fn batch_records_carry_the_properties_of_single_sends() {
+        use crate::message::decode_batch;
+        use crate::message::validate::ValidationError;
+        let m = MessageFields::new(Some("t"), Some("k"));
+        let mut buf = [0u8; 128];
+        let a = encode_batch_record("T", b"one", 100, &m, Some("A1"), 7, &mut buf).unwrap();
+        let b = encode_batch_record("T", b"two!", 100, &m, Some("A2"), 0, &mut buf[a..]).unwrap();
+        let recs: Vec<_> = decode_batch(&buf[..a + b]).map(|r| r.unwrap()).collect();
+        assert_eq!(recs.len(), 2);
+        assert_eq!((recs[0].flag, recs[0].body), (7, &b"one"[..]));
+        assert_eq!(recs[1].body, b"two!");
+        let mut props = [0u8; 64];
+        let n = encode_message_properties("T", b"two!", 100, &m, Some("A2"), &mut props).unwrap();
+        assert_eq!(
+            recs[1].properties().unwrap().as_str(),
+            core::str::from_utf8(&props[..n]).unwrap()
+        );
+        // The same checks as a single send; a record that does not fit is refused.
+        assert_eq!(
+            encode_batch_record("T", b"", 100, &m, None, 0, &mut buf),
+            Err(MessageError::Invalid(ValidationError::BodyEmpty))
+        );
+        assert_eq!(
+            encode_batch_record("T", b"one", 100, &m, Some("A1"), 7, &mut buf[..a - 1]),
+            Err(MessageError::BufferTooSmall)
+        );
     }
 
     #[test]

@@ -8,7 +8,10 @@ use heapless::String;
 use rmq_core::link::{Link, LinkCheck, LinkState, Outgoing};
 use rmq_core::message::UniqKeyGenerator;
 use rmq_core::message::validate::DEFAULT_MAX_MESSAGE_SIZE;
-use rmq_core::producer::{MessageError, MessageFields, encode_message_properties};
+use rmq_core::message::{EncodeProperties, PropertiesEncoder, keys};
+use rmq_core::producer::{
+    MessageError, MessageFields, encode_batch_record, encode_message_properties,
+};
 use rmq_core::retry::{SendMode, TransportError};
 use rmq_core::session::{
     self, BrokerId, Event, Features, Outbound, Peer, SendArgs, Session, TopicId,
@@ -26,6 +29,14 @@ use crate::{
 
 /// Frames read per connection per [`Producer::poll`].
 const MAX_FRAMES_PER_POLL: usize = 4;
+/// A refused message's error.
+fn refused(e: MessageError) -> SubmitError {
+    match e {
+        MessageError::BufferTooSmall => SubmitError::TooLarge,
+        MessageError::Invalid(v) => SubmitError::Invalid(v),
+    }
+}
+
 /// Requests queued or in flight: a route lookup and the one send (plus slack).
 const REQUESTS: usize = 4;
 
@@ -101,6 +112,8 @@ impl Outbound for Props<'_> {
 struct Job {
     props_len: usize,
     uniq: String<32>,
+    /// Messages in the request (a batch's records, or 1).
+    messages: u16,
 }
 
 /// A heap-free RocketMQ producer over smoltcp.
@@ -270,7 +283,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
     /// # Errors
     /// [`SubmitError`]: busy, too large, invalid message (the core's checks, as in rmq-std).
     pub fn send(&mut self, now: Instant, msg: &Message<'_>) -> Result<SendId, SubmitError> {
-        self.submit(now, msg, SendMode::Sync)
+        self.single(now, msg, SendMode::Sync)
     }
 
     /// Publishes `msg` without asking for an answer: complete once the frame is written
@@ -279,7 +292,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
     /// # Errors
     /// As [`Producer::send`].
     pub fn send_oneway(&mut self, now: Instant, msg: &Message<'_>) -> Result<SendId, SubmitError> {
-        self.submit(now, msg, SendMode::Oneway)
+        self.single(now, msg, SendMode::Oneway)
     }
 
     fn topic_id(&mut self, now: Instant) -> Result<TopicId, SubmitError> {
@@ -294,7 +307,59 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         Ok(t)
     }
 
-    fn submit(
+    /// Publishes `msgs` as one SEND_BATCH_MESSAGE request (all stored in one queue, in order,
+    /// or none): one round trip for all of them, which is what a long-RTT link needs. The
+    /// completion's [`SendReceipt`] describes the first message; message `i` has queue offset
+    /// `queue_offset + i` and msgId [`SendReceipt::msg_id_of`]`(i)`. Each message is checked
+    /// as by [`Producer::send`]; the records (body, properties) must fit
+    /// [`Buffers::message`] together.
+    ///
+    /// # Errors
+    /// As [`Producer::send`]; [`SubmitError::EmptyBatch`] for no message.
+    pub fn send_batch(
+        &mut self,
+        now: Instant,
+        msgs: &[Message<'_>],
+    ) -> Result<SendId, SubmitError> {
+        if !self.can_send() {
+            return Err(SubmitError::Busy);
+        }
+        let count = u16::try_from(msgs.len()).map_err(|_| SubmitError::TooLarge)?;
+        if count == 0 {
+            return Err(SubmitError::EmptyBatch);
+        }
+        let born = self.clock.unix_millis(now);
+        // The request's own properties: WAIT only (Java's MessageBatch).
+        let wait = PropertiesEncoder::new([(keys::WAIT_STORE_MSG_OK, "true")]);
+        let props_len = wait.encode(self.msg).map_err(|_| SubmitError::TooLarge)?;
+        let (mut end, mut first) = (props_len, String::new());
+        for m in msgs {
+            let hex = self.uniq.next_id_at(born, 0).to_hex();
+            if first.is_empty() {
+                let _ = first.push_str(hex.as_str());
+            }
+            let rest = self.msg.get_mut(end..).ok_or(SubmitError::TooLarge)?;
+            let fields = MessageFields::new(m.tags, m.keys);
+            end += encode_batch_record(
+                self.cfg.topic,
+                m.body,
+                DEFAULT_MAX_MESSAGE_SIZE,
+                &fields,
+                Some(hex.as_str()),
+                m.flag,
+                rest,
+            )
+            .map_err(refused)?;
+        }
+        let job = Job {
+            props_len,
+            uniq: first,
+            messages: count,
+        };
+        self.submit(now, job, end - props_len, 0, SendMode::Sync, true)
+    }
+
+    fn single(
         &mut self,
         now: Instant,
         msg: &Message<'_>,
@@ -314,10 +379,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             Some(hex.as_str()),
             self.msg,
         )
-        .map_err(|e| match e {
-            MessageError::BufferTooSmall => SubmitError::TooLarge,
-            MessageError::Invalid(v) => SubmitError::Invalid(v),
-        })?;
+        .map_err(refused)?;
         let end = props_len
             .checked_add(msg.body.len())
             .ok_or(SubmitError::TooLarge)?;
@@ -325,23 +387,39 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             .get_mut(props_len..end)
             .ok_or(SubmitError::TooLarge)?
             .copy_from_slice(msg.body);
+        let mut uniq = String::new();
+        let _ = uniq.push_str(hex.as_str());
+        let job = Job {
+            props_len,
+            uniq,
+            messages: 1,
+        };
+        self.submit(now, job, msg.body.len(), msg.flag, mode, false)
+    }
+
+    /// Hands the encoded request (properties and body in the message buffer) to the session.
+    #[allow(clippy::too_many_arguments)]
+    fn submit(
+        &mut self,
+        now: Instant,
+        job: Job,
+        body_len: usize,
+        flag: i32,
+        mode: SendMode,
+        batch: bool,
+    ) -> Result<SendId, SubmitError> {
         let topic = self.topic_id(now)?;
         let mut retry = self.cfg.retry;
         retry.mode = mode;
-        let mut args = SendArgs::new(retry, msg.body.len(), born);
-        args.flag = msg.flag;
+        let mut args = SendArgs::new(retry, body_len, self.clock.unix_millis(now));
+        args.flag = flag;
+        args.batch = batch;
         let id = self
             .core
             .send(now, topic, &args)
             .map_err(SubmitError::Session)?;
-        let mut uniq = String::new();
-        let _ = uniq.push_str(hex.as_str());
-        self.job = Some(Job { props_len, uniq });
-        debug!(
-            "send {=u32} queued ({=usize} body bytes)",
-            id.0,
-            msg.body.len()
-        );
+        debug!("send {=u32} queued ({=usize} body bytes)", id.0, body_len);
+        self.job = Some(job);
         Ok(SendId(id.0))
     }
 
@@ -542,6 +620,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
                                 queue_offset: r.queue_offset,
                                 offset_msg_id: r.offset_msg_id,
                                 msg_id: job.uniq,
+                                messages: job.messages,
                                 attempts: r.attempts,
                             })
                         }

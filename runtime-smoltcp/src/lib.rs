@@ -176,10 +176,28 @@ pub struct SendReceipt {
     pub queue_offset: Option<i64>,
     /// offsetMsgId (empty for oneway).
     pub offset_msg_id: heapless::String<MAX_MSG_ID>,
-    /// The UNIQ_KEY (client message id), upper-case hex.
+    /// The UNIQ_KEY (client message id), upper-case hex; of the first message of a batch.
     pub msg_id: heapless::String<32>,
+    /// Messages stored: 1, or a batch's count ([`Producer::send_batch`]).
+    pub messages: u16,
     /// Attempts made.
     pub attempts: u8,
+}
+
+impl SendReceipt {
+    /// The msgId (UNIQ_KEY) of message `i` of a batch (`i` = 0 is [`SendReceipt::msg_id`]):
+    /// the ids of one batch are generated in a row and differ only in their counter.
+    /// `None` past the batch.
+    pub fn msg_id_of(&self, i: u16) -> Option<heapless::String<32>> {
+        if i >= self.messages {
+            return None;
+        }
+        let first = rmq_core::message::UniqKey::parse(&self.msg_id).ok()?;
+        let id = first.with_counter(first.counter().wrapping_add(i)).to_hex();
+        let mut s = heapless::String::new();
+        s.push_str(id.as_str()).ok()?;
+        Some(s)
+    }
 }
 
 /// The end of a send.
@@ -205,6 +223,8 @@ pub enum SubmitError {
     Invalid(ValidationError),
     /// The core session refused it (e.g. a topic name that does not fit).
     Session(rmq_core::session::SubmitError),
+    /// [`Producer::send_batch`] was given no message.
+    EmptyBatch,
 }
 
 impl fmt::Display for SubmitError {
@@ -214,6 +234,7 @@ impl fmt::Display for SubmitError {
             SubmitError::TooLarge => f.write_str("message does not fit the message buffer"),
             SubmitError::Invalid(e) => write!(f, "invalid message: {e}"),
             SubmitError::Session(e) => fmt::Display::fmt(e, f),
+            SubmitError::EmptyBatch => f.write_str("a batch needs at least one message"),
         }
     }
 }

@@ -127,6 +127,14 @@ impl UniqKey {
         self.bytes[at + 4..at + 6].copy_from_slice(&counter.to_be_bytes());
     }
 
+    /// The same id with another counter: the ids a generator gives in a row differ only
+    /// there (while the millisecond field stays), as those of one batch do.
+    pub fn with_counter(mut self, counter: u16) -> Self {
+        let month_millis = self.month_millis();
+        self.set_tail(month_millis, counter);
+        self
+    }
+
     fn field<const N: usize>(&self, offset: usize) -> [u8; N] {
         let at = self.ip_len() + offset;
         let mut out = [0u8; N];
@@ -300,6 +308,16 @@ impl UniqKeyGenerator {
 mod test {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn ids_in_a_row_differ_only_in_the_counter() {
+        let mut g = UniqKeyGenerator::new(example_ip(), 4242, 0x1234_5678).with_counter(u16::MAX);
+        let first = g.next_id(1_000);
+        let second = g.next_id(1_000);
+        assert_eq!(first.counter(), u16::MAX);
+        assert_eq!(first.with_counter(first.counter().wrapping_add(1)), second);
+        assert_eq!(second.with_counter(u16::MAX), first);
+    }
 
     fn example_ip() -> IpAddr {
         IpAddr::V4(Ipv4Addr::new(192, 168, 1, 10))
