@@ -9,7 +9,9 @@
 //! flight — and then tells the outbox how the send ended ([`Outbox::finish`]): stored or
 //! failed for good ends the message; a retryable failure keeps it current for the next
 //! attempt, ahead of everything queued behind it. The message being sent is never dropped by
-//! the policy.
+//! the policy. Over a long-RTT link, [`Outbox::current_batch`] takes up to `max` of the oldest
+//! messages at once (as many as the staging buffer holds), to send as one SEND_BATCH_MESSAGE
+//! request (rmq-smoltcp `Producer::send_batch`); they end or stay together.
 //!
 //! ```
 //! use rmq_core::outbox::{OutMessage, Outbox, Overflow, Verdict};
@@ -123,12 +125,79 @@ struct Slot {
     len: usize,
 }
 
-/// The message being sent: its record is in the staging buffer.
+/// The messages being sent (one, or a batch): their records are in the staging buffer, each
+/// after its length (4 bytes, little-endian).
 #[derive(Clone, Copy, Debug)]
 struct Current {
+    /// The first one's id (the others follow it).
     id: OutboxId,
-    len: usize,
+    count: u16,
+    /// Staging bytes in use.
+    bytes: usize,
     attempts: u16,
+}
+
+/// Bytes before each record in the staging buffer (its length).
+const STAGED_HEAD: usize = 4;
+
+/// The messages being sent, as [`Outbox::current_batch`] gives them: consecutive ids from
+/// [`Batch::first`], oldest first.
+#[derive(Clone, Copy, Debug)]
+pub struct Batch<'a> {
+    first: OutboxId,
+    count: u16,
+    staged: &'a [u8],
+}
+
+impl<'a> Batch<'a> {
+    /// The first message's id.
+    pub fn first(&self) -> OutboxId {
+        self.first
+    }
+
+    /// How many messages.
+    pub fn len(&self) -> usize {
+        usize::from(self.count)
+    }
+
+    /// Always false (a batch has at least one message).
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The messages with their ids, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = (OutboxId, OutMessage<'a>)> + 'a {
+        let (first, mut rest) = (self.first, self.staged);
+        (0..u32::from(self.count)).map_while(move |i| {
+            let (len, tail) = rest.split_at_checked(STAGED_HEAD)?;
+            let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
+            let (rec, tail) = tail.split_at_checked(len)?;
+            rest = tail;
+            Some((OutboxId(first.0.wrapping_add(i)), parse(rec)?))
+        })
+    }
+}
+
+/// A ring record's fields.
+fn parse(rec: &[u8]) -> Option<OutMessage<'_>> {
+    let (head, rest) = rec.split_at_checked(RECORD_HEAD)?;
+    let flag = i32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+    let tl = usize::from(u16::from_le_bytes([head[4], head[5]]));
+    let kl = usize::from(u16::from_le_bytes([head[6], head[7]]));
+    let (t, rest) = rest.split_at_checked(tl)?;
+    let (k, body) = rest.split_at_checked(kl)?;
+    // Both were `&str` when stored.
+    let text = |b| {
+        core::str::from_utf8(b)
+            .ok()
+            .filter(|s: &&str| !s.is_empty())
+    };
+    Some(OutMessage {
+        body,
+        tags: text(t),
+        keys: text(k),
+        flag,
+    })
 }
 
 /// Messages waiting to be sent, at most `N` (see the [module docs](self)).
@@ -171,7 +240,7 @@ impl<'b, const N: usize> Outbox<'b, N> {
     ) -> Result<OutboxId, PushError> {
         let (tags, keys) = (m.tags.unwrap_or(""), m.keys.unwrap_or(""));
         let len = RECORD_HEAD + tags.len() + keys.len() + m.body.len();
-        let fits_ever = len <= self.ring.len() && len <= self.staging.len();
+        let fits_ever = len <= self.ring.len() && len + STAGED_HEAD <= self.staging.len();
         let (Ok(tl), Ok(kl), true) = (
             u16::try_from(tags.len()),
             u16::try_from(keys.len()),
@@ -243,45 +312,54 @@ impl<'b, const N: usize> Outbox<'b, N> {
 
     /// The message to send now: the one a [`Verdict::Retry`] left current, else the oldest
     /// waiting one (moved out of the ring). `None` when there is none. Its attempts so far are
-    /// [`Outbox::attempts`].
+    /// [`Outbox::attempts`]. (After [`Outbox::current_batch`], the first of that batch.)
     pub fn current(&mut self) -> Option<(OutboxId, OutMessage<'_>)> {
+        self.current_batch(1)?.iter().next()
+    }
+
+    /// The messages to send now as one batch: those a [`Verdict::Retry`] left current (the
+    /// same batch again), else up to `max` of the oldest waiting ones (at least one), as many
+    /// as the staging buffer holds, moved out of the ring. [`Outbox::finish`] then ends or
+    /// keeps them all together. `None` when nothing waits.
+    pub fn current_batch(&mut self, max: usize) -> Option<Batch<'_>> {
         if self.current.is_none() {
-            let s = self.slots.pop_front()?;
-            let id = OutboxId(self.next_id.wrapping_sub(self.slots.len() as u32 + 1));
-            let (src, dst) = (
-                self.ring.get(s.start..s.start + s.len)?,
-                self.staging.get_mut(..s.len)?,
-            );
-            dst.copy_from_slice(src);
+            // Slots hold consecutive ids ending just before `next_id`.
+            let first = self.next_id.wrapping_sub(self.slots.len() as u32);
+            let (mut count, mut at) = (0u16, 0);
+            while usize::from(count) < max.max(1) {
+                let Some(&s) = self.slots.front() else {
+                    break;
+                };
+                let end = at + STAGED_HEAD + s.len;
+                let (Some(src), Some(dst), Ok(len)) = (
+                    self.ring.get(s.start..s.start + s.len),
+                    self.staging.get_mut(at..end),
+                    u32::try_from(s.len),
+                ) else {
+                    // Full (`push` made sure that any one record fits alone).
+                    break;
+                };
+                dst[..STAGED_HEAD].copy_from_slice(&len.to_le_bytes());
+                dst[STAGED_HEAD..].copy_from_slice(src);
+                self.slots.pop_front();
+                (count, at) = (count + 1, end);
+            }
+            if count == 0 {
+                return None;
+            }
             self.current = Some(Current {
-                id,
-                len: s.len,
+                id: OutboxId(first),
+                count,
+                bytes: at,
                 attempts: 0,
             });
         }
         let c = self.current?;
-        let rec = self.staging.get(..c.len)?;
-        let (head, rest) = rec.split_at_checked(RECORD_HEAD)?;
-        let flag = i32::from_le_bytes([head[0], head[1], head[2], head[3]]);
-        let tl = usize::from(u16::from_le_bytes([head[4], head[5]]));
-        let kl = usize::from(u16::from_le_bytes([head[6], head[7]]));
-        let (t, rest) = rest.split_at_checked(tl)?;
-        let (k, body) = rest.split_at_checked(kl)?;
-        // Both were `&str` when stored.
-        let text = |b| {
-            core::str::from_utf8(b)
-                .ok()
-                .filter(|s: &&str| !s.is_empty())
-        };
-        Some((
-            c.id,
-            OutMessage {
-                body,
-                tags: text(t),
-                keys: text(k),
-                flag,
-            },
-        ))
+        Some(Batch {
+            first: c.id,
+            count: c.count,
+            staged: self.staging.get(..c.bytes)?,
+        })
     }
 
     /// Attempts finished with [`Verdict::Retry`] on the current message.
@@ -289,9 +367,9 @@ impl<'b, const N: usize> Outbox<'b, N> {
         self.current.map_or(0, |c| c.attempts)
     }
 
-    /// How the send of the current message ended. Returns its id when that ends it
-    /// ([`Verdict::Stored`], [`Verdict::Failed`]); `None` after [`Verdict::Retry`] or when no
-    /// message is current.
+    /// How the send of the current message (or batch) ended. Returns its id (a batch's first)
+    /// when that ends it ([`Verdict::Stored`], [`Verdict::Failed`]: every message of the batch);
+    /// `None` after [`Verdict::Retry`] or when no message is current.
     pub fn finish(&mut self, v: Verdict) -> Option<OutboxId> {
         let c = self.current.as_mut()?;
         match v {
@@ -301,21 +379,21 @@ impl<'b, const N: usize> Outbox<'b, N> {
                 None
             }
             Verdict::Stored | Verdict::Failed => {
-                let id = c.id;
+                let (id, n) = (c.id, u32::from(c.count));
                 self.current = None;
                 if v == Verdict::Stored {
-                    self.stats.stored += 1;
+                    self.stats.stored += n;
                 } else {
-                    self.stats.failed += 1;
+                    self.stats.failed += n;
                 }
                 Some(id)
             }
         }
     }
 
-    /// Messages waiting, the current one included.
+    /// Messages waiting, the current ones included.
     pub fn len(&self) -> usize {
-        self.slots.len() + usize::from(self.current.is_some())
+        self.slots.len() + self.current.map_or(0, |c| usize::from(c.count))
     }
 
     /// Whether no message waits.

@@ -102,14 +102,15 @@ fn too_large_is_refused_under_either_policy() {
 #[derive(Clone, Debug)]
 enum Op {
     Push(usize),
-    Send(u8),
+    /// Verdict, batch size asked for.
+    Send(u8, usize),
 }
 
 fn ops() -> impl Strategy<Value = Vec<Op>> {
     prop::collection::vec(
         prop_oneof![
             3 => (1usize..40).prop_map(Op::Push),
-            2 => (0u8..3).prop_map(Op::Send),
+            2 => (0u8..3, 1usize..4).prop_map(|(v, n)| Op::Send(v, n)),
         ],
         0..200,
     )
@@ -127,7 +128,8 @@ proptest! {
         // Waiting (current first), by id, with the body each was given.
         let mut model: VecDeque<(u32, Vec<u8>)> = VecDeque::new();
         let mut ended: Vec<u32> = Vec::new();
-        let mut current: Option<u32> = None;
+        // How many at the model's front are current (being sent).
+        let mut current = 0usize;
         for (i, op) in ops.iter().enumerate() {
             match *op {
                 Op::Push(n) => {
@@ -137,17 +139,16 @@ proptest! {
                     match ob.push(&msg(&body, Some("t"), Some(&key)), |id| dropped.push(id.0)) {
                         Ok(id) => {
                             for d in &dropped {
-                                // The oldest waiting, never the current one.
-                                let first_waiting = usize::from(current.is_some());
-                                prop_assert_eq!(model.get(first_waiting).map(|m| m.0), Some(*d));
-                                model.remove(first_waiting);
+                                // The oldest waiting, never a current one.
+                                prop_assert_eq!(model.get(current).map(|m| m.0), Some(*d));
+                                model.remove(current);
                                 ended.push(*d);
                             }
                             model.push_back((id.0, body));
                         }
                         Err(e) => {
                             prop_assert_eq!(policy, Overflow::RefuseNew, "{}", e);
-                            let waiting = model.len() - usize::from(current.is_some());
+                            let waiting = model.len() - current;
                             prop_assert!(waiting > 0, "an empty ring takes any message that fits it");
                         }
                     }
@@ -155,23 +156,34 @@ proptest! {
                         prop_assert!(dropped.is_empty());
                     }
                 }
-                Op::Send(v) => {
-                    let Some((id, m)) = ob.current() else {
+                Op::Send(v, max) => {
+                    let Some(batch) = ob.current_batch(max) else {
                         prop_assert!(model.is_empty());
                         continue;
                     };
-                    let (mid, body) = model.front().unwrap();
-                    prop_assert_eq!(id.0, *mid, "in order");
-                    prop_assert_eq!(m.body, &body[..]);
-                    prop_assert_eq!((m.tags, m.keys, m.flag), (Some("t"), Some("k"), 7));
-                    current = Some(id.0);
+                    let n = batch.len();
+                    if current > 0 {
+                        prop_assert_eq!(n, current, "a retried batch comes back whole");
+                    } else {
+                        prop_assert!((1..=max).contains(&n));
+                    }
+                    let first = batch.first();
+                    let got: Vec<_> = batch.iter().collect();
+                    prop_assert_eq!(got.len(), n);
+                    for ((id, m), (mid, body)) in got.iter().zip(model.iter()) {
+                        prop_assert_eq!(id.0, *mid, "in order");
+                        prop_assert_eq!(m.body, &body[..]);
+                        prop_assert_eq!((m.tags, m.keys, m.flag), (Some("t"), Some("k"), 7));
+                    }
+                    current = n;
                     let verdict = [Verdict::Stored, Verdict::Retry, Verdict::Failed][usize::from(v)];
                     match ob.finish(verdict) {
                         Some(done) => {
-                            prop_assert_eq!(done, id);
-                            model.pop_front();
-                            ended.push(id.0);
-                            current = None;
+                            prop_assert_eq!(done, first);
+                            for _ in 0..n {
+                                ended.push(model.pop_front().unwrap().0);
+                            }
+                            current = 0;
                         }
                         None => prop_assert_eq!(verdict, Verdict::Retry),
                     }
@@ -188,4 +200,38 @@ proptest! {
         seen.sort_unstable();
         prop_assert_eq!(seen, (0..s.pushed).collect::<Vec<_>>(), "each id once");
     }
+}
+
+#[test]
+fn a_batch_takes_what_the_staging_buffer_holds_and_ends_together() {
+    let (mut ring, mut st) = ([0u8; 256], [0u8; 40]);
+    let mut ob: Outbox<'_, 8> = Outbox::new(&mut ring, &mut st, Overflow::DropOldest);
+    // Each record is 8 + 1 (key) + 3 (body) = 12 bytes, 16 staged: two fit the staging buffer.
+    for i in 0..5u8 {
+        ob.push(&msg(&[b'a' + i; 3], None, Some("k")), |_| {})
+            .unwrap();
+    }
+    let b = ob.current_batch(10).unwrap();
+    assert_eq!((b.first(), b.len()), (OutboxId(0), 2));
+    let bodies: Vec<_> = b.iter().map(|(id, m)| (id.0, m.body.to_vec())).collect();
+    assert_eq!(bodies, [(0, b"aaa".to_vec()), (1, b"bbb".to_vec())]);
+    assert_eq!(ob.len(), 5);
+    assert_eq!(ob.finish(Verdict::Retry), None);
+    // The retried batch comes back whole, whatever is asked for.
+    assert_eq!(ob.current_batch(1).unwrap().len(), 2);
+    assert_eq!(
+        ob.current().unwrap().0,
+        OutboxId(0),
+        "current() is the batch's first"
+    );
+    assert_eq!(ob.finish(Verdict::Stored), Some(OutboxId(0)));
+    assert_eq!(ob.stats().stored, 2);
+    let b = ob.current_batch(1).unwrap();
+    assert_eq!((b.first(), b.len()), (OutboxId(2), 1));
+    assert_eq!(ob.finish(Verdict::Failed), Some(OutboxId(2)));
+    let b = ob.current_batch(2).unwrap();
+    assert_eq!((b.first(), b.len()), (OutboxId(3), 2));
+    assert_eq!(ob.finish(Verdict::Stored), Some(OutboxId(3)));
+    assert!(ob.is_empty() && ob.current_batch(4).is_none());
+    assert_eq!((ob.stats().stored, ob.stats().failed), (4, 1));
 }

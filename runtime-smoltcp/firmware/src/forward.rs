@@ -12,6 +12,12 @@
 //! try; `STATS` adds `dropped=`, `retries=`, `failed=` and `peak=` (most messages waiting at
 //! once, the one in flight included).
 //!
+//! `batch=K` (1 to 8, default 1): up to K of the oldest waiting messages leave as one
+//! SEND_BATCH_MESSAGE request (a backlog drains K per round trip); each still gets its own
+//! line: `OK <seq> <queueId> <queueOffset> <msgId> <offsetMsgId> <broker>`, where the
+//! offsetMsgId of a batch's later messages is `-` (the broker's answer lists them all, and
+//! this image keeps only the first). A lone waiting message is sent as a single message.
+//!
 //! The ring stores what varies (keys and body, a compact JSON record); the tag is the same for
 //! every message and is added at send time.
 
@@ -19,22 +25,29 @@ use rmq_smoltcp::Message;
 use rmq_smoltcp::core::outbox::{OutMessage, Outbox, Overflow, Verdict};
 use rmq_smoltcp::core::time::{Duration, Instant};
 
-use crate::{Gateway, Line, Meter, Net, Out, Params, failure, key, now, report, text};
+use crate::{Gateway, Line, Meter, Net, Out, Params, failure, key, now, stored, text};
 
-/// Messages the outbox holds (the one in flight is in the staging buffer, outside it).
+/// Most messages per request (`batch=`).
+pub(crate) const MAX_BATCH: u32 = 8;
+
+/// Messages the outbox holds (those in flight are in the staging buffer, outside it).
 const CAPACITY: usize = 200;
 /// Ring bytes: 200 records of this image's largest (8 + `seq-99999` + 30-byte body = 47 B)
 /// fit, so the count bounds the ring, not the bytes.
 const RING: usize = 9_600;
+/// Staging: `MAX_BATCH` records of up to 48 bytes, each after its 4-byte length.
+const STAGING: usize = MAX_BATCH as usize * 52;
 
 /// Runs `p.count` messages through the outbox, then prints `STATS`.
 pub(crate) fn run(out: &mut Out, p: &Params, producer: &mut Gateway, net: &mut Net<'_>) {
     let ring = stat!([u8; RING] = const [0; RING]);
-    let staging = stat!([u8; 64] = const [0; 64]);
+    // A batch's records, each after its 4-byte length.
+    let staging = stat!([u8; STAGING] = const [0; STAGING]);
     let outbox = stat!(Outbox<'static, CAPACITY> = Outbox::new(&mut ring[..], &mut staging[..], Overflow::DropOldest));
     let period = Duration::from_millis(u64::from(1000 / p.rate));
     let (mut made, mut ok, mut peak) = (0u32, 0u32, 0usize);
-    let (mut in_flight, mut resume, mut due) = (None::<u32>, Instant::ZERO, now());
+    // The first seq and the count of the request in flight.
+    let (mut in_flight, mut resume, mut due) = (None::<(u32, u32)>, Instant::ZERO, now());
     let mut m = Meter::default();
     while made < p.count || !outbox.is_empty() {
         let t0 = net.eth.free_run();
@@ -74,34 +87,53 @@ pub(crate) fn run(out: &mut Out, p: &Params, producer: &mut Gateway, net: &mut N
         if in_flight.is_none()
             && t >= resume
             && producer.can_send()
-            && let Some((id, o)) = outbox.current()
+            && let Some(b) = outbox.current_batch(p.batch as usize)
         {
-            let msg = Message {
-                body: o.body,
-                tags: Some("telemetry"),
-                keys: o.keys,
-                flag: o.flag,
-            };
+            let mut msgs = [Message::default(); MAX_BATCH as usize];
+            let mut n = 0;
+            for ((_, o), slot) in b.iter().zip(&mut msgs) {
+                *slot = Message {
+                    body: o.body,
+                    tags: Some("telemetry"),
+                    keys: o.keys,
+                    flag: o.flag,
+                };
+                n += 1;
+            }
             m.start(t0);
-            if producer.send(t, &msg).is_ok() {
-                in_flight = Some(id.0);
+            let sent = match &msgs[..n] {
+                [one] => producer.send(t, one),
+                more => producer.send_batch(t, more),
+            };
+            let first = b.first().0;
+            if sent.is_ok() {
+                in_flight = Some((first, n as u32));
             } else {
                 outbox.finish(Verdict::Failed);
-                out.line(Line::new().s(b"FAIL ").u(id.0.into()).s(b" submit-refused"));
+                for seq in first..first + n as u32 {
+                    out.line(Line::new().s(b"FAIL ").u(seq.into()).s(b" submit-refused"));
+                }
             }
         }
         let (next, done) = net.poll(producer, t);
         let t1 = net.eth.free_run();
         m.poll(t0, t1);
-        if let (Some(c), Some(seq)) = (done, in_flight) {
+        if let (Some(c), Some((first, n))) = (done, in_flight) {
             m.last = t1;
             in_flight = None;
             match &c.result {
+                Ok(r) => {
+                    outbox.finish(Verdict::Stored);
+                    for i in 0..n {
+                        stored(out, first + i, i, r);
+                    }
+                    ok += n;
+                }
                 Err(f) if f.is_retryable() => {
                     outbox.finish(Verdict::Retry);
                     resume = t + Duration::from_millis(p.backoff.into());
                     let mut l = Line::new();
-                    l.s(b"RETRY ").u(seq.into()).s(b" ");
+                    l.s(b"RETRY ").u(first.into()).s(b" ");
                     failure(&mut l, f);
                     let n = producer.stats();
                     l.s(b" connects=")
@@ -118,14 +150,14 @@ pub(crate) fn run(out: &mut Out, p: &Params, producer: &mut Gateway, net: &mut N
                         .u(t.millis());
                     out.line(&mut l);
                 }
-                _ => {
-                    let stored = report(out, seq, &c);
-                    outbox.finish(if stored {
-                        Verdict::Stored
-                    } else {
-                        Verdict::Failed
-                    });
-                    ok += u32::from(stored);
+                Err(f) => {
+                    outbox.finish(Verdict::Failed);
+                    for seq in first..first + n {
+                        let mut l = Line::new();
+                        l.s(b"FAIL ").u(seq.into()).s(b" ");
+                        failure(&mut l, f);
+                        out.line(&mut l);
+                    }
                 }
             }
             continue;

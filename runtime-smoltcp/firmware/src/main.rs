@@ -55,7 +55,7 @@ use cortex_m_semihosting::{nr, syscall1};
 use rmq_lan9118::{Lan9118, MAX_FRAME, Regs};
 use rmq_smoltcp::core::retry::{SendErrorKind, SendStatus};
 use rmq_smoltcp::core::time::Instant;
-use rmq_smoltcp::{Buffers, Completion, Config, Producer, SendFailure};
+use rmq_smoltcp::{Buffers, Completion, Config, Producer, SendFailure, SendReceipt};
 #[cfg(not(feature = "store-forward"))]
 use rmq_smoltcp::{Message, core::time::Duration};
 use smoltcp::iface::{Config as IfaceConfig, Interface, SocketSet, SocketStorage};
@@ -72,6 +72,13 @@ const HEADER: &[u8] = if cfg!(feature = "rocketmq-headers") {
     b"rocketmq"
 } else {
     b"json"
+};
+/// The producer's message buffer: one message (properties and body), or with
+/// `store-forward` a batch of up to 8 (about 130 bytes per record).
+const MESSAGE_BUF: usize = if cfg!(feature = "store-forward") {
+    1152
+} else {
+    256
 };
 /// Stack paint pattern.
 const PAINT: u32 = 0xDEAD_BEEF;
@@ -264,6 +271,9 @@ struct Params {
     /// Messages generated per second (store-and-forward image).
     #[cfg(feature = "store-forward")]
     rate: u32,
+    /// Most messages per request (store-and-forward image).
+    #[cfg(feature = "store-forward")]
+    batch: u32,
 }
 
 fn params(out: &mut Out) -> Params {
@@ -277,7 +287,7 @@ fn params(out: &mut Out) -> Params {
     let (mut ns, mut count, mut topic, mut seed, mut backoff) =
         (None, Some(10), Some("Telemetry"), None, Some(1000));
     #[cfg(feature = "store-forward")]
-    let mut rate = Some(10);
+    let (mut rate, mut batch) = (Some(10), Some(1));
     let mut good = got;
     for word in cmd[..block[1].min(cmd.len())].split(|&c| c == b' ') {
         let Some(eq) = word.iter().position(|&c| c == b'=') else {
@@ -292,15 +302,17 @@ fn params(out: &mut Out) -> Params {
             b"backoff" => backoff = num(v),
             #[cfg(feature = "store-forward")]
             b"rate" => rate = num(v).filter(|&r| (1..=1000).contains(&r)),
+            #[cfg(feature = "store-forward")]
+            b"batch" => batch = num(v).filter(|&b| (1..=forward::MAX_BATCH).contains(&b)),
             // The header type is the build's (feature `rocketmq-headers`): say which is expected.
             b"hdr" => good &= v == HEADER,
             _ => good = false,
         }
     }
     #[cfg(not(feature = "store-forward"))]
-    let rate = Some(());
-    match (ns, count, topic, backoff, rate) {
-        (Some(ns), Some(count), Some(topic), Some(backoff), Some(_rate)) if good => Params {
+    let (rate, batch) = (Some(()), Some(()));
+    match (ns, count, topic, backoff, rate, batch) {
+        (Some(ns), Some(count), Some(topic), Some(backoff), Some(_rate), Some(_batch)) if good => Params {
             ns,
             count,
             topic,
@@ -308,9 +320,11 @@ fn params(out: &mut Out) -> Params {
             backoff,
             #[cfg(feature = "store-forward")]
             rate: _rate,
+            #[cfg(feature = "store-forward")]
+            batch: _batch,
         },
         _ => out.err(if cfg!(feature = "store-forward") {
-            b"usage: ns=A.B.C.D:PORT [n=N] [topic=T] [hdr=json|rocketmq] [seed=S] [backoff=MS] [rate=1..1000]"
+            b"usage: ns=A.B.C.D:PORT [n=N] [topic=T] [hdr=json|rocketmq] [seed=S] [backoff=MS] [rate=1..1000] [batch=1..8]"
         } else {
             b"usage: ns=A.B.C.D:PORT [n=N] [topic=T] [hdr=json|rocketmq] [seed=S] [backoff=MS]"
         }),
@@ -337,37 +351,55 @@ fn failure(l: &mut Line, f: &SendFailure) {
 }
 
 /// Prints the outcome line of message `seq`; whether it was stored.
+#[cfg(not(feature = "store-forward"))]
 #[inline(never)]
 fn report(out: &mut Out, seq: u32, c: &Completion) -> bool {
-    let mut l = Line::new();
-    let stored = match &c.result {
+    match &c.result {
         Ok(r) => {
-            l.s(if r.status == SendStatus::SendOk {
-                b"OK "
-            } else {
-                b"WARN "
-            })
-            .u(seq.into())
-            .s(b" ")
-            .i(r.queue_id.into())
-            .s(b" ")
-            .i(r.queue_offset.unwrap_or(-1))
-            .s(b" ")
-            .s(r.msg_id.as_bytes())
-            .s(b" ")
-            .s(r.offset_msg_id.as_bytes())
-            .s(b" ")
-            .s(r.broker.as_bytes());
+            stored(out, seq, 0, r);
             true
         }
         Err(f) => {
+            let mut l = Line::new();
             l.s(b"FAIL ").u(seq.into()).s(b" ");
             failure(&mut l, f);
+            out.line(&mut l);
             false
         }
+    }
+}
+
+/// The `OK`/`WARN` line of message `seq`, message `i` of a stored request (0 for a single
+/// message): queue offset and msgId are the `i`-th of the batch; a batch's answer lists every
+/// offsetMsgId, and only the first message's is kept (`-` for the others).
+#[inline(never)]
+fn stored(out: &mut Out, seq: u32, i: u32, r: &SendReceipt) {
+    let mut l = Line::new();
+    let nth;
+    let (id, oid) = match i {
+        0 => (&r.msg_id, r.offset_msg_id.split(',').next().unwrap_or("")),
+        _ => {
+            nth = r.msg_id_of(i as u16).unwrap_or_default();
+            (&nth, "-")
+        }
     };
+    l.s(if r.status == SendStatus::SendOk {
+        b"OK "
+    } else {
+        b"WARN "
+    })
+    .u(seq.into())
+    .s(b" ")
+    .i(r.queue_id.into())
+    .s(b" ")
+    .i(r.queue_offset.map_or(-1, |o| o + i64::from(i)))
+    .s(b" ")
+    .s(id.as_bytes())
+    .s(b" ")
+    .s(oid.as_bytes())
+    .s(b" ")
+    .s(r.broker.as_bytes());
     out.line(&mut l);
-    stored
 }
 
 /// Paints the free RAM between the statics and 256 bytes below the current stack.
@@ -450,7 +482,7 @@ fn main() -> ! {
     let bufs = Buffers {
         tx: &mut stat!([u8; 512] = const [0; 512])[..],
         rx: &mut stat!([u8; 1024] = const [0; 1024])[..],
-        message: &mut stat!([u8; 256] = const [0; 256])[..],
+        message: &mut stat!([u8; MESSAGE_BUF] = const [0; MESSAGE_BUF])[..],
     };
     // The configuration is valid by construction (a panic here exits with status 1).
     let Ok(gateway) = Gateway::new(cfg, bufs, ns, [b0]) else {
