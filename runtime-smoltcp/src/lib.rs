@@ -21,10 +21,19 @@
 //!   broker remarks not kept (the failure carries the code), the Java 4.9 fault profile (fewer
 //!   states than Adaptive), 4.9.8 header version. Each is compiled out (session `Features`),
 //!   which is what keeps the image within its flash budget.
-//! - **One send in flight.** [`Producer::send`] (completion reported by
-//!   [`Producer::take_completion`]) or [`Producer::send_oneway`] (complete once written). The
-//!   retry plan, queue selection and latency fault table are the core's
-//!   ([`rmq_core::retry::SendPlan`]); retries re-select a queue and reconnect as needed.
+//! - **One request in flight.** [`Producer::send`] (completion reported by
+//!   [`Producer::take_completion`]), [`Producer::send_oneway`] (complete once written), or
+//!   [`Producer::send_batch`]: several messages in one SEND_BATCH_MESSAGE request, so that a
+//!   long-RTT link (cellular: 100–300 ms) carries many messages per round trip (31× the
+//!   one-message rate at +100 ms with batches of 32, BENCHMARKS.md). The retry plan, queue
+//!   selection and latency fault table are the core's ([`rmq_core::retry::SendPlan`]); retries
+//!   re-select a queue and reconnect as needed.
+//! - **Store-and-forward** is the core's [`rmq_core::outbox::Outbox`]: the application pushes
+//!   telemetry into a caller-owned ring (bounded in bytes and count, drop-oldest or
+//!   refuse-new), sends [`Outbox::current_batch`](rmq_core::outbox::Outbox::current_batch)
+//!   with this producer, and tells the outbox how it ended
+//!   ([`SendFailure::is_retryable`]: keep it for later). `firmware/src/forward.rs` is a
+//!   complete example, run in QEMU through a 30 s link outage.
 //! - **[`Producer::poll`] does bounded work** (two interface polls, at most a few frames read
 //!   per connection, one write step) and returns the instant it must be called again at the
 //!   latest (or earlier, when packets arrive).
