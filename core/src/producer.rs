@@ -7,11 +7,12 @@
 //! headers or mapping codes themselves.
 //!
 //! ```
+//! use rmq_core::message::CompressionType;
 //! use rmq_core::producer::{SendRequest, compression_flags};
 //! use rmq_core::wire::{CommandRepr, RequestCode, SerializeType, version};
 //!
 //! let req = SendRequest::new("pg", "TopicA", 2, "broker-a", "WAIT\u{1}true\u{2}", 1_700_000_000_000)
-//!     .sys_flag(compression_flags(5000, 4096, false).unwrap_or(0));
+//!     .sys_flag(compression_flags(5000, 4096, false, CompressionType::Zlib).unwrap_or(0));
 //! assert_eq!(req.code(), RequestCode::SEND_MESSAGE_V2);
 //! let hdr = req.header();
 //! assert_eq!(hdr.0.sys_flag, 0x301);
@@ -25,7 +26,7 @@ use core::fmt;
 use core::net::IpAddr;
 
 use crate::json::SliceWriter;
-use crate::message::SysFlag;
+use crate::message::{CompressionType, SysFlag};
 use crate::retry::SendStatus;
 use crate::time::Duration;
 use crate::wire::headers::SendMessageResponseHeader;
@@ -66,13 +67,27 @@ pub fn error_refresh_due(last: Option<crate::time::Instant>, now: crate::time::I
 }
 
 /// The sysFlag bits a send adds for compression, or `None` when the body stays as it is:
-/// non-batch bodies of at least `threshold` bytes are zlib-compressed and flagged
-/// `COMPRESSED | ZLIB` (`0x301`, docs/protocol/WIRE.md §10). Batches are never compressed.
-pub fn compression_flags(body_len: usize, threshold: usize, batch: bool) -> Option<i32> {
+/// non-batch bodies of at least `threshold` bytes are compressed with `ty` and flagged
+/// `COMPRESSED | <type>` (zlib: `0x301`, LZ4 `0x101`, zstd `0x201`; docs/protocol/WIRE.md §10).
+/// Batches are never compressed.
+pub fn compression_flags(
+    body_len: usize,
+    threshold: usize,
+    batch: bool,
+    ty: CompressionType,
+) -> Option<i32> {
     if batch || body_len < threshold {
         return None;
     }
-    Some(SysFlag::COMPRESSED.bits() | SysFlag::COMPRESSION_ZLIB_TYPE.bits())
+    Some(SysFlag::COMPRESSED.with_compression(ty).bits())
+}
+
+/// Whether consumers of the line a client of remoting `version` talks to can read bodies
+/// compressed with `ty`: zlib always; LZ4 and zstd from 4.9.4 (when the type bits and
+/// `CompressorFactory` came, on both lines). Producers refuse the others rather than store
+/// what those consumers would hand over still compressed.
+pub fn compression_supported(ty: CompressionType, version: i32) -> bool {
+    ty == CompressionType::Zlib || version >= crate::wire::version::V4_9_4
 }
 
 /// One send request (SEND_MESSAGE_V2 or SEND_BATCH_MESSAGE), as Java's `sendKernelImpl`
@@ -622,9 +637,17 @@ mod tests {
 
     #[test]
     fn compression_threshold_is_inclusive_and_skips_batches() {
-        assert_eq!(compression_flags(4095, 4096, false), None);
-        assert_eq!(compression_flags(4096, 4096, false), Some(0x301));
-        assert_eq!(compression_flags(1 << 20, 4096, true), None);
+        use crate::message::CompressionType::{Lz4, Zlib, Zstd};
+        use crate::wire::version;
+        assert_eq!(compression_flags(4095, 4096, false, Zlib), None);
+        assert_eq!(compression_flags(4096, 4096, false, Zlib), Some(0x301));
+        assert_eq!(compression_flags(4096, 4096, false, Lz4), Some(0x101));
+        assert_eq!(compression_flags(4096, 4096, false, Zstd), Some(0x201));
+        assert_eq!(compression_flags(1 << 20, 4096, true, Zstd), None);
+        assert!(compression_supported(Zlib, version::V4_5_2));
+        assert!(!compression_supported(Lz4, version::V4_9_0));
+        assert!(compression_supported(Zstd, version::V4_9_4));
+        assert!(compression_supported(Lz4, version::V5_3_3));
     }
 
     #[test]

@@ -4,9 +4,11 @@ use std::fmt;
 use std::time::Duration;
 
 use rmq_core::fault::AdaptiveConfig;
+use rmq_core::message::CompressionType;
 use rmq_core::message::validate::{DEFAULT_MAX_MESSAGE_SIZE, GROUP_MAX_LEN, validate_group};
 use rmq_core::producer::{
     DEFAULT_COMPRESS_OVER, HEARTBEAT_BROKER_INTERVAL, POLL_NAME_SERVER_INTERVAL,
+    compression_supported,
 };
 use rmq_core::retry::{RetryConfig, SendMode};
 use rmq_core::select::Profile;
@@ -41,6 +43,9 @@ pub enum ConfigError {
     AclAccessKey,
     /// The core session refused the configuration (e.g. a client id or group too long).
     Session(rmq_core::session::ConfigError),
+    /// The compression type is not readable by consumers of the configured version (LZ4 and
+    /// zstd need 4.9.4+), or this build lacks its feature (`lz4`, `zstd`).
+    Compression(CompressionType),
 }
 
 impl fmt::Display for ConfigError {
@@ -51,6 +56,11 @@ impl fmt::Display for ConfigError {
             ConfigError::InstanceName => f.write_str("instance name is empty"),
             ConfigError::AclAccessKey => f.write_str("ACL access key is empty"),
             ConfigError::Session(e) => write!(f, "client session: {e}"),
+            ConfigError::Compression(t) => write!(
+                f,
+                "{t:?} compression: consumers before 4.9.4 cannot read it (raise `version`), \
+                 or this build lacks the feature"
+            ),
         }
     }
 }
@@ -196,6 +206,10 @@ pub struct ProducerConfig {
     pub retry_another_broker_when_not_store_ok: bool,
     /// `compressMsgBodyOverHowmuch`.
     pub compress_msg_body_over_howmuch: usize,
+    /// `compressType` (Java's `rocketmq.message.compressType`; default zlib).
+    pub compress_type: CompressionType,
+    /// `compressLevel` (default 5): zlib 0..=10 and zstd 1..=22; LZ4 has none.
+    pub compress_level: u8,
     /// `maxMessageSize`.
     pub max_message_size: usize,
     /// `sendLatencyFaultEnable`.
@@ -297,6 +311,8 @@ impl Default for ProducerBuilder {
                 retry_times_when_send_async_failed: 2,
                 retry_another_broker_when_not_store_ok: false,
                 compress_msg_body_over_howmuch: DEFAULT_COMPRESS_OVER,
+                compress_type: CompressionType::Zlib,
+                compress_level: rmq_core::producer::COMPRESSION_LEVEL,
                 max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
                 send_latency_fault_enable: true,
                 fault_profile: FaultProfile::Adaptive,
@@ -346,8 +362,17 @@ impl ProducerBuilder {
         /// `retryAnotherBrokerWhenNotStoreOK` (default false).
         retry_another_broker_when_not_store_ok(bool) => retry_another_broker_when_not_store_ok;
 
-        /// `compressMsgBodyOverHowmuch` (default 4096): zlib level 5 at or above this size.
+        /// `compressMsgBodyOverHowmuch` (default 4096): bodies of at least this size are
+        /// compressed with [`compress_type`](Self::compress_type).
         compress_msg_body_over_howmuch(usize) => compress_msg_body_over_howmuch;
+
+        /// `compressType` (default zlib): LZ4 and zstd need 4.9.4+ consumers, so a producer
+        /// whose [`version`](Self::version) is older refuses them
+        /// ([`ConfigError::Compression`]), as does a build without the `lz4`/`zstd` feature.
+        compress_type(CompressionType) => compress_type;
+
+        /// `compressLevel` (default 5, as Java): zlib 0..=10, zstd 1..=22; LZ4 ignores it.
+        compress_level(u8) => compress_level;
 
         /// `maxMessageSize` (default 4 MiB; the body only).
         max_message_size(usize) => max_message_size;
@@ -406,6 +431,10 @@ impl ProducerBuilder {
         }
         if self.cfg.security.empty_access_key() {
             return Err(ConfigError::AclAccessKey);
+        }
+        let ty = self.cfg.compress_type;
+        if !compression_supported(ty, self.cfg.version) || !crate::zlib::available(ty) {
+            return Err(ConfigError::Compression(ty));
         }
         Producer::start(self.cfg).map_err(ConfigError::Session)
     }

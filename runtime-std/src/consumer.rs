@@ -82,8 +82,8 @@ use rmq_core::consumer::{
     BROKER_SUSPEND_MAX_TIME, MessageQueue as CoreQueue, OFFSET_RPC_TIMEOUT,
     PERSIST_OFFSET_INTERVAL, PULL_BATCH_SIZE, PULL_EXCEPTION_DELAY_V5, REBALANCE_INTERVAL,
 };
+use rmq_core::message::keys;
 use rmq_core::message::stored::MessageId;
-use rmq_core::message::{CompressionType, keys};
 use rmq_core::producer::{CLIENT_API_TIMEOUT, HEARTBEAT_BROKER_INTERVAL};
 pub use rmq_core::pull_consumer::Position;
 use rmq_core::pull_consumer::{Delivery, PullConfig, PullConfigError, PullEvent, QueueKey};
@@ -1002,25 +1002,20 @@ fn share(frame: &Bytes, part: &[u8]) -> Bytes {
 fn to_message(frame: &Bytes, d: &Delivery<'_, '_>) -> ConsumedMessage {
     let m = d.message;
     let body = if m.sys_flag.is_compressed() {
-        match m.sys_flag.compression_type() {
-            Ok(CompressionType::Zlib) => {
-                match miniz_oxide::inflate::decompress_to_vec_zlib(m.body) {
-                    Ok(v) => Bytes::from(v),
-                    Err(_) => {
-                        warn!(
-                            topic = d.topic,
-                            offset = m.queue_offset,
-                            "zlib body does not inflate; delivered as stored"
-                        );
-                        share(frame, m.body)
-                    }
-                }
-            }
-            Ok(CompressionType::Lz4 | CompressionType::Zstd) | Err(_) => {
+        let inflated = m
+            .sys_flag
+            .compression_type()
+            .ok()
+            .and_then(|ty| crate::zlib::decompress_body(ty, m.body));
+        match inflated {
+            Some(v) => Bytes::from(v),
+            None => {
                 warn!(
                     topic = d.topic,
                     offset = m.queue_offset,
-                    "unsupported compression; delivered as stored"
+                    sys_flag = m.sys_flag.bits(),
+                    "compressed body does not decode (or its type is not in this build); \
+                     delivered as stored"
                 );
                 share(frame, m.body)
             }

@@ -83,6 +83,7 @@ pub use conn::{ConnStats, MAX_RX_FRAME};
 pub use message::{ConnectionError, Message, MessageQueue, SendError, SendErrorKind, SendResult};
 pub use producer::{Producer, RouteInfo};
 pub use rmq_core as core;
+pub use rmq_core::message::CompressionType;
 pub use rmq_core::retry::{SendStatus, TransportError};
 pub use shared::CountersSnapshot;
 #[cfg(feature = "tls")]

@@ -15,8 +15,8 @@ use rmq_core::message::properties::{EncodeProperties, Preencoded};
 use rmq_core::message::validate::ValidationError;
 use rmq_core::message::{BatchMessage, PropertiesEncoder, UniqKeyGenerator, encode_batch, keys};
 use rmq_core::producer::{
-    CLIENT_API_TIMEOUT, COMPRESSION_LEVEL, MessageError, MessageFields, compression_flags,
-    encode_message_properties, message_properties_len,
+    CLIENT_API_TIMEOUT, MessageError, MessageFields, compression_flags, encode_message_properties,
+    message_properties_len,
 };
 use rmq_core::retry::{SendErrorKind as CoreKind, SendMode, TransportError};
 use rmq_core::select::{PublishQueue, select_by_index, select_by_sharding_key};
@@ -452,13 +452,20 @@ impl Producer {
         let properties = self.message_props(m, Some(&uniq))?;
         let mut body = m.body.clone();
         let mut sys_flag = 0;
+        let cfg = &self.inner.cfg;
         if let Some(bits) = compression_flags(
             body.len(),
-            self.inner.cfg.compress_msg_body_over_howmuch,
+            cfg.compress_msg_body_over_howmuch,
             false,
+            cfg.compress_type,
         ) {
-            body = Bytes::from(crate::zlib::compress_zlib(&body, COMPRESSION_LEVEL));
-            sys_flag |= bits;
+            // The configuration check made sure this build has the type.
+            if let Some(c) =
+                crate::zlib::compress_body(cfg.compress_type, &body, cfg.compress_level)
+            {
+                body = Bytes::from(c);
+                sys_flag |= bits;
+            }
         }
         Ok(Prepared {
             topic: m.topic.clone(),

@@ -3,7 +3,7 @@
 //
 // usage: JavaProducer --namesrv H:P --topic T [--count N] [--size S | --body TEXT] [--tags T]
 //                     [--keys K] [--prop k=v]... [--mode sync|async|oneway] [--group G]
-//                     [--compress-over BYTES] [--timeout MS]
+//                     [--compress-over BYTES] [--compress-type ZLIB|LZ4|ZSTD] [--timeout MS]
 // In --body and --keys, "{i}" is replaced by the message index.  Without --body, message i has
 // --size bytes: (i + j) % 26 + 'a' for j = 0..size.
 import java.nio.charset.StandardCharsets;
@@ -30,6 +30,7 @@ public final class JavaProducer {
         String mode = "sync";
         String group = "rmq_java_producer";
         int compressOver = -1;
+        String compressType = null;
         int timeout = 10000;
         Map<String, String> props = new LinkedHashMap<>();
         for (int i = 0; i < args.length; i++) {
@@ -50,6 +51,7 @@ public final class JavaProducer {
                 case "--mode": mode = v; break;
                 case "--group": group = v; break;
                 case "--compress-over": compressOver = Integer.parseInt(v); break;
+                case "--compress-type": compressType = v; break;
                 case "--timeout": timeout = Integer.parseInt(v); break;
                 case "--prop": {
                     int eq = v.indexOf('=');
@@ -66,6 +68,10 @@ public final class JavaProducer {
             usage("--namesrv and --topic are required");
         }
 
+        if (compressType != null) {
+            // Read when the producer is built (MixAll.MESSAGE_COMPRESS_TYPE), on 4.9.4+ and 5.x.
+            System.setProperty("rocketmq.message.compressType", compressType);
+        }
         DefaultMQProducer producer = new DefaultMQProducer(group);
         producer.setNamesrvAddr(namesrv);
         producer.setInstanceName("java-producer-" + System.nanoTime());

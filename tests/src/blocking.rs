@@ -641,11 +641,15 @@ impl Producer {
     fn prepare(&mut self, msg: &Message) -> Result<Prepared, ClientError> {
         let uniq = self.next_uniq_key();
         let props = msg.properties(&uniq, self.config.max_message_size)?;
-        let (body, sys_flag) =
-            match compression_flags(msg.body.len(), self.config.compress_over, false) {
-                Some(flag) => (zlib(&msg.body, ZLIB_LEVEL), flag),
-                None => (msg.body.clone(), 0),
-            };
+        let (body, sys_flag) = match compression_flags(
+            msg.body.len(),
+            self.config.compress_over,
+            false,
+            rmq_core::message::CompressionType::Zlib,
+        ) {
+            Some(flag) => (zlib(&msg.body, ZLIB_LEVEL), flag),
+            None => (msg.body.clone(), 0),
+        };
         if self.config.check_compressed_size && body.len() > self.config.max_message_size {
             return Err(ClientError::CompressedTooLarge {
                 compressed: body.len(),

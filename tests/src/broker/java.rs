@@ -227,6 +227,7 @@ pub struct JavaProducer {
     mode: &'static str,
     group: Option<String>,
     compress_over: Option<usize>,
+    compress_type: Option<String>,
     timeout: Duration,
     namesrv: Option<String>,
 }
@@ -245,6 +246,7 @@ impl JavaProducer {
             mode: "sync",
             group: None,
             compress_over: None,
+            compress_type: None,
             timeout: Duration::from_secs(120),
             namesrv: None,
         }
@@ -304,6 +306,12 @@ impl JavaProducer {
         self
     }
 
+    /// Java's `rocketmq.message.compressType` (`ZLIB`, `LZ4`, `ZSTD`; 4.9.4+ and 5.x clients).
+    pub fn compress_type(mut self, ty: &str) -> Self {
+        self.compress_type = Some(ty.to_owned());
+        self
+    }
+
     /// NameServer address to use instead of the cluster's (for example a recording relay).
     pub fn namesrv(mut self, addr: &str) -> Self {
         self.namesrv = Some(addr.to_owned());
@@ -346,6 +354,7 @@ impl JavaProducer {
             "--compress-over",
             &self.compress_over.map(|n| n.to_string()),
         );
+        opt("--compress-type", &self.compress_type);
         for (k, v) in &self.props {
             args.push("--prop".to_owned());
             args.push(format!("{k}={v}"));
