@@ -5,6 +5,7 @@
 //! rmq --namesrv 127.0.0.1:9876 send --topic T "hello"
 //! rmq --namesrv 127.0.0.1:9876 route T
 //! rmq --namesrv 127.0.0.1:9876 bench --topic T --mode async --concurrency 256 --count 100000
+//! rmq --namesrv 127.0.0.1:9876 bench --topic T --mode sync --size 128 --auto-batch-ms 10
 //! ```
 
 fn main() -> std::process::ExitCode {
@@ -153,6 +154,10 @@ mod cli {
             /// a consumer's latency).
             #[arg(long)]
             rate: Option<u64>,
+            /// Auto-batching of sync sends (rmq-std `AutoBatch`): hold time in ms (Java's
+            /// default is 10); messages to the topic leave together up to 32 KiB.
+            #[arg(long)]
+            auto_batch_ms: Option<u64>,
         },
         /// Measure consumer throughput and latency: a new group (`--group`) consumes `--count`
         /// messages of `--topic` from its first offset through the `run` listener with a
@@ -256,13 +261,15 @@ mod cli {
         }
     }
 
-    async fn producer(cli: &Cli, namesrv: &str) -> Result<Producer, Box<dyn std::error::Error>> {
-        Ok(Producer::builder()
+    fn builder(cli: &Cli, namesrv: &str) -> rmq_std::ProducerBuilder {
+        Producer::builder()
             .namesrv_addr(namesrv)
             .producer_group(&cli.group)
             .send_msg_timeout(Duration::from_millis(cli.timeout_ms))
-            .start()
-            .await?)
+    }
+
+    async fn producer(cli: &Cli, namesrv: &str) -> Result<Producer, Box<dyn std::error::Error>> {
+        Ok(builder(cli, namesrv).start().await?)
     }
 
     fn need_namesrv(cli: &Cli) -> Result<String, Box<dyn std::error::Error>> {
@@ -348,8 +355,16 @@ mod cli {
                 count,
                 duration,
                 rate,
+                auto_batch_ms,
             } => {
-                let p = producer(&cli, &need_namesrv(&cli)?).await?;
+                let mut b = builder(&cli, &need_namesrv(&cli)?);
+                if let Some(ms) = auto_batch_ms {
+                    b = b.auto_batch(rmq_std::AutoBatch {
+                        hold: Duration::from_millis(*ms),
+                        ..rmq_std::AutoBatch::default()
+                    });
+                }
+                let p = b.start().await?;
                 let limit = match (count, duration) {
                     (Some(n), _) => Limit::Count(*n),
                     (None, Some(s)) => Limit::Time(Duration::from_secs(*s)),

@@ -210,6 +210,8 @@ pub struct ProducerConfig {
     pub compress_type: CompressionType,
     /// `compressLevel` (default 5): zlib 0..=10 and zstd 1..=22; LZ4 has none.
     pub compress_level: u8,
+    /// Auto-batching of small sync sends (Java 5.x `autoBatch`); off by default.
+    pub auto_batch: Option<crate::AutoBatch>,
     /// `maxMessageSize`.
     pub max_message_size: usize,
     /// `sendLatencyFaultEnable`.
@@ -313,6 +315,7 @@ impl Default for ProducerBuilder {
                 compress_msg_body_over_howmuch: DEFAULT_COMPRESS_OVER,
                 compress_type: CompressionType::Zlib,
                 compress_level: rmq_core::producer::COMPRESSION_LEVEL,
+                auto_batch: None,
                 max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
                 send_latency_fault_enable: true,
                 fault_profile: FaultProfile::Adaptive,
@@ -340,6 +343,26 @@ impl ProducerBuilder {
                 .filter(|s| !s.is_empty())
                 .map(str::to_owned),
         );
+        self
+    }
+
+    /// Turns auto-batching on ([`crate::AutoBatch`]; `AutoBatch::default()` is Java's 32 KiB /
+    /// 10 ms): small sync sends to one topic leave together, each caller with its own result.
+    ///
+    /// ```
+    /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+    /// use rmq_std::{AutoBatch, Message, Producer};
+    /// let p = Producer::builder()
+    ///     .namesrv_addr("127.0.0.1:9876")
+    ///     .auto_batch(AutoBatch::default())
+    ///     .start()
+    ///     .await?;
+    /// let r = p.send(Message::new("Telemetry", "21.5")).await?; // this message's own msgId
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn auto_batch(mut self, ab: crate::AutoBatch) -> Self {
+        self.cfg.auto_batch = Some(ab);
         self
     }
 

@@ -58,6 +58,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod batcher;
 mod client;
 mod clock;
 mod config;
@@ -73,6 +74,7 @@ mod sync;
 mod tls;
 mod zlib;
 
+pub use batcher::AutoBatch;
 pub use config::{
     AclConfig, ConfigError, FaultProfile, ProducerBuilder, ProducerConfig, RUNTIME_ADAPTIVE,
     SecurityConfig,

@@ -25,6 +25,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tracing::{Instrument, info_span, warn};
 
+use crate::batcher::{Added, AutoBatch, Batcher, Waiter, split};
 use crate::clock;
 use crate::config::{ProducerBuilder, ProducerConfig};
 use crate::driver::{Driver, Refused};
@@ -73,6 +74,7 @@ struct SendMetrics {
 
 struct Inner {
     metrics: SendMetrics,
+    batcher: Batcher,
     cfg: ProducerConfig,
     client_id: String,
     driver: Driver,
@@ -139,6 +141,7 @@ impl Producer {
         Ok(Producer {
             inner: Arc::new(Inner {
                 metrics: SendMetrics::default(),
+                batcher: Batcher::default(),
                 uniq: Mutex::new(UniqKeyGenerator::new(
                     ip,
                     std::process::id(),
@@ -187,8 +190,90 @@ impl Producer {
     ///
     /// # Errors
     /// [`SendError`]: validation (nothing sent), no route, broker code, transport, timeout.
+    ///
+    /// With [`auto_batch`](crate::ProducerBuilder::auto_batch) on, small messages wait up to
+    /// its hold time for others to the same topic and leave with them in one
+    /// SEND_BATCH_MESSAGE; the result is still this message's own ([`crate::AutoBatch`]).
     pub async fn send(&self, msg: Message) -> Result<SendResult, SendError> {
+        if let Some(ab) = self.inner.cfg.auto_batch
+            && msg.delay_level.is_none()
+            && msg.body.len() < ab.max_bytes
+            && msg.body.len() < self.inner.cfg.compress_msg_body_over_howmuch
+        {
+            return self.send_batched(msg, ab).await;
+        }
         self.send_with(msg, SendMode::Sync, Target::Select).await
+    }
+
+    /// Joins (or starts) the batch of the message's topic and waits for its own result.
+    async fn send_batched(&self, msg: Message, ab: AutoBatch) -> Result<SendResult, SendError> {
+        let _g = self.enter()?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let topic = msg.topic.clone();
+        // The batch leaves from its own task: a caller that stops waiting cancels nothing.
+        match self.inner.batcher.add(&ab, (msg, tx)) {
+            Added::Full(batch) => {
+                let this = self.clone();
+                tokio::spawn(async move { this.flush(batch).await });
+            }
+            Added::Arm(generation) => {
+                let this = self.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(ab.hold).await;
+                    let batch = this.inner.batcher.take(&topic, generation);
+                    this.flush(batch).await;
+                });
+            }
+            Added::Joined => {}
+        }
+        rx.await
+            .unwrap_or_else(|_| Err(SendError::new(SendErrorKind::Shutdown, 0)))
+    }
+
+    /// Sends a gathered batch and hands each caller its result.
+    async fn flush(&self, mut batch: Vec<Waiter>) {
+        if batch.len() <= 1 {
+            if let Some((m, tx)) = batch.pop() {
+                let _ = tx.send(self.send_with(m, SendMode::Sync, Target::Select).await);
+            }
+            return;
+        }
+        let started = std::time::Instant::now();
+        let msgs: Vec<Message> = batch.iter().map(|(m, _)| m.clone()).collect();
+        let Ok(p) = self.prepare_batch(msgs) else {
+            // Refused before any byte was sent (an invalid message): each alone, so that
+            // only the invalid one fails.
+            for (m, tx) in batch {
+                let this = self.clone();
+                tokio::spawn(async move {
+                    let _ = tx.send(this.send_with(m, SendMode::Sync, Target::Select).await);
+                });
+            }
+            return;
+        };
+        let ids = p.msg_id.clone();
+        let span = info_span!("auto_batch", topic = %p.topic, messages = batch.len());
+        let r = self
+            .drive(p, SendMode::Sync, Target::Select)
+            .instrument(span)
+            .await;
+        match r {
+            Ok(res) => {
+                let ids: Vec<&str> = ids.split(',').collect();
+                for ((_, tx), each) in batch.into_iter().zip(split(&res, &ids)) {
+                    let each = Ok(each);
+                    self.count(&each, started);
+                    let _ = tx.send(each);
+                }
+            }
+            Err(e) => {
+                for (m, tx) in batch {
+                    let each = Err(e.clone().with_message(m));
+                    self.count(&each, started);
+                    let _ = tx.send(each);
+                }
+            }
+        }
     }
 
     /// ASYNC send: a `'static` future to await or spawn. Up to

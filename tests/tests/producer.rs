@@ -464,3 +464,82 @@ fn kill9_broker_during_async_stream_5_3_3() {
         lost.iter().take(3).collect::<Vec<_>>()
     );
 }
+
+/// Auto-batching: 64 tasks each send 20 small messages synchronously; they leave in
+/// SEND_BATCH_MESSAGE requests (far fewer attempts than messages) and every caller gets its
+/// own result: the Java verifier reads each message back with the msgId, queue and offset its
+/// caller was given.
+#[test]
+fn auto_batch_5_3_3() {
+    use rmq_std::AutoBatch;
+    let _serial = serial();
+    let cluster = Cluster::start(Version::V5_3_3, ClusterOptions::default()).expect("cluster");
+    let topic = "RmqAutoBatch";
+    create_topic(&cluster, topic);
+    let ns = cluster.namesrv_addr().to_string();
+    let rt = runtime();
+    const TASKS: usize = 64;
+    const EACH: usize = 20;
+    let body = |t: usize, i: usize| format!("{t:02}-{i:02}-{}", "x".repeat(122));
+    let (results, counters) = rt.block_on(async {
+        let p = Producer::builder()
+            .namesrv_addr(&ns)
+            .producer_group("rmq-std-auto-batch")
+            .auto_batch(AutoBatch::default())
+            .start()
+            .await
+            .expect("producer");
+        let mut tasks = Vec::new();
+        for t in 0..TASKS {
+            let p = p.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut out = Vec::new();
+                for i in 0..EACH {
+                    let r = p
+                        .send(Message::new(topic, body(t, i)))
+                        .await
+                        .unwrap_or_else(|e| panic!("send {t}/{i}: {e}"));
+                    out.push((body(t, i), r));
+                }
+                out
+            }));
+        }
+        let mut results = Vec::new();
+        for h in tasks {
+            results.extend(h.await.expect("task"));
+        }
+        let c = p.counters();
+        p.shutdown().await;
+        (results, c)
+    });
+    assert_eq!(results.len(), TASKS * EACH);
+    eprintln!(
+        "auto-batch: {} messages in {} attempts: {counters:?}",
+        results.len(),
+        counters.attempts
+    );
+    assert!(
+        counters.attempts * 4 < counters.sent,
+        "messages left in batches: {counters:?}"
+    );
+    let ids: BTreeSet<&str> = results.iter().map(|(_, r)| r.msg_id.as_str()).collect();
+    assert_eq!(ids.len(), results.len(), "every caller has its own msgId");
+    let got =
+        verifier_read(&cluster, topic, results.len(), Duration::from_secs(5)).expect("verifier");
+    assert_eq!(got.len(), results.len());
+    let by_id: BTreeMap<&str, _> = got.iter().map(|m| (m.msg_id.as_str(), m)).collect();
+    for (b, r) in &results {
+        assert_eq!(r.status, SendStatus::SendOk);
+        let m = by_id
+            .get(r.msg_id.as_str())
+            .unwrap_or_else(|| panic!("{} not read back", r.msg_id));
+        assert_eq!(m.body, b.as_bytes(), "the body of {}", r.msg_id);
+        assert_eq!(
+            (m.queue_id, m.queue_offset),
+            (r.queue.queue_id, r.queue_offset)
+        );
+        if !r.offset_msg_id.is_empty() {
+            assert_eq!(m.offset_msg_id, r.offset_msg_id);
+        }
+    }
+}
