@@ -12,19 +12,20 @@
 //! Needs root (for `unshare -n` and the TAP device), a JDK and Maven, like the other
 //! real-broker tests.
 
+mod gateway;
+
 use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
+use gateway::body;
 use rmq_core::retry::{SendErrorKind, SendStatus};
 use rmq_core::time::Instant;
-use rmq_smoltcp::{Buffers, Config, Message, Producer, SendFailure, SendReceipt};
+use rmq_smoltcp::{Message, SendFailure, SendReceipt};
 use rmq_tests::broker::{Cluster, ClusterOptions, Version, prefetch, verifier_read};
 use rmq_tests::netns;
-use smoltcp::iface::{Config as IfaceConfig, Interface, SocketSet};
+use smoltcp::iface::SocketSet;
 use smoltcp::phy::{Medium, TunTapInterface, wait as phy_wait};
-use smoltcp::socket::tcp;
-use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, IpEndpoint, Ipv4Address};
 
 const VERSION: Version = Version::V4_9;
 const TOPIC: &str = "SmolTelemetry";
@@ -34,19 +35,6 @@ const COUNT: usize = 1000;
 fn smoltcp_gateway_publishes_1000_messages_over_a_tap_device() {
     prefetch(VERSION).expect("fetch the RocketMQ jars before leaving the network");
     netns::run_inner("inner_gateway_in_netns", &[]);
-}
-
-fn leak(n: usize) -> &'static mut [u8] {
-    Box::leak(vec![0u8; n].into_boxed_slice())
-}
-
-fn body(i: usize) -> String {
-    format!(
-        "{{\"gateway\":\"gw-1\",\"seq\":{i},\"temp\":{}.{},\"humidity\":{}}}",
-        20 + i % 7,
-        i % 10,
-        40 + i % 13
-    )
 }
 
 #[test]
@@ -64,50 +52,11 @@ fn inner_gateway_in_netns() {
 
     let mut dev = TunTapInterface::new("tap0", Medium::Ethernet).expect("open tap0");
     let fd = dev.as_raw_fd();
-    let mut icfg = IfaceConfig::new(HardwareAddress::Ethernet(EthernetAddress([
-        0x02, 0, 0, 0, 0, 0x02,
-    ])));
-    icfg.random_seed = 7;
     let clock = StdInstant::now();
     let now = || Instant::from_millis(clock.elapsed().as_millis() as u64);
-    let smol_now = smoltcp::time::Instant::from_millis(now().millis() as i64);
-    let mut iface = Interface::new(icfg, &mut dev, smol_now);
-    iface.update_ip_addrs(|a| {
-        a.push(IpCidr::new(IpAddress::v4(169, 254, 1, 2), 16))
-            .unwrap();
-    });
-    iface
-        .routes_mut()
-        .add_default_ipv4_route(Ipv4Address::new(169, 254, 1, 1))
-        .unwrap();
-
+    let mut iface = gateway::iface(&mut dev, 7, now().millis());
     let mut sockets = SocketSet::new(vec![]);
-    let sock = || {
-        tcp::Socket::new(
-            tcp::SocketBuffer::new(vec![0u8; 4096]),
-            tcp::SocketBuffer::new(vec![0u8; 2048]),
-        )
-    };
-    let ns = sockets.add(sock());
-    let b0 = sockets.add(sock());
-    let ns_addr = cluster.namesrv_addr();
-    let std::net::IpAddr::V4(ns_ip) = ns_addr.ip() else {
-        panic!("IPv4 NameServer expected")
-    };
-    let [a, b, c, d] = ns_ip.octets();
-    let namesrvs: &'static [IpEndpoint] = Box::leak(Box::new([IpEndpoint::new(
-        IpAddress::v4(a, b, c, d),
-        ns_addr.port(),
-    )]));
-    let mut cfg = Config::new(namesrvs, "smol-gateway", TOPIC);
-    cfg.client_ip = [169, 254, 1, 2];
-    let bufs = Buffers {
-        tx: leak(512),
-        rx: leak(4096),
-        message: leak(1024),
-    };
-    let mut p: Producer<'static, 'static, 1, 16, 256> =
-        Producer::new(cfg, bufs, ns, [b0]).expect("producer config");
+    let mut p = gateway::producer(&cluster, &mut sockets, "smol-gateway", TOPIC, 4096, 1024);
     let unix_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()

@@ -11,22 +11,23 @@
 //! from [`rmq_smoltcp::SendReceipt::msg_id_of`]), queue and offset (a batch's are consecutive
 //! in one queue). No rate is asserted (timing belongs to benchmarks, not tests).
 
+mod gateway;
+
 use std::collections::{BTreeMap, VecDeque};
 use std::os::fd::AsRawFd;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
+use gateway::body;
 use rmq_core::retry::SendStatus;
 use rmq_core::time::Instant;
-use rmq_smoltcp::{Buffers, Completion, Config, Message, Producer};
+use rmq_smoltcp::{Completion, Message};
 use rmq_tests::broker::{Cluster, ClusterOptions, Version, prefetch, verifier_read};
 use rmq_tests::netns;
-use smoltcp::iface::{Config as IfaceConfig, Interface, SocketSet};
+use smoltcp::iface::SocketSet;
 use smoltcp::phy::{
     Device, DeviceCapabilities, Medium, RxToken, TunTapInterface, TxToken, wait as phy_wait,
 };
-use smoltcp::socket::tcp;
 use smoltcp::time::Instant as SmolInstant;
-use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, IpEndpoint, Ipv4Address};
 
 const VERSION: Version = Version::V5_3_3;
 const TOPIC: &str = "SlowLink";
@@ -131,19 +132,6 @@ impl<D: Device> Device for Delayed<D> {
     }
 }
 
-fn leak(n: usize) -> &'static mut [u8] {
-    Box::leak(vec![0u8; n].into_boxed_slice())
-}
-
-fn body(i: usize) -> String {
-    format!(
-        "{{\"gateway\":\"gw-1\",\"seq\":{i},\"temp\":{}.{},\"humidity\":{}}}",
-        20 + i % 7,
-        i % 10,
-        40 + i % 13
-    )
-}
-
 /// What the gateway was told about message `seq`.
 struct Told {
     msg_id: String,
@@ -169,51 +157,20 @@ fn inner_slow_link_in_netns() {
         rx: VecDeque::new(),
         tx: VecDeque::new(),
     };
-    let mut icfg = IfaceConfig::new(HardwareAddress::Ethernet(EthernetAddress([
-        0x02, 0, 0, 0, 0, 0x02,
-    ])));
-    icfg.random_seed = 11;
     let clock = StdInstant::now();
     let now = || Instant::from_millis(clock.elapsed().as_millis() as u64);
-    let smol = |t: Instant| SmolInstant::from_millis(t.millis() as i64);
-    let mut iface = Interface::new(icfg, &mut dev, smol(now()));
-    iface.update_ip_addrs(|a| {
-        a.push(IpCidr::new(IpAddress::v4(169, 254, 1, 2), 16))
-            .unwrap();
-    });
-    iface
-        .routes_mut()
-        .add_default_ipv4_route(Ipv4Address::new(169, 254, 1, 1))
-        .unwrap();
+    let mut iface = gateway::iface(&mut dev, 11, now().millis());
     let mut sockets = SocketSet::new(vec![]);
     // A batch request is ~6 KB: socket buffers that hold it, so that it leaves in one round
     // trip.
-    let sock = || {
-        tcp::Socket::new(
-            tcp::SocketBuffer::new(vec![0u8; 16 * 1024]),
-            tcp::SocketBuffer::new(vec![0u8; 16 * 1024]),
-        )
-    };
-    let ns = sockets.add(sock());
-    let b0 = sockets.add(sock());
-    let ns_addr = cluster.namesrv_addr();
-    let std::net::IpAddr::V4(ns_ip) = ns_addr.ip() else {
-        panic!("IPv4 NameServer expected")
-    };
-    let [a, b, c, d] = ns_ip.octets();
-    let namesrvs: &'static [IpEndpoint] = Box::leak(Box::new([IpEndpoint::new(
-        IpAddress::v4(a, b, c, d),
-        ns_addr.port(),
-    )]));
-    let mut cfg = Config::new(namesrvs, "slow-gateway", TOPIC);
-    cfg.client_ip = [169, 254, 1, 2];
-    let bufs = Buffers {
-        tx: leak(512),
-        rx: leak(4096),
-        message: leak(8 * 1024),
-    };
-    let mut p: Producer<'static, 'static, 1, 16, 256> =
-        Producer::new(cfg, bufs, ns, [b0]).expect("producer config");
+    let mut p = gateway::producer(
+        &cluster,
+        &mut sockets,
+        "slow-gateway",
+        TOPIC,
+        16 * 1024,
+        8 * 1024,
+    );
 
     // Runs one request (a message or a batch) to its completion.
     let mut run = |msgs: &[Message<'_>]| -> Completion {
