@@ -210,24 +210,34 @@ impl Producer {
         let _g = self.enter()?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let topic = msg.topic.clone();
-        // The batch leaves from its own task: a caller that stops waiting cancels nothing.
+        // Batches leave from their own task: a caller that stops waiting cancels nothing.
         match self.inner.batcher.add(&ab, (msg, tx)) {
-            Added::Full(batch) => {
+            Added::Send(batch) => {
                 let this = self.clone();
-                tokio::spawn(async move { this.flush(batch).await });
+                tokio::spawn(async move { this.flush_all(&topic, batch).await });
             }
             Added::Arm(generation) => {
                 let this = self.clone();
                 tokio::spawn(async move {
                     tokio::time::sleep(ab.hold).await;
                     let batch = this.inner.batcher.take(&topic, generation);
-                    this.flush(batch).await;
+                    if !batch.is_empty() {
+                        this.flush_all(&topic, batch).await;
+                    }
                 });
             }
             Added::Joined => {}
         }
         rx.await
             .unwrap_or_else(|_| Err(SendError::new(SendErrorKind::Shutdown, 0)))
+    }
+
+    /// Sends `batch`, then whatever waited for it to end, until nothing waits.
+    async fn flush_all(&self, topic: &str, mut batch: Vec<Waiter>) {
+        while !batch.is_empty() {
+            self.flush(batch).await;
+            batch = self.inner.batcher.done(topic);
+        }
     }
 
     /// Sends a gathered batch and hands each caller its result.
