@@ -55,6 +55,7 @@ extern crate self as rmq_core;
 
 pub mod acl;
 pub mod admin;
+pub mod autobatch;
 pub mod consumer;
 pub mod fault;
 pub mod json;

@@ -3,14 +3,8 @@
 //! own [`SendResult`] (its own msgId, the batch's queue, its own queue offset: the batch's first
 //! plus its position) or a copy of the batch's error.
 //!
-//! When a batch leaves is self-clocked rather than a fixed linger: while fewer than
-//! [`AutoBatch::max_in_flight`] batches of the topic are in flight, a message leaves at once
-//! (with whatever waits); otherwise it waits for one of them to end, for the batch to reach
-//! [`AutoBatch::max_bytes`] or [`AutoBatch::max_messages`], or for [`AutoBatch::hold`],
-//! whichever comes first. So a lone message is not delayed, and under load each round trip
-//! carries everything that arrived during the previous one. (A first version lingered the full
-//! hold time unless the batch filled, as Java's accumulator does: 64 sync senders of 128 B then
-//! made 5.4k msgs/s against 20.9k unbatched, every round waiting 10 ms; BENCHMARKS.md.)
+//! When a batch leaves is the core's decision ([`rmq_core::autobatch::BatchClock`]:
+//! self-clocked, a lone message is never delayed); this module keeps the waiting callers.
 //!
 //! What is not batched (sent as usual): messages with a delay level, bodies at or above the
 //! compression threshold or `max_bytes` (a batch is never compressed), and sends other than
@@ -23,6 +17,7 @@ use std::mem;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use rmq_core::autobatch::{BatchClock, BatchLimits, Join};
 use tokio::sync::oneshot;
 
 use crate::message::{Message, SendError, SendResult};
@@ -54,25 +49,11 @@ impl Default for AutoBatch {
 /// A caller waiting in a batch.
 pub(crate) type Waiter = (Message, oneshot::Sender<Result<SendResult, SendError>>);
 
-/// The messages waiting for one topic.
+/// One topic's waiting callers and the core's clock of its batches.
 #[derive(Default)]
 struct Pending {
     waiters: Vec<Waiter>,
-    bytes: usize,
-    /// Bumped whenever the batch is taken, so that a hold timer of an earlier batch does not
-    /// take a later one early.
-    generation: u64,
-    /// Batches of the topic being sent.
-    in_flight: usize,
-}
-
-impl Pending {
-    fn take(&mut self) -> Vec<Waiter> {
-        self.generation += 1;
-        self.bytes = 0;
-        self.in_flight += 1;
-        mem::take(&mut self.waiters)
-    }
+    clock: BatchClock,
 }
 
 /// The batches being gathered, by topic.
@@ -83,9 +64,9 @@ pub(crate) struct Batcher {
 
 /// What [`Batcher::add`] asks the caller to do.
 pub(crate) enum Added {
-    /// Send these now (a batch slot was free, or the batch is full), then [`Batcher::done`].
+    /// Send these now, then [`Batcher::done`] when they ended.
     Send(Vec<Waiter>),
-    /// The first message to wait: take the batch after the hold time (generation given).
+    /// The first message to wait: [`Batcher::expire`] after the hold time (generation given).
     Arm(u64),
     /// Joined a batch that is already timed.
     Joined,
@@ -93,42 +74,42 @@ pub(crate) enum Added {
 
 impl Batcher {
     pub(crate) fn add(&self, cfg: &AutoBatch, w: Waiter) -> Added {
+        let limits = BatchLimits {
+            max_bytes: cfg.max_bytes,
+            max_messages: cfg.max_messages,
+            max_in_flight: cfg.max_in_flight,
+        };
         let mut topics = self.topics.lock().unwrap_or_else(|p| p.into_inner());
         let p = topics.entry(w.0.topic.clone()).or_default();
-        p.bytes += w.0.body.len();
+        let join = p.clock.join(&limits, w.0.body.len());
         p.waiters.push(w);
-        let full = p.bytes >= cfg.max_bytes || p.waiters.len() >= cfg.max_messages;
-        if full || p.in_flight < cfg.max_in_flight {
-            return Added::Send(p.take());
-        }
-        if p.waiters.len() == 1 {
-            Added::Arm(p.generation)
-        } else {
-            Added::Joined
+        match join {
+            Join::Send => Added::Send(mem::take(&mut p.waiters)),
+            Join::Arm(generation) => Added::Arm(generation),
+            Join::Wait => Added::Joined,
         }
     }
 
-    /// The batch of `topic` if it is still generation `generation` (its hold time is over).
-    pub(crate) fn take(&self, topic: &str, generation: u64) -> Vec<Waiter> {
-        let mut topics = self.topics.lock().unwrap_or_else(|p| p.into_inner());
-        match topics.get_mut(topic) {
-            Some(p) if p.generation == generation && !p.waiters.is_empty() => p.take(),
-            _ => Vec::new(),
-        }
+    /// The batch of `topic` if its hold time (armed for `generation`) sends it.
+    pub(crate) fn expire(&self, topic: &str, generation: u64) -> Vec<Waiter> {
+        self.next(topic, |c| c.expire(generation))
     }
 
-    /// A batch of `topic` ended: the messages that waited for it, to send now (then `done`
+    /// A batch of `topic` ended: the callers that waited for it, to send now (then `done`
     /// again), or nothing.
     pub(crate) fn done(&self, topic: &str) -> Vec<Waiter> {
+        self.next(topic, BatchClock::done)
+    }
+
+    fn next(&self, topic: &str, go: impl FnOnce(&mut BatchClock) -> bool) -> Vec<Waiter> {
         let mut topics = self.topics.lock().unwrap_or_else(|p| p.into_inner());
         let Some(p) = topics.get_mut(topic) else {
             return Vec::new();
         };
-        p.in_flight = p.in_flight.saturating_sub(1);
-        if p.waiters.is_empty() {
-            Vec::new()
+        if go(&mut p.clock) {
+            mem::take(&mut p.waiters)
         } else {
-            p.take()
+            Vec::new()
         }
     }
 }
@@ -169,35 +150,23 @@ mod tests {
     }
 
     #[test]
-    fn batches_leave_when_a_slot_frees_when_full_or_when_timed() {
+    fn waiting_callers_leave_as_the_core_clock_says() {
         let cfg = AutoBatch {
-            max_bytes: 100,
-            max_messages: 3,
-            hold: Duration::from_millis(10),
             max_in_flight: 1,
+            ..AutoBatch::default()
         };
         let b = Batcher::default();
-        // Idle topic: the first message leaves at once.
         assert!(matches!(b.add(&cfg, waiter("A", 10).0), Added::Send(v) if v.len() == 1));
-        // One batch in flight: the next ones wait (the first of them arms the timer).
         assert!(matches!(b.add(&cfg, waiter("A", 10).0), Added::Arm(1)));
         assert!(matches!(b.add(&cfg, waiter("A", 10).0), Added::Joined));
-        // Another topic has its own slot.
-        assert!(matches!(b.add(&cfg, waiter("B", 10).0), Added::Send(_)));
-        // The batch in flight ends: the two waiting leave together, and it stays busy.
-        assert_eq!(b.done("A").len(), 2);
-        // The earlier timer finds a later generation: it takes nothing.
-        assert!(b.take("A", 1).is_empty());
-        assert!(matches!(b.add(&cfg, waiter("A", 60).0), Added::Arm(2)));
-        // 120 bytes fill the batch: it leaves although a batch is in flight.
-        assert!(matches!(b.add(&cfg, waiter("A", 60).0), Added::Send(v) if v.len() == 2));
-        assert!(matches!(b.add(&cfg, waiter("A", 1).0), Added::Arm(3)));
-        assert_eq!(b.take("A", 3).len(), 1, "the hold time is over");
-        assert!(b.done("A").is_empty() && b.done("A").is_empty() && b.done("A").is_empty());
         assert!(
-            matches!(b.add(&cfg, waiter("A", 1).0), Added::Send(_)),
-            "idle again"
+            matches!(b.add(&cfg, waiter("B", 10).0), Added::Send(_)),
+            "its own clock"
         );
+        assert!(b.expire("A", 0).is_empty());
+        assert_eq!(b.done("A").len(), 2);
+        assert!(b.expire("A", 1).is_empty(), "already left");
+        assert!(b.done("A").is_empty() && b.done("B").is_empty());
     }
 
     #[test]

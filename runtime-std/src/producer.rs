@@ -220,7 +220,7 @@ impl Producer {
                 let this = self.clone();
                 tokio::spawn(async move {
                     tokio::time::sleep(ab.hold).await;
-                    let batch = this.inner.batcher.take(&topic, generation);
+                    let batch = this.inner.batcher.expire(&topic, generation);
                     if !batch.is_empty() {
                         this.flush_all(&topic, batch).await;
                     }
