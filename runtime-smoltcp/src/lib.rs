@@ -63,18 +63,24 @@
 #[macro_use]
 mod log;
 mod addr;
-mod engine;
+mod consumer;
+mod net;
+mod producer;
 
 pub use addr::parse_endpoint;
-pub use engine::{Producer, Stats};
+pub use consumer::{Consumer, ConsumerConfig, ConsumerError, MAX_PULL_BATCH};
+pub use net::Stats;
+pub use producer::Producer;
 pub use rmq_core as core;
+/// A message handed to [`Consumer::poll`]'s closure (the core consumer's type).
+pub use rmq_core::pull_consumer::Delivery;
 /// Why a send failed (the core session's type, as every runtime reports it).
 pub use rmq_core::session::SendFailure;
 
 use ::core::fmt;
 
 use rmq_core::message::validate::ValidationError;
-use rmq_core::producer;
+use rmq_core::producer as core_producer;
 use rmq_core::retry::{RetryConfig, SendMode, SendStatus};
 use rmq_core::time::Duration;
 use rmq_core::wire::version;
@@ -130,9 +136,9 @@ impl<'a> Config<'a> {
             topic,
             retry: RetryConfig::java49(SendMode::Sync),
             version: version::V4_9_8,
-            connect_timeout: producer::CONNECT_TIMEOUT,
-            route_timeout: producer::CLIENT_API_TIMEOUT,
-            route_refresh: producer::POLL_NAME_SERVER_INTERVAL,
+            connect_timeout: core_producer::CONNECT_TIMEOUT,
+            route_timeout: core_producer::CLIENT_API_TIMEOUT,
+            route_refresh: core_producer::POLL_NAME_SERVER_INTERVAL,
             route_retry: Duration::from_millis(1000),
             write_stall_timeout: Duration::from_millis(3000),
             local_port_base: 49152,

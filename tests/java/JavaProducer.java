@@ -176,7 +176,13 @@ public final class JavaProducer {
     }
 
     static void printErr(int i, Throwable e) {
-        String line = new Json().put("i", i).put("status", "ERROR").put("error", e.toString()).done();
+        // The whole cause chain: "Send [3] times, still failed" alone hides the broker's answer.
+        StringBuilder why = new StringBuilder(e.toString());
+        for (Throwable c = e.getCause(); c != null && c != c.getCause(); c = c.getCause()) {
+            why.append(" <- caused by ").append(c);
+        }
+        String line =
+            new Json().put("i", i).put("status", "ERROR").put("error", why.toString()).done();
         synchronized (System.out) {
             System.out.println("RMQP " + line);
         }

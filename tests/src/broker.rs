@@ -29,6 +29,7 @@ use std::fmt;
 use std::fs;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -315,6 +316,48 @@ fn loopback(port: u16) -> SocketAddr {
 
 static RUN_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// Above this share of a partition in use, a broker storing there refuses every write
+/// (`SERVICE_NOT_AVAILABLE`, "the broker's disk is full"): `diskSpaceWarningLevelRatio`, which
+/// 5.x caps at 0.90 whatever the configuration says. The margin leaves room for what the tests
+/// themselves write.
+const DISK_FULL_RATIO: f64 = 0.88;
+
+/// Fails with a clear message when the partition holding `dir` is so full that the brokers
+/// would refuse writes (their check: (size - free) / size, free including reserved blocks).
+fn check_disk(dir: &Path) -> Result<(), HarnessError> {
+    let _ = fs::create_dir_all(dir);
+    let out = match Command::new("df").arg("-P").arg("-B1").arg(dir).output() {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).into_owned(),
+        // No df: nothing to say; the brokers' own log tells if the disk is full.
+        _ => return Ok(()),
+    };
+    let cols: Vec<u64> = out
+        .lines()
+        .nth(1)
+        .map(|l| {
+            l.split_whitespace()
+                .filter_map(|c| c.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    if let [size, used, ..] = cols[..] {
+        let ratio = used as f64 / size.max(1) as f64;
+        if ratio > DISK_FULL_RATIO {
+            return Err(HarnessError::new(format!(
+                "the partition holding {} is {:.1} % full ({} MiB free of {} MiB): a RocketMQ \
+                 broker refuses every write above 90 % (diskSpaceWarningLevelRatio, capped at \
+                 0.90 in 5.x), so its tests cannot run; free some space (target/ directories, \
+                 target/rmq-runs) and run again",
+                dir.display(),
+                ratio * 100.0,
+                (size - used) >> 20,
+                size >> 20
+            )));
+        }
+    }
+    Ok(())
+}
+
 impl Cluster {
     /// Downloads the jars if needed (Maven), then starts a NameServer and
     /// `options.brokers` brokers and waits until all are ready.
@@ -337,6 +380,7 @@ impl Cluster {
             RUN_COUNTER.fetch_add(1, Ordering::Relaxed)
         ));
         let _ = fs::remove_dir_all(&run_dir);
+        check_disk(&jars::target_dir())?;
         let namesrv = Node {
             name: "namesrv".into(),
             dir: run_dir.join("namesrv"),

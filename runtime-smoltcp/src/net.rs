@@ -1,0 +1,490 @@
+//! Connections and frames, shared by the [`Producer`](crate::Producer) and the
+//! [`Consumer`](crate::Consumer): smoltcp sockets on one side, a core
+//! [`Session`](rmq_core::session::Session) on the other.
+//!
+//! This file opens and watches connections (one socket for the current NameServer, one per
+//! broker), stages one frame at a time and moves bytes. What a frame means is the caller's:
+//! [`Net::read`] hands each complete frame to a closure, [`Net::stage`] takes the next frame
+//! from one.
+
+use rmq_core::link::{Link, LinkCheck, LinkState, Outgoing};
+use rmq_core::retry::TransportError;
+use rmq_core::session::{BrokerId, Features, Peer, Session, Transmit};
+use rmq_core::time::{Duration, Instant};
+use rmq_core::wire::{FrameReader, PREFIX_LEN};
+use smoltcp::iface::{Interface, SocketHandle, SocketSet};
+use smoltcp::socket::tcp;
+use smoltcp::wire::IpEndpoint;
+
+use crate::parse_endpoint;
+
+/// Frames read per connection per poll.
+const MAX_FRAMES_PER_POLL: usize = 4;
+
+/// Counters for tests and field diagnostics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Stats {
+    /// TCP connections established.
+    pub connects: u32,
+    /// Connect attempts that failed (refused, reset or timed out).
+    pub connect_failures: u32,
+    /// Established connections lost (reset, closed by the peer, stalled, framing error).
+    pub connections_lost: u32,
+    /// Times the socket accepted only part of what was offered (or nothing).
+    pub partial_writes: u32,
+    /// Frames completely written.
+    pub frames_sent: u32,
+    /// Frames received.
+    pub frames_received: u32,
+    /// Responses that matched nothing in flight (late answers to abandoned attempts).
+    pub stale_responses: u32,
+    /// Routes applied.
+    pub route_updates: u32,
+    /// Send attempts issued (a producer's).
+    pub attempts: u32,
+}
+
+/// What the connection plumbing asks of a session (every [`Session`] is one).
+pub(crate) trait Core {
+    fn handle_closed(&mut self, now: Instant, peer: Peer, cause: TransportError);
+    fn handle_written(&mut self, now: Instant, opaque: i32);
+    fn is_live(&self, opaque: i32) -> bool;
+    fn peer_addr(&self, peer: Peer) -> Option<&str>;
+    fn poll_timeout(&self) -> Option<Instant>;
+}
+
+impl<
+    const T: usize,
+    const B: usize,
+    const Q: usize,
+    const R: usize,
+    const S: usize,
+    const RS: usize,
+    F: Features,
+> Core for Session<T, B, Q, R, S, RS, F>
+{
+    fn handle_closed(&mut self, now: Instant, peer: Peer, cause: TransportError) {
+        Session::handle_closed(self, now, peer, cause);
+    }
+    fn handle_written(&mut self, now: Instant, opaque: i32) {
+        Session::handle_written(self, now, opaque);
+    }
+    fn is_live(&self, opaque: i32) -> bool {
+        Session::is_live(self, opaque)
+    }
+    fn peer_addr(&self, peer: Peer) -> Option<&str> {
+        match peer {
+            // A gateway keeps one socket per broker: its master.
+            Peer::Broker(b) | Peer::Slave(b) => Session::broker_addr(self, b),
+            Peer::NameServer(_) => None,
+        }
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Session::poll_timeout(self)
+    }
+}
+
+/// A socket and the life of its connection (the core's [`Link`]).
+#[derive(Debug)]
+struct Conn {
+    handle: SocketHandle,
+    link: Link,
+}
+
+impl Conn {
+    const fn new(handle: SocketHandle) -> Self {
+        Conn {
+            handle,
+            link: Link::IDLE,
+        }
+    }
+}
+
+/// Connection settings.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NetConfig<'a> {
+    pub namesrvs: &'a [IpEndpoint],
+    pub connect_timeout: Duration,
+    pub write_stall_timeout: Duration,
+    pub local_port_base: u16,
+}
+
+/// The sockets, the one frame being written, and the receive buffer.
+#[derive(Debug)]
+pub(crate) struct Net<'a, 'b, const BROKERS: usize> {
+    cfg: NetConfig<'a>,
+    /// Where frames are staged (prefix and header; a producer's body comes from elsewhere).
+    pub tx: &'b mut [u8],
+    rx: &'b mut [u8],
+    ns: Conn,
+    brokers: [Conn; BROKERS],
+    /// The one frame being written: `tx.len` bytes of `tx`, then the body when `tx.body` is
+    /// set.
+    frame: Option<Outgoing>,
+    port_offset: u16,
+    pub stats: Stats,
+}
+
+pub(crate) fn smol(now: Instant) -> smoltcp::time::Instant {
+    smoltcp::time::Instant::from_millis(i64::try_from(now.millis()).unwrap_or(i64::MAX))
+}
+
+fn unsmol(t: smoltcp::time::Instant) -> Instant {
+    Instant::from_millis(u64::try_from(t.total_millis()).unwrap_or(0))
+}
+
+pub(crate) fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if a <= b { a } else { b }),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
+/// Takes one whole frame out of the socket into `rx`, or `Ok(None)` when it has not fully
+/// arrived. Bytes stay in the socket's ring until the whole frame is there.
+fn read_frame(sock: &mut tcp::Socket<'_>, rx: &mut [u8]) -> Result<Option<usize>, ()> {
+    let mut prefix = [0u8; PREFIX_LEN];
+    // Fewer than PREFIX_LEN bytes queued: not yet.
+    if sock.peek_slice(&mut prefix) != Ok(PREFIX_LEN) {
+        return Ok(None);
+    }
+    let mut reader = FrameReader::new(&mut *rx);
+    if reader.feed(&prefix).is_err() {
+        // Bad prefix or larger than `rx`: framing is lost.
+        return Err(());
+    }
+    let frame_len = PREFIX_LEN.saturating_add(reader.remaining());
+    if sock.recv_queue() < frame_len {
+        if frame_len > sock.recv_capacity() {
+            return Err(());
+        }
+        return Ok(None);
+    }
+    let dst = rx.get_mut(..frame_len).ok_or(())?;
+    match sock.recv_slice(dst) {
+        Ok(n) if n == frame_len => Ok(Some(frame_len)),
+        _ => Err(()),
+    }
+}
+
+impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
+    pub(crate) fn new(
+        cfg: NetConfig<'a>,
+        tx: &'b mut [u8],
+        rx: &'b mut [u8],
+        ns: SocketHandle,
+        brokers: [SocketHandle; BROKERS],
+        seed: u32,
+    ) -> Self {
+        Net {
+            cfg,
+            tx,
+            rx,
+            ns: Conn::new(ns),
+            brokers: brokers.map(Conn::new),
+            frame: None,
+            port_offset: (seed % 8192) as u16,
+            stats: Stats::default(),
+        }
+    }
+
+    /// Whether a frame is being written.
+    pub(crate) fn writing(&self) -> bool {
+        self.frame.is_some()
+    }
+
+    /// Whether the frame being written reads a body from outside `tx`.
+    pub(crate) fn writing_body(&self) -> bool {
+        self.frame.is_some_and(|f| f.tx.body.is_some())
+    }
+
+    /// The latest instant to poll again: the interface's, the links', the frame's and the
+    /// session's deadlines (never before `now`).
+    pub(crate) fn next_deadline<C: Core>(
+        &self,
+        now: Instant,
+        iface: &mut Interface,
+        sockets: &SocketSet<'_>,
+        core: &C,
+    ) -> Option<Instant> {
+        let stall = self.cfg.write_stall_timeout;
+        let mut d = iface.poll_at(smol(now), sockets).map(unsmol);
+        for c in core::iter::once(&self.ns).chain(self.brokers.iter()) {
+            d = earliest(d, c.link.deadline(stall));
+        }
+        d = earliest(d, self.frame.map(|f| f.deadline(stall)));
+        d = earliest(d, core.poll_timeout());
+        d.map(|d| if d < now { now } else { d })
+    }
+
+    fn conn_mut(&mut self, peer: Peer) -> Option<&mut Conn> {
+        match peer {
+            Peer::NameServer(_) => Some(&mut self.ns),
+            Peer::Broker(b) | Peer::Slave(b) => self.brokers.get_mut(usize::from(b.0)),
+        }
+    }
+
+    /// Whether the connection for `peer` talks to it now.
+    pub(crate) fn serves(&mut self, peer: Peer) -> bool {
+        self.conn_mut(peer).is_some_and(|c| c.link.serves(peer))
+    }
+
+    /// The peer behind connection `i` (0: the NameServer socket, then one per broker).
+    fn peer(&self, i: usize) -> Peer {
+        match i.checked_sub(1) {
+            None => Peer::NameServer(self.ns.link.name_server().unwrap_or(0)),
+            Some(b) => Peer::Broker(BrokerId(b as u16)),
+        }
+    }
+
+    fn endpoint<C: Core>(&self, core: &C, peer: Peer) -> Option<IpEndpoint> {
+        match peer {
+            Peer::NameServer(i) => self.cfg.namesrvs.get(usize::from(i)).copied(),
+            p => core.peer_addr(p).and_then(parse_endpoint),
+        }
+    }
+
+    fn next_port(&mut self) -> u16 {
+        self.port_offset = (self.port_offset.wrapping_add(1)) % 16384;
+        let base = self.cfg.local_port_base.max(49152);
+        let span = 65535u16.saturating_sub(base).max(1);
+        base.saturating_add(self.port_offset % span)
+    }
+
+    /// Resets the connection to `peer` and tells the session what its requests died of.
+    pub(crate) fn fail_conn<C: Core>(
+        &mut self,
+        now: Instant,
+        sockets: &mut SocketSet<'_>,
+        core: &mut C,
+        peer: Peer,
+        err: TransportError,
+    ) {
+        let Some(conn) = self.conn_mut(peer) else {
+            return;
+        };
+        let was_up = conn.link.reset();
+        sockets.get_mut::<tcp::Socket<'_>>(conn.handle).abort();
+        match was_up {
+            true => self.stats.connections_lost += 1,
+            false => self.stats.connect_failures += 1,
+        }
+        warn!("connection lost or refused");
+        if self.frame.is_some_and(|f| f.tx.peer == peer) {
+            // The half-written frame dies with its connection.
+            self.frame = None;
+        }
+        core.handle_closed(now, peer, err);
+    }
+
+    /// Opens the connection to `peer`; `false` when it cannot be opened.
+    fn connect<C: Core>(
+        &mut self,
+        now: Instant,
+        iface: &mut Interface,
+        sockets: &mut SocketSet<'_>,
+        core: &C,
+        peer: Peer,
+    ) -> bool {
+        let Some(ep) = self.endpoint(core, peer) else {
+            return false;
+        };
+        let port = self.next_port();
+        let timeout = self.cfg.connect_timeout;
+        let Some(conn) = self.conn_mut(peer) else {
+            return false;
+        };
+        let sock = sockets.get_mut::<tcp::Socket<'_>>(conn.handle);
+        if sock.is_open() {
+            sock.abort();
+        }
+        sock.set_nagle_enabled(false);
+        sock.set_ack_delay(None);
+        if sock.connect(iface.context(), ep, port).is_err() {
+            return false;
+        }
+        conn.link.connecting(now, timeout, peer);
+        debug!("connecting to port {=u16} from {=u16}", ep.port, port);
+        true
+    }
+
+    /// Takes the next frame from `next` (which encodes it into the buffer it is given) when
+    /// nothing is staged, and makes sure its connection is open or opening.
+    pub(crate) fn stage<C: Core>(
+        &mut self,
+        now: Instant,
+        iface: &mut Interface,
+        sockets: &mut SocketSet<'_>,
+        core: &mut C,
+        next: impl FnOnce(&mut C, &mut [u8]) -> Option<Transmit>,
+    ) {
+        if self.frame.is_none() {
+            let Some(tx) = next(core, self.tx) else {
+                return;
+            };
+            self.frame = Some(Outgoing::new(tx, now));
+        }
+        let Some(f) = self.frame else { return };
+        let peer = f.tx.peer;
+        let Some(conn) = self.conn_mut(peer) else {
+            self.frame = None;
+            core.handle_closed(now, peer, TransportError::BrokerNotFound);
+            return;
+        };
+        if conn.link.serves(peer) {
+            return;
+        }
+        if conn.link.state() != LinkState::Idle {
+            // The session moved to another NameServer: drop the old connection.
+            conn.link.reset();
+            sockets.get_mut::<tcp::Socket<'_>>(conn.handle).abort();
+        }
+        if !self.connect(now, iface, sockets, core, peer) {
+            self.stats.connect_failures += 1;
+            self.frame = None;
+            core.handle_closed(now, peer, TransportError::ConnectFailed);
+        }
+    }
+
+    /// Reads complete frames from every open connection and hands each to `handle` (which
+    /// returns `false` for a malformed one: its connection is reset). Returns whether a frame
+    /// cap was hit (more is waiting).
+    pub(crate) fn read<C: Core>(
+        &mut self,
+        now: Instant,
+        sockets: &mut SocketSet<'_>,
+        core: &mut C,
+        handle: &mut dyn FnMut(&mut C, Peer, &[u8]) -> bool,
+    ) -> bool {
+        let mut more = false;
+        for i in 0..=BROKERS {
+            let peer = self.peer(i);
+            let Some(conn) = self.conn_mut(peer) else {
+                continue;
+            };
+            if conn.link.state() != LinkState::Up {
+                continue;
+            }
+            let h = conn.handle;
+            for _ in 0..MAX_FRAMES_PER_POLL {
+                let sock = sockets.get_mut::<tcp::Socket<'_>>(h);
+                let n = match read_frame(sock, self.rx) {
+                    Ok(None) => break,
+                    Ok(Some(n)) => n,
+                    Err(()) => {
+                        self.fail_conn(now, sockets, core, peer, TransportError::Malformed);
+                        break;
+                    }
+                };
+                self.stats.frames_received += 1;
+                let frame = self.rx.get(..n).unwrap_or(&[]);
+                if !handle(core, peer, frame) {
+                    warn!("malformed frame, resetting the connection");
+                    self.fail_conn(now, sockets, core, peer, TransportError::Malformed);
+                    break;
+                }
+            }
+            if self
+                .conn_mut(peer)
+                .is_some_and(|c| c.link.state() == LinkState::Up)
+                && sockets.get_mut::<tcp::Socket<'_>>(h).recv_queue() >= PREFIX_LEN
+            {
+                more = true;
+            }
+        }
+        more
+    }
+
+    /// Connects, stalls and losses, as the sockets tell them.
+    pub(crate) fn check_conns<C: Core>(
+        &mut self,
+        now: Instant,
+        sockets: &mut SocketSet<'_>,
+        core: &mut C,
+    ) {
+        let stall = self.cfg.write_stall_timeout;
+        for i in 0..=BROKERS {
+            let peer = self.peer(i);
+            let Some(conn) = self.conn_mut(peer) else {
+                continue;
+            };
+            let sock = sockets.get_mut::<tcp::Socket<'_>>(conn.handle);
+            let (st, unacked) = (sock.state(), sock.send_queue());
+            let up = st == tcp::State::Established;
+            match conn
+                .link
+                .check(now, up, st == tcp::State::Closed, unacked, stall)
+            {
+                LinkCheck::Fine => {}
+                LinkCheck::Established => {
+                    self.stats.connects += 1;
+                    debug!("connected");
+                }
+                LinkCheck::Failed(cause) => self.fail_conn(now, sockets, core, peer, cause),
+            }
+        }
+    }
+
+    /// Writes (or resumes) the current frame; `body` is where a frame with a body reads it.
+    pub(crate) fn write<C: Core>(
+        &mut self,
+        now: Instant,
+        sockets: &mut SocketSet<'_>,
+        core: &mut C,
+        body: &[u8],
+    ) {
+        let Some(mut f) = self.frame else {
+            return;
+        };
+        let peer = f.tx.peer;
+        if !core.is_live(f.tx.opaque) {
+            // The session gave up on this request (its attempt timed out).
+            if f.started() {
+                // Half written: it dies with its connection.
+                self.fail_conn(now, sockets, core, peer, TransportError::TimedOut);
+            }
+            self.frame = None;
+            return;
+        }
+        if now >= f.deadline(self.cfg.write_stall_timeout) {
+            warn!("write stalled, resetting the connection");
+            self.fail_conn(now, sockets, core, peer, TransportError::WriteFailed);
+            return;
+        }
+        let Some(conn) = self.conn_mut(peer) else {
+            self.frame = None;
+            return;
+        };
+        if conn.link.state() != LinkState::Up {
+            return;
+        }
+        let sock = sockets.get_mut::<tcp::Socket<'_>>(conn.handle);
+        let mut failed = false;
+        while let Some(data) = f.pending(self.tx, body) {
+            let n = sock.send_slice(data).unwrap_or_else(|_| {
+                failed = true;
+                0
+            });
+            f.advance(now, n);
+            if n < data.len() {
+                self.stats.partial_writes += u32::from(!failed);
+                break;
+            }
+        }
+        if failed || (!f.done() && f.pending(self.tx, body).is_none()) {
+            self.fail_conn(now, sockets, core, peer, TransportError::WriteFailed);
+            return;
+        }
+        if !f.done() {
+            self.frame = Some(f);
+            return;
+        }
+        self.frame = None;
+        self.stats.frames_sent += 1;
+        if f.tx.report_written {
+            core.handle_written(now, f.tx.opaque);
+        }
+    }
+}

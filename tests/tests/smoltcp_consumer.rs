@@ -1,0 +1,373 @@
+//! Downlink: the smoltcp gateway's consumer against the real broker, over a real TAP device
+//! (inside `unshare -n`, as `smoltcp_real.rs`).
+//!
+//! The official Java producer sends 100 commands to the gateway's topic (4 queues). The
+//! gateway's `rmq_smoltcp::Consumer` (clustering, its rebalance, long polling) must receive each
+//! exactly once, in queue order, with the body, tags and keys Java sent, and commit the
+//! offsets. Then 50 more commands arrive, are delivered, and the gateway "crashes" (its
+//! sockets reset, no final commit). A new consumer with the same client id resumes from the
+//! committed offsets: it must deliver exactly the commands at or after the last committed
+//! offset of each queue, nothing below it and nothing lost.
+//! Needs root (for `unshare -n` and the TAP device), a JDK and Maven.
+
+mod gateway;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::fd::AsRawFd;
+use std::time::{Duration as StdDuration, Instant as StdInstant};
+
+use rmq_core::consumer::ConsumeFromWhere;
+use rmq_core::message::keys;
+use rmq_core::time::{Duration, Instant};
+use rmq_smoltcp::{Buffers, Consumer, ConsumerConfig};
+use rmq_tests::broker::{Cluster, ClusterOptions, JavaProducer, SendLine, Version, prefetch};
+use rmq_tests::netns;
+use smoltcp::iface::{Interface, SocketHandle, SocketSet};
+use smoltcp::phy::{Medium, TunTapInterface, wait as phy_wait};
+use smoltcp::socket::tcp;
+use smoltcp::wire::{IpAddress, IpEndpoint};
+
+const VERSION: Version = Version::V5_3_3;
+const TOPIC: &str = "SmolCommands";
+const GROUP: &str = "smol-downlink";
+const CLIENT_ID: &str = "169.254.1.2@gateway-1";
+
+/// The gateway's consumer: 1 broker, 16 queues, 256 B of route strings, 8 queues owned,
+/// 8 messages in flight per queue.
+type Downlink = Consumer<'static, 'static, 1, 16, 256, 8, 8>;
+
+/// One delivered command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Got {
+    queue_id: i32,
+    offset: i64,
+    body: String,
+    tags: Option<String>,
+    keys: Option<String>,
+}
+
+struct Rig {
+    dev: TunTapInterface,
+    iface: Interface,
+    sockets: SocketSet<'static>,
+    clock: StdInstant,
+}
+
+impl Rig {
+    fn now(&self) -> Instant {
+        Instant::from_millis(self.clock.elapsed().as_millis() as u64)
+    }
+
+    fn consumer(&mut self, cluster: &Cluster) -> (Downlink, [SocketHandle; 2]) {
+        let mut sock = || -> SocketHandle {
+            self.sockets.add(tcp::Socket::new(
+                tcp::SocketBuffer::new(vec![0u8; 8192]),
+                tcp::SocketBuffer::new(vec![0u8; 2048]),
+            ))
+        };
+        let (ns, b0) = (sock(), sock());
+        let addr = cluster.namesrv_addr();
+        let std::net::IpAddr::V4(ip) = addr.ip() else {
+            panic!("IPv4 NameServer expected")
+        };
+        let [a, b, c, d] = ip.octets();
+        let namesrvs: &'static [IpEndpoint] = Box::leak(Box::new([IpEndpoint::new(
+            IpAddress::v4(a, b, c, d),
+            addr.port(),
+        )]));
+        let mut cfg = ConsumerConfig::new(namesrvs, GROUP, CLIENT_ID, TOPIC);
+        cfg.expression = "cmd || config";
+        cfg.consume_from = ConsumeFromWhere::FirstOffset;
+        cfg.commit_interval = Duration::from_millis(2000);
+        cfg.rebalance_interval = Duration::from_millis(2000);
+        cfg.version = VERSION.client_version();
+        cfg.seed = self.clock.elapsed().subsec_nanos() | 1;
+        let bufs = Buffers {
+            tx: gateway::leak(1024),
+            rx: gateway::leak(8192),
+            message: gateway::leak(512),
+        };
+        let now = self.now();
+        let c = Consumer::new(cfg, bufs, now, ns, [b0]).expect("consumer config");
+        (c, [ns, b0])
+    }
+
+    /// Polls `c` until `done` says so (or panics after `limit`), collecting deliveries.
+    fn run(
+        &mut self,
+        c: &mut Downlink,
+        got: &mut Vec<Got>,
+        limit: StdDuration,
+        what: &str,
+        mut done: impl FnMut(&Downlink, &[Got]) -> bool,
+    ) {
+        let fd = self.dev.as_raw_fd();
+        let deadline = StdInstant::now() + limit;
+        while !done(c, got) {
+            assert!(
+                StdInstant::now() < deadline,
+                "{what}: not done after {limit:?}; {} delivered; {:?}; {:?}; owned {:?}",
+                got.len(),
+                c.stats(),
+                c.pull_stats(),
+                c.owned().collect::<Vec<_>>()
+            );
+            let t = self.now();
+            let wake = c.poll(t, &mut self.iface, &mut self.dev, &mut self.sockets, |d| {
+                let m = d.message;
+                let props = m.properties().expect("UTF-8 properties");
+                got.push(Got {
+                    queue_id: m.queue_id,
+                    offset: m.queue_offset,
+                    body: String::from_utf8(m.body.to_vec()).expect("UTF-8 body"),
+                    tags: props.get(keys::TAGS).map(str::to_owned),
+                    keys: props.get(keys::KEYS).map(str::to_owned),
+                });
+            });
+            let ms = wake.map_or(20, |w| w.millis().saturating_sub(t.millis()).min(20));
+            if ms > 0 {
+                phy_wait(fd, Some(smoltcp::time::Duration::from_millis(ms))).unwrap();
+            }
+        }
+    }
+
+    /// Resets the sockets (RST), as a gateway that lost power leaves its connections.
+    fn crash(&mut self, handles: [SocketHandle; 2]) {
+        for h in handles {
+            self.sockets.get_mut::<tcp::Socket<'_>>(h).abort();
+        }
+        let now = smoltcp::time::Instant::from_millis(self.now().millis() as i64);
+        self.iface.poll(now, &mut self.dev, &mut self.sockets);
+        for h in handles {
+            self.sockets.remove(h);
+        }
+    }
+}
+
+fn send(cluster: &Cluster, from: usize, count: usize, tag: &'static str) -> Vec<SendLine> {
+    let lines = JavaProducer::new(TOPIC, count as u64)
+        .body(&format!("{tag}-{{i}}+{from}"))
+        .tags(tag)
+        .keys(&format!("k-{{i}}+{from}"))
+        .run(cluster)
+        .expect("java producer");
+    assert_eq!(lines.len(), count);
+    assert!(lines.iter().all(|l| l.status == "SEND_OK"), "{lines:?}");
+    lines
+}
+
+/// What Java sent, by (queue, offset): (body, tag, key).
+type Sent = BTreeMap<(i32, i64), (String, String, String)>;
+
+fn record(sent: &mut Sent, lines: &[SendLine], from: usize, tag: &str) {
+    for l in lines {
+        let i = l.index as usize;
+        let q = (l.queue_id.expect("queue"), l.queue_offset.expect("offset"));
+        let v = (
+            format!("{tag}-{i}+{from}"),
+            tag.to_owned(),
+            format!("k-{i}+{from}"),
+        );
+        assert!(sent.insert(q, v).is_none(), "{q:?} twice");
+    }
+}
+
+/// Each delivered command is one Java sent, once, and each queue's offsets rise.
+fn check(got: &[Got], sent: &Sent, what: &str) {
+    let mut seen = BTreeSet::new();
+    let mut last: BTreeMap<i32, i64> = BTreeMap::new();
+    for g in got {
+        let (body, tag, key) = sent
+            .get(&(g.queue_id, g.offset))
+            .unwrap_or_else(|| panic!("{what}: {g:?} was never sent"));
+        assert_eq!(
+            &g.body,
+            body,
+            "{what}: body at {:?}",
+            (g.queue_id, g.offset)
+        );
+        assert_eq!(g.tags.as_deref(), Some(tag.as_str()));
+        assert_eq!(g.keys.as_deref(), Some(key.as_str()));
+        assert!(
+            seen.insert((g.queue_id, g.offset)),
+            "{what}: {g:?} delivered twice"
+        );
+        if let Some(prev) = last.insert(g.queue_id, g.offset) {
+            assert!(prev < g.offset, "{what}: queue {} out of order", g.queue_id);
+        }
+    }
+}
+
+#[test]
+fn smoltcp_consumer_receives_commands_and_resumes_after_a_crash() {
+    prefetch(VERSION).expect("fetch the RocketMQ jars before leaving the network");
+    netns::run_inner("inner_consumer_in_netns", &[]);
+}
+
+#[test]
+#[ignore = "runs inside `unshare -n`, started by smoltcp_consumer_receives_commands_and_resumes_after_a_crash"]
+fn inner_consumer_in_netns() {
+    if !netns::is_inner() {
+        eprintln!("not inside the test namespace; run the outer test instead");
+        return;
+    }
+    netns::setup_tap("tap0");
+    let cluster = Cluster::start(VERSION, ClusterOptions::default()).expect("cluster start");
+    cluster.create_topic(TOPIC, 4).expect("create topic");
+    let mut dev = TunTapInterface::new("tap0", Medium::Ethernet).expect("open tap0");
+    let clock = StdInstant::now();
+    let iface = gateway::iface(&mut dev, 11, 0);
+    let mut rig = Rig {
+        dev,
+        iface,
+        sockets: SocketSet::new(vec![]),
+        clock,
+    };
+
+    // The gateway starts and takes the 4 queues (its group's only member).
+    let (mut c, handles) = rig.consumer(&cluster);
+    let mut got = Vec::new();
+    rig.run(
+        &mut c,
+        &mut got,
+        StdDuration::from_secs(60),
+        "rebalance",
+        |c, _| c.owned().count() == 4,
+    );
+
+    // 100 commands (plus 10 with a tag the gateway does not subscribe, which the broker
+    // filters out), all delivered once, in queue order.
+    let mut sent = Sent::new();
+    let lines = send(&cluster, 0, 100, "cmd");
+    record(&mut sent, &lines, 0, "cmd");
+    let ignored = send(&cluster, 100, 10, "other");
+    let t0 = StdInstant::now();
+    rig.run(
+        &mut c,
+        &mut got,
+        StdDuration::from_secs(60),
+        "first 100",
+        |_, g| g.len() >= 100,
+    );
+    eprintln!("100 commands delivered in {:?}", t0.elapsed());
+    check(&got, &sent, "first 100");
+    assert_eq!(got.len(), 100);
+    // Their offsets are committed: each queue's committed offset is past its last command
+    // (including the filtered ones, which the broker skipped over).
+    let mut ends: BTreeMap<i32, i64> = BTreeMap::new();
+    for l in lines.iter().chain(&ignored) {
+        let e = ends.entry(l.queue_id.unwrap()).or_default();
+        *e = (*e).max(l.queue_offset.unwrap() + 1);
+    }
+    rig.run(
+        &mut c,
+        &mut got,
+        StdDuration::from_secs(30),
+        "commit",
+        |c, _| {
+            c.owned()
+                .all(|(q, committed)| committed.is_some() && committed >= ends.get(&q).copied())
+        },
+    );
+    assert!(c.pull_stats().commits > 0);
+
+    // 50 more, delivered; then the gateway crashes before (all of) their commit.
+    let more = send(&cluster, 200, 50, "config");
+    record(&mut sent, &more, 200, "config");
+    rig.run(
+        &mut c,
+        &mut got,
+        StdDuration::from_secs(60),
+        "next 50",
+        |_, g| g.len() >= 150,
+    );
+    check(&got, &sent, "before the crash");
+    assert_eq!(got.len(), 150);
+    let committed: BTreeMap<i32, i64> = c
+        .owned()
+        .map(|(q, off)| (q, off.expect("committed before")))
+        .collect();
+    let stats = c.pull_stats();
+    drop(c);
+    rig.crash(handles);
+    eprintln!("crashed with committed offsets {committed:?}; {stats:?}");
+
+    // The same gateway (client id) comes back and resumes each queue where its offset was
+    // committed: a commit in flight at the crash may have moved it past what the gateway
+    // recorded, never before it.
+    let (mut c, _handles) = rig.consumer(&cluster);
+    let mut again = Vec::new();
+    let ends: BTreeMap<i32, i64> = sent.keys().fold(BTreeMap::new(), |mut m, (q, off)| {
+        let e = m.entry(*q).or_insert(0);
+        *e = (*e).max(off + 1);
+        m
+    });
+    let caught_up = |c: &Downlink, g: &[Got]| {
+        let owned: BTreeMap<i32, Option<i64>> = c.owned().collect();
+        owned.len() == 4
+            && ends.iter().all(|(q, end)| {
+                let last = g
+                    .iter()
+                    .filter(|x| x.queue_id == *q)
+                    .map(|x| x.offset + 1)
+                    .max();
+                // Either redelivered up to the end, or started at (committed) the end.
+                last == Some(*end) || owned.get(q).copied().flatten() >= Some(*end)
+            })
+    };
+    rig.run(
+        &mut c,
+        &mut again,
+        StdDuration::from_secs(60),
+        "after the restart",
+        caught_up,
+    );
+    // A moment more: anything extra would be a repeat.
+    let settle = StdInstant::now();
+    rig.run(
+        &mut c,
+        &mut again,
+        StdDuration::from_secs(10),
+        "settle",
+        |_, _| settle.elapsed() > StdDuration::from_secs(2),
+    );
+    check(&again, &sent, "after the restart");
+    let first: BTreeSet<(i32, i64)> = got.iter().map(|g| (g.queue_id, g.offset)).collect();
+    for (q, end) in &ends {
+        let offs: Vec<i64> = again
+            .iter()
+            .filter(|g| g.queue_id == *q)
+            .map(|g| g.offset)
+            .collect();
+        let start = offs.first().copied().unwrap_or(*end);
+        assert!(
+            start >= committed[q],
+            "queue {q}: redelivery from {start}, below the committed {}",
+            committed[q]
+        );
+        let want: Vec<i64> = sent
+            .keys()
+            .filter(|(sq, off)| sq == q && *off >= start)
+            .map(|(_, off)| *off)
+            .collect();
+        assert_eq!(offs, want, "queue {q}: everything from {start} on, once");
+        for (sq, off) in sent.keys().filter(|(sq, off)| sq == q && *off < start) {
+            assert!(first.contains(&(*sq, *off)), "({sq}, {off}) lost");
+        }
+    }
+    eprintln!(
+        "resumed: {} delivered again (after the last commit the gateway saw: {committed:?}); {:?}",
+        again.len(),
+        c.pull_stats()
+    );
+
+    // A clean stop commits everything.
+    c.stop();
+    rig.run(
+        &mut c,
+        &mut again,
+        StdDuration::from_secs(10),
+        "stop",
+        |c, _| c.stopped(),
+    );
+}
