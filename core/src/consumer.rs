@@ -92,6 +92,25 @@ pub mod pull_flag {
 // Tag expressions (docs/protocol/WIRE.md §8, Java FilterAPI.buildSubscriptionData)
 // ---------------------------------------------------------------------------------------------
 
+/// The parts of `raw` between `||` separators (`str::split("||")`, with a byte search: the
+/// standard library's substring searcher costs a gateway over a KiB of flash).
+fn or_parts(raw: &str) -> impl Iterator<Item = &str> + Clone {
+    let mut rest = Some(raw);
+    core::iter::from_fn(move || {
+        let s = rest?;
+        match s.as_bytes().windows(2).position(|w| w == b"||") {
+            Some(i) => {
+                rest = s.get(i + 2..);
+                s.get(..i)
+            }
+            None => {
+                rest = None;
+                Some(s)
+            }
+        }
+    })
+}
+
 /// The subscription expression for `SUB_ALL`.
 pub const SUB_ALL: &str = "*";
 
@@ -125,7 +144,7 @@ impl<'a> TagExpression<'a> {
     pub fn tags(&self) -> impl Iterator<Item = &'a str> + Clone + 'a {
         let raw = self.raw;
         let all = self.is_all();
-        raw.split("||")
+        or_parts(raw)
             .map(str::trim)
             .enumerate()
             .filter(move |(i, t)| !all && !t.is_empty() && !Self::seen_before(raw, *i, t))
@@ -133,7 +152,7 @@ impl<'a> TagExpression<'a> {
     }
 
     fn seen_before(raw: &str, index: usize, tag: &str) -> bool {
-        raw.split("||").take(index).any(|p| p.trim() == tag)
+        or_parts(raw).take(index).any(|p| p.trim() == tag)
     }
 
     /// The Java `String.hashCode` of each tag (Java's `codeSet`), deduplicated.
@@ -401,12 +420,42 @@ impl PartialOrd for MessageQueue<'_> {
 
 /// Sorts queues as `Collections.sort(mqAll)` does before allocating.
 pub fn sort_queues(queues: &mut [MessageQueue<'_>]) {
-    queues.sort_unstable();
+    heapsort_by(queues, Ord::cmp);
 }
 
 /// Sorts consumer ids as `Collections.sort(cidAll)` does (Java string order).
 pub fn sort_consumer_ids(cids: &mut [&str]) {
-    cids.sort_unstable_by(|a, b| java_str_cmp(a, b));
+    heapsort_by(cids, |a, b| java_str_cmp(a, b));
+}
+
+/// Sorts `v` by `cmp` (heapsort: O(n log n), in place, not stable). The standard library's
+/// sorts are faster on large inputs but take several KiB of flash per element type (each
+/// `sort_unstable` instance brings a quicksort and a sorting network); a consumer's rebalance
+/// sorts at most a few hundred queues or ids every 20 s, and a gateway cannot spare the flash.
+pub fn heapsort_by<T>(v: &mut [T], mut cmp: impl FnMut(&T, &T) -> Ordering) {
+    // Sift `root` down within `v[..end]`.
+    let mut sift = |v: &mut [T], mut root: usize, end: usize| loop {
+        let mut child = 2 * root + 1;
+        if child >= end {
+            break;
+        }
+        if child + 1 < end && cmp(&v[child], &v[child + 1]) == Ordering::Less {
+            child += 1;
+        }
+        if cmp(&v[root], &v[child]) != Ordering::Less {
+            break;
+        }
+        v.swap(root, child);
+        root = child;
+    };
+    let n = v.len();
+    for root in (0..n / 2).rev() {
+        sift(v, root, n);
+    }
+    for end in (1..n).rev() {
+        v.swap(0, end);
+        sift(v, 0, end);
+    }
 }
 
 /// A queue-allocation strategy.

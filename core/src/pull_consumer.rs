@@ -476,6 +476,7 @@ pub struct PullConsumer<
     const CALLS: usize,
     const CIDS: usize,
     const QUEUES: usize,
+    const BACKS: usize = 16,
 > {
     group: String<MAX_NAME>,
     client_id: String<MAX_NAME>,
@@ -504,7 +505,9 @@ pub struct PullConsumer<
     unlocked_all: bool,
     rng: u32,
     subs: Vec<Sub, SUBS>,
-    backs: Vec<Back, CALLS>,
+    /// Nacked messages waiting for (or in) their CONSUMER_SEND_MSG_BACK: each holds its topic
+    /// and msgId (~330 bytes), so a gateway that never nacks keeps few.
+    backs: Vec<Back, BACKS>,
     events: heapless::Deque<PullEvent, CALLS>,
     owned: Vec<Owned<TRACK>, OWNED>,
     /// Offsets of revoked queues still to commit.
@@ -530,7 +533,8 @@ impl<
     const CALLS: usize,
     const CIDS: usize,
     const QUEUES: usize,
-> PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS, QUEUES>
+    const BACKS: usize,
+> PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS, QUEUES, BACKS>
 {
     /// A consumer with no subscription yet; its first rebalance is due at once.
     ///
@@ -1787,7 +1791,7 @@ impl<
             return;
         }
         // Java sorts both lists before allocating (MessageQueue.compareTo, String.compareTo).
-        all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        crate::consumer::heapsort_by(&mut all, |a, b| a.0.cmp(&b.0));
         sort_consumer_ids(ids);
         let mut mine: Vec<(MessageQueue<'_>, BrokerId), QUEUES> = Vec::new();
         if allocate(self.strategy, &all, ids, &self.client_id, &mut mine).is_err() {

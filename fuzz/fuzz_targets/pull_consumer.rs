@@ -45,7 +45,7 @@ use rmq_core::wire::RequestCode;
 use rmq_fuzz::{next_byte as next, response};
 
 type S = Session<3, 3, 8, 16, 2, 1024>;
-type C = PullConsumer<2, 4, 8, 8, 4, 8>;
+type C = PullConsumer<2, 4, 8, 8, 4, 8, 8>;
 
 const ME: &str = "10.0.0.2@fuzz";
 const CODES: [i32; 8] = [0, 1, 19, 20, 21, 22, 215, 24];

@@ -63,16 +63,17 @@
 #[macro_use]
 mod log;
 mod addr;
-mod consumer;
+mod client;
 mod net;
 mod producer;
+mod send;
 
 pub use addr::parse_endpoint;
-pub use consumer::{Consumer, ConsumerConfig, ConsumerError, MAX_PULL_BATCH};
+pub use client::{Client, ClientConfig, ClientError, MAX_PULL_BATCH};
 pub use net::Stats;
 pub use producer::Producer;
 pub use rmq_core as core;
-/// A message handed to [`Consumer::poll`]'s closure (the core consumer's type).
+/// A message handed to [`Client::poll`]'s closure (the core consumer's type).
 pub use rmq_core::pull_consumer::Delivery;
 /// Why a send failed (the core session's type, as every runtime reports it).
 pub use rmq_core::session::SendFailure;
@@ -240,6 +241,8 @@ pub enum SubmitError {
     Session(rmq_core::session::SubmitError),
     /// [`Producer::send_batch`] was given no message.
     EmptyBatch,
+    /// This [`Client`] was configured without a topic to publish to.
+    NoTopic,
 }
 
 impl fmt::Display for SubmitError {
@@ -250,6 +253,7 @@ impl fmt::Display for SubmitError {
             SubmitError::Invalid(e) => write!(f, "invalid message: {e}"),
             SubmitError::Session(e) => fmt::Display::fmt(e, f),
             SubmitError::EmptyBatch => f.write_str("a batch needs at least one message"),
+            SubmitError::NoTopic => f.write_str("this client publishes to no topic"),
         }
     }
 }

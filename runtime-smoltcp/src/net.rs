@@ -9,7 +9,9 @@
 
 use rmq_core::link::{Link, LinkCheck, LinkState, Outgoing};
 use rmq_core::retry::TransportError;
-use rmq_core::session::{BrokerId, Features, Peer, Session, Transmit};
+use rmq_core::session::{
+    BrokerId, Features, Peer, SendArgs, SendId, Session, SubmitError, TopicId, Transmit,
+};
 use rmq_core::time::{Duration, Instant};
 use rmq_core::wire::{FrameReader, PREFIX_LEN};
 use smoltcp::iface::{Interface, SocketHandle, SocketSet};
@@ -45,13 +47,18 @@ pub struct Stats {
     pub attempts: u32,
 }
 
-/// What the connection plumbing asks of a session (every [`Session`] is one).
+/// What the connection plumbing and the sending side ask of a session (every [`Session`]
+/// is one, whatever its capacities and features).
 pub(crate) trait Core {
     fn handle_closed(&mut self, now: Instant, peer: Peer, cause: TransportError);
     fn handle_written(&mut self, now: Instant, opaque: i32);
     fn is_live(&self, opaque: i32) -> bool;
     fn peer_addr(&self, peer: Peer) -> Option<&str>;
     fn poll_timeout(&self) -> Option<Instant>;
+    fn topic(&mut self, now: Instant, name: &str) -> Result<TopicId, SubmitError>;
+    fn send(&mut self, now: Instant, t: TopicId, args: &SendArgs) -> Result<SendId, SubmitError>;
+    fn broker_name(&self, b: BrokerId) -> Option<&str>;
+    fn publish_queue_count(&self, t: TopicId) -> usize;
 }
 
 impl<
@@ -82,6 +89,18 @@ impl<
     }
     fn poll_timeout(&self) -> Option<Instant> {
         Session::poll_timeout(self)
+    }
+    fn topic(&mut self, now: Instant, name: &str) -> Result<TopicId, SubmitError> {
+        Session::topic(self, now, name)
+    }
+    fn send(&mut self, now: Instant, t: TopicId, args: &SendArgs) -> Result<SendId, SubmitError> {
+        Session::send(self, now, t, args)
+    }
+    fn broker_name(&self, b: BrokerId) -> Option<&str> {
+        Session::broker_name(self, b)
+    }
+    fn publish_queue_count(&self, t: TopicId) -> usize {
+        Session::publish_queues(self, t).len()
     }
 }
 

@@ -1,32 +1,19 @@
-//! The producer: the core [`Session`] driven over the connections of [`crate::net`].
+//! The producer: the core [`Session`] driven over the connections of [`crate::net`], sending
+//! through [`crate::send`].
 //!
 //! Every protocol decision (NameServer choice, route and TBW102 fallback, queue selection,
-//! retries, request correlation, message properties) is the core's. This file encodes the
-//! message into the caller's buffer, hands it to the session and reports how it ended.
+//! retries, request correlation, message properties) is the core's.
 
-use heapless::String;
-use rmq_core::message::UniqKeyGenerator;
-use rmq_core::message::validate::DEFAULT_MAX_MESSAGE_SIZE;
-use rmq_core::message::{EncodeProperties, PropertiesEncoder, keys};
-use rmq_core::producer::{
-    MessageError, MessageFields, encode_batch_record, encode_message_properties,
-};
 use rmq_core::retry::{SendMode, TransportError};
-use rmq_core::session::{self, Event, Features, Outbound, SendArgs, Session, TopicId};
-use rmq_core::time::{Instant, WallClock};
+use rmq_core::session::{self, Event, Features, Session};
+use rmq_core::time::Instant;
 use rmq_core::wire::SerializeType;
 use smoltcp::iface::{Interface, SocketHandle, SocketSet};
 use smoltcp::phy::Device;
 
 use crate::net::{Net, NetConfig, Stats, smol};
-use crate::{Buffers, Completion, Config, Message, SendId, SendReceipt, SubmitError};
-/// A refused message's error.
-fn refused(e: MessageError) -> SubmitError {
-    match e {
-        MessageError::BufferTooSmall => SubmitError::TooLarge,
-        MessageError::Invalid(v) => SubmitError::Invalid(v),
-    }
-}
+use crate::send::{Lend, Sender};
+use crate::{Buffers, Completion, Config, Message, SendId, SubmitError};
 
 /// Requests queued or in flight: a route lookup and the one send (plus slack).
 const REQUESTS: usize = 4;
@@ -34,7 +21,8 @@ const REQUESTS: usize = 4;
 /// What a gateway compiles in: JSON headers (what every broker answers; the
 /// `rocketmq-headers` feature writes the binary ROCKETMQ header instead), no heartbeats (a
 /// producer without transactions needs none, and they cost cellular traffic), no broker
-/// remarks ([`SendFailure`] carries the code). Flash is what this saves (BENCHMARKS.md).
+/// remarks ([`SendFailure`](crate::SendFailure) carries the code). Flash is what this saves
+/// (BENCHMARKS.md).
 #[derive(Clone, Copy, Debug)]
 struct Gateway;
 
@@ -48,24 +36,6 @@ impl Features for Gateway {
 /// The session of a gateway producer: one topic, one send at a time.
 type Core<const B: usize, const Q: usize, const S: usize> =
     Session<1, B, Q, REQUESTS, 1, S, Gateway>;
-
-/// Lends the session the properties of the one message in the message buffer.
-struct Props<'m>(&'m str);
-
-impl Outbound for Props<'_> {
-    fn properties(&self, _: session::SendId) -> &str {
-        self.0
-    }
-}
-
-/// The message in the message buffer while its send runs.
-#[derive(Debug)]
-struct Job {
-    props_len: usize,
-    uniq: String<32>,
-    /// Messages in the request (a batch's records, or 1).
-    messages: u16,
-}
 
 /// A heap-free RocketMQ producer over smoltcp.
 ///
@@ -84,15 +54,9 @@ struct Job {
 /// ```
 #[derive(Debug)]
 pub struct Producer<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize> {
-    cfg: Config<'a>,
     net: Net<'a, 'b, BROKERS>,
-    msg: &'b mut [u8],
     core: Core<BROKERS, QUEUES, ROUTE_STR>,
-    topic: Option<TopicId>,
-    job: Option<Job>,
-    done: Option<Completion>,
-    uniq: UniqKeyGenerator,
-    clock: WallClock,
+    send: Sender<'a, 'b>,
 }
 
 impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
@@ -122,30 +86,30 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         sc.seed = seed;
         // JSON (0), or ROCKETMQ (1) with the feature.
         sc.serialize_type = SerializeType(u8::from(Gateway::ROCKETMQ_HEADERS));
-        let ip = ::core::net::IpAddr::V4(::core::net::Ipv4Addr::from(cfg.client_ip));
         let net = NetConfig {
             namesrvs: cfg.namesrvs,
             connect_timeout: cfg.connect_timeout,
             write_stall_timeout: cfg.write_stall_timeout,
             local_port_base: cfg.local_port_base,
         };
+        let send = Sender::new(
+            Some(cfg.topic),
+            cfg.retry,
+            bufs.message,
+            cfg.client_ip,
+            seed,
+        );
         Ok(Producer {
             core: Session::new(&sc, Instant::ZERO)?,
-            cfg,
             net: Net::new(net, bufs.tx, bufs.rx, ns, brokers, seed),
-            msg: bufs.message,
-            topic: None,
-            job: None,
-            done: None,
-            uniq: UniqKeyGenerator::new(ip, seed >> 16, seed),
-            clock: WallClock::default(),
+            send,
         })
     }
 
     /// Tells the producer that `now` is `unix_millis` wall-clock time (for `bornTimestamp` and
     /// UNIQ_KEY); without it the monotonic milliseconds are used.
     pub fn set_unix_time(&mut self, now: Instant, unix_millis: i64) {
-        self.clock.set(now, unix_millis);
+        self.send.set_unix_time(now, unix_millis);
     }
 
     /// Counters.
@@ -161,19 +125,18 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
 
     /// Whether a route with at least one writable queue is known.
     pub fn has_route(&self) -> bool {
-        self.topic
-            .is_some_and(|t| !self.core.publish_queues(t).is_empty())
+        self.send.has_route(&self.core)
     }
 
     /// Whether [`Producer::send`] would accept a message now.
     pub fn can_send(&self) -> bool {
         // The message buffer is free once its send ended and no frame reads from it.
-        self.job.is_none() && self.done.is_none() && !self.net.writing_body()
+        self.send.can_send(self.net.writing_body())
     }
 
     /// The end of the last send, once.
     pub fn take_completion(&mut self) -> Option<Completion> {
-        self.done.take()
+        self.send.take_completion()
     }
 
     /// Publishes `msg` and waits for the broker's answer (retries per [`Config::retry`]).
@@ -182,7 +145,9 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
     /// # Errors
     /// [`SubmitError`]: busy, too large, invalid message (the core's checks, as in rmq-std).
     pub fn send(&mut self, now: Instant, msg: &Message<'_>) -> Result<SendId, SubmitError> {
-        self.single(now, msg, SendMode::Sync)
+        let busy = self.net.writing_body();
+        self.send
+            .single(now, &mut self.core, msg, SendMode::Sync, busy)
     }
 
     /// Publishes `msg` without asking for an answer: complete once the frame is written
@@ -191,25 +156,16 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
     /// # Errors
     /// As [`Producer::send`].
     pub fn send_oneway(&mut self, now: Instant, msg: &Message<'_>) -> Result<SendId, SubmitError> {
-        self.single(now, msg, SendMode::Oneway)
-    }
-
-    fn topic_id(&mut self, now: Instant) -> Result<TopicId, SubmitError> {
-        if let Some(t) = self.topic {
-            return Ok(t);
-        }
-        let t = self
-            .core
-            .topic(now, self.cfg.topic)
-            .map_err(SubmitError::Session)?;
-        self.topic = Some(t);
-        Ok(t)
+        let busy = self.net.writing_body();
+        self.send
+            .single(now, &mut self.core, msg, SendMode::Oneway, busy)
     }
 
     /// Publishes `msgs` as one SEND_BATCH_MESSAGE request (all stored in one queue, in order,
     /// or none): one round trip for all of them, which is what a long-RTT link needs. The
-    /// completion's [`SendReceipt`] describes the first message; message `i` has queue offset
-    /// `queue_offset + i` and msgId [`SendReceipt::msg_id_of`]`(i)`. Each message is checked
+    /// completion's [`SendReceipt`](crate::SendReceipt) describes the first message; message
+    /// `i` has queue offset `queue_offset + i` and msgId
+    /// [`SendReceipt::msg_id_of`](crate::SendReceipt::msg_id_of)`(i)`. Each message is checked
     /// as by [`Producer::send`]; the records (body, properties) must fit
     /// [`Buffers::message`] together.
     ///
@@ -220,106 +176,8 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         now: Instant,
         msgs: &[Message<'_>],
     ) -> Result<SendId, SubmitError> {
-        if !self.can_send() {
-            return Err(SubmitError::Busy);
-        }
-        let count = u16::try_from(msgs.len()).map_err(|_| SubmitError::TooLarge)?;
-        if count == 0 {
-            return Err(SubmitError::EmptyBatch);
-        }
-        let born = self.clock.unix_millis(now);
-        // The request's own properties: WAIT only (Java's MessageBatch).
-        let wait = PropertiesEncoder::new([(keys::WAIT_STORE_MSG_OK, "true")]);
-        let props_len = wait.encode(self.msg).map_err(|_| SubmitError::TooLarge)?;
-        let (mut end, mut first) = (props_len, String::new());
-        for m in msgs {
-            let hex = self.uniq.next_id_at(born, 0).to_hex();
-            if first.is_empty() {
-                let _ = first.push_str(hex.as_str());
-            }
-            let rest = self.msg.get_mut(end..).ok_or(SubmitError::TooLarge)?;
-            let fields = MessageFields::new(m.tags, m.keys);
-            end += encode_batch_record(
-                self.cfg.topic,
-                m.body,
-                DEFAULT_MAX_MESSAGE_SIZE,
-                &fields,
-                Some(hex.as_str()),
-                m.flag,
-                rest,
-            )
-            .map_err(refused)?;
-        }
-        let job = Job {
-            props_len,
-            uniq: first,
-            messages: count,
-        };
-        self.submit(now, job, end - props_len, 0, SendMode::Sync, true)
-    }
-
-    fn single(
-        &mut self,
-        now: Instant,
-        msg: &Message<'_>,
-        mode: SendMode,
-    ) -> Result<SendId, SubmitError> {
-        if !self.can_send() {
-            return Err(SubmitError::Busy);
-        }
-        let born = self.clock.unix_millis(now);
-        let hex = self.uniq.next_id_at(born, 0).to_hex();
-        let fields = MessageFields::new(msg.tags, msg.keys);
-        let props_len = encode_message_properties(
-            self.cfg.topic,
-            msg.body,
-            DEFAULT_MAX_MESSAGE_SIZE,
-            &fields,
-            Some(hex.as_str()),
-            self.msg,
-        )
-        .map_err(refused)?;
-        let end = props_len
-            .checked_add(msg.body.len())
-            .ok_or(SubmitError::TooLarge)?;
-        self.msg
-            .get_mut(props_len..end)
-            .ok_or(SubmitError::TooLarge)?
-            .copy_from_slice(msg.body);
-        let mut uniq = String::new();
-        let _ = uniq.push_str(hex.as_str());
-        let job = Job {
-            props_len,
-            uniq,
-            messages: 1,
-        };
-        self.submit(now, job, msg.body.len(), msg.flag, mode, false)
-    }
-
-    /// Hands the encoded request (properties and body in the message buffer) to the session.
-    #[allow(clippy::too_many_arguments)]
-    fn submit(
-        &mut self,
-        now: Instant,
-        job: Job,
-        body_len: usize,
-        flag: i32,
-        mode: SendMode,
-        batch: bool,
-    ) -> Result<SendId, SubmitError> {
-        let topic = self.topic_id(now)?;
-        let mut retry = self.cfg.retry;
-        retry.mode = mode;
-        let mut args = SendArgs::new(retry, body_len, self.clock.unix_millis(now));
-        args.flag = flag;
-        args.batch = batch;
-        let id = self
-            .core
-            .send(now, topic, &args)
-            .map_err(SubmitError::Session)?;
-        debug!("send {=u32} queued ({=usize} body bytes)", id.0, body_len);
-        self.job = Some(job);
-        Ok(SendId(id.0))
+        let busy = self.net.writing_body();
+        self.send.batch(now, &mut self.core, msgs, busy)
     }
 
     /// Does bounded work: polls the interface, hands complete frames and connection events
@@ -336,7 +194,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         let ts = smol(now);
         iface.poll(ts, device, sockets);
         // The topic is registered (and its route looked up) at the first poll.
-        let _ = self.topic_id(now);
+        let _ = self.send.topic_id(now, &mut self.core);
         let mut again = self
             .net
             .read(now, sockets, &mut self.core, &mut |c, peer, f| {
@@ -347,12 +205,14 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         self.events(now, sockets);
         // A frame written to completion lets the next one be staged at once.
         for _ in 0..2 {
-            let props_len = self.job.as_ref().map_or(0, |j| j.props_len);
-            let (props, body) = self.msg.split_at(props_len.min(self.msg.len()));
-            let props = core::str::from_utf8(props).unwrap_or("");
+            let (props, body) = self.send.parts();
+            let lend = Lend {
+                props,
+                heartbeat: None,
+            };
             self.net
                 .stage(now, iface, sockets, &mut self.core, |c, tx| {
-                    c.poll_transmit(now, tx, &Props(props))
+                    c.poll_transmit(now, tx, &lend)
                 });
             self.net.write(now, sockets, &mut self.core, body);
             self.events(now, sockets);
@@ -368,37 +228,10 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
     /// Forwards the session's events: completions, and brokers that moved.
     fn events(&mut self, now: Instant, sockets: &mut SocketSet<'_>) {
         while let Some(e) = self.core.poll_event() {
-            match e {
-                Event::SendDone { id, result } => {
-                    let Some(job) = self.job.take() else {
-                        continue;
-                    };
-                    let result = match result {
-                        Ok(r) => {
-                            let mut broker = String::new();
-                            let _ = broker.push_str(self.core.broker_name(r.broker).unwrap_or(""));
-                            Ok(SendReceipt {
-                                status: r.status,
-                                broker,
-                                queue_id: r.queue_id,
-                                queue_offset: r.queue_offset,
-                                offset_msg_id: r.offset_msg_id,
-                                msg_id: job.uniq,
-                                messages: job.messages,
-                                attempts: r.attempts,
-                            })
-                        }
-                        Err(f) => Err(f),
-                    };
-                    debug!("send {=u32} done, ok={=bool}", id.0, result.is_ok());
-                    self.done = Some(Completion {
-                        id: SendId(id.0),
-                        result,
-                    });
-                }
+            match self.send.event(&self.core, e) {
                 // Reopened at the next frame for it (the NameServer socket only if it still
                 // talks to that NameServer).
-                Event::Reconnect(peer) if self.net.serves(peer) => {
+                Some(Event::Reconnect(peer)) if self.net.serves(peer) => {
                     let err = TransportError::ConnectionClosed;
                     self.net.fail_conn(now, sockets, &mut self.core, peer, err);
                 }

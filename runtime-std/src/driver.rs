@@ -71,7 +71,7 @@ const CALLS: usize = 1024;
 const CIDS: usize = 1024;
 
 /// A consumer's decisions (the core's).
-pub(crate) type Machine = PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS, QUEUES>;
+pub(crate) type Machine = PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS, QUEUES, CALLS>;
 
 /// Where a consumer's messages and the outcomes of its send-backs go.
 pub(crate) trait Sink: Send {

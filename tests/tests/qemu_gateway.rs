@@ -37,14 +37,15 @@
 //! target, a JDK and Maven.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use gateway::qemu::{Firmware, build_firmware, require_qemu};
 use rmq_tests::broker::{Cluster, ClusterOptions, Version, prefetch, verifier_read};
 use rmq_tests::netns;
+
+mod gateway;
 
 const JSON_IMAGE_ENV: &str = "RMQ_QEMU_IMAGE_JSON";
 const ROCKETMQ_IMAGE_ENV: &str = "RMQ_QEMU_IMAGE_ROCKETMQ";
@@ -57,12 +58,7 @@ const RAM_BUDGET_V2: u64 = 32 * 1024;
 
 #[test]
 fn firmware_in_qemu_publishes_to_the_real_broker() {
-    let qemu = Command::new("qemu-system-arm").arg("--version").output();
-    assert!(
-        qemu.is_ok_and(|o| o.status.success()),
-        "qemu-system-arm is missing: install it (Debian: apt-get install qemu-system-arm; \
-         .ci/run does this)"
-    );
+    require_qemu();
     let json = build_firmware(None);
     let rocketmq = build_firmware(Some("rocketmq-headers"));
     for v in [VERSION, Version::V4_9] {
@@ -72,34 +68,6 @@ fn firmware_in_qemu_publishes_to_the_real_broker() {
         "inner_firmware_in_netns",
         &[(JSON_IMAGE_ENV, &json), (ROCKETMQ_IMAGE_ENV, &rocketmq)],
     );
-}
-
-/// Builds the firmware (its own workspace; the default image in its usual target directory,
-/// where `size.sh` measures it) and returns the ELF's path.
-fn build_firmware(feature: Option<&str>) -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime-smoltcp/firmware");
-    let target = match feature {
-        Some(f) => dir.join("target").join(f),
-        None => dir.join("target"),
-    };
-    let name = feature.unwrap_or("default features");
-    let st = Command::new(env!("CARGO"))
-        .current_dir(&dir)
-        .args(["build", "--release", "--locked"])
-        .args(feature.map(|f| ["--features", f]).into_iter().flatten())
-        .arg("--target-dir")
-        .arg(&target)
-        .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .env_remove("CARGO_BUILD_TARGET")
-        .status()
-        .expect("run cargo");
-    assert!(
-        st.success(),
-        "the firmware does not build ({name}); it needs the thumbv7em-none-eabihf target \
-         (rustup target add thumbv7em-none-eabihf)"
-    );
-    target.join("thumbv7em-none-eabihf/release/rmq-firmware")
 }
 
 /// The body the firmware sends as message `seq`.
@@ -135,64 +103,6 @@ enum Outcome {
     Failed(String),
     /// The store-and-forward image's outbox dropped it to make room (`DROP`).
     Dropped,
-}
-
-/// A running image: its report lines arrive on a channel.
-struct Firmware {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Firmware {
-    /// `icount`: one instruction per nanosecond of virtual time (`-icount shift=0`), which
-    /// the instruction figures need; without it the guest's clock follows the host's, which a
-    /// test timing an outage on the host's clock against the guest's message rate needs (under
-    /// `-icount` a busy host slows the guest's clock down).
-    fn start(image: &str, args: &[String], icount: bool) -> Firmware {
-        let mut semi = String::from("enable=on,target=native,arg=rmq-firmware");
-        for a in args {
-            semi.push_str(",arg=");
-            semi.push_str(a);
-        }
-        let mut child = Command::new("qemu-system-arm")
-            .args(["-M", "mps2-an386", "-display", "none", "-nographic"])
-            .args(if icount {
-                &["-icount", "shift=0"][..]
-            } else {
-                &[]
-            })
-            .args(["-semihosting-config", &semi])
-            .args([
-                "-nic",
-                "tap,ifname=tap0,script=no,downscript=no,model=lan9118",
-            ])
-            .arg("-kernel")
-            .arg(image)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            // Semihosting output goes to QEMU's standard error.
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start qemu-system-arm");
-        let out = child.stderr.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Firmware { child, lines }
-    }
-}
-
-impl Drop for Firmware {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// What a run reported.
@@ -510,12 +420,7 @@ fn inner_firmware_in_netns() {
 
 #[test]
 fn store_and_forward_firmware_rides_out_outages() {
-    let qemu = Command::new("qemu-system-arm").arg("--version").output();
-    assert!(
-        qemu.is_ok_and(|o| o.status.success()),
-        "qemu-system-arm is missing: install it (Debian: apt-get install qemu-system-arm; \
-         .ci/run does this)"
-    );
+    require_qemu();
     let image = build_firmware(Some("store-forward"));
     prefetch(VERSION).expect("fetch the RocketMQ jars before leaving the network");
     netns::run_inner(

@@ -2,9 +2,10 @@
 //! (inside `unshare -n`, as `smoltcp_real.rs`).
 //!
 //! The official Java producer sends 100 commands to the gateway's topic (4 queues). The
-//! gateway's `rmq_smoltcp::Consumer` (clustering, its rebalance, long polling) must receive each
+//! gateway's `rmq_smoltcp::Client` (clustering, its rebalance, long polling) must receive each
 //! exactly once, in queue order, with the body, tags and keys Java sent, and commit the
-//! offsets. Then 50 more commands arrive, are delivered, and the gateway "crashes" (its
+//! offsets. Over the same session and connections it publishes 20 telemetry messages, which
+//! the Java verifier reads back. Then 50 more commands arrive, are delivered, and the gateway "crashes" (its
 //! sockets reset, no final commit). A new consumer with the same client id resumes from the
 //! committed offsets: it must deliver exactly the commands at or after the last committed
 //! offset of each queue, nothing below it and nothing lost.
@@ -19,8 +20,10 @@ use std::time::{Duration as StdDuration, Instant as StdInstant};
 use rmq_core::consumer::ConsumeFromWhere;
 use rmq_core::message::keys;
 use rmq_core::time::{Duration, Instant};
-use rmq_smoltcp::{Buffers, Consumer, ConsumerConfig};
-use rmq_tests::broker::{Cluster, ClusterOptions, JavaProducer, SendLine, Version, prefetch};
+use rmq_smoltcp::{Buffers, Client, ClientConfig, Message};
+use rmq_tests::broker::{
+    Cluster, ClusterOptions, JavaProducer, SendLine, Version, prefetch, verifier_read,
+};
 use rmq_tests::netns;
 use smoltcp::iface::{Interface, SocketHandle, SocketSet};
 use smoltcp::phy::{Medium, TunTapInterface, wait as phy_wait};
@@ -31,10 +34,12 @@ const VERSION: Version = Version::V5_3_3;
 const TOPIC: &str = "SmolCommands";
 const GROUP: &str = "smol-downlink";
 const CLIENT_ID: &str = "169.254.1.2@gateway-1";
+/// What the same client publishes to.
+const UPLINK: &str = "SmolUplink";
 
 /// The gateway's consumer: 1 broker, 16 queues, 256 B of route strings, 8 queues owned,
 /// 8 messages in flight per queue.
-type Downlink = Consumer<'static, 'static, 1, 16, 256, 8, 8>;
+type Downlink = Client<'static, 'static, 1, 16, 256, 8, 8>;
 
 /// One delivered command.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,20 +80,22 @@ impl Rig {
             IpAddress::v4(a, b, c, d),
             addr.port(),
         )]));
-        let mut cfg = ConsumerConfig::new(namesrvs, GROUP, CLIENT_ID, TOPIC);
+        let mut cfg = ClientConfig::new(namesrvs, GROUP, CLIENT_ID, TOPIC);
         cfg.expression = "cmd || config";
         cfg.consume_from = ConsumeFromWhere::FirstOffset;
         cfg.commit_interval = Duration::from_millis(2000);
         cfg.rebalance_interval = Duration::from_millis(2000);
         cfg.version = VERSION.client_version();
+        cfg.publish_topic = Some(UPLINK);
+        cfg.client_ip = [169, 254, 1, 2];
         cfg.seed = self.clock.elapsed().subsec_nanos() | 1;
         let bufs = Buffers {
             tx: gateway::leak(1024),
             rx: gateway::leak(8192),
-            message: gateway::leak(512),
+            message: gateway::leak(1024),
         };
         let now = self.now();
-        let c = Consumer::new(cfg, bufs, now, ns, [b0]).expect("consumer config");
+        let c = Client::new(cfg, bufs, now, ns, [b0]).expect("consumer config");
         (c, [ns, b0])
     }
 
@@ -99,7 +106,7 @@ impl Rig {
         got: &mut Vec<Got>,
         limit: StdDuration,
         what: &str,
-        mut done: impl FnMut(&Downlink, &[Got]) -> bool,
+        mut done: impl FnMut(&mut Downlink, &[Got]) -> bool,
     ) {
         let fd = self.dev.as_raw_fd();
         let deadline = StdInstant::now() + limit;
@@ -129,6 +136,38 @@ impl Rig {
                 phy_wait(fd, Some(smoltcp::time::Duration::from_millis(ms))).unwrap();
             }
         }
+    }
+
+    /// Publishes message `i` through the client (while it goes on consuming).
+    fn publish(
+        &mut self,
+        c: &mut Downlink,
+        got: &mut Vec<Got>,
+        i: usize,
+    ) -> rmq_smoltcp::SendReceipt {
+        let body = gateway::body(i);
+        let key = format!("up-{i}");
+        let msg = Message {
+            body: body.as_bytes(),
+            tags: Some("telemetry"),
+            keys: Some(&key),
+            flag: 0,
+        };
+        let mut sent = None;
+        let mut done = None;
+        self.run(c, got, StdDuration::from_secs(30), "publish", |c, _| {
+            c.can_send() || sent.is_some()
+        });
+        let now = self.now();
+        sent = Some(c.send(now, &msg).expect("submit"));
+        self.run(c, got, StdDuration::from_secs(30), "send", |c, _| {
+            done = c.take_completion();
+            done.is_some()
+        });
+        let done = done.unwrap();
+        assert_eq!(Some(done.id), sent);
+        done.result
+            .unwrap_or_else(|e| panic!("uplink message {i}: {e}"))
     }
 
     /// Resets the sockets (RST), as a gateway that lost power leaves its connections.
@@ -271,6 +310,25 @@ fn inner_consumer_in_netns() {
     );
     assert!(c.pull_stats().commits > 0);
 
+    // The same client publishes telemetry over its session; Java reads it back.
+    let receipts: Vec<_> = (0..20).map(|i| rig.publish(&mut c, &mut got, i)).collect();
+    assert_eq!(got.len(), 100, "no command came meanwhile");
+    let up = verifier_read(&cluster, UPLINK, 20, StdDuration::from_secs(5)).expect("verifier");
+    assert_eq!(up.len(), 20);
+    for m in &up {
+        let i: usize = m
+            .keys
+            .as_deref()
+            .unwrap()
+            .strip_prefix("up-")
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(m.body, gateway::body(i).as_bytes());
+        assert_eq!(m.msg_id, receipts[i].msg_id.as_str());
+        assert_eq!(Some(m.queue_offset), receipts[i].queue_offset);
+    }
+
     // 50 more, delivered; then the gateway crashes before (all of) their commit.
     let more = send(&cluster, 200, 50, "config");
     record(&mut sent, &more, 200, "config");
@@ -302,7 +360,7 @@ fn inner_consumer_in_netns() {
         *e = (*e).max(off + 1);
         m
     });
-    let caught_up = |c: &Downlink, g: &[Got]| {
+    let caught_up = |c: &mut Downlink, g: &[Got]| {
         let owned: BTreeMap<i32, Option<i64>> = c.owned().collect();
         owned.len() == 4
             && ends.iter().all(|(q, end)| {

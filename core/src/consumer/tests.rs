@@ -585,3 +585,24 @@ fn flow_control_thresholds() {
     cap.push(0, 1).unwrap();
     assert_eq!(cap.flow_reason(&limits, 32), Some(FlowReason::Capacity));
 }
+
+proptest! {
+    /// The heapsort the rebalance uses orders exactly as the standard library's sort.
+    #[test]
+    fn heapsort_orders_as_std(mut v in proptest::collection::vec(any::<u16>(), 0..200)) {
+        let mut want = v.clone();
+        want.sort_unstable();
+        heapsort_by(&mut v, Ord::cmp);
+        prop_assert_eq!(v, want);
+    }
+}
+
+proptest! {
+    /// Tag expressions split on `||` as `str::split` does.
+    #[test]
+    fn or_parts_split_as_std(raw in "[a|b ]{0,12}") {
+        let want: StdVec<&str> = raw.split("||").collect();
+        let got: StdVec<&str> = super::or_parts(&raw).collect();
+        prop_assert_eq!(got, want);
+    }
+}

@@ -21,11 +21,59 @@
 //! The ring stores what varies (keys and body, a compact JSON record); the tag is the same for
 //! every message and is added at send time.
 
-use rmq_smoltcp::Message;
 use rmq_smoltcp::core::outbox::{OutMessage, Outbox, Overflow, Verdict};
 use rmq_smoltcp::core::time::{Duration, Instant};
+use rmq_smoltcp::{Completion, Message, SendId, Stats, SubmitError};
 
-use crate::{Gateway, Line, Meter, Net, Out, Params, failure, key, now, stored, text};
+use crate::{Line, Meter, Net, Out, Params, failure, key, now, stored, text};
+
+/// What sends the outbox: the producer, or with the downlink the client that also consumes
+/// the command topic.
+pub(crate) trait Uplink {
+    fn can_send(&self) -> bool;
+    fn send(&mut self, t: Instant, m: &Message<'_>) -> Result<SendId, SubmitError>;
+    fn send_batch(&mut self, t: Instant, m: &[Message<'_>]) -> Result<SendId, SubmitError>;
+    fn stats(&self) -> Stats;
+    /// One poll (`idle`: the telemetry is done): the deadline it asks for and a completion.
+    fn poll(
+        &mut self,
+        out: &mut Out,
+        net: &mut Net<'_>,
+        t: Instant,
+        idle: bool,
+    ) -> (Option<Instant>, Option<Completion>);
+    /// Whether the run goes on once the telemetry is done.
+    fn busy(&self, _t: Instant) -> bool {
+        false
+    }
+    /// Words `STATS` adds.
+    fn report(&self, _l: &mut Line) {}
+}
+
+#[cfg(not(feature = "downlink"))]
+impl Uplink for crate::Gateway {
+    fn can_send(&self) -> bool {
+        crate::Gateway::can_send(self)
+    }
+    fn send(&mut self, t: Instant, m: &Message<'_>) -> Result<SendId, SubmitError> {
+        crate::Gateway::send(self, t, m)
+    }
+    fn send_batch(&mut self, t: Instant, m: &[Message<'_>]) -> Result<SendId, SubmitError> {
+        crate::Gateway::send_batch(self, t, m)
+    }
+    fn stats(&self) -> Stats {
+        crate::Gateway::stats(self)
+    }
+    fn poll(
+        &mut self,
+        _: &mut Out,
+        net: &mut Net<'_>,
+        t: Instant,
+        _: bool,
+    ) -> (Option<Instant>, Option<Completion>) {
+        net.poll(self, t)
+    }
+}
 
 /// Most messages per request (`batch=`).
 pub(crate) const MAX_BATCH: u32 = 8;
@@ -39,7 +87,7 @@ const RING: usize = 9_600;
 const STAGING: usize = MAX_BATCH as usize * 52;
 
 /// Runs `p.count` messages through the outbox, then prints `STATS`.
-pub(crate) fn run(out: &mut Out, p: &Params, producer: &mut Gateway, net: &mut Net<'_>) {
+pub(crate) fn run<U: Uplink>(out: &mut Out, p: &Params, producer: &mut U, net: &mut Net<'_>) {
     let ring = stat!([u8; RING] = const [0; RING]);
     // A batch's records, each after its 4-byte length.
     let staging = stat!([u8; STAGING] = const [0; STAGING]);
@@ -49,7 +97,7 @@ pub(crate) fn run(out: &mut Out, p: &Params, producer: &mut Gateway, net: &mut N
     // The first seq and the count of the request in flight.
     let (mut in_flight, mut resume, mut due) = (None::<(u32, u32)>, Instant::ZERO, now());
     let mut m = Meter::default();
-    while made < p.count || !outbox.is_empty() {
+    while made < p.count || !outbox.is_empty() || producer.busy(now()) {
         let t0 = net.eth.free_run();
         let t = now();
         // Generation goes on at its rate whatever the uplink does.
@@ -115,7 +163,8 @@ pub(crate) fn run(out: &mut Out, p: &Params, producer: &mut Gateway, net: &mut N
                 }
             }
         }
-        let (next, done) = net.poll(producer, t);
+        let idle = made >= p.count && outbox.is_empty() && in_flight.is_none();
+        let (next, done) = producer.poll(out, net, t, idle);
         let t1 = net.eth.free_run();
         m.poll(t0, t1);
         if let (Some(c), Some((first, n))) = (done, in_flight) {
@@ -170,6 +219,7 @@ pub(crate) fn run(out: &mut Out, p: &Params, producer: &mut Gateway, net: &mut N
     }
     let s = outbox.stats();
     m.report(out, p.count, ok, |l| {
+        producer.report(l);
         l.s(b" dropped=")
             .u(s.dropped.into())
             .s(b" retries=")

@@ -34,6 +34,10 @@
 //! a 200-message outbox, sent in order and kept through outages; it adds `DROP` and `RETRY`
 //! lines and more `STATS` (see there).
 //!
+//! With the `downlink` feature (which implies `store-forward`) the store-and-forward gateway
+//! also consumes a command topic on the same client session (`src/downlink.rs`): `cmds=N`
+//! commands to wait for, `cmdtopic=T`; it adds `CMD`, `OWNED` and `COMMIT` lines.
+//!
 //! `STATS`: `instr` counts the instructions executed from the first send to the last
 //! completion outside `wfi` (FREE_RUN ticks × 40 under `-icount shift=0`, where one
 //! instruction takes 1 ns of virtual time and FREE_RUN ticks at 25 MHz), `instr_per_msg` that
@@ -55,7 +59,9 @@ use cortex_m_semihosting::{nr, syscall1};
 use rmq_lan9118::{Lan9118, MAX_FRAME, Regs};
 use rmq_smoltcp::core::retry::{SendErrorKind, SendStatus};
 use rmq_smoltcp::core::time::Instant;
-use rmq_smoltcp::{Buffers, Completion, Config, Producer, SendFailure, SendReceipt};
+use rmq_smoltcp::{Buffers, SendFailure, SendReceipt};
+#[cfg(not(feature = "downlink"))]
+use rmq_smoltcp::{Completion, Config, Producer};
 #[cfg(not(feature = "store-forward"))]
 use rmq_smoltcp::{Message, core::time::Duration};
 use smoltcp::iface::{Config as IfaceConfig, Interface, SocketSet, SocketStorage};
@@ -74,11 +80,30 @@ const HEADER: &[u8] = if cfg!(feature = "rocketmq-headers") {
     b"json"
 };
 /// The producer's message buffer: one message (properties and body), or with
-/// `store-forward` a batch of up to 8 (about 130 bytes per record).
-const MESSAGE_BUF: usize = if cfg!(feature = "store-forward") {
+/// `store-forward` a batch of up to 8 (about 130 bytes per record); with the downlink, the
+/// consumer's heartbeat (~250 bytes) first.
+const MESSAGE_BUF: usize = if cfg!(feature = "downlink") {
+    1472
+} else if cfg!(feature = "store-forward") {
     1152
 } else {
     256
+};
+/// The broker socket's receive buffer: a send answer, or with the downlink a pull answer of
+/// up to 4 commands.
+const BROKER_SOCKET_RX: usize = if cfg!(feature = "downlink") {
+    1536
+} else {
+    512
+};
+/// Frame staging (prefix and header; a heartbeat's body too): the consumer's heartbeat, with
+/// its subscription, takes ~450 bytes with its header.
+const TX_BUF: usize = if cfg!(feature = "downlink") { 768 } else { 512 };
+/// The frame buffer: a route answer (~0.7 KiB), or with the downlink a pull answer.
+const BROKER_RX: usize = if cfg!(feature = "downlink") {
+    1536
+} else {
+    1024
 };
 /// Stack paint pattern.
 const PAINT: u32 = 0xDEAD_BEEF;
@@ -99,6 +124,8 @@ macro_rules! stat {
     }};
 }
 
+#[cfg(feature = "downlink")]
+mod downlink;
 #[cfg(feature = "store-forward")]
 mod forward;
 
@@ -274,6 +301,12 @@ struct Params {
     /// Most messages per request (store-and-forward image).
     #[cfg(feature = "store-forward")]
     batch: u32,
+    /// Commands to receive before the run ends (downlink image).
+    #[cfg(feature = "downlink")]
+    cmds: u32,
+    /// The command topic (downlink image).
+    #[cfg(feature = "downlink")]
+    cmd_topic: &'static str,
 }
 
 fn params(out: &mut Out) -> Params {
@@ -288,6 +321,8 @@ fn params(out: &mut Out) -> Params {
         (None, Some(10), Some("Telemetry"), None, Some(1000));
     #[cfg(feature = "store-forward")]
     let (mut rate, mut batch) = (Some(10), Some(1));
+    #[cfg(feature = "downlink")]
+    let (mut cmds, mut cmd_topic) = (Some(0), Some("Commands"));
     let mut good = got;
     for word in cmd[..block[1].min(cmd.len())].split(|&c| c == b' ') {
         let Some(eq) = word.iter().position(|&c| c == b'=') else {
@@ -304,6 +339,10 @@ fn params(out: &mut Out) -> Params {
             b"rate" => rate = num(v).filter(|&r| (1..=1000).contains(&r)),
             #[cfg(feature = "store-forward")]
             b"batch" => batch = num(v).filter(|&b| (1..=forward::MAX_BATCH).contains(&b)),
+            #[cfg(feature = "downlink")]
+            b"cmds" => cmds = num(v),
+            #[cfg(feature = "downlink")]
+            b"cmdtopic" => cmd_topic = core::str::from_utf8(v).ok(),
             // The header type is the build's (feature `rocketmq-headers`): say which is expected.
             b"hdr" => good &= v == HEADER,
             _ => good = false,
@@ -311,8 +350,17 @@ fn params(out: &mut Out) -> Params {
     }
     #[cfg(not(feature = "store-forward"))]
     let (rate, batch) = (Some(()), Some(()));
-    match (ns, count, topic, backoff, rate, batch) {
-        (Some(ns), Some(count), Some(topic), Some(backoff), Some(_rate), Some(_batch)) if good => Params {
+    #[cfg(not(feature = "downlink"))]
+    let (cmds, cmd_topic) = (Some(()), Some(()));
+    match (ns, count, topic, backoff, (rate, batch), (cmds, cmd_topic)) {
+        (
+            Some(ns),
+            Some(count),
+            Some(topic),
+            Some(backoff),
+            (Some(_rate), Some(_batch)),
+            (Some(_cmds), Some(_cmd_topic)),
+        ) if good => Params {
             ns,
             count,
             topic,
@@ -322,8 +370,14 @@ fn params(out: &mut Out) -> Params {
             rate: _rate,
             #[cfg(feature = "store-forward")]
             batch: _batch,
+            #[cfg(feature = "downlink")]
+            cmds: _cmds,
+            #[cfg(feature = "downlink")]
+            cmd_topic: _cmd_topic,
         },
-        _ => out.err(if cfg!(feature = "store-forward") {
+        _ => out.err(if cfg!(feature = "downlink") {
+            b"usage: ns=A.B.C.D:PORT [n=N] [topic=T] [hdr=json|rocketmq] [seed=S] [backoff=MS] [rate=1..1000] [batch=1..8] [cmds=N] [cmdtopic=T]"
+        } else if cfg!(feature = "store-forward") {
             b"usage: ns=A.B.C.D:PORT [n=N] [topic=T] [hdr=json|rocketmq] [seed=S] [backoff=MS] [rate=1..1000] [batch=1..8]"
         } else {
             b"usage: ns=A.B.C.D:PORT [n=N] [topic=T] [hdr=json|rocketmq] [seed=S] [backoff=MS]"
@@ -426,6 +480,7 @@ fn stack_high_water() -> usize {
 }
 
 /// Gateway sizes: one broker, 8 publish queues, 256 bytes of route strings.
+#[cfg(not(feature = "downlink"))]
 type Gateway = Producer<'static, 'static, 1, 8, 256>;
 
 #[entry]
@@ -459,12 +514,13 @@ fn main() -> ! {
         .routes_mut()
         .add_default_ipv4_route(Ipv4Address::new(169, 254, 1, 1));
 
-    // Sockets: NameServer (route responses ~0.7 KiB) and one broker.
+    // Sockets: NameServer (route responses ~0.7 KiB) and one broker (send answers; with the
+    // downlink, pull answers too).
     let storage = stat!([SocketStorage<'static>; 2] = [SocketStorage::EMPTY; 2]);
     let mut sockets = SocketSet::new(&mut storage[..]);
     let ns_rx = stat!([u8; 1024] = const [0; 1024]);
     let ns_tx = stat!([u8; 256] = const [0; 256]);
-    let b_rx = stat!([u8; 512] = const [0; 512]);
+    let b_rx = stat!([u8; BROKER_SOCKET_RX] = const [0; BROKER_SOCKET_RX]);
     let b_tx = stat!([u8; 1024] = const [0; 1024]);
     let ns = sockets.add(tcp::Socket::new(
         tcp::SocketBuffer::new(&mut ns_rx[..]),
@@ -475,20 +531,26 @@ fn main() -> ! {
         tcp::SocketBuffer::new(&mut b_tx[..]),
     ));
 
-    let namesrvs = stat!([IpEndpoint; 1] = [p.ns]);
-    let mut cfg = Config::new(&namesrvs[..], "gateway", p.topic);
-    cfg.client_ip = [169, 254, 1, 2];
-    cfg.seed = p.seed;
+    let namesrvs: &'static [IpEndpoint; 1] = stat!([IpEndpoint; 1] = [p.ns]);
     let bufs = Buffers {
-        tx: &mut stat!([u8; 512] = const [0; 512])[..],
-        rx: &mut stat!([u8; 1024] = const [0; 1024])[..],
+        tx: &mut stat!([u8; TX_BUF] = const [0; TX_BUF])[..],
+        rx: &mut stat!([u8; BROKER_RX] = const [0; BROKER_RX])[..],
         message: &mut stat!([u8; MESSAGE_BUF] = const [0; MESSAGE_BUF])[..],
     };
-    // The configuration is valid by construction (a panic here exits with status 1).
-    let Ok(gateway) = Gateway::new(cfg, bufs, ns, [b0]) else {
-        panic!("producer config")
+    #[cfg(not(feature = "downlink"))]
+    let producer = {
+        let mut cfg = Config::new(&namesrvs[..], "gateway", p.topic);
+        cfg.client_ip = [169, 254, 1, 2];
+        cfg.seed = p.seed;
+        // The configuration is valid by construction (a panic here exits with status 1).
+        let Ok(gateway) = Gateway::new(cfg, bufs, ns, [b0]) else {
+            panic!("producer config")
+        };
+        stat!(Gateway = gateway)
     };
-    let producer = stat!(Gateway = gateway);
+    // The producer and the command consumer on one client session.
+    #[cfg(feature = "downlink")]
+    let producer = &mut downlink::Commands::new(&p, &namesrvs[..], bufs, ns, b0, now());
 
     let mut net = Net {
         iface,
@@ -509,6 +571,7 @@ struct Net<'a> {
     sockets: SocketSet<'a>,
 }
 
+#[cfg(not(feature = "downlink"))]
 impl Net<'_> {
     /// One producer poll: the deadline it asks for and a completion, if any.
     fn poll(

@@ -3,6 +3,8 @@
 //! as `tests/netns/tap.sh` sets up the kernel side), its producer, and its telemetry bodies.
 #![allow(dead_code)]
 
+pub mod qemu;
+
 use rmq_smoltcp::{Buffers, Config, Producer};
 use rmq_tests::broker::Cluster;
 use smoltcp::iface::{Config as IfaceConfig, Interface, SocketHandle, SocketSet};

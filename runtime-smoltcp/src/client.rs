@@ -1,16 +1,19 @@
-//! The consumer: the core [`PullConsumer`] and its [`Session`] driven over the connections of
-//! [`crate::net`].
+//! The client: a consumer (the core [`PullConsumer`]) and optionally a producer
+//! ([`crate::send`]) on one core [`Session`], driven over the connections of [`crate::net`]:
+//! one NameServer connection and one per broker for both, and one copy of the session's code
+//! in the image.
 //!
 //! Every decision is the core's (rebalance, start offsets, long polling, flow control, offset
-//! commits); this file hands it frames and the caller each message.
+//! commits, queue selection and retries); this file hands it frames and the caller each
+//! message.
 
 use heapless::Vec;
 use rmq_core::consumer::{ConsumeFromWhere, MessageModel};
 use rmq_core::pull_consumer::{
     Delivery, PullConfig, PullConfigError, PullConsumer, PullStats, QueueKey,
 };
-use rmq_core::retry::TransportError;
-use rmq_core::session::{self, Event, Features, Incoming, Outbound, Session, TopicId};
+use rmq_core::retry::{RetryConfig, SendMode, TransportError};
+use rmq_core::session::{self, Event, Features, Incoming, Session, TopicId};
 use rmq_core::time::{Duration, Instant};
 use rmq_core::wire::SerializeType;
 use smoltcp::iface::{Interface, SocketHandle, SocketSet};
@@ -18,16 +21,19 @@ use smoltcp::phy::Device;
 use smoltcp::wire::IpEndpoint;
 
 use crate::net::{Net, NetConfig, Stats, earliest, smol};
+use crate::send::{Lend, Sender};
+use crate::{Completion, Message, SendId, SubmitError};
 
 /// Most messages one pull asks for (`pullBatchSize` is clamped to it).
 pub const MAX_PULL_BATCH: u32 = 32;
-/// Requests in flight at once: a pull per owned queue, commits, heartbeats, lookups.
+/// Requests in flight at once: a pull per owned queue, commits, heartbeats, lookups, a send.
 const REQUESTS: usize = 16;
 /// Consumers of one group a rebalance can see.
 const CONSUMERS: usize = 8;
 
-/// What a consumer gateway compiles in: heartbeats (the broker must know the group's members
-/// to share the queues) and consumer calls; JSON headers unless `rocketmq-headers`.
+/// What a consuming gateway compiles in: heartbeats (the broker must know the group's members
+/// to share the queues) and consumer calls; JSON headers unless `rocketmq-headers`; no broker
+/// remarks.
 #[derive(Clone, Copy, Debug)]
 struct GatewayConsumer;
 
@@ -38,14 +44,17 @@ impl Features for GatewayConsumer {
     const CONSUMER: bool = true;
 }
 
+/// Two topics: the one consumed and the one published to.
 type Core<const B: usize, const Q: usize, const S: usize> =
-    Session<1, B, Q, REQUESTS, 1, S, GatewayConsumer>;
+    Session<2, B, Q, REQUESTS, 1, S, GatewayConsumer>;
+/// One subscription; one send-back slot (the client never nacks: a message is acknowledged
+/// when the closure returns).
 type Pull<const OWNED: usize, const TRACK: usize, const Q: usize> =
-    PullConsumer<1, OWNED, TRACK, REQUESTS, CONSUMERS, Q>;
+    PullConsumer<1, OWNED, TRACK, REQUESTS, CONSUMERS, Q, 1>;
 
-/// Consumer settings. `'a` is the lifetime of the strings (usually `'static`).
+/// Client settings. `'a` is the lifetime of the strings (usually `'static`).
 #[derive(Clone, Copy, Debug)]
-pub struct ConsumerConfig<'a> {
+pub struct ClientConfig<'a> {
     /// The NameServers (one used at a time, failing over as the producer's).
     pub namesrvs: &'a [IpEndpoint],
     /// Consumer group: its members share the topic's queues, and its offsets are committed
@@ -55,6 +64,15 @@ pub struct ConsumerConfig<'a> {
     pub client_id: &'a str,
     /// The topic consumed.
     pub topic: &'a str,
+    /// The topic [`Client::send`] publishes to (`None`: a consumer only).
+    pub publish_topic: Option<&'a str>,
+    /// Producer group of the sends.
+    pub producer_group: &'a str,
+    /// Retry, selection and fault-tolerance settings of the sends (as
+    /// [`Config::retry`](crate::Config::retry)).
+    pub retry: RetryConfig,
+    /// Gateway IPv4 address (first field of UNIQ_KEY).
+    pub client_ip: [u8; 4],
     /// TAG expression: `*`, or tags joined by `||`.
     pub expression: &'a str,
     /// Where a queue with no committed offset starts (default: its last offset, as Java).
@@ -89,8 +107,9 @@ pub struct ConsumerConfig<'a> {
     pub seed: u32,
 }
 
-impl<'a> ConsumerConfig<'a> {
-    /// Java's defaults where they fit a gateway, with batches of 8.
+impl<'a> ClientConfig<'a> {
+    /// Java's defaults where they fit a gateway, with batches of 8; no publishing (set
+    /// [`ClientConfig::publish_topic`]).
     pub fn new(
         namesrvs: &'a [IpEndpoint],
         group: &'a str,
@@ -98,11 +117,15 @@ impl<'a> ConsumerConfig<'a> {
         topic: &'a str,
     ) -> Self {
         let java = PullConfig::new(group, client_id);
-        ConsumerConfig {
+        ClientConfig {
             namesrvs,
             group,
             client_id,
             topic,
+            publish_topic: None,
+            producer_group: "gateway",
+            retry: RetryConfig::java49(SendMode::Sync),
+            client_ip: [0, 0, 0, 0],
             expression: "*",
             consume_from: ConsumeFromWhere::LastOffset,
             pull_batch_size: 8,
@@ -122,10 +145,10 @@ impl<'a> ConsumerConfig<'a> {
     }
 }
 
-/// Why a [`Consumer`] could not be built.
+/// Why a [`Client`] could not be built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum ConsumerError {
+pub enum ClientError {
     /// The session refused the settings (NameServers, client id).
     Session(session::ConfigError),
     /// The consumer refused them (group, expression, topic).
@@ -134,36 +157,24 @@ pub enum ConsumerError {
     HeartbeatTooLarge,
 }
 
-impl core::fmt::Display for ConsumerError {
+impl core::fmt::Display for ClientError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            ConsumerError::Session(e) => write!(f, "{e}"),
-            ConsumerError::Config(e) => write!(f, "{e}"),
-            ConsumerError::HeartbeatTooLarge => {
+            ClientError::Session(e) => write!(f, "{e}"),
+            ClientError::Config(e) => write!(f, "{e}"),
+            ClientError::HeartbeatTooLarge => {
                 f.write_str("the heartbeat does not fit the message buffer")
             }
         }
     }
 }
 
-impl core::error::Error for ConsumerError {}
+impl core::error::Error for ClientError {}
 
-/// Lends the session the heartbeat body (written once, at [`Consumer::new`]).
-struct Heartbeat<'h>(&'h [u8]);
-
-impl Outbound for Heartbeat<'_> {
-    fn properties(&self, _: session::SendId) -> &str {
-        ""
-    }
-
-    fn heartbeat_body(&self, buf: &mut [u8]) -> Option<usize> {
-        buf.get_mut(..self.0.len())?.copy_from_slice(self.0);
-        Some(self.0.len())
-    }
-}
-
-/// A heap-free RocketMQ consumer over smoltcp: one topic, clustering (the group's members
-/// share its queues, offsets committed to the brokers).
+/// A heap-free RocketMQ consumer over smoltcp, which can also publish: one topic consumed in
+/// clustering mode (the group's members share its queues, offsets committed to the brokers),
+/// and optionally one topic published to (as [`Producer`](crate::Producer) does, over the same
+/// session and connections).
 ///
 /// - `BROKERS`: broker connections (one socket each) and route capacity;
 /// - `QUEUES`: queues kept from the route;
@@ -171,9 +182,9 @@ impl Outbound for Heartbeat<'_> {
 /// - `OWNED`: queues this member can own at once;
 /// - `TRACK`: messages in flight per queue (at least the pull batch size).
 ///
-/// Every message is handed to the closure given to [`Consumer::poll`], once, in queue order,
+/// Every message is handed to the closure given to [`Client::poll`], once, in queue order,
 /// and acknowledged when the closure returns; acknowledged offsets are committed every
-/// [`ConsumerConfig::commit_interval`] and at [`Consumer::stop`]. After a restart, delivery
+/// [`ClientConfig::commit_interval`] and at [`Client::stop`]. After a restart, delivery
 /// resumes at the committed offset (at-least-once: what was delivered after the last commit
 /// comes again).
 ///
@@ -182,15 +193,17 @@ impl Outbound for Heartbeat<'_> {
 /// gateway has no inflater), its properties (tags, keys) through `properties()`.
 ///
 /// ```ignore
-/// let mut c: Consumer<'_, '_, 2, 16, 256, 8, 8> = Consumer::new(cfg, bufs, now, ns, [b0, b1])?;
+/// let mut c: Client<'_, '_, 2, 16, 256, 8, 8> = Client::new(cfg, bufs, now, ns, [b0, b1])?;
 /// loop {
 ///     let next = c.poll(now(), &mut iface, &mut device, &mut sockets, |d| {
 ///         apply(d.message.body);
 ///     });
+///     if c.can_send() { c.send(now(), &Message { body: b"21.5C", ..Default::default() })?; }
+///     if let Some(done) = c.take_completion() { /* as the producer's */ }
 ///     wait_until(next);
 /// }
 /// ```
-pub struct Consumer<
+pub struct Client<
     'a,
     'b,
     const BROKERS: usize,
@@ -200,8 +213,9 @@ pub struct Consumer<
     const TRACK: usize,
 > {
     net: Net<'a, 'b, BROKERS>,
-    /// The heartbeat body (`heartbeat` bytes of the message buffer).
+    /// The heartbeat body (the start of the message buffer).
     hb: &'b [u8],
+    send: Sender<'a, 'b>,
     core: Core<BROKERS, QUEUES, ROUTE_STR>,
     pull: Pull<OWNED, TRACK, QUEUES>,
     topic: TopicId,
@@ -216,24 +230,26 @@ impl<
     const ROUTE_STR: usize,
     const OWNED: usize,
     const TRACK: usize,
-> Consumer<'a, 'b, BROKERS, QUEUES, ROUTE_STR, OWNED, TRACK>
+> Client<'a, 'b, BROKERS, QUEUES, ROUTE_STR, OWNED, TRACK>
 {
-    /// A consumer using the NameServer socket `ns` and one socket per broker, all in the
+    /// A client using the NameServer socket `ns` and one socket per broker, all in the
     /// caller's [`SocketSet`]. [`Buffers::message`](crate::Buffers::message) holds the
-    /// heartbeat (a few hundred bytes); [`Buffers::rx`](crate::Buffers::rx) and every socket's
-    /// receive buffer must hold a whole pull answer (`pull_batch_size` messages).
+    /// heartbeat (a few hundred bytes: group, client id, subscription), then the message being
+    /// sent; [`Buffers::rx`](crate::Buffers::rx) and every socket's receive buffer must hold a
+    /// whole pull answer (`pull_batch_size` messages).
     ///
     /// # Errors
-    /// [`ConsumerError`].
+    /// [`ClientError`].
     pub fn new(
-        cfg: ConsumerConfig<'a>,
+        cfg: ClientConfig<'a>,
         bufs: crate::Buffers<'b>,
         now: Instant,
         ns: SocketHandle,
         brokers: [SocketHandle; BROKERS],
-    ) -> Result<Self, ConsumerError> {
+    ) -> Result<Self, ClientError> {
         let seed = if cfg.seed == 0 { 0x9E37_79B9 } else { cfg.seed };
-        let mut sc = session::Config::new(cfg.namesrvs.len(), "", cfg.client_id);
+        let mut sc = session::Config::new(cfg.namesrvs.len(), cfg.producer_group, cfg.client_id);
+        sc.fault_rule = cfg.retry.profile.update_rule();
         sc.consumer_group = Some(cfg.group);
         sc.version = cfg.version;
         sc.route_refresh = cfg.route_refresh;
@@ -242,7 +258,7 @@ impl<
         sc.heartbeat = Some(cfg.heartbeat);
         sc.seed = seed;
         sc.serialize_type = SerializeType(u8::from(GatewayConsumer::ROCKETMQ_HEADERS));
-        let mut core = Core::new(&sc, now).map_err(ConsumerError::Session)?;
+        let mut core = Core::new(&sc, now).map_err(ClientError::Session)?;
         let mut pc = PullConfig::new(cfg.group, cfg.client_id);
         pc.consume_from = cfg.consume_from;
         pc.pull_batch_size = cfg
@@ -256,25 +272,27 @@ impl<
         // No send-back: every message is acknowledged when the closure returns.
         pc.retry = false;
         pc.model = MessageModel::Clustering;
-        let mut pull = Pull::new(&pc, now).map_err(ConsumerError::Config)?;
+        let mut pull = Pull::new(&pc, now).map_err(ClientError::Config)?;
         let topic = pull
             .subscribe(now, &mut core, cfg.topic, cfg.expression)
-            .map_err(ConsumerError::Config)?;
+            .map_err(ClientError::Config)?;
         let msg = bufs.message;
         let n = pull
             .heartbeat_body(&core, msg)
-            .ok_or(ConsumerError::HeartbeatTooLarge)?;
-        let msg: &'b [u8] = msg;
-        let hb = msg.get(..n).unwrap_or(&[]);
+            .ok_or(ClientError::HeartbeatTooLarge)?;
+        let (hb, msg) = msg.split_at_mut(n);
+        let hb: &'b [u8] = hb;
+        let send = Sender::new(cfg.publish_topic, cfg.retry, msg, cfg.client_ip, seed);
         let net = NetConfig {
             namesrvs: cfg.namesrvs,
             connect_timeout: cfg.connect_timeout,
             write_stall_timeout: cfg.write_stall_timeout,
             local_port_base: cfg.local_port_base,
         };
-        Ok(Consumer {
+        Ok(Client {
             net: Net::new(net, bufs.tx, bufs.rx, ns, brokers, seed),
             hb,
+            send,
             core,
             pull,
             topic,
@@ -288,6 +306,7 @@ impl<
         Stats {
             stale_responses: s.late_responses,
             route_updates: s.route_updates,
+            attempts: s.attempts,
             ..self.net.stats
         }
     }
@@ -310,14 +329,61 @@ impl<
         self.topic
     }
 
+    /// Tells the client that `now` is `unix_millis` wall-clock time (for the sends'
+    /// `bornTimestamp` and UNIQ_KEY).
+    pub fn set_unix_time(&mut self, now: Instant, unix_millis: i64) {
+        self.send.set_unix_time(now, unix_millis);
+    }
+
+    /// Whether [`Client::send`] would accept a message now.
+    pub fn can_send(&self) -> bool {
+        self.send.can_send(self.net.writing_body())
+    }
+
+    /// Whether the publish topic has a route with a writable queue.
+    pub fn has_route(&self) -> bool {
+        self.send.has_route(&self.core)
+    }
+
+    /// The end of the last send, once.
+    pub fn take_completion(&mut self) -> Option<Completion> {
+        self.send.take_completion()
+    }
+
+    /// Publishes `msg` to [`ClientConfig::publish_topic`], as
+    /// [`Producer::send`](crate::Producer::send).
+    ///
+    /// # Errors
+    /// As [`Producer::send`](crate::Producer::send); [`SubmitError::NoTopic`] without a
+    /// publish topic.
+    pub fn send(&mut self, now: Instant, msg: &Message<'_>) -> Result<SendId, SubmitError> {
+        let busy = self.net.writing_body();
+        self.send
+            .single(now, &mut self.core, msg, SendMode::Sync, busy)
+    }
+
+    /// Publishes `msgs` as one SEND_BATCH_MESSAGE request, as
+    /// [`Producer::send_batch`](crate::Producer::send_batch).
+    ///
+    /// # Errors
+    /// As [`Client::send`]; [`SubmitError::EmptyBatch`] for no message.
+    pub fn send_batch(
+        &mut self,
+        now: Instant,
+        msgs: &[Message<'_>],
+    ) -> Result<SendId, SubmitError> {
+        let busy = self.net.writing_body();
+        self.send.batch(now, &mut self.core, msgs, busy)
+    }
+
     /// Stops pulling and commits every acknowledged offset; keep polling until
-    /// [`Consumer::stopped`].
+    /// [`Client::stopped`].
     pub fn stop(&mut self) {
         self.stopping = true;
         self.pull.stop();
     }
 
-    /// After [`Consumer::stop`]: every commit was answered (or failed) and nothing is being
+    /// After [`Client::stop`]: every commit was answered (or failed) and nothing is being
     /// written.
     pub fn stopped(&self) -> bool {
         self.stopping && self.pull.commits_pending() == 0 && !self.net.writing()
@@ -335,6 +401,10 @@ impl<
     ) -> Option<Instant> {
         let ts = smol(now);
         iface.poll(ts, device, sockets);
+        // The publish topic is registered (and its route looked up) at the first poll.
+        if self.send.has_topic() {
+            let _ = self.send.topic_id(now, &mut self.core);
+        }
         let pull = &mut self.pull;
         let mut again = self
             .net
@@ -367,7 +437,11 @@ impl<
         self.pull.handle_timeout(now);
         self.events(now, sockets);
         for _ in 0..2 {
-            let lend = Heartbeat(self.hb);
+            let (props, body) = self.send.parts();
+            let lend = Lend {
+                props,
+                heartbeat: Some(self.hb),
+            };
             let pull = &mut self.pull;
             self.net
                 .stage(now, iface, sockets, &mut self.core, |c, tx| {
@@ -376,7 +450,7 @@ impl<
                         None => pull.poll_call(now, c, tx, &lend),
                     }
                 });
-            self.net.write(now, sockets, &mut self.core, &[]);
+            self.net.write(now, sockets, &mut self.core, body);
             self.events(now, sockets);
         }
         iface.poll(ts, device, sockets);
@@ -388,15 +462,15 @@ impl<
         earliest(d, self.pull.poll_timeout()).map(|d| if d < now { now } else { d })
     }
 
-    /// The session's events: calls that failed go back to the consumer, brokers that moved
-    /// are reconnected.
+    /// The session's events: completions, calls that failed go back to the consumer, brokers
+    /// that moved are reconnected.
     fn events(&mut self, now: Instant, sockets: &mut SocketSet<'_>) {
         while let Some(e) = self.core.poll_event() {
-            match e {
-                Event::CallFailed { opaque, .. } => {
+            match self.send.event(&self.core, e) {
+                Some(Event::CallFailed { opaque, .. }) => {
                     self.pull.handle_call_failed(now, opaque);
                 }
-                Event::Reconnect(peer) if self.net.serves(peer) => {
+                Some(Event::Reconnect(peer)) if self.net.serves(peer) => {
                     let err = TransportError::ConnectionClosed;
                     self.net.fail_conn(now, sockets, &mut self.core, peer, err);
                 }

@@ -1,0 +1,154 @@
+//! Downlink commands (feature `downlink`, on top of `store-forward`): the gateway consumes its
+//! command topic (`cmdtopic=`, default `Commands`) in group `gateway-cmds` while its telemetry
+//! goes on through the outbox, both on one `rmq_smoltcp::Client` (one session, one NameServer
+//! and one broker connection): clustering, long polling, offsets committed every second.
+//!
+//! Output lines: `CMD <queueId> <queueOffset> <body>` for each command as it arrives,
+//! `OWNED <n>` when the number of queues it owns changes, `COMMIT <queueId> <offset>` when a
+//! queue's committed offset moves (the broker confirmed it). With `cmds=N` the run ends once N
+//! commands arrived and the telemetry is done: the consumer stops (committing what it
+//! processed), and `STATS` adds `cmds=` and the consumer's counters.
+
+use rmq_smoltcp::core::consumer::ConsumeFromWhere;
+use rmq_smoltcp::core::time::{Duration, Instant};
+use rmq_smoltcp::{Buffers, Client, ClientConfig, Completion, Message, SendId, Stats, SubmitError};
+use smoltcp::iface::SocketHandle;
+use smoltcp::wire::IpEndpoint;
+
+use crate::forward::Uplink;
+use crate::{Line, Net, Out, Params};
+
+/// One broker, 8 queues per route, 256 bytes of route strings, 4 queues owned, 4 messages in
+/// flight per queue.
+type Downlink = Client<'static, 'static, 1, 8, 256, 4, 4>;
+
+/// Queue ids whose committed offsets are reported.
+const QUEUES: usize = 8;
+
+/// The client and what was last reported of it.
+pub(crate) struct Commands {
+    c: &'static mut Downlink,
+    owned: usize,
+    committed: [i64; QUEUES],
+    /// Commands received.
+    got: u32,
+    /// `cmds=`: commands to wait for before the run ends.
+    want: u32,
+    stopping: Option<Instant>,
+}
+
+impl Commands {
+    /// The client: publishes to `p.topic`, consumes `p.cmd_topic`.
+    pub(crate) fn new(
+        p: &Params,
+        namesrvs: &'static [IpEndpoint],
+        bufs: Buffers<'static>,
+        ns: SocketHandle,
+        b0: SocketHandle,
+        now: Instant,
+    ) -> Commands {
+        let mut cfg =
+            ClientConfig::new(namesrvs, "gateway-cmds", "169.254.1.2@gateway", p.cmd_topic);
+        cfg.publish_topic = Some(p.topic);
+        cfg.client_ip = [169, 254, 1, 2];
+        cfg.consume_from = ConsumeFromWhere::FirstOffset;
+        // Small answers: 4 commands of up to ~150 bytes each fit the 1.5 KiB socket buffer.
+        cfg.pull_batch_size = 4;
+        cfg.commit_interval = Duration::from_millis(1000);
+        cfg.seed = p.seed;
+        let Ok(c) = Downlink::new(cfg, bufs, now, ns, [b0]) else {
+            panic!("client config")
+        };
+        Commands {
+            c: stat!(Downlink = c),
+            owned: 0,
+            committed: [-1; QUEUES],
+            got: 0,
+            want: p.cmds,
+            stopping: None,
+        }
+    }
+}
+
+impl Uplink for Commands {
+    fn can_send(&self) -> bool {
+        self.c.can_send()
+    }
+
+    fn send(&mut self, t: Instant, m: &Message<'_>) -> Result<SendId, SubmitError> {
+        self.c.send(t, m)
+    }
+
+    fn send_batch(&mut self, t: Instant, m: &[Message<'_>]) -> Result<SendId, SubmitError> {
+        self.c.send_batch(t, m)
+    }
+
+    fn stats(&self) -> Stats {
+        self.c.stats()
+    }
+
+    /// One client poll; prints the commands and what changed.
+    fn poll(
+        &mut self,
+        out: &mut Out,
+        net: &mut Net<'_>,
+        t: Instant,
+        idle: bool,
+    ) -> (Option<Instant>, Option<Completion>) {
+        let got = &mut self.got;
+        let next = self
+            .c
+            .poll(t, net.iface, &mut net.eth, &mut net.sockets, |d| {
+                let m = d.message;
+                let mut l = Line::new();
+                l.s(b"CMD ")
+                    .i(m.queue_id.into())
+                    .s(b" ")
+                    .i(m.queue_offset)
+                    .s(b" ")
+                    .s(m.body);
+                out.line(&mut l);
+                *got += 1;
+            });
+        let mut owned = 0;
+        for (q, committed) in self.c.owned() {
+            owned += 1;
+            let (Some(slot), Some(off)) = (self.committed.get_mut(q as usize), committed) else {
+                continue;
+            };
+            if *slot != off {
+                *slot = off;
+                out.line(Line::new().s(b"COMMIT ").i(q.into()).s(b" ").i(off));
+            }
+        }
+        if owned != self.owned {
+            self.owned = owned;
+            out.line(Line::new().s(b"OWNED ").u(owned as u64));
+        }
+        if idle && self.stopping.is_none() && self.got >= self.want {
+            self.stopping = Some(t);
+            self.c.stop();
+        }
+        (next, self.c.take_completion())
+    }
+
+    /// Until `cmds=` commands arrived and the final commits are done (at most 5 s).
+    fn busy(&self, t: Instant) -> bool {
+        match self.stopping {
+            None => true,
+            Some(at) => !self.c.stopped() && t < at + Duration::from_millis(5000),
+        }
+    }
+
+    fn report(&self, l: &mut Line) {
+        let s = self.c.pull_stats();
+        l.s(b" cmds=")
+            .u(self.got.into())
+            .s(b" pulls=")
+            .u(s.pulls)
+            .s(b" commits=")
+            .u(s.commits)
+            .s(b" rebalances=")
+            .u(s.rebalances);
+    }
+}
