@@ -208,7 +208,7 @@ pub struct ProducerConfig {
     pub compress_msg_body_over_howmuch: usize,
     /// `compressType` (Java's `rocketmq.message.compressType`; default zlib).
     pub compress_type: CompressionType,
-    /// `compressLevel` (default 5): zlib 0..=10 and zstd 1..=22; LZ4 has none.
+    /// `compressLevel` (default 5): zlib 0..=9 (higher is 9) and zstd 1..=22; LZ4 has none.
     pub compress_level: u8,
     /// Auto-batching of small sync sends (Java 5.x `autoBatch`); off by default.
     pub auto_batch: Option<crate::AutoBatch>,

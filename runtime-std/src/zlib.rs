@@ -1,69 +1,85 @@
 //! Message body compression: zlib (RFC 1950) with a reused compressor, and the LZ4 and zstd
 //! frames of the 4.9.4+/5.x compression types (features `lz4`, `zstd`).
 //!
-//! `miniz_oxide::deflate::compress_to_vec_zlib` builds (and zeroes) a new compressor of about
-//! 300 KiB for every call; profiling the 16 KiB benchmark cells showed about 15 % of the
-//! samples in that zeroing. Here each thread keeps one compressor per level and resets it, so a
-//! body costs only the deflate work. The output is the same zlib stream (same parameters).
+//! zlib is zlib-rs (through flate2): on 16 KiB bodies it compresses 1.5–2.4× faster than
+//! miniz_oxide at the same level (`bench-peers/zlib`, BENCHMARKS.md). Each thread keeps one
+//! compressor per level and resets it, so a body costs only the deflate work, not building
+//! and zeroing a compressor's tables (~15 % of the samples of the 16 KiB cells with
+//! miniz_oxide's one-shot API).
 
 use std::cell::RefCell;
 
+use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
 use rmq_core::message::CompressionType;
 
-use miniz_oxide::deflate::core::{
-    CompressorOxide, TDEFLFlush, TDEFLStatus, compress, create_comp_flags_from_zip_params,
-};
-
 thread_local! {
-    static COMPRESSOR: RefCell<Option<(u8, Box<CompressorOxide>)>> = const { RefCell::new(None) };
+    static COMPRESSOR: RefCell<Option<(u8, Compress)>> = const { RefCell::new(None) };
 }
 
-/// Compresses `input` as a zlib stream (2-byte header, deflate, Adler-32) at `level` (0..=10).
+/// Highest zlib level (Java's `Deflater.BEST_COMPRESSION`); higher ones are clamped to it.
+pub const MAX_ZLIB_LEVEL: u8 = 9;
+
+/// Compresses `input` as a zlib stream (2-byte header, deflate, Adler-32) at `level` (0..=9),
+/// as `java.util.zip.Deflater` with its default wrapper.
 pub fn compress_zlib(input: &[u8], level: u8) -> Vec<u8> {
+    let level = level.min(MAX_ZLIB_LEVEL);
     COMPRESSOR.with(|cell| {
         let mut slot = cell.borrow_mut();
-        let reuse = matches!(&*slot, Some((l, _)) if *l == level);
-        if !reuse {
-            // window_bits > 0 selects the zlib wrapper, as Java's Deflater does by default.
-            let flags = create_comp_flags_from_zip_params(level.into(), 1, 0);
-            *slot = Some((level, Box::new(CompressorOxide::new(flags))));
+        match slot.as_mut() {
+            Some((l, c)) if *l == level => c.reset(),
+            _ => *slot = Some((level, Compress::new(Compression::new(level.into()), true))),
         }
-        let Some((_, comp)) = slot.as_mut() else {
-            return miniz_oxide::deflate::compress_to_vec_zlib(input, level);
+        let mut out = Vec::with_capacity(input.len() / 2 + 128);
+        let Some((_, c)) = slot.as_mut() else {
+            return out;
         };
-        if reuse {
-            comp.reset();
-        }
-        let mut out = vec![0u8; input.len() / 2 + 128];
-        let (mut in_pos, mut out_pos) = (0usize, 0usize);
         loop {
-            let (status, read, written) = compress(
-                comp,
-                &input[in_pos..],
-                &mut out[out_pos..],
-                TDEFLFlush::Finish,
-            );
-            in_pos += read;
-            out_pos += written;
-            match status {
-                TDEFLStatus::Done => {
-                    out.truncate(out_pos);
-                    return out;
-                }
-                TDEFLStatus::Okay => {
-                    if out.len() - out_pos < 64 {
-                        let grow = out.len().max(256);
-                        out.resize(out.len() + grow, 0);
-                    }
-                }
-                // Not reachable with valid parameters; fall back to the one-shot API.
-                _ => {
+            let consumed = usize::try_from(c.total_in()).unwrap_or(usize::MAX);
+            let rest = input.get(consumed..).unwrap_or(&[]);
+            match c.compress_vec(rest, &mut out, FlushCompress::Finish) {
+                Ok(Status::StreamEnd) => return out,
+                // Out of room: grow and go on.
+                Ok(Status::Ok | Status::BufError) => out.reserve(out.capacity().max(256)),
+                // Not reachable with valid parameters: a fresh compressor next time.
+                Err(_) => {
                     *slot = None;
-                    return miniz_oxide::deflate::compress_to_vec_zlib(input, level);
+                    return one_shot(input, level);
                 }
             }
         }
     })
+}
+
+/// zlib with a new compressor (the fallback of [`compress_zlib`]).
+fn one_shot(input: &[u8], level: u8) -> Vec<u8> {
+    use std::io::Write;
+    let mut enc = flate2::write::ZlibEncoder::new(Vec::new(), Compression::new(level.into()));
+    let _ = enc.write_all(input);
+    enc.finish().unwrap_or_default()
+}
+
+/// Inflates a zlib stream; `None` when it does not decode (or is truncated).
+pub fn decompress_zlib(input: &[u8]) -> Option<Vec<u8>> {
+    let mut d = Decompress::new(true);
+    let mut out = Vec::with_capacity(input.len().saturating_mul(4).clamp(64, 1 << 20));
+    loop {
+        let consumed = usize::try_from(d.total_in()).ok()?;
+        let rest = input.get(consumed..)?;
+        let before = (d.total_in(), d.total_out());
+        match d.decompress_vec(rest, &mut out, FlushDecompress::Finish) {
+            Ok(Status::StreamEnd) => return Some(out),
+            Ok(Status::Ok | Status::BufError) => {
+                // No progress with room left: the input ended before the stream did.
+                if (d.total_in(), d.total_out()) == before && out.len() < out.capacity() {
+                    return None;
+                }
+                if out.len() == out.capacity() {
+                    out.reserve(out.capacity());
+                }
+            }
+            Err(_) => return None,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -102,7 +118,7 @@ pub fn available(ty: CompressionType) -> bool {
 /// lacks the type's feature).
 pub fn decompress_body(ty: CompressionType, input: &[u8]) -> Option<Vec<u8>> {
     match ty {
-        CompressionType::Zlib => miniz_oxide::inflate::decompress_to_vec_zlib(input).ok(),
+        CompressionType::Zlib => decompress_zlib(input),
         #[cfg(feature = "lz4")]
         CompressionType::Lz4 => {
             use std::io::Read;
