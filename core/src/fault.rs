@@ -116,6 +116,8 @@ pub enum Insert<K> {
 pub struct FaultTable<K, const N: usize> {
     entries: heapless::Vec<FaultEntry<K>, N>,
     rule: UpdateRule,
+    /// Adaptive selections made ([`FaultTable::tick`]).
+    selections: u32,
 }
 
 impl<K: Copy + Eq, const N: usize> FaultTable<K, N> {
@@ -124,7 +126,16 @@ impl<K: Copy + Eq, const N: usize> FaultTable<K, N> {
         FaultTable {
             entries: heapless::Vec::new(),
             rule,
+            selections: 0,
         }
+    }
+
+    /// Counts one selection and returns the count before it (wrapping): the Adaptive selector
+    /// probes consistently slow brokers every so many selections.
+    pub fn tick(&mut self) -> u32 {
+        let n = self.selections;
+        self.selections = n.wrapping_add(1);
+        n
     }
 
     /// The update rule in force.

@@ -15,8 +15,14 @@
 //!   fallback returns a new [`PublishQueue`] value.
 //! - [`Profile::Java5`]: 5.1.4+ with the latency switch on: available and not last →
 //!   reachable and not last → any.
-//! - [`Profile::Adaptive`]: ours: available and not last → available (half-open brokers count
-//!   as available once their window ended) → the broker that becomes available first.
+//! - [`Profile::Adaptive`]: ours: available, not last and not *consistently slow* → available
+//!   and not last → available (half-open brokers count as available once their window
+//!   ended) → the broker that becomes available first. A broker is consistently slow when its
+//!   smoothed latency exceeds twice the best available broker's plus [`SLOW_MARGIN`]: it
+//!   answers, below every isolation threshold, but a caller whose send lands there waits for
+//!   it. It gets one selection in [`SLOW_PROBE_EVERY`], which keeps it under 1 % of the sends
+//!   (the callers' p99 stays the healthy brokers') and re-measures it: a probe that comes back
+//!   fast gives it its share back at once.
 //!
 //! ## The inverted last-broker test
 //!
@@ -27,7 +33,7 @@
 //! ignores the last broker exactly as 4.8–4.9.8 do.
 
 use crate::fault::{FaultTable, UpdateRule};
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 
 /// One writable queue of a topic's route, in route order (brokers sorted by name, queue ids
 /// `0..writeQueueNums` within a broker).
@@ -142,6 +148,29 @@ pub fn select_avoiding<K: Copy + Eq>(
     }
 }
 
+/// [`Profile::Adaptive`]: a broker whose smoothed latency exceeds twice the best available
+/// broker's plus this margin is consistently slow (the margin keeps the noise of fast brokers,
+/// a few ms apart, from counting).
+pub const SLOW_MARGIN: Duration = Duration::from_millis(20);
+
+/// [`Profile::Adaptive`]: one selection in this many goes to a consistently slow broker (if
+/// there is one), so that its latency is re-measured.
+pub const SLOW_PROBE_EVERY: u32 = 256;
+
+/// The smallest smoothed latency among the available brokers of `queues` that have samples.
+fn best_srtt<K: Copy + Eq, const N: usize>(
+    queues: &[PublishQueue<K>],
+    now: Instant,
+    table: &FaultTable<K, N>,
+) -> Option<Duration> {
+    table
+        .iter()
+        .filter(|e| e.samples > 0 && e.is_available(now))
+        .filter(|e| queues.iter().any(|q| q.broker == e.broker))
+        .map(|e| e.srtt)
+        .min()
+}
+
 /// Fault-aware selection for `profile` (docs/protocol/STRATEGY.md §2.3).
 ///
 /// `table` is `&mut` only because [`Profile::Java49`]'s fallback removes a fault entry whose
@@ -169,25 +198,49 @@ pub fn select<K: Copy + Eq, const N: usize>(
             })
         })
         .or_else(|| select_round_robin(queues, counter)),
-        Profile::Adaptive => select_filtered(queues, counter, |q| {
-            Some(q.broker) != last && table.is_available(now, q.broker)
-        })
-        .or_else(|| select_filtered(queues, counter, |q| table.is_available(now, q.broker)))
-        .or_else(|| {
-            // Everything isolated: the broker whose window ends first, at a round-robin queue.
-            let start = counter.next_pos(queues.len());
-            let mut best: Option<PublishQueue<K>> = None;
-            for i in 0..queues.len() {
-                let idx = (start + i) % queues.len();
-                if let Some(q) = queues.get(idx)
-                    && best
-                        .is_none_or(|b| table.available_at(q.broker) < table.available_at(b.broker))
-                {
-                    best = Some(*q);
+        Profile::Adaptive => {
+            let probe = table.tick().is_multiple_of(SLOW_PROBE_EVERY);
+            let bar = best_srtt(queues, now, table).map(|b| b.saturating_mul(2) + SLOW_MARGIN);
+            // Slow by its estimate and by its last answer: a probe that comes back fast
+            // gives the broker its share back at once (its estimate follows with the traffic).
+            let slow = |b: K| {
+                bar.is_some_and(|bar| {
+                    table
+                        .get(b)
+                        .is_some_and(|e| e.samples > 0 && e.srtt > bar && e.latency > bar)
+                })
+            };
+            let usable = |q: &PublishQueue<K>| {
+                Some(q.broker) != last && table.is_available(now, q.broker)
+            };
+            // A probe selection goes to a slow broker, if there is one.
+            probe
+                .then(|| select_filtered(queues, counter, |q| usable(q) && slow(q.broker)))
+                .flatten()
+                .or_else(|| select_filtered(queues, counter, |q| usable(q) && !slow(q.broker)))
+            .or_else(|| {
+                select_filtered(queues, counter, |q| {
+                    Some(q.broker) != last && table.is_available(now, q.broker)
+                })
+            })
+            .or_else(|| select_filtered(queues, counter, |q| table.is_available(now, q.broker)))
+            .or_else(|| {
+                // Everything isolated: the broker whose window ends first, at a round-robin queue.
+                let start = counter.next_pos(queues.len());
+                let mut best: Option<PublishQueue<K>> = None;
+                for i in 0..queues.len() {
+                    let idx = (start + i) % queues.len();
+                    if let Some(q) = queues.get(idx)
+                        && best.is_none_or(|b| {
+                            table.available_at(q.broker) < table.available_at(b.broker)
+                        })
+                    {
+                        best = Some(*q);
+                    }
                 }
-            }
-            best
-        }),
+                best
+            })
+        }
     }
 }
 
@@ -289,6 +342,40 @@ mod tests {
 
     fn t(v: u64) -> Instant {
         Instant::from_millis(v)
+    }
+
+    #[test]
+    fn adaptive_passes_over_a_consistently_slow_broker_but_probes_it() {
+        use crate::fault::{AdaptiveConfig, AdaptiveSample};
+        let cfg = AdaptiveConfig::DEFAULT;
+        let qs = route(&[(1, 4), (2, 4)]);
+        let mut table: FaultTable<u8, 4> = FaultTable::new(UpdateRule::Overwrite);
+        let ms = Duration::from_millis;
+        table.record_adaptive(t(0), 1, AdaptiveSample::Good(ms(5)), &cfg);
+        // 300 ms: slow, but below the 550 ms fault threshold (available).
+        table.record_adaptive(t(0), 2, AdaptiveSample::Good(ms(300)), &cfg);
+        let mut c = QueueCounter::new(7);
+        let pick = |table: &mut FaultTable<u8, 4>, c: &mut QueueCounter| {
+            select(Profile::Adaptive, &qs, None, t(1), table, c).map(|q| q.broker)
+        };
+        let to_slow = (0..SLOW_PROBE_EVERY * 4)
+            .filter(|_| pick(&mut table, &mut c) == Some(2))
+            .count();
+        assert_eq!(to_slow, 4, "one probe per SLOW_PROBE_EVERY selections");
+        // A fast answer gives it its share back at once.
+        table.record_adaptive(t(2), 2, AdaptiveSample::Good(ms(6)), &cfg);
+        let to_slow = (0..100)
+            .filter(|_| pick(&mut table, &mut c) == Some(2))
+            .count();
+        assert!((49..=51).contains(&to_slow), "{to_slow}");
+        // Within twice the best plus the margin, a broker is not slow.
+        let mut table: FaultTable<u8, 4> = FaultTable::new(UpdateRule::Overwrite);
+        table.record_adaptive(t(0), 1, AdaptiveSample::Good(ms(5)), &cfg);
+        table.record_adaptive(t(0), 2, AdaptiveSample::Good(ms(30)), &cfg);
+        let to_slow = (0..100)
+            .filter(|_| pick(&mut table, &mut c) == Some(2))
+            .count();
+        assert!((49..=51).contains(&to_slow), "{to_slow}");
     }
 
     #[test]

@@ -97,3 +97,56 @@ fn refused_connections_are_retried_elsewhere() {
         assert!(by(&rs, p).bad_pct() < 2.0, "{p:?}");
     }
 }
+
+/// The standard-size run (200 sends/s for 120 s): start-up effects (the first answers of a
+/// broker slower than the 200 ms cap floor time out before it has an estimate) stay under 1 %.
+fn standard(name: &str) -> Vec<Report> {
+    let scn = Scenario::standard()
+        .into_iter()
+        .find(|s| s.name == name)
+        .expect("scenario");
+    Policy::ALL.iter().map(|p| run(&scn, *p)).collect()
+}
+
+#[test]
+fn adaptive_passes_over_consistently_slower_brokers_and_gives_the_share_back() {
+    let healthy = by(&standard("healthy"), Policy::Adaptive).p99;
+    for name in ["slower-100ms", "slower-300ms", "slower-500ms"] {
+        let rs = standard(name);
+        let (j, a) = (by(&rs, Policy::Java49), by(&rs, Policy::Adaptive));
+        // No Java table isolates a broker below 550 ms: it keeps its share, callers wait.
+        assert!(
+            j.bad_pct() > 45.0,
+            "{name}: Java49 share {:.2}",
+            j.bad_pct()
+        );
+        assert!(
+            a.p99 * 10 <= j.p99 * 7,
+            "{name}: Adaptive p99 {} not 30% below Java49 {}",
+            a.p99,
+            j.p99
+        );
+        assert!(
+            a.p99 <= healthy + 5,
+            "{name}: Adaptive p99 {} vs {healthy} healthy",
+            a.p99
+        );
+        assert_eq!(a.ok, a.sends, "{name}");
+        // Still probed (re-measured), under 1 % of the attempts.
+        assert!(
+            a.bad_attempts > 0 && a.bad_pct() < 1.0,
+            "{name}: {:.2} %",
+            a.bad_pct()
+        );
+    }
+    // Slow until 60 s, then healthy: in the last quarter it has its share again.
+    let rs = standard("slower-300ms-recovers");
+    let a = by(&rs, Policy::Adaptive);
+    assert!(
+        a.tail_bad_pct() > 40.0,
+        "recovered broker's share {:.2} %",
+        a.tail_bad_pct()
+    );
+    assert!(a.p99 * 10 <= by(&rs, Policy::Java49).p99 * 7);
+}
+

@@ -65,6 +65,13 @@ pub enum BrokerModel {
     Healthy,
     /// Every answer takes this many extra milliseconds.
     Slow(u64),
+    /// Every answer takes `extra` more milliseconds until `until` ms, then none (it recovers).
+    SlowUntil {
+        /// Extra latency, ms.
+        extra: u64,
+        /// When it recovers, ms.
+        until: u64,
+    },
     /// Stops answering for `pause` ms every `period` ms (first pause at `offset`); requests
     /// due during a pause are answered right after it.
     GcPause {
@@ -122,6 +129,17 @@ impl Scenario {
         vec![
             base("healthy", BrokerModel::Healthy),
             base("slow-600ms", BrokerModel::Slow(600)),
+            // Consistently slower but never failing: below every cap and isolation threshold.
+            base("slower-100ms", BrokerModel::Slow(100)),
+            base("slower-300ms", BrokerModel::Slow(300)),
+            base("slower-500ms", BrokerModel::Slow(500)),
+            base(
+                "slower-300ms-recovers",
+                BrokerModel::SlowUntil {
+                    extra: 300,
+                    until: 60_000,
+                },
+            ),
             base(
                 "gc-2s-every-10s",
                 BrokerModel::GcPause {
@@ -144,13 +162,21 @@ impl Scenario {
 }
 
 impl Scenario {
-    /// The same set, scaled down for CI: 100 sends/s for 20 s (GC pauses at 5 s and 15 s).
+    /// The same set, scaled down for CI: 100 sends/s for 20 s (GC pauses at 5 s and 15 s; the
+    /// slow broker that recovers does at 10 s).
     pub fn small() -> Vec<Scenario> {
         Scenario::standard()
             .into_iter()
             .map(|s| Scenario {
                 rate_per_sec: 100.0,
                 duration_ms: 20_000,
+                bad: match s.bad {
+                    BrokerModel::SlowUntil { extra, .. } => BrokerModel::SlowUntil {
+                        extra,
+                        until: 10_000,
+                    },
+                    b => b,
+                },
                 ..s
             })
             .collect()
@@ -223,6 +249,10 @@ pub struct Report {
     pub attempts: u64,
     /// Attempts sent to broker 0.
     pub bad_attempts: u64,
+    /// Attempts made in the last quarter of the run (arrivals' span).
+    pub tail_attempts: u64,
+    /// Of those, sent to broker 0.
+    pub tail_bad_attempts: u64,
 }
 
 impl Report {
@@ -233,6 +263,10 @@ impl Report {
     /// Share of attempts to broker 0, percent.
     pub fn bad_pct(&self) -> f64 {
         100.0 * self.bad_attempts as f64 / self.attempts.max(1) as f64
+    }
+    /// Share of attempts to broker 0 in the last quarter of the run, percent.
+    pub fn tail_bad_pct(&self) -> f64 {
+        100.0 * self.tail_bad_attempts as f64 / self.tail_attempts.max(1) as f64
     }
 }
 
@@ -269,6 +303,8 @@ struct Sim {
     ok: u64,
     attempts: u64,
     bad_attempts: u64,
+    tail_attempts: u64,
+    tail_bad_attempts: u64,
 }
 
 impl Sim {
@@ -291,6 +327,10 @@ impl Sim {
         match self.scn.bad {
             BrokerModel::Healthy => Some((t + l, Some(0))),
             BrokerModel::Slow(extra) => Some((t + extra + l, Some(0))),
+            BrokerModel::SlowUntil { extra, until } if t < until => {
+                Some((t + extra + l, Some(0)))
+            }
+            BrokerModel::SlowUntil { .. } => Some((t + l, Some(0))),
             BrokerModel::GcPause {
                 period,
                 pause,
@@ -337,6 +377,10 @@ impl Sim {
                 let b = a.queue.broker;
                 if b == 0 {
                     self.bad_attempts += 1;
+                }
+                if now >= self.scn.duration_ms / 4 * 3 {
+                    self.tail_attempts += 1;
+                    self.tail_bad_attempts += u64::from(b == 0);
                 }
                 self.push(
                     a.deadline.millis(),
@@ -413,6 +457,8 @@ pub fn run(scn: &Scenario, policy: Policy) -> Report {
         ok: 0,
         attempts: 0,
         bad_attempts: 0,
+        tail_attempts: 0,
+        tail_bad_attempts: 0,
     };
     let mean_gap = 1000.0 / scn.rate_per_sec;
     let mut next_arrival = arrivals.exp(mean_gap);
@@ -475,18 +521,20 @@ pub fn run(scn: &Scenario, policy: Policy) -> Report {
         max: l.last().copied().unwrap_or(0),
         attempts: sim.attempts,
         bad_attempts: sim.bad_attempts,
+        tail_attempts: sim.tail_attempts,
+        tail_bad_attempts: sim.tail_bad_attempts,
     }
 }
 
 /// A Markdown table of reports.
 pub fn table(reports: &[Report]) -> String {
     let mut s = String::new();
-    s.push_str("| scenario | policy | sends | success % | p50 ms | p99 ms | p99.9 ms | max ms | attempts to bad broker % |\n");
-    s.push_str("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    s.push_str("| scenario | policy | sends | success % | p50 ms | p99 ms | p99.9 ms | max ms | attempts to bad broker % | same, last quarter % |\n");
+    s.push_str("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     for r in reports {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {:.3} | {} | {} | {} | {} | {:.2} |",
+            "| {} | {} | {} | {:.3} | {} | {} | {} | {} | {:.2} | {:.2} |",
             r.scenario,
             r.policy.name(),
             r.sends,
@@ -495,7 +543,8 @@ pub fn table(reports: &[Report]) -> String {
             r.p99,
             r.p999,
             r.max,
-            r.bad_pct()
+            r.bad_pct(),
+            r.tail_bad_pct()
         );
     }
     s
