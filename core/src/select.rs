@@ -210,36 +210,35 @@ pub fn select<K: Copy + Eq, const N: usize>(
                         .is_some_and(|e| e.samples > 0 && e.srtt > bar && e.latency > bar)
                 })
             };
-            let usable = |q: &PublishQueue<K>| {
-                Some(q.broker) != last && table.is_available(now, q.broker)
-            };
+            let usable =
+                |q: &PublishQueue<K>| Some(q.broker) != last && table.is_available(now, q.broker);
             // A probe selection goes to a slow broker, if there is one.
             probe
                 .then(|| select_filtered(queues, counter, |q| usable(q) && slow(q.broker)))
                 .flatten()
                 .or_else(|| select_filtered(queues, counter, |q| usable(q) && !slow(q.broker)))
-            .or_else(|| {
-                select_filtered(queues, counter, |q| {
-                    Some(q.broker) != last && table.is_available(now, q.broker)
+                .or_else(|| {
+                    select_filtered(queues, counter, |q| {
+                        Some(q.broker) != last && table.is_available(now, q.broker)
+                    })
                 })
-            })
-            .or_else(|| select_filtered(queues, counter, |q| table.is_available(now, q.broker)))
-            .or_else(|| {
-                // Everything isolated: the broker whose window ends first, at a round-robin queue.
-                let start = counter.next_pos(queues.len());
-                let mut best: Option<PublishQueue<K>> = None;
-                for i in 0..queues.len() {
-                    let idx = (start + i) % queues.len();
-                    if let Some(q) = queues.get(idx)
-                        && best.is_none_or(|b| {
-                            table.available_at(q.broker) < table.available_at(b.broker)
-                        })
-                    {
-                        best = Some(*q);
+                .or_else(|| select_filtered(queues, counter, |q| table.is_available(now, q.broker)))
+                .or_else(|| {
+                    // Everything isolated: the broker whose window ends first, at a round-robin queue.
+                    let start = counter.next_pos(queues.len());
+                    let mut best: Option<PublishQueue<K>> = None;
+                    for i in 0..queues.len() {
+                        let idx = (start + i) % queues.len();
+                        if let Some(q) = queues.get(idx)
+                            && best.is_none_or(|b| {
+                                table.available_at(q.broker) < table.available_at(b.broker)
+                            })
+                        {
+                            best = Some(*q);
+                        }
                     }
-                }
-                best
-            })
+                    best
+                })
         }
     }
 }

@@ -149,4 +149,3 @@ fn adaptive_passes_over_consistently_slower_brokers_and_gives_the_share_back() {
     );
     assert!(a.p99 * 10 <= by(&rs, Policy::Java49).p99 * 7);
 }
-

@@ -31,7 +31,11 @@ fn round_trips_and_reads_as_an_independent_inflater_does() {
     let d = vec![7u8; 10_000];
     for level in [1, 5, 9, 10] {
         let z = compress_zlib(&d, level);
-        assert_eq!(decompress_zlib(&z).as_deref(), Some(&d[..]), "level {level}");
+        assert_eq!(
+            decompress_zlib(&z).as_deref(),
+            Some(&d[..]),
+            "level {level}"
+        );
     }
     // Truncated or damaged streams do not decode.
     let z = compress_zlib(&d, 5);

@@ -327,9 +327,7 @@ impl Sim {
         match self.scn.bad {
             BrokerModel::Healthy => Some((t + l, Some(0))),
             BrokerModel::Slow(extra) => Some((t + extra + l, Some(0))),
-            BrokerModel::SlowUntil { extra, until } if t < until => {
-                Some((t + extra + l, Some(0)))
-            }
+            BrokerModel::SlowUntil { extra, until } if t < until => Some((t + extra + l, Some(0))),
             BrokerModel::SlowUntil { .. } => Some((t + l, Some(0))),
             BrokerModel::GcPause {
                 period,
