@@ -1,7 +1,8 @@
 //! The client: a consumer (the core [`PullConsumer`]) and optionally a producer
-//! ([`crate::send`]) on one core [`Session`], driven over the connections of [`crate::net`]:
-//! one NameServer connection and one per broker for both, and one copy of the session's code
-//! in the image.
+//! ([`crate::send`]) on one core [`Session`], as a [`Machine`] driven over smoltcp sockets by
+//! [`crate::net`] (or, with the `async` feature, over any async stack by [`crate::aio`]): one
+//! NameServer connection and one per broker for both, and one copy of the session's code in
+//! the image.
 //!
 //! Every decision is the core's (rebalance, start offsets, long polling, flow control, offset
 //! commits, queue selection and retries); this file hands it frames and the caller each
@@ -12,15 +13,15 @@ use rmq_core::consumer::{ConsumeFromWhere, MessageModel};
 use rmq_core::pull_consumer::{
     Delivery, PullConfig, PullConfigError, PullConsumer, PullStats, QueueKey,
 };
-use rmq_core::retry::{RetryConfig, SendMode, TransportError};
-use rmq_core::session::{self, Event, Features, Incoming, Session, TopicId};
+use rmq_core::retry::{RetryConfig, SendMode};
+use rmq_core::session::{self, Event, Features, Incoming, Peer, Session, TopicId, Transmit};
 use rmq_core::time::{Duration, Instant};
 use rmq_core::wire::SerializeType;
 use smoltcp::iface::{Interface, SocketHandle, SocketSet};
 use smoltcp::phy::Device;
 use smoltcp::wire::IpEndpoint;
 
-use crate::net::{Net, NetConfig, Stats, earliest, smol};
+use crate::net::{Machine, Net, NetConfig, Stats, earliest};
 use crate::send::{Lend, Sender};
 use crate::{Completion, Message, SendId, SubmitError};
 
@@ -35,7 +36,7 @@ const CONSUMERS: usize = 8;
 /// to share the queues) and consumer calls; JSON headers unless `rocketmq-headers`; no broker
 /// remarks.
 #[derive(Clone, Copy, Debug)]
-struct GatewayConsumer;
+pub(crate) struct GatewayConsumer;
 
 impl Features for GatewayConsumer {
     const ROCKETMQ_HEADERS: bool = cfg!(feature = "rocketmq-headers");
@@ -45,11 +46,11 @@ impl Features for GatewayConsumer {
 }
 
 /// Two topics: the one consumed and the one published to.
-type Core<const B: usize, const Q: usize, const S: usize> =
+pub(crate) type Core<const B: usize, const Q: usize, const S: usize> =
     Session<2, B, Q, REQUESTS, 1, S, GatewayConsumer>;
 /// One subscription; one send-back slot (the client never nacks: a message is acknowledged
 /// when the closure returns).
-type Pull<const OWNED: usize, const TRACK: usize, const Q: usize> =
+pub(crate) type Pull<const OWNED: usize, const TRACK: usize, const Q: usize> =
     PullConsumer<1, OWNED, TRACK, REQUESTS, CONSUMERS, Q, 1>;
 
 /// Client settings. `'a` is the lifetime of the strings (usually `'static`).
@@ -213,39 +214,37 @@ pub struct Client<
     const TRACK: usize,
 > {
     net: Net<'a, 'b, BROKERS>,
+    m: ClientMachine<'a, 'b, BROKERS, QUEUES, ROUTE_STR, OWNED, TRACK>,
+}
+
+/// The client's session, consumer and sending side.
+pub(crate) struct ClientMachine<
+    'a,
+    'b,
+    const B: usize,
+    const Q: usize,
+    const S: usize,
+    const OWNED: usize,
+    const TRACK: usize,
+> {
     /// The heartbeat body (the start of the message buffer).
     hb: &'b [u8],
-    send: Sender<'a, 'b>,
-    core: Core<BROKERS, QUEUES, ROUTE_STR>,
-    pull: Pull<OWNED, TRACK, QUEUES>,
+    pub(crate) send: Sender<'a, 'b>,
+    pub(crate) core: Core<B, Q, S>,
+    pub(crate) pull: Pull<OWNED, TRACK, Q>,
     topic: TopicId,
     stopping: bool,
 }
 
-impl<
-    'a,
-    'b,
-    const BROKERS: usize,
-    const QUEUES: usize,
-    const ROUTE_STR: usize,
-    const OWNED: usize,
-    const TRACK: usize,
-> Client<'a, 'b, BROKERS, QUEUES, ROUTE_STR, OWNED, TRACK>
+impl<'a, 'b, const B: usize, const Q: usize, const S: usize, const OWNED: usize, const TRACK: usize>
+    ClientMachine<'a, 'b, B, Q, S, OWNED, TRACK>
 {
-    /// A client using the NameServer socket `ns` and one socket per broker, all in the
-    /// caller's [`SocketSet`]. [`Buffers::message`](crate::Buffers::message) holds the
-    /// heartbeat (a few hundred bytes: group, client id, subscription), then the message being
-    /// sent; [`Buffers::rx`](crate::Buffers::rx) and every socket's receive buffer must hold a
-    /// whole pull answer (`pull_batch_size` messages).
-    ///
-    /// # Errors
-    /// [`ClientError`].
-    pub fn new(
-        cfg: ClientConfig<'a>,
-        bufs: crate::Buffers<'b>,
+    /// The session and consumer of `cfg`; the heartbeat is written at the start of `message`,
+    /// the rest is the sending side's.
+    pub(crate) fn new(
+        cfg: &ClientConfig<'a>,
+        message: &'b mut [u8],
         now: Instant,
-        ns: SocketHandle,
-        brokers: [SocketHandle; BROKERS],
     ) -> Result<Self, ClientError> {
         let seed = if cfg.seed == 0 { 0x9E37_79B9 } else { cfg.seed };
         let mut sc = session::Config::new(cfg.namesrvs.len(), cfg.producer_group, cfg.client_id);
@@ -276,21 +275,13 @@ impl<
         let topic = pull
             .subscribe(now, &mut core, cfg.topic, cfg.expression)
             .map_err(ClientError::Config)?;
-        let msg = bufs.message;
         let n = pull
-            .heartbeat_body(&core, msg)
+            .heartbeat_body(&core, message)
             .ok_or(ClientError::HeartbeatTooLarge)?;
-        let (hb, msg) = msg.split_at_mut(n);
+        let (hb, msg) = message.split_at_mut(n);
         let hb: &'b [u8] = hb;
         let send = Sender::new(cfg.publish_topic, cfg.retry, msg, cfg.client_ip, seed);
-        let net = NetConfig {
-            namesrvs: cfg.namesrvs,
-            connect_timeout: cfg.connect_timeout,
-            write_stall_timeout: cfg.write_stall_timeout,
-            local_port_base: cfg.local_port_base,
-        };
-        Ok(Client {
-            net: Net::new(net, bufs.tx, bufs.rx, ns, brokers, seed),
+        Ok(ClientMachine {
             hb,
             send,
             core,
@@ -300,54 +291,208 @@ impl<
         })
     }
 
-    /// Connection counters.
-    pub fn stats(&self) -> Stats {
+    pub(crate) fn stats(&self, net: Stats) -> Stats {
         let s = self.core.stats();
         Stats {
             stale_responses: s.late_responses,
             route_updates: s.route_updates,
             attempts: s.attempts,
-            ..self.net.stats
+            ..net
         }
     }
 
-    /// The consumer's counters (pulls, deliveries, commits, rebalances).
-    pub fn pull_stats(&self) -> PullStats {
-        self.pull.stats()
-    }
-
-    /// Queues owned now, with their committed offsets (`(queue id, committed)`), for
-    /// diagnostics.
-    pub fn owned(&self) -> impl Iterator<Item = (i32, Option<i64>)> + '_ {
+    pub(crate) fn owned(&self) -> impl Iterator<Item = (i32, Option<i64>)> + '_ {
         self.pull
             .owned()
             .map(|o| (o.queue.queue_id, o.tracker.committed()))
     }
 
+    pub(crate) fn stop(&mut self) {
+        self.stopping = true;
+        self.pull.stop();
+    }
+
+    /// Stopped, and every commit answered (or failed).
+    pub(crate) fn stopped(&self) -> bool {
+        self.stopping && self.pull.commits_pending() == 0
+    }
+}
+
+impl<const B: usize, const Q: usize, const S: usize, const OWNED: usize, const TRACK: usize> Machine
+    for ClientMachine<'_, '_, B, Q, S, OWNED, TRACK>
+{
+    type Session = Core<B, Q, S>;
+
+    fn session(&mut self) -> &mut Self::Session {
+        &mut self.core
+    }
+
+    fn session_ref(&self) -> &Self::Session {
+        &self.core
+    }
+
+    fn tick(&mut self, now: Instant) {
+        // The publish topic is registered (and its route looked up) at the first tick.
+        if self.send.has_topic() {
+            let _ = self.send.topic_id(now, &mut self.core);
+        }
+        self.core.handle_timeout(now);
+        self.pull.handle_timeout(now);
+    }
+
+    fn frame(
+        &mut self,
+        now: Instant,
+        peer: Peer,
+        frame: &[u8],
+        deliver: &mut dyn FnMut(&Delivery<'_, '_>),
+    ) -> bool {
+        match self.core.handle_frame(now, peer, frame) {
+            Ok(Incoming::Response(opaque)) => {
+                let mut acks: Vec<(QueueKey, u32, i64), { MAX_PULL_BATCH as usize }> = Vec::new();
+                self.pull
+                    .handle_response(now, &self.core, opaque, frame, &mut |d| {
+                        deliver(&d);
+                        let _ = acks.push((d.queue, d.lease, d.message.queue_offset));
+                    });
+                for (q, lease, offset) in acks {
+                    self.pull.ack(now, q, lease, offset);
+                }
+                true
+            }
+            // NOTIFY_CONSUMER_IDS_CHANGED: a rebalance now. Admin requests (running info,
+            // consume directly) are not answered by a gateway.
+            Ok(Incoming::Request { code, .. }) => {
+                self.pull.handle_broker_request(now, code);
+                true
+            }
+            Ok(Incoming::Handled) => true,
+            Err(_) => false,
+        }
+    }
+
+    fn transmit(&mut self, now: Instant, tx: &mut [u8]) -> Option<Transmit> {
+        let (props, _) = self.send.parts();
+        let lend = Lend {
+            props,
+            heartbeat: Some(self.hb),
+        };
+        match self.core.poll_transmit(now, &mut *tx, &lend) {
+            Some(t) => Some(t),
+            None => self.pull.poll_call(now, &mut self.core, tx, &lend),
+        }
+    }
+
+    fn body(&self) -> &[u8] {
+        self.send.parts().1
+    }
+
+    fn reconnect(&mut self, now: Instant) -> Option<Peer> {
+        let mut found = None;
+        while let Some(e) = self.core.poll_event() {
+            match self.send.event(&self.core, e) {
+                Some(Event::CallFailed { opaque, .. }) => {
+                    self.pull.handle_call_failed(now, opaque);
+                }
+                Some(Event::Reconnect(peer)) => {
+                    found = Some(peer);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        // Nothing is sent back, so the consumer has no event to report.
+        while self.pull.poll_event().is_some() {}
+        found
+    }
+
+    fn ready(&mut self) -> bool {
+        self.pull.take_wake() || self.core.has_transmit()
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        earliest(self.core.poll_timeout(), self.pull.poll_timeout())
+    }
+}
+
+impl<
+    'a,
+    'b,
+    const BROKERS: usize,
+    const QUEUES: usize,
+    const ROUTE_STR: usize,
+    const OWNED: usize,
+    const TRACK: usize,
+> Client<'a, 'b, BROKERS, QUEUES, ROUTE_STR, OWNED, TRACK>
+{
+    /// A client using the NameServer socket `ns` and one socket per broker, all in the
+    /// caller's [`SocketSet`]. [`Buffers::message`](crate::Buffers::message) holds the
+    /// heartbeat (a few hundred bytes: group, client id, subscription), then the message being
+    /// sent; [`Buffers::rx`](crate::Buffers::rx) and every socket's receive buffer must hold a
+    /// whole pull answer (`pull_batch_size` messages).
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub fn new(
+        cfg: ClientConfig<'a>,
+        bufs: crate::Buffers<'b>,
+        now: Instant,
+        ns: SocketHandle,
+        brokers: [SocketHandle; BROKERS],
+    ) -> Result<Self, ClientError> {
+        let seed = if cfg.seed == 0 { 0x9E37_79B9 } else { cfg.seed };
+        let net = NetConfig {
+            namesrvs: cfg.namesrvs,
+            connect_timeout: cfg.connect_timeout,
+            write_stall_timeout: cfg.write_stall_timeout,
+            local_port_base: cfg.local_port_base,
+        };
+        Ok(Client {
+            m: ClientMachine::new(&cfg, bufs.message, now)?,
+            net: Net::new(net, bufs.tx, bufs.rx, ns, brokers, seed),
+        })
+    }
+
+    /// Connection counters.
+    pub fn stats(&self) -> Stats {
+        self.m.stats(self.net.stats)
+    }
+
+    /// The consumer's counters (pulls, deliveries, commits, rebalances).
+    pub fn pull_stats(&self) -> PullStats {
+        self.m.pull.stats()
+    }
+
+    /// Queues owned now, with their committed offsets (`(queue id, committed)`), for
+    /// diagnostics.
+    pub fn owned(&self) -> impl Iterator<Item = (i32, Option<i64>)> + '_ {
+        self.m.owned()
+    }
+
     /// The subscribed topic's session id.
     pub fn topic(&self) -> TopicId {
-        self.topic
+        self.m.topic
     }
 
     /// Tells the client that `now` is `unix_millis` wall-clock time (for the sends'
     /// `bornTimestamp` and UNIQ_KEY).
     pub fn set_unix_time(&mut self, now: Instant, unix_millis: i64) {
-        self.send.set_unix_time(now, unix_millis);
+        self.m.send.set_unix_time(now, unix_millis);
     }
 
     /// Whether [`Client::send`] would accept a message now.
     pub fn can_send(&self) -> bool {
-        self.send.can_send(self.net.writing_body())
+        self.m.send.can_send(self.net.writing_body())
     }
 
     /// Whether the publish topic has a route with a writable queue.
     pub fn has_route(&self) -> bool {
-        self.send.has_route(&self.core)
+        self.m.send.has_route(&self.m.core)
     }
 
     /// The end of the last send, once.
     pub fn take_completion(&mut self) -> Option<Completion> {
-        self.send.take_completion()
+        self.m.send.take_completion()
     }
 
     /// Publishes `msg` to [`ClientConfig::publish_topic`], as
@@ -358,8 +503,8 @@ impl<
     /// publish topic.
     pub fn send(&mut self, now: Instant, msg: &Message<'_>) -> Result<SendId, SubmitError> {
         let busy = self.net.writing_body();
-        self.send
-            .single(now, &mut self.core, msg, SendMode::Sync, busy)
+        let m = &mut self.m;
+        m.send.single(now, &mut m.core, msg, SendMode::Sync, busy)
     }
 
     /// Publishes `msgs` as one SEND_BATCH_MESSAGE request, as
@@ -373,20 +518,20 @@ impl<
         msgs: &[Message<'_>],
     ) -> Result<SendId, SubmitError> {
         let busy = self.net.writing_body();
-        self.send.batch(now, &mut self.core, msgs, busy)
+        let m = &mut self.m;
+        m.send.batch(now, &mut m.core, msgs, busy)
     }
 
     /// Stops pulling and commits every acknowledged offset; keep polling until
     /// [`Client::stopped`].
     pub fn stop(&mut self) {
-        self.stopping = true;
-        self.pull.stop();
+        self.m.stop();
     }
 
     /// After [`Client::stop`]: every commit was answered (or failed) and nothing is being
     /// written.
     pub fn stopped(&self) -> bool {
-        self.stopping && self.pull.commits_pending() == 0 && !self.net.writing()
+        self.m.stopped() && !self.net.writing()
     }
 
     /// Does bounded work (as [`Producer::poll`](crate::Producer::poll)), handing each message
@@ -399,85 +544,7 @@ impl<
         sockets: &mut SocketSet<'_>,
         mut deliver: F,
     ) -> Option<Instant> {
-        let ts = smol(now);
-        iface.poll(ts, device, sockets);
-        // The publish topic is registered (and its route looked up) at the first poll.
-        if self.send.has_topic() {
-            let _ = self.send.topic_id(now, &mut self.core);
-        }
-        let pull = &mut self.pull;
-        let mut again = self
-            .net
-            .read(now, sockets, &mut self.core, &mut |c, _peer, frame| {
-                match c.handle_frame(now, _peer, frame) {
-                    Ok(Incoming::Response(opaque)) => {
-                        let mut acks: Vec<(QueueKey, u32, i64), { MAX_PULL_BATCH as usize }> =
-                            Vec::new();
-                        pull.handle_response(now, c, opaque, frame, &mut |d| {
-                            deliver(&d);
-                            let _ = acks.push((d.queue, d.lease, d.message.queue_offset));
-                        });
-                        for (q, lease, offset) in acks {
-                            pull.ack(now, q, lease, offset);
-                        }
-                        true
-                    }
-                    // NOTIFY_CONSUMER_IDS_CHANGED: a rebalance now. Admin requests (running
-                    // info, consume directly) are not answered by a gateway.
-                    Ok(Incoming::Request { code, .. }) => {
-                        pull.handle_broker_request(now, code);
-                        true
-                    }
-                    Ok(Incoming::Handled) => true,
-                    Err(_) => false,
-                }
-            });
-        self.net.check_conns(now, sockets, &mut self.core);
-        self.core.handle_timeout(now);
-        self.pull.handle_timeout(now);
-        self.events(now, sockets);
-        for _ in 0..2 {
-            let (props, body) = self.send.parts();
-            let lend = Lend {
-                props,
-                heartbeat: Some(self.hb),
-            };
-            let pull = &mut self.pull;
-            self.net
-                .stage(now, iface, sockets, &mut self.core, |c, tx| {
-                    match c.poll_transmit(now, &mut *tx, &lend) {
-                        Some(t) => Some(t),
-                        None => pull.poll_call(now, c, tx, &lend),
-                    }
-                });
-            self.net.write(now, sockets, &mut self.core, body);
-            self.events(now, sockets);
-        }
-        iface.poll(ts, device, sockets);
-        again |= self.pull.take_wake() || (!self.net.writing() && self.core.has_transmit());
-        if again {
-            return Some(now);
-        }
-        let d = self.net.next_deadline(now, iface, sockets, &self.core);
-        earliest(d, self.pull.poll_timeout()).map(|d| if d < now { now } else { d })
-    }
-
-    /// The session's events: completions, calls that failed go back to the consumer, brokers
-    /// that moved are reconnected.
-    fn events(&mut self, now: Instant, sockets: &mut SocketSet<'_>) {
-        while let Some(e) = self.core.poll_event() {
-            match self.send.event(&self.core, e) {
-                Some(Event::CallFailed { opaque, .. }) => {
-                    self.pull.handle_call_failed(now, opaque);
-                }
-                Some(Event::Reconnect(peer)) if self.net.serves(peer) => {
-                    let err = TransportError::ConnectionClosed;
-                    self.net.fail_conn(now, sockets, &mut self.core, peer, err);
-                }
-                _ => {}
-            }
-        }
-        // Nothing is sent back, so the consumer has no event to report.
-        while self.pull.poll_event().is_some() {}
+        self.net
+            .poll(now, iface, device, sockets, &mut self.m, &mut deliver)
     }
 }

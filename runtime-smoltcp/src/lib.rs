@@ -1,7 +1,9 @@
 //! # rmq-smoltcp
 //!
-//! A heap-free Apache RocketMQ producer for constrained gateways: it drives the core client
-//! session ([`rmq_core::session`], the same one rmq-std drives) over smoltcp TCP sockets.
+//! A heap-free Apache RocketMQ producer and consumer for constrained gateways: it drives the
+//! core client session ([`rmq_core::session`], the same one rmq-std drives) over smoltcp TCP
+//! sockets ([`Producer`], [`Client`]), or with the `async` feature over any async TCP stack
+//! that implements `embedded-nal-async` ([`aio`]: embassy-net, modem and W5500 drivers).
 //! Every protocol decision is the session's: NameServer choice and failover, the route and its
 //! TBW102 fallback, queue selection, retries, request correlation; message properties and
 //! validation come from [`rmq_core::producer::encode_message_properties`], as in rmq-std. This
@@ -34,6 +36,18 @@
 //!   with this producer, and tells the outbox how it ended
 //!   ([`SendFailure::is_retryable`]: keep it for later). `firmware/src/forward.rs` is a
 //!   complete example, run in QEMU through a 30 s link outage.
+//! - **Downlink**: a [`Client`] consumes one topic (a TAG expression; clustering: the group's
+//!   members share its queues; long polling; offsets committed every
+//!   [`ClientConfig::commit_interval`]) with the core's
+//!   [`PullConsumer`](rmq_core::pull_consumer::PullConsumer), handing each message to a closure
+//!   once, in queue order, and can publish as a producer does over the same session and
+//!   connections (one NameServer and one broker socket for both, one copy of the session's code
+//!   in the image). `firmware/src/downlink.rs` runs one in QEMU.
+//! - **Shared state**: nothing here is shared with an interrupt, so neither `critical-section`
+//!   nor `nb` is needed: `poll` never blocks (smoltcp's model), and the async producer is one
+//!   task's. An application that produces from an interrupt queues messages there (e.g. an
+//!   [`Outbox`](rmq_core::outbox::Outbox) behind a `critical_section::Mutex`) and sends from
+//!   its main loop.
 //! - **[`Producer::poll`] does bounded work** (two interface polls, at most a few frames read
 //!   per connection, one write step) and returns the instant it must be called again at the
 //!   latest (or earlier, when packets arrive).
@@ -63,6 +77,8 @@
 #[macro_use]
 mod log;
 mod addr;
+#[cfg(feature = "async")]
+pub mod aio;
 mod client;
 mod net;
 mod producer;

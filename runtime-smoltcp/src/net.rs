@@ -3,11 +3,13 @@
 //! [`Session`](rmq_core::session::Session) on the other.
 //!
 //! This file opens and watches connections (one socket for the current NameServer, one per
-//! broker), stages one frame at a time and moves bytes. What a frame means is the caller's:
-//! [`Net::read`] hands each complete frame to a closure, [`Net::stage`] takes the next frame
-//! from one.
+//! broker), stages one frame at a time and moves bytes. What a frame means is the [`Machine`]'s
+//! (the producer's or the client's, [`crate::producer`], [`crate::client`]): [`Net::poll`]
+//! hands it each complete frame and takes the next frame to write from it. The async runtime
+//! ([`crate::aio`] with the `async` feature) drives the same machines over other streams.
 
 use rmq_core::link::{Link, LinkCheck, LinkState, Outgoing};
+use rmq_core::pull_consumer::Delivery;
 use rmq_core::retry::TransportError;
 use rmq_core::session::{
     BrokerId, Features, Peer, SendArgs, SendId, Session, SubmitError, TopicId, Transmit,
@@ -15,6 +17,7 @@ use rmq_core::session::{
 use rmq_core::time::{Duration, Instant};
 use rmq_core::wire::{FrameReader, PREFIX_LEN};
 use smoltcp::iface::{Interface, SocketHandle, SocketSet};
+use smoltcp::phy::Device;
 use smoltcp::socket::tcp;
 use smoltcp::wire::IpEndpoint;
 
@@ -54,7 +57,6 @@ pub(crate) trait Core {
     fn handle_written(&mut self, now: Instant, opaque: i32);
     fn is_live(&self, opaque: i32) -> bool;
     fn peer_addr(&self, peer: Peer) -> Option<&str>;
-    fn poll_timeout(&self) -> Option<Instant>;
     fn topic(&mut self, now: Instant, name: &str) -> Result<TopicId, SubmitError>;
     fn send(&mut self, now: Instant, t: TopicId, args: &SendArgs) -> Result<SendId, SubmitError>;
     fn broker_name(&self, b: BrokerId) -> Option<&str>;
@@ -87,9 +89,6 @@ impl<
             Peer::NameServer(_) => None,
         }
     }
-    fn poll_timeout(&self) -> Option<Instant> {
-        Session::poll_timeout(self)
-    }
     fn topic(&mut self, now: Instant, name: &str) -> Result<TopicId, SubmitError> {
         Session::topic(self, now, name)
     }
@@ -102,6 +101,34 @@ impl<
     fn publish_queue_count(&self, t: TopicId) -> usize {
         Session::publish_queues(self, t).len()
     }
+}
+
+/// What a runtime drives: a session and what sits on it (the sending side, a consumer). The
+/// runtimes only move bytes between connections and a machine.
+pub(crate) trait Machine {
+    type Session: Core;
+    fn session(&mut self) -> &mut Self::Session;
+    fn session_ref(&self) -> &Self::Session;
+    /// Runs the timers at `now` (and registers topics, whose routes are then looked up).
+    fn tick(&mut self, now: Instant);
+    /// A whole frame from `peer` (messages go to `deliver`); `false` when it is malformed.
+    fn frame(
+        &mut self,
+        now: Instant,
+        peer: Peer,
+        frame: &[u8],
+        deliver: &mut dyn FnMut(&Delivery<'_, '_>),
+    ) -> bool;
+    /// The next frame to write, encoded into `tx`.
+    fn transmit(&mut self, now: Instant, tx: &mut [u8]) -> Option<Transmit>;
+    /// Where a frame with a body reads it.
+    fn body(&self) -> &[u8];
+    /// Handles the session's events; returns the next peer whose connection must be dropped.
+    fn reconnect(&mut self, now: Instant) -> Option<Peer>;
+    /// Work is due now (a transmit waiting, a queue an acknowledgement unblocked).
+    fn ready(&mut self) -> bool;
+    /// When [`Machine::tick`] has work next.
+    fn deadline(&self) -> Option<Instant>;
 }
 
 /// A socket and the life of its connection (the core's [`Link`]).
@@ -221,12 +248,12 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
 
     /// The latest instant to poll again: the interface's, the links', the frame's and the
     /// session's deadlines (never before `now`).
-    pub(crate) fn next_deadline<C: Core>(
+    fn next_deadline<M: Machine>(
         &self,
         now: Instant,
         iface: &mut Interface,
         sockets: &SocketSet<'_>,
-        core: &C,
+        m: &M,
     ) -> Option<Instant> {
         let stall = self.cfg.write_stall_timeout;
         let mut d = iface.poll_at(smol(now), sockets).map(unsmol);
@@ -234,7 +261,7 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
             d = earliest(d, c.link.deadline(stall));
         }
         d = earliest(d, self.frame.map(|f| f.deadline(stall)));
-        d = earliest(d, core.poll_timeout());
+        d = earliest(d, m.deadline());
         d.map(|d| if d < now { now } else { d })
     }
 
@@ -273,11 +300,11 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
     }
 
     /// Resets the connection to `peer` and tells the session what its requests died of.
-    pub(crate) fn fail_conn<C: Core>(
+    fn fail_conn<M: Machine>(
         &mut self,
         now: Instant,
         sockets: &mut SocketSet<'_>,
-        core: &mut C,
+        m: &mut M,
         peer: Peer,
         err: TransportError,
     ) {
@@ -295,19 +322,19 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
             // The half-written frame dies with its connection.
             self.frame = None;
         }
-        core.handle_closed(now, peer, err);
+        m.session().handle_closed(now, peer, err);
     }
 
     /// Opens the connection to `peer`; `false` when it cannot be opened.
-    fn connect<C: Core>(
+    fn connect<M: Machine>(
         &mut self,
         now: Instant,
         iface: &mut Interface,
         sockets: &mut SocketSet<'_>,
-        core: &C,
+        m: &M,
         peer: Peer,
     ) -> bool {
-        let Some(ep) = self.endpoint(core, peer) else {
+        let Some(ep) = self.endpoint(m.session_ref(), peer) else {
             return false;
         };
         let port = self.next_port();
@@ -329,18 +356,17 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
         true
     }
 
-    /// Takes the next frame from `next` (which encodes it into the buffer it is given) when
-    /// nothing is staged, and makes sure its connection is open or opening.
-    pub(crate) fn stage<C: Core>(
+    /// Takes the machine's next frame when nothing is staged, and makes sure its connection
+    /// is open or opening.
+    fn stage<M: Machine>(
         &mut self,
         now: Instant,
         iface: &mut Interface,
         sockets: &mut SocketSet<'_>,
-        core: &mut C,
-        next: impl FnOnce(&mut C, &mut [u8]) -> Option<Transmit>,
+        m: &mut M,
     ) {
         if self.frame.is_none() {
-            let Some(tx) = next(core, self.tx) else {
+            let Some(tx) = m.transmit(now, self.tx) else {
                 return;
             };
             self.frame = Some(Outgoing::new(tx, now));
@@ -349,7 +375,8 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
         let peer = f.tx.peer;
         let Some(conn) = self.conn_mut(peer) else {
             self.frame = None;
-            core.handle_closed(now, peer, TransportError::BrokerNotFound);
+            m.session()
+                .handle_closed(now, peer, TransportError::BrokerNotFound);
             return;
         };
         if conn.link.serves(peer) {
@@ -360,22 +387,23 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
             conn.link.reset();
             sockets.get_mut::<tcp::Socket<'_>>(conn.handle).abort();
         }
-        if !self.connect(now, iface, sockets, core, peer) {
+        if !self.connect(now, iface, sockets, m, peer) {
             self.stats.connect_failures += 1;
             self.frame = None;
-            core.handle_closed(now, peer, TransportError::ConnectFailed);
+            m.session()
+                .handle_closed(now, peer, TransportError::ConnectFailed);
         }
     }
 
-    /// Reads complete frames from every open connection and hands each to `handle` (which
-    /// returns `false` for a malformed one: its connection is reset). Returns whether a frame
-    /// cap was hit (more is waiting).
-    pub(crate) fn read<C: Core>(
+    /// Reads complete frames from every open connection and hands each to the machine (a
+    /// malformed one resets its connection). Returns whether a frame cap was hit (more is
+    /// waiting).
+    fn read<M: Machine>(
         &mut self,
         now: Instant,
         sockets: &mut SocketSet<'_>,
-        core: &mut C,
-        handle: &mut dyn FnMut(&mut C, Peer, &[u8]) -> bool,
+        m: &mut M,
+        deliver: &mut dyn FnMut(&Delivery<'_, '_>),
     ) -> bool {
         let mut more = false;
         for i in 0..=BROKERS {
@@ -393,15 +421,15 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
                     Ok(None) => break,
                     Ok(Some(n)) => n,
                     Err(()) => {
-                        self.fail_conn(now, sockets, core, peer, TransportError::Malformed);
+                        self.fail_conn(now, sockets, m, peer, TransportError::Malformed);
                         break;
                     }
                 };
                 self.stats.frames_received += 1;
                 let frame = self.rx.get(..n).unwrap_or(&[]);
-                if !handle(core, peer, frame) {
+                if !m.frame(now, peer, frame, deliver) {
                     warn!("malformed frame, resetting the connection");
-                    self.fail_conn(now, sockets, core, peer, TransportError::Malformed);
+                    self.fail_conn(now, sockets, m, peer, TransportError::Malformed);
                     break;
                 }
             }
@@ -417,12 +445,7 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
     }
 
     /// Connects, stalls and losses, as the sockets tell them.
-    pub(crate) fn check_conns<C: Core>(
-        &mut self,
-        now: Instant,
-        sockets: &mut SocketSet<'_>,
-        core: &mut C,
-    ) {
+    fn check_conns<M: Machine>(&mut self, now: Instant, sockets: &mut SocketSet<'_>, m: &mut M) {
         let stall = self.cfg.write_stall_timeout;
         for i in 0..=BROKERS {
             let peer = self.peer(i);
@@ -441,35 +464,29 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
                     self.stats.connects += 1;
                     debug!("connected");
                 }
-                LinkCheck::Failed(cause) => self.fail_conn(now, sockets, core, peer, cause),
+                LinkCheck::Failed(cause) => self.fail_conn(now, sockets, m, peer, cause),
             }
         }
     }
 
-    /// Writes (or resumes) the current frame; `body` is where a frame with a body reads it.
-    pub(crate) fn write<C: Core>(
-        &mut self,
-        now: Instant,
-        sockets: &mut SocketSet<'_>,
-        core: &mut C,
-        body: &[u8],
-    ) {
+    /// Writes (or resumes) the current frame (a body is read from the machine's).
+    fn write<M: Machine>(&mut self, now: Instant, sockets: &mut SocketSet<'_>, m: &mut M) {
         let Some(mut f) = self.frame else {
             return;
         };
         let peer = f.tx.peer;
-        if !core.is_live(f.tx.opaque) {
+        if !m.session_ref().is_live(f.tx.opaque) {
             // The session gave up on this request (its attempt timed out).
             if f.started() {
                 // Half written: it dies with its connection.
-                self.fail_conn(now, sockets, core, peer, TransportError::TimedOut);
+                self.fail_conn(now, sockets, m, peer, TransportError::TimedOut);
             }
             self.frame = None;
             return;
         }
         if now >= f.deadline(self.cfg.write_stall_timeout) {
             warn!("write stalled, resetting the connection");
-            self.fail_conn(now, sockets, core, peer, TransportError::WriteFailed);
+            self.fail_conn(now, sockets, m, peer, TransportError::WriteFailed);
             return;
         }
         let Some(conn) = self.conn_mut(peer) else {
@@ -480,6 +497,7 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
             return;
         }
         let sock = sockets.get_mut::<tcp::Socket<'_>>(conn.handle);
+        let body = m.body();
         let mut failed = false;
         while let Some(data) = f.pending(self.tx, body) {
             let n = sock.send_slice(data).unwrap_or_else(|_| {
@@ -493,7 +511,7 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
             }
         }
         if failed || (!f.done() && f.pending(self.tx, body).is_none()) {
-            self.fail_conn(now, sockets, core, peer, TransportError::WriteFailed);
+            self.fail_conn(now, sockets, m, peer, TransportError::WriteFailed);
             return;
         }
         if !f.done() {
@@ -503,7 +521,52 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
         self.frame = None;
         self.stats.frames_sent += 1;
         if f.tx.report_written {
-            core.handle_written(now, f.tx.opaque);
+            m.session().handle_written(now, f.tx.opaque);
         }
+    }
+
+    /// The session's events; connections to drop are dropped.
+    fn events<M: Machine>(&mut self, now: Instant, sockets: &mut SocketSet<'_>, m: &mut M) {
+        while let Some(peer) = m.reconnect(now) {
+            // Reopened at the next frame for it (the NameServer socket only if it still talks
+            // to that NameServer).
+            if self.serves(peer) {
+                let err = TransportError::ConnectionClosed;
+                self.fail_conn(now, sockets, m, peer, err);
+            }
+        }
+    }
+
+    /// Does bounded work for machine `m`: polls the interface, hands complete frames and
+    /// connection events to it, writes (or resumes) the current frame and stages the next,
+    /// polls the interface again. Returns the latest instant at which to call it again (sooner
+    /// if packets arrive); `now` itself when more work is ready.
+    pub(crate) fn poll<M: Machine, D: Device + ?Sized>(
+        &mut self,
+        now: Instant,
+        iface: &mut Interface,
+        device: &mut D,
+        sockets: &mut SocketSet<'_>,
+        m: &mut M,
+        deliver: &mut dyn FnMut(&Delivery<'_, '_>),
+    ) -> Option<Instant> {
+        let ts = smol(now);
+        iface.poll(ts, device, sockets);
+        let mut again = self.read(now, sockets, m, deliver);
+        self.check_conns(now, sockets, m);
+        m.tick(now);
+        self.events(now, sockets, m);
+        // A frame written to completion lets the next one be staged at once.
+        for _ in 0..2 {
+            self.stage(now, iface, sockets, m);
+            self.write(now, sockets, m);
+            self.events(now, sockets, m);
+        }
+        iface.poll(ts, device, sockets);
+        again |= !self.writing() && m.ready();
+        if again {
+            return Some(now);
+        }
+        self.next_deadline(now, iface, sockets, m)
     }
 }

@@ -1,17 +1,19 @@
-//! The producer: the core [`Session`] driven over the connections of [`crate::net`], sending
-//! through [`crate::send`].
+//! The producer: the core [`Session`] and the sending side ([`crate::send`]) as a
+//! [`Machine`], driven over smoltcp sockets by [`crate::net`] (or, with the `async` feature,
+//! over any async stack by [`crate::aio`]).
 //!
 //! Every protocol decision (NameServer choice, route and TBW102 fallback, queue selection,
 //! retries, request correlation, message properties) is the core's.
 
-use rmq_core::retry::{SendMode, TransportError};
-use rmq_core::session::{self, Event, Features, Session};
+use rmq_core::pull_consumer::Delivery;
+use rmq_core::retry::SendMode;
+use rmq_core::session::{self, Event, Features, Peer, Session, Transmit};
 use rmq_core::time::Instant;
 use rmq_core::wire::SerializeType;
 use smoltcp::iface::{Interface, SocketHandle, SocketSet};
 use smoltcp::phy::Device;
 
-use crate::net::{Net, NetConfig, Stats, smol};
+use crate::net::{Machine, Net, NetConfig, Stats};
 use crate::send::{Lend, Sender};
 use crate::{Buffers, Completion, Config, Message, SendId, SubmitError};
 
@@ -24,7 +26,7 @@ const REQUESTS: usize = 4;
 /// remarks ([`SendFailure`](crate::SendFailure) carries the code). Flash is what this saves
 /// (BENCHMARKS.md).
 #[derive(Clone, Copy, Debug)]
-struct Gateway;
+pub(crate) struct Gateway;
 
 impl Features for Gateway {
     const ROCKETMQ_HEADERS: bool = cfg!(feature = "rocketmq-headers");
@@ -34,8 +36,116 @@ impl Features for Gateway {
 }
 
 /// The session of a gateway producer: one topic, one send at a time.
-type Core<const B: usize, const Q: usize, const S: usize> =
+pub(crate) type Core<const B: usize, const Q: usize, const S: usize> =
     Session<1, B, Q, REQUESTS, 1, S, Gateway>;
+
+/// The session settings of a gateway producer (also [`crate::aio`]'s).
+pub(crate) fn session_config<'c>(cfg: &Config<'c>, seed: u32) -> session::Config<'c> {
+    let mut sc = session::Config::new(cfg.namesrvs.len(), cfg.producer_group, "");
+    sc.version = cfg.version;
+    sc.fault_rule = cfg.retry.profile.update_rule();
+    sc.route_refresh = cfg.route_refresh;
+    sc.request_timeout = cfg.route_timeout;
+    sc.route_retry = cfg.route_retry;
+    // A producer without transactions needs no heartbeat; a gateway saves the traffic.
+    sc.heartbeat = None;
+    sc.seed = seed;
+    // JSON (0), or ROCKETMQ (1) with the feature.
+    sc.serialize_type = SerializeType(u8::from(Gateway::ROCKETMQ_HEADERS));
+    sc
+}
+
+/// The producer's session and sending side.
+#[derive(Debug)]
+pub(crate) struct ProducerMachine<'a, 'b, const B: usize, const Q: usize, const S: usize> {
+    pub(crate) core: Core<B, Q, S>,
+    pub(crate) send: Sender<'a, 'b>,
+}
+
+impl<'a, 'b, const B: usize, const Q: usize, const S: usize> ProducerMachine<'a, 'b, B, Q, S> {
+    /// The session of `cfg`, sending from `message`.
+    pub(crate) fn new(
+        cfg: &Config<'a>,
+        message: &'b mut [u8],
+        now: Instant,
+    ) -> Result<Self, session::ConfigError> {
+        let seed = if cfg.seed == 0 { 0x9E37_79B9 } else { cfg.seed };
+        let sc = session_config(cfg, seed);
+        Ok(ProducerMachine {
+            core: Session::new(&sc, now)?,
+            send: Sender::new(Some(cfg.topic), cfg.retry, message, cfg.client_ip, seed),
+        })
+    }
+
+    /// Counters (the session's; the runtime adds its connection counters).
+    pub(crate) fn stats(&self, net: Stats) -> Stats {
+        let s = self.core.stats();
+        Stats {
+            stale_responses: s.late_responses,
+            route_updates: s.route_updates,
+            attempts: s.attempts,
+            ..net
+        }
+    }
+}
+
+impl<const B: usize, const Q: usize, const S: usize> Machine for ProducerMachine<'_, '_, B, Q, S> {
+    type Session = Core<B, Q, S>;
+
+    fn session(&mut self) -> &mut Self::Session {
+        &mut self.core
+    }
+
+    fn session_ref(&self) -> &Self::Session {
+        &self.core
+    }
+
+    fn tick(&mut self, now: Instant) {
+        // The topic is registered (and its route looked up) at the first tick.
+        let _ = self.send.topic_id(now, &mut self.core);
+        self.core.handle_timeout(now);
+    }
+
+    fn frame(
+        &mut self,
+        now: Instant,
+        peer: Peer,
+        frame: &[u8],
+        _: &mut dyn FnMut(&Delivery<'_, '_>),
+    ) -> bool {
+        self.core.handle_frame(now, peer, frame).is_ok()
+    }
+
+    fn transmit(&mut self, now: Instant, tx: &mut [u8]) -> Option<Transmit> {
+        let (props, _) = self.send.parts();
+        let lend = Lend {
+            props,
+            heartbeat: None,
+        };
+        self.core.poll_transmit(now, tx, &lend)
+    }
+
+    fn body(&self) -> &[u8] {
+        self.send.parts().1
+    }
+
+    fn reconnect(&mut self, _: Instant) -> Option<Peer> {
+        while let Some(e) = self.core.poll_event() {
+            if let Some(Event::Reconnect(peer)) = self.send.event(&self.core, e) {
+                return Some(peer);
+            }
+        }
+        None
+    }
+
+    fn ready(&mut self) -> bool {
+        self.core.has_transmit()
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.core.poll_timeout()
+    }
+}
 
 /// A heap-free RocketMQ producer over smoltcp.
 ///
@@ -55,8 +165,7 @@ type Core<const B: usize, const Q: usize, const S: usize> =
 #[derive(Debug)]
 pub struct Producer<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize> {
     net: Net<'a, 'b, BROKERS>,
-    core: Core<BROKERS, QUEUES, ROUTE_STR>,
-    send: Sender<'a, 'b>,
+    m: ProducerMachine<'a, 'b, BROKERS, QUEUES, ROUTE_STR>,
 }
 
 impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
@@ -75,68 +184,43 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         brokers: [SocketHandle; BROKERS],
     ) -> Result<Self, session::ConfigError> {
         let seed = if cfg.seed == 0 { 0x9E37_79B9 } else { cfg.seed };
-        let mut sc = session::Config::new(cfg.namesrvs.len(), cfg.producer_group, "");
-        sc.version = cfg.version;
-        sc.fault_rule = cfg.retry.profile.update_rule();
-        sc.route_refresh = cfg.route_refresh;
-        sc.request_timeout = cfg.route_timeout;
-        sc.route_retry = cfg.route_retry;
-        // A producer without transactions needs no heartbeat; a gateway saves the traffic.
-        sc.heartbeat = None;
-        sc.seed = seed;
-        // JSON (0), or ROCKETMQ (1) with the feature.
-        sc.serialize_type = SerializeType(u8::from(Gateway::ROCKETMQ_HEADERS));
         let net = NetConfig {
             namesrvs: cfg.namesrvs,
             connect_timeout: cfg.connect_timeout,
             write_stall_timeout: cfg.write_stall_timeout,
             local_port_base: cfg.local_port_base,
         };
-        let send = Sender::new(
-            Some(cfg.topic),
-            cfg.retry,
-            bufs.message,
-            cfg.client_ip,
-            seed,
-        );
         Ok(Producer {
-            core: Session::new(&sc, Instant::ZERO)?,
+            m: ProducerMachine::new(&cfg, bufs.message, Instant::ZERO)?,
             net: Net::new(net, bufs.tx, bufs.rx, ns, brokers, seed),
-            send,
         })
     }
 
     /// Tells the producer that `now` is `unix_millis` wall-clock time (for `bornTimestamp` and
     /// UNIQ_KEY); without it the monotonic milliseconds are used.
     pub fn set_unix_time(&mut self, now: Instant, unix_millis: i64) {
-        self.send.set_unix_time(now, unix_millis);
+        self.m.send.set_unix_time(now, unix_millis);
     }
 
     /// Counters.
     pub fn stats(&self) -> Stats {
-        let s = self.core.stats();
-        Stats {
-            stale_responses: s.late_responses,
-            route_updates: s.route_updates,
-            attempts: s.attempts,
-            ..self.net.stats
-        }
+        self.m.stats(self.net.stats)
     }
 
     /// Whether a route with at least one writable queue is known.
     pub fn has_route(&self) -> bool {
-        self.send.has_route(&self.core)
+        self.m.send.has_route(&self.m.core)
     }
 
     /// Whether [`Producer::send`] would accept a message now.
     pub fn can_send(&self) -> bool {
         // The message buffer is free once its send ended and no frame reads from it.
-        self.send.can_send(self.net.writing_body())
+        self.m.send.can_send(self.net.writing_body())
     }
 
     /// The end of the last send, once.
     pub fn take_completion(&mut self) -> Option<Completion> {
-        self.send.take_completion()
+        self.m.send.take_completion()
     }
 
     /// Publishes `msg` and waits for the broker's answer (retries per [`Config::retry`]).
@@ -146,8 +230,8 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
     /// [`SubmitError`]: busy, too large, invalid message (the core's checks, as in rmq-std).
     pub fn send(&mut self, now: Instant, msg: &Message<'_>) -> Result<SendId, SubmitError> {
         let busy = self.net.writing_body();
-        self.send
-            .single(now, &mut self.core, msg, SendMode::Sync, busy)
+        let m = &mut self.m;
+        m.send.single(now, &mut m.core, msg, SendMode::Sync, busy)
     }
 
     /// Publishes `msg` without asking for an answer: complete once the frame is written
@@ -157,8 +241,8 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
     /// As [`Producer::send`].
     pub fn send_oneway(&mut self, now: Instant, msg: &Message<'_>) -> Result<SendId, SubmitError> {
         let busy = self.net.writing_body();
-        self.send
-            .single(now, &mut self.core, msg, SendMode::Oneway, busy)
+        let m = &mut self.m;
+        m.send.single(now, &mut m.core, msg, SendMode::Oneway, busy)
     }
 
     /// Publishes `msgs` as one SEND_BATCH_MESSAGE request (all stored in one queue, in order,
@@ -177,7 +261,8 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         msgs: &[Message<'_>],
     ) -> Result<SendId, SubmitError> {
         let busy = self.net.writing_body();
-        self.send.batch(now, &mut self.core, msgs, busy)
+        let m = &mut self.m;
+        m.send.batch(now, &mut m.core, msgs, busy)
     }
 
     /// Does bounded work: polls the interface, hands complete frames and connection events
@@ -191,52 +276,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         device: &mut D,
         sockets: &mut SocketSet<'_>,
     ) -> Option<Instant> {
-        let ts = smol(now);
-        iface.poll(ts, device, sockets);
-        // The topic is registered (and its route looked up) at the first poll.
-        let _ = self.send.topic_id(now, &mut self.core);
-        let mut again = self
-            .net
-            .read(now, sockets, &mut self.core, &mut |c, peer, f| {
-                c.handle_frame(now, peer, f).is_ok()
-            });
-        self.net.check_conns(now, sockets, &mut self.core);
-        self.core.handle_timeout(now);
-        self.events(now, sockets);
-        // A frame written to completion lets the next one be staged at once.
-        for _ in 0..2 {
-            let (props, body) = self.send.parts();
-            let lend = Lend {
-                props,
-                heartbeat: None,
-            };
-            self.net
-                .stage(now, iface, sockets, &mut self.core, |c, tx| {
-                    c.poll_transmit(now, tx, &lend)
-                });
-            self.net.write(now, sockets, &mut self.core, body);
-            self.events(now, sockets);
-        }
-        iface.poll(ts, device, sockets);
-        again |= !self.net.writing() && self.core.has_transmit();
-        if again {
-            return Some(now);
-        }
-        self.net.next_deadline(now, iface, sockets, &self.core)
-    }
-
-    /// Forwards the session's events: completions, and brokers that moved.
-    fn events(&mut self, now: Instant, sockets: &mut SocketSet<'_>) {
-        while let Some(e) = self.core.poll_event() {
-            match self.send.event(&self.core, e) {
-                // Reopened at the next frame for it (the NameServer socket only if it still
-                // talks to that NameServer).
-                Some(Event::Reconnect(peer)) if self.net.serves(peer) => {
-                    let err = TransportError::ConnectionClosed;
-                    self.net.fail_conn(now, sockets, &mut self.core, peer, err);
-                }
-                _ => {}
-            }
-        }
+        self.net
+            .poll(now, iface, device, sockets, &mut self.m, &mut |_| {})
     }
 }

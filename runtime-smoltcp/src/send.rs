@@ -105,6 +105,11 @@ impl<'a, 'b> Sender<'a, 'b> {
         self.job.is_none() && self.done.is_none() && !writing_body
     }
 
+    /// Whether a completion waits to be taken.
+    pub(crate) fn completed(&self) -> bool {
+        self.done.is_some()
+    }
+
     pub(crate) fn take_completion(&mut self) -> Option<Completion> {
         self.done.take()
     }

@@ -1,0 +1,592 @@
+//! The producer and the client over any async TCP stack (feature `async`): connections come
+//! from an [`embedded_nal_async::TcpConnect`] (embassy-net's `TcpClient`, a modem or W5500
+//! driver, or the tokio adapter of the host tests), bytes move through [`embedded_io_async`]'s
+//! `Read` and `Write`, and time through the caller's [`Clock`].
+//!
+//! The machines are the smoltcp runtime's ([`Producer`](crate::Producer)'s session and sending
+//! side, [`Client`](crate::Client)'s session, consumer and sending side); only the byte moving
+//! differs. Why `embedded-nal-async` and `embedded-io-async`: the first is how an async stack
+//! hands out a connection to an address (embassy-net implements it), the second is what that
+//! connection speaks, and no more is needed: no socket handles, no polling of an interface.
+//!
+//! While a call waits, the driver reads every open connection and sleeps until the machine's
+//! next deadline, whichever comes first; a read cut by a deadline keeps the bytes already
+//! received (each connection has its own receive buffer), so the stack's `read` only needs to
+//! be cancel-safe, as embassy-net's and tokio's are.
+//!
+//! Sharing a producer between an interrupt and the main loop is not done here: it is driven by
+//! one task; an application that must hand it messages from an interrupt queues them (for
+//! example in a `critical-section` protected [`Outbox`](rmq_core::outbox::Outbox)).
+
+use core::future::Future;
+use core::net::SocketAddr;
+
+use embassy_futures::select::{Either, select, select_array};
+use embedded_io_async::{Read, Write};
+use embedded_nal_async::TcpConnect;
+use rmq_core::pull_consumer::{Delivery, PullStats};
+use rmq_core::retry::{SendMode, TransportError};
+use rmq_core::session::{Peer, Transmit};
+use rmq_core::time::{Duration, Instant};
+use rmq_core::wire::PREFIX_LEN;
+use smoltcp::wire::IpEndpoint;
+
+use crate::client::{ClientConfig, ClientError, ClientMachine};
+use crate::net::{Core as _, Machine, earliest};
+use crate::producer::ProducerMachine;
+use crate::{Config, Message, SendFailure, SendReceipt, Stats, SubmitError};
+
+/// Time, as the application's executor keeps it (embassy-time, tokio, ...).
+pub trait Clock {
+    /// Now, in the session's milliseconds.
+    fn now(&self) -> Instant;
+    /// Completes at `at` (at once if it is past).
+    fn sleep_until(&self, at: Instant) -> impl Future<Output = ()>;
+}
+
+/// Why a send did not store the message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SendError {
+    /// Refused before anything was sent (too large, invalid, ...).
+    Submit(SubmitError),
+    /// Sent and failed (the retries ran out, or a broker refused it).
+    Failed(SendFailure),
+}
+
+impl core::fmt::Display for SendError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            SendError::Submit(e) => write!(f, "{e}"),
+            SendError::Failed(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl core::error::Error for SendError {}
+
+/// Buffers of an async producer or client: frame staging, the message (a client's heartbeat
+/// first), and one receive buffer per connection (the NameServer's, then one per broker), each
+/// holding the largest frame it gets (route answers: ~0.2 KiB + 0.3 KiB per broker; send
+/// answers ~0.3 KiB; pull answers: `pull_batch_size` messages).
+#[derive(Debug)]
+pub struct AsyncBuffers<'b, const BROKERS: usize> {
+    /// Staging of one frame's prefix and header.
+    pub tx: &'b mut [u8],
+    /// The message in flight: properties and body.
+    pub message: &'b mut [u8],
+    /// The NameServer connection's receive buffer.
+    pub ns_rx: &'b mut [u8],
+    /// Each broker connection's receive buffer.
+    pub broker_rx: [&'b mut [u8]; BROKERS],
+}
+
+/// One connection and the bytes received on it that do not make a whole frame yet.
+struct Slot<'b, C> {
+    conn: Option<C>,
+    /// The peer `conn` talks to.
+    peer: Option<Peer>,
+    rx: &'b mut [u8],
+    filled: usize,
+}
+
+impl<'b, C> Slot<'b, C> {
+    fn new(rx: &'b mut [u8]) -> Self {
+        Slot {
+            conn: None,
+            peer: None,
+            rx,
+            filled: 0,
+        }
+    }
+
+    fn close(&mut self) -> Option<Peer> {
+        self.conn = None;
+        self.filled = 0;
+        self.peer.take()
+    }
+}
+
+impl<C: Read> Slot<'_, C> {
+    /// Reads until a whole frame is there; `Err` when the connection ended, failed or sent a
+    /// frame that cannot fit. Never completes without a connection.
+    async fn read_frame(&mut self) -> Result<(), TransportError> {
+        let Some(conn) = self.conn.as_mut() else {
+            return core::future::pending().await;
+        };
+        loop {
+            match frame_len(self.rx, self.filled) {
+                Err(()) => return Err(TransportError::Malformed),
+                Ok(Some(_)) => return Ok(()),
+                Ok(None) => {}
+            }
+            let buf = self.rx.get_mut(self.filled..).unwrap_or(&mut []);
+            match conn.read(buf).await {
+                Ok(0) | Err(_) => return Err(TransportError::ConnectionClosed),
+                Ok(n) => self.filled += n,
+            }
+        }
+    }
+}
+
+/// The length of the frame at the start of `rx[..filled]` once it is whole; `Err` when the
+/// prefix is bad or the frame cannot fit `rx`.
+fn frame_len(rx: &[u8], filled: usize) -> Result<Option<usize>, ()> {
+    let Some(&[a, b, c, d]) = rx.get(..PREFIX_LEN).filter(|_| filled >= PREFIX_LEN) else {
+        return Ok(None);
+    };
+    let len = u32::from_be_bytes([a, b, c, d]) as usize;
+    let total = PREFIX_LEN.saturating_add(len);
+    // A frame's length counts at least its 4-byte header length.
+    if len < 4 || total > rx.len() {
+        return Err(());
+    }
+    Ok((filled >= total).then_some(total))
+}
+
+/// The connections of an async runtime and the loop that drives a [`Machine`] over them.
+struct AsyncNet<'a, 'b, S: TcpConnect, K, const B: usize> {
+    stack: &'a S,
+    clock: &'a K,
+    namesrvs: &'a [IpEndpoint],
+    connect_timeout: Duration,
+    write_timeout: Duration,
+    tx: &'b mut [u8],
+    ns: Slot<'b, S::Connection<'a>>,
+    brokers: [Slot<'b, S::Connection<'a>>; B],
+}
+
+/// Slot `i` (`None`: the NameServer's).
+fn slot_of<'s, 'b, C, const B: usize>(
+    ns: &'s mut Slot<'b, C>,
+    brokers: &'s mut [Slot<'b, C>; B],
+    i: Option<usize>,
+) -> Option<&'s mut Slot<'b, C>> {
+    match i {
+        None => Some(ns),
+        Some(b) => brokers.get_mut(b),
+    }
+}
+
+fn index(peer: Peer) -> Option<usize> {
+    match peer {
+        Peer::NameServer(_) => None,
+        // One connection per broker: its master.
+        Peer::Broker(b) | Peer::Slave(b) => Some(usize::from(b.0)),
+    }
+}
+
+impl<'a, 'b, S: TcpConnect + 'a, K: Clock, const B: usize> AsyncNet<'a, 'b, S, K, B> {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        stack: &'a S,
+        clock: &'a K,
+        namesrvs: &'a [IpEndpoint],
+        connect_timeout: Duration,
+        write_timeout: Duration,
+        tx: &'b mut [u8],
+        ns_rx: &'b mut [u8],
+        broker_rx: [&'b mut [u8]; B],
+    ) -> Self {
+        AsyncNet {
+            stack,
+            clock,
+            namesrvs,
+            connect_timeout,
+            write_timeout,
+            tx,
+            ns: Slot::new(ns_rx),
+            brokers: broker_rx.map(Slot::new),
+        }
+    }
+
+    /// Drives `m` until `done(m)` holds (checked after every step) or the clock reaches
+    /// `until`, handing messages to `deliver`.
+    async fn drive<M: Machine>(
+        &mut self,
+        m: &mut M,
+        deliver: &mut dyn FnMut(&Delivery<'_, '_>),
+        until: Option<Instant>,
+        done: &mut dyn FnMut(&mut M) -> bool,
+    ) {
+        loop {
+            let now = self.clock.now();
+            m.tick(now);
+            self.events(m);
+            if done(m) || until.is_some_and(|u| now >= u) {
+                return;
+            }
+            // Everything due goes out first.
+            while let Some(tx) = m.transmit(self.clock.now(), self.tx) {
+                self.write(m, tx).await;
+                self.events(m);
+            }
+            if done(m) {
+                return;
+            }
+            // Then an answer on any connection, or the next deadline.
+            let deadline = earliest(m.deadline(), until)
+                .unwrap_or_else(|| self.clock.now() + Duration::from_millis(1000));
+            let reads = select(
+                self.ns.read_frame(),
+                select_array(self.brokers.each_mut().map(Slot::read_frame)),
+            );
+            let got = match select(reads, self.clock.sleep_until(deadline)).await {
+                Either::First(Either::First(r)) => Some((None, r)),
+                Either::First(Either::Second((r, i))) => Some((Some(i), r)),
+                Either::Second(()) => None,
+            };
+            if let Some((i, r)) = got {
+                self.frames(m, i, r, deliver);
+            }
+        }
+    }
+
+    /// Hands the whole frames of slot `i` to `m` (or closes it after `r`'s error).
+    fn frames<M: Machine>(
+        &mut self,
+        m: &mut M,
+        i: Option<usize>,
+        r: Result<(), TransportError>,
+        deliver: &mut dyn FnMut(&Delivery<'_, '_>),
+    ) {
+        let now = self.clock.now();
+        if let Err(e) = r {
+            self.close(m, i, e);
+            return;
+        }
+        loop {
+            let Some(slot) = slot_of(&mut self.ns, &mut self.brokers, i) else {
+                return;
+            };
+            let len = match frame_len(slot.rx, slot.filled) {
+                Ok(Some(len)) => len,
+                Ok(None) => return,
+                Err(()) => {
+                    self.close(m, i, TransportError::Malformed);
+                    return;
+                }
+            };
+            let Some(peer) = slot.peer else { return };
+            let ok = m.frame(now, peer, slot.rx.get(..len).unwrap_or(&[]), deliver);
+            slot.rx.copy_within(len..slot.filled, 0);
+            slot.filled -= len;
+            if !ok {
+                self.close(m, i, TransportError::Malformed);
+                return;
+            }
+        }
+    }
+
+    /// Drops the connection of slot `i` and tells the session what its requests died of.
+    fn close<M: Machine>(&mut self, m: &mut M, i: Option<usize>, cause: TransportError) {
+        let now = self.clock.now();
+        if let Some(peer) = slot_of(&mut self.ns, &mut self.brokers, i).and_then(Slot::close) {
+            m.session().handle_closed(now, peer, cause);
+        }
+    }
+
+    /// The machine's events: connections to drop are dropped.
+    fn events<M: Machine>(&mut self, m: &mut M) {
+        while let Some(peer) = m.reconnect(self.clock.now()) {
+            let i = index(peer);
+            if slot_of(&mut self.ns, &mut self.brokers, i).is_some_and(|s| s.peer == Some(peer)) {
+                self.close(m, i, TransportError::ConnectionClosed);
+            }
+        }
+    }
+
+    fn address<M: Machine>(&self, m: &M, peer: Peer) -> Option<SocketAddr> {
+        match peer {
+            Peer::NameServer(i) => self
+                .namesrvs
+                .get(usize::from(i))
+                .map(|ep| SocketAddr::new(ep.addr.into(), ep.port)),
+            p => m.session_ref().peer_addr(p).and_then(|a| a.parse().ok()),
+        }
+    }
+
+    /// Writes frame `tx` to its peer, connecting first if needed; a failure is the session's
+    /// to handle (retries, NameServer failover).
+    async fn write<M: Machine>(&mut self, m: &mut M, tx: Transmit) {
+        let peer = tx.peer;
+        let i = index(peer);
+        let now = self.clock.now();
+        let addr = self.address(m, peer);
+        let (stack, clock) = (self.stack, self.clock);
+        let Some((addr, slot)) = addr.zip(slot_of(&mut self.ns, &mut self.brokers, i)) else {
+            m.session()
+                .handle_closed(now, peer, TransportError::BrokerNotFound);
+            return;
+        };
+        if slot.peer != Some(peer) {
+            // No connection, another NameServer, or a broker's new address: a new connection.
+            if let Some(old) = slot.close() {
+                m.session()
+                    .handle_closed(now, old, TransportError::ConnectionClosed);
+            }
+            let deadline = now + self.connect_timeout;
+            match select(stack.connect(addr), clock.sleep_until(deadline)).await {
+                Either::First(Ok(c)) => {
+                    slot.conn = Some(c);
+                    slot.peer = Some(peer);
+                }
+                _ => {
+                    let now = clock.now();
+                    m.session()
+                        .handle_closed(now, peer, TransportError::ConnectFailed);
+                    return;
+                }
+            }
+        }
+        let Some(conn) = slot.conn.as_mut() else {
+            return;
+        };
+        let head = self.tx.get(..tx.len).unwrap_or(&[]);
+        let body = match tx.body {
+            Some(_) => m.body().get(..tx.body_len).unwrap_or(&[]),
+            None => &[],
+        };
+        let write = async {
+            conn.write_all(head).await?;
+            conn.write_all(body).await?;
+            conn.flush().await
+        };
+        let deadline = clock.now() + self.write_timeout;
+        let written = matches!(
+            select(write, clock.sleep_until(deadline)).await,
+            Either::First(Ok(()))
+        );
+        if !written {
+            self.close(m, i, TransportError::WriteFailed);
+        } else if tx.report_written {
+            m.session().handle_written(clock.now(), tx.opaque);
+        }
+    }
+}
+
+/// A heap-free RocketMQ producer over an async TCP stack (see the [module docs](self)).
+///
+/// ```ignore
+/// let mut p: AsyncProducer<'_, '_, TcpClient<'_, 2>, EmbassyClock, 1, 8, 256> =
+///     AsyncProducer::new(cfg, bufs, &tcp_client, &clock)?;
+/// let receipt = p.send(&Message { body: b"21.5C", ..Default::default() }).await?;
+/// ```
+pub struct AsyncProducer<
+    'a,
+    'b,
+    S: TcpConnect,
+    K: Clock,
+    const BROKERS: usize,
+    const QUEUES: usize,
+    const ROUTE_STR: usize,
+> {
+    net: AsyncNet<'a, 'b, S, K, BROKERS>,
+    m: ProducerMachine<'a, 'b, BROKERS, QUEUES, ROUTE_STR>,
+}
+
+impl<
+    'a,
+    'b,
+    S: TcpConnect + 'a,
+    K: Clock,
+    const BROKERS: usize,
+    const QUEUES: usize,
+    const ROUTE_STR: usize,
+> AsyncProducer<'a, 'b, S, K, BROKERS, QUEUES, ROUTE_STR>
+{
+    /// A producer that opens its connections through `stack` ([`Config`] as for
+    /// [`Producer`](crate::Producer); `write_stall_timeout` bounds each write).
+    ///
+    /// # Errors
+    /// As [`Producer::new`](crate::Producer::new).
+    pub fn new(
+        cfg: Config<'a>,
+        bufs: AsyncBuffers<'b, BROKERS>,
+        stack: &'a S,
+        clock: &'a K,
+    ) -> Result<Self, rmq_core::session::ConfigError> {
+        Ok(AsyncProducer {
+            m: ProducerMachine::new(&cfg, bufs.message, clock.now())?,
+            net: AsyncNet::new(
+                stack,
+                clock,
+                cfg.namesrvs,
+                cfg.connect_timeout,
+                cfg.write_stall_timeout,
+                bufs.tx,
+                bufs.ns_rx,
+                bufs.broker_rx,
+            ),
+        })
+    }
+
+    /// Counters (the session's; the stack keeps the TCP ones).
+    pub fn stats(&self) -> Stats {
+        self.m.stats(Stats::default())
+    }
+
+    /// Tells the producer the wall-clock time (as
+    /// [`Producer::set_unix_time`](crate::Producer::set_unix_time)).
+    pub fn set_unix_time(&mut self, unix_millis: i64) {
+        self.m.send.set_unix_time(self.net.clock.now(), unix_millis);
+    }
+
+    /// Publishes `msg` and waits for the broker's answer (retries per [`Config::retry`]).
+    ///
+    /// # Errors
+    /// [`SendError`].
+    pub async fn send(&mut self, msg: &Message<'_>) -> Result<SendReceipt, SendError> {
+        let now = self.net.clock.now();
+        let m = &mut self.m;
+        m.send
+            .single(now, &mut m.core, msg, SendMode::Sync, false)
+            .map_err(SendError::Submit)?;
+        self.complete().await
+    }
+
+    /// Publishes `msgs` as one SEND_BATCH_MESSAGE request (as
+    /// [`Producer::send_batch`](crate::Producer::send_batch)).
+    ///
+    /// # Errors
+    /// [`SendError`]; [`SubmitError::EmptyBatch`] for no message.
+    pub async fn send_batch(&mut self, msgs: &[Message<'_>]) -> Result<SendReceipt, SendError> {
+        let now = self.net.clock.now();
+        let m = &mut self.m;
+        m.send
+            .batch(now, &mut m.core, msgs, false)
+            .map_err(SendError::Submit)?;
+        self.complete().await
+    }
+
+    async fn complete(&mut self) -> Result<SendReceipt, SendError> {
+        self.net
+            .drive(&mut self.m, &mut |_| {}, None, &mut |m| m.send.completed())
+            .await;
+        match self.m.send.take_completion() {
+            Some(c) => c.result.map_err(SendError::Failed),
+            None => Err(SendError::Submit(SubmitError::Busy)),
+        }
+    }
+}
+
+/// A consumer that can also publish, over an async TCP stack: [`Client`](crate::Client)'s
+/// machine (clustering, long polling, commits; each message handed to a closure once, in queue
+/// order, and acknowledged when it returns).
+///
+/// ```ignore
+/// loop {
+///     // Commands for up to a second, then telemetry.
+///     c.run_until(clock.now() + Duration::from_millis(1000), |d| apply(d.message.body)).await;
+///     c.send(&reading, |d| apply(d.message.body)).await?;
+/// }
+/// ```
+pub struct AsyncClient<
+    'a,
+    'b,
+    S: TcpConnect,
+    K: Clock,
+    const BROKERS: usize,
+    const QUEUES: usize,
+    const ROUTE_STR: usize,
+    const OWNED: usize,
+    const TRACK: usize,
+> {
+    net: AsyncNet<'a, 'b, S, K, BROKERS>,
+    m: ClientMachine<'a, 'b, BROKERS, QUEUES, ROUTE_STR, OWNED, TRACK>,
+}
+
+impl<
+    'a,
+    'b,
+    S: TcpConnect + 'a,
+    K: Clock,
+    const BROKERS: usize,
+    const QUEUES: usize,
+    const ROUTE_STR: usize,
+    const OWNED: usize,
+    const TRACK: usize,
+> AsyncClient<'a, 'b, S, K, BROKERS, QUEUES, ROUTE_STR, OWNED, TRACK>
+{
+    /// A client that opens its connections through `stack` ([`ClientConfig`] as for
+    /// [`Client`](crate::Client); the message buffer holds the heartbeat, then the message
+    /// being sent).
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub fn new(
+        cfg: ClientConfig<'a>,
+        bufs: AsyncBuffers<'b, BROKERS>,
+        stack: &'a S,
+        clock: &'a K,
+    ) -> Result<Self, ClientError> {
+        Ok(AsyncClient {
+            m: ClientMachine::new(&cfg, bufs.message, clock.now())?,
+            net: AsyncNet::new(
+                stack,
+                clock,
+                cfg.namesrvs,
+                cfg.connect_timeout,
+                cfg.write_stall_timeout,
+                bufs.tx,
+                bufs.ns_rx,
+                bufs.broker_rx,
+            ),
+        })
+    }
+
+    /// Counters (the session's).
+    pub fn stats(&self) -> Stats {
+        self.m.stats(Stats::default())
+    }
+
+    /// The consumer's counters.
+    pub fn pull_stats(&self) -> PullStats {
+        self.m.pull.stats()
+    }
+
+    /// Queues owned now, with their committed offsets.
+    pub fn owned(&self) -> impl Iterator<Item = (i32, Option<i64>)> + '_ {
+        self.m.owned()
+    }
+
+    /// Consumes until the clock reaches `until`, handing each message to `deliver`.
+    pub async fn run_until(&mut self, until: Instant, mut deliver: impl FnMut(&Delivery<'_, '_>)) {
+        self.net
+            .drive(&mut self.m, &mut deliver, Some(until), &mut |_| false)
+            .await;
+    }
+
+    /// Publishes `msg` to [`ClientConfig::publish_topic`] and waits for the answer, consuming
+    /// meanwhile.
+    ///
+    /// # Errors
+    /// [`SendError`]; [`SubmitError::NoTopic`] without a publish topic.
+    pub async fn send(
+        &mut self,
+        msg: &Message<'_>,
+        mut deliver: impl FnMut(&Delivery<'_, '_>),
+    ) -> Result<SendReceipt, SendError> {
+        let now = self.net.clock.now();
+        let m = &mut self.m;
+        m.send
+            .single(now, &mut m.core, msg, SendMode::Sync, false)
+            .map_err(SendError::Submit)?;
+        self.net
+            .drive(&mut self.m, &mut deliver, None, &mut |m| m.send.completed())
+            .await;
+        match self.m.send.take_completion() {
+            Some(c) => c.result.map_err(SendError::Failed),
+            None => Err(SendError::Submit(SubmitError::Busy)),
+        }
+    }
+
+    /// Stops pulling, commits what was processed and returns once the commits are answered
+    /// (or `timeout` passed).
+    pub async fn stop(&mut self, timeout: Duration) {
+        self.m.stop();
+        let until = self.net.clock.now() + timeout;
+        self.net
+            .drive(&mut self.m, &mut |_| {}, Some(until), &mut |m| m.stopped())
+            .await;
+    }
+}
