@@ -2433,10 +2433,15 @@ impl<
                 self.owned[i].flow_delayed = false;
                 let o = &self.owned[i];
                 let peer = session.read_peer(key.broker, o.slave);
-                // Java clears COMMIT_OFFSET for a slave (it keeps no offsets of its own).
+                // What Java sends (the offset store's memory value): everything below is
+                // processed. Not the last confirmed commit: the broker handles pulls and offset
+                // updates on different thread pools, so a pull carrying an older value can land
+                // after a newer UPDATE_CONSUMER_OFFSET and move the stored offset back (seen on
+                // 5.3.3: a restart then redelivered from the older offset). Java clears
+                // COMMIT_OFFSET for a slave (it keeps no offsets of its own).
                 let commit_offset = match peer {
                     Peer::Slave(_) => None,
-                    _ => o.tracker.committed(),
+                    _ => Some(o.tracker.committable()),
                 };
                 let req = PullRequest {
                     group: &group,

@@ -28,7 +28,7 @@ use rmq_core::pull_consumer::{Delivery, PullStats};
 use rmq_core::retry::{SendMode, TransportError};
 use rmq_core::session::{Peer, Transmit};
 use rmq_core::time::{Duration, Instant};
-use rmq_core::wire::PREFIX_LEN;
+use rmq_core::wire::{FrameReader, PREFIX_LEN};
 use smoltcp::wire::IpEndpoint;
 
 use crate::client::{ClientConfig, ClientError, ClientMachine};
@@ -114,7 +114,7 @@ impl<C: Read> Slot<'_, C> {
             return core::future::pending().await;
         };
         loop {
-            match frame_len(self.rx, self.filled) {
+            match frame_len(&mut *self.rx, self.filled) {
                 Err(()) => return Err(TransportError::Malformed),
                 Ok(Some(_)) => return Ok(()),
                 Ok(None) => {}
@@ -129,17 +129,16 @@ impl<C: Read> Slot<'_, C> {
 }
 
 /// The length of the frame at the start of `rx[..filled]` once it is whole; `Err` when the
-/// prefix is bad or the frame cannot fit `rx`.
-fn frame_len(rx: &[u8], filled: usize) -> Result<Option<usize>, ()> {
-    let Some(&[a, b, c, d]) = rx.get(..PREFIX_LEN).filter(|_| filled >= PREFIX_LEN) else {
+/// prefix is bad or the frame cannot fit `rx` (the core's [`FrameReader`] decides).
+fn frame_len(rx: &mut [u8], filled: usize) -> Result<Option<usize>, ()> {
+    let Some(prefix) = rx.get(..PREFIX_LEN).filter(|_| filled >= PREFIX_LEN) else {
         return Ok(None);
     };
-    let len = u32::from_be_bytes([a, b, c, d]) as usize;
-    let total = PREFIX_LEN.saturating_add(len);
-    // A frame's length counts at least its 4-byte header length.
-    if len < 4 || total > rx.len() {
-        return Err(());
-    }
+    let mut p = [0u8; PREFIX_LEN];
+    p.copy_from_slice(prefix);
+    let mut reader = FrameReader::new(rx);
+    reader.feed(&p).map_err(|_| ())?;
+    let total = PREFIX_LEN.saturating_add(reader.remaining());
     Ok((filled >= total).then_some(total))
 }
 
@@ -153,6 +152,7 @@ struct AsyncNet<'a, 'b, S: TcpConnect, K, const B: usize> {
     tx: &'b mut [u8],
     ns: Slot<'b, S::Connection<'a>>,
     brokers: [Slot<'b, S::Connection<'a>>; B],
+    stats: Stats,
 }
 
 /// Slot `i` (`None`: the NameServer's).
@@ -196,6 +196,7 @@ impl<'a, 'b, S: TcpConnect + 'a, K: Clock, const B: usize> AsyncNet<'a, 'b, S, K
             tx,
             ns: Slot::new(ns_rx),
             brokers: broker_rx.map(Slot::new),
+            stats: Stats::default(),
         }
     }
 
@@ -258,7 +259,7 @@ impl<'a, 'b, S: TcpConnect + 'a, K: Clock, const B: usize> AsyncNet<'a, 'b, S, K
             let Some(slot) = slot_of(&mut self.ns, &mut self.brokers, i) else {
                 return;
             };
-            let len = match frame_len(slot.rx, slot.filled) {
+            let len = match frame_len(&mut *slot.rx, slot.filled) {
                 Ok(Some(len)) => len,
                 Ok(None) => return,
                 Err(()) => {
@@ -267,6 +268,7 @@ impl<'a, 'b, S: TcpConnect + 'a, K: Clock, const B: usize> AsyncNet<'a, 'b, S, K
                 }
             };
             let Some(peer) = slot.peer else { return };
+            self.stats.frames_received += 1;
             let ok = m.frame(now, peer, slot.rx.get(..len).unwrap_or(&[]), deliver);
             slot.rx.copy_within(len..slot.filled, 0);
             slot.filled -= len;
@@ -281,6 +283,7 @@ impl<'a, 'b, S: TcpConnect + 'a, K: Clock, const B: usize> AsyncNet<'a, 'b, S, K
     fn close<M: Machine>(&mut self, m: &mut M, i: Option<usize>, cause: TransportError) {
         let now = self.clock.now();
         if let Some(peer) = slot_of(&mut self.ns, &mut self.brokers, i).and_then(Slot::close) {
+            self.stats.connections_lost += 1;
             m.session().handle_closed(now, peer, cause);
         }
     }
@@ -329,8 +332,10 @@ impl<'a, 'b, S: TcpConnect + 'a, K: Clock, const B: usize> AsyncNet<'a, 'b, S, K
                 Either::First(Ok(c)) => {
                     slot.conn = Some(c);
                     slot.peer = Some(peer);
+                    self.stats.connects += 1;
                 }
                 _ => {
+                    self.stats.connect_failures += 1;
                     let now = clock.now();
                     m.session()
                         .handle_closed(now, peer, TransportError::ConnectFailed);
@@ -358,7 +363,10 @@ impl<'a, 'b, S: TcpConnect + 'a, K: Clock, const B: usize> AsyncNet<'a, 'b, S, K
         );
         if !written {
             self.close(m, i, TransportError::WriteFailed);
-        } else if tx.report_written {
+            return;
+        }
+        self.stats.frames_sent += 1;
+        if tx.report_written {
             m.session().handle_written(clock.now(), tx.opaque);
         }
     }
@@ -420,9 +428,9 @@ impl<
         })
     }
 
-    /// Counters (the session's; the stack keeps the TCP ones).
+    /// Counters (connections, frames, the session's).
     pub fn stats(&self) -> Stats {
-        self.m.stats(Stats::default())
+        self.m.stats(self.net.stats)
     }
 
     /// Tells the producer the wall-clock time (as
@@ -534,9 +542,9 @@ impl<
         })
     }
 
-    /// Counters (the session's).
+    /// Counters (connections, frames, the session's).
     pub fn stats(&self) -> Stats {
-        self.m.stats(Stats::default())
+        self.m.stats(self.net.stats)
     }
 
     /// The consumer's counters.
