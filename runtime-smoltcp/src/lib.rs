@@ -3,7 +3,7 @@
 //! A heap-free Apache RocketMQ producer and consumer for constrained gateways: it drives the
 //! core client session ([`rmq_core::session`], the same one rmq-std drives) over smoltcp TCP
 //! sockets ([`Producer`], [`Client`]), or with the `async` feature over any async TCP stack
-//! that implements `embedded-nal-async` ([`aio`]: embassy-net, modem and W5500 drivers).
+//! that implements `embedded-nal-async` (module `aio`: embassy-net, modem and W5500 drivers).
 //! Every protocol decision is the session's: NameServer choice and failover, the route and its
 //! TBW102 fallback, queue selection, retries, request correlation; message properties and
 //! validation come from [`rmq_core::producer::encode_message_properties`], as in rmq-std. This
