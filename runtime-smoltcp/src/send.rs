@@ -105,7 +105,8 @@ impl<'a, 'b> Sender<'a, 'b> {
         self.job.is_none() && self.done.is_none() && !writing_body
     }
 
-    /// Whether a completion waits to be taken.
+    /// Whether a completion waits to be taken (the async runtime waits for it).
+    #[cfg(feature = "async")]
     pub(crate) fn completed(&self) -> bool {
         self.done.is_some()
     }
