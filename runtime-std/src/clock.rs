@@ -12,7 +12,13 @@ fn epoch() -> std::time::Instant {
 
 /// Now, as a core instant (milliseconds since a process-wide epoch).
 pub fn now() -> Instant {
-    Instant::from_millis(u64::try_from(epoch().elapsed().as_millis()).unwrap_or(u64::MAX))
+    at(std::time::Instant::now())
+}
+
+/// A std instant as a core instant (saturating at the epoch).
+pub fn at(t: std::time::Instant) -> Instant {
+    let since = t.saturating_duration_since(epoch());
+    Instant::from_millis(u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// A core instant as a tokio instant.

@@ -226,6 +226,11 @@ impl Task {
                 },
                 cmd = rx.recv() => {
                     let Some(mut cmd) = cmd else { break End::Requested };
+                    // Let the tasks that are ready now (other senders) queue their frames first:
+                    // then this frame and everything queued meanwhile leave in one write. Without
+                    // it a sender's wake-up runs this task at once (tokio's LIFO slot) and every
+                    // frame costs a syscall of its own.
+                    tokio::task::yield_now().await;
                     // Write this frame and everything else already queued, then flush once.
                     let mut failed = None;
                     loop {

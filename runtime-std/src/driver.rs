@@ -133,6 +133,30 @@ struct State {
     /// Why the last connection to a peer failed (cleared when one opens).
     causes: HashMap<Peer, ConnectionError>,
     route_waiters: HashMap<u16, Vec<oneshot::Sender<bool>>>,
+    /// The deadline the driver task sleeps until (set by its last step; `None`: no deadline,
+    /// or the task has not run yet). A send whose deadlines are all later needs no wake-up.
+    armed: Option<Instant>,
+}
+
+impl State {
+    /// The earliest deadline of the session and the consumer.
+    fn deadline(&self) -> Option<Instant> {
+        let consumer = self.consumer.as_ref().and_then(|(c, _)| c.poll_timeout());
+        match (self.session.poll_timeout(), consumer) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Whether the driver task must wake to re-arm its timer: something is due before the
+    /// deadline it sleeps until.
+    fn wake_needed(&self) -> bool {
+        match (self.armed, self.deadline()) {
+            (Some(armed), Some(d)) => d < armed,
+            (None, Some(_)) => true,
+            (_, None) => false,
+        }
+    }
 }
 
 /// What the session borrows to write frames.
@@ -212,6 +236,7 @@ impl Driver {
                 closed: HashMap::new(),
                 causes: HashMap::new(),
                 route_waiters: HashMap::new(),
+                armed: None,
             }),
             wake: Notify::new(),
             slots: Arc::new(Semaphore::new(max_sends.clamp(1, SENDS))),
@@ -342,7 +367,7 @@ impl Driver {
             .await
             .map_err(|_| Refused::Stopped)?;
         let (done, rx) = oneshot::channel();
-        let t = {
+        let (t, wake) = {
             let mut st = lock(&self.inner.state);
             let t = topic_id(&mut st, topic)?;
             let now = clock::now();
@@ -357,11 +382,15 @@ impl Driver {
                 },
             );
             self.inner.events(&mut st);
-            // Written from here, without a hop through the driver task.
+            // Written from here, without a hop through the driver task, which only wakes when
+            // this send brought a deadline earlier than the one it sleeps until (one wake-up
+            // per send otherwise: a measurable share of the CPU per message).
             self.inner.flush(&mut st, now);
-            t
+            (t, st.wake_needed())
         };
-        self.inner.wake.notify_one();
+        if wake {
+            self.inner.wake.notify_one();
+        }
         rx.await.map(|o| (t, o)).map_err(|_| Refused::Stopped)
     }
 
@@ -515,11 +544,8 @@ impl Inner {
         }
         self.events(&mut st);
         self.flush(&mut st, now);
-        let consumer = st.consumer.as_ref().and_then(|(c, _)| c.poll_timeout());
-        match (st.session.poll_timeout(), consumer) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        st.armed = st.deadline();
+        st.armed
     }
 
     /// Moves every queued transmit to its connection.
@@ -796,9 +822,14 @@ impl FrameSink for PeerSink {
             _ => {}
         }
         inner.events(&mut st);
-        // Retries the answer caused go out from here.
+        // Retries the answer caused go out from here; a deadline it brought earlier (a retry's
+        // back-off, a consumer's next pull) re-arms the driver's timer.
         inner.flush(&mut st, now);
+        let wake = st.wake_needed();
         drop(st);
+        if wake {
+            inner.wake.notify_one();
+        }
         r.map(|_| ()).map_err(|e| e.to_string())
     }
 
