@@ -163,6 +163,10 @@ mod cli {
             /// default is 10); messages to the topic leave together up to 32 KiB.
             #[arg(long)]
             auto_batch_ms: Option<u64>,
+            /// With `--auto-batch-ms`: batches of the topic in flight before new messages wait
+            /// (rmq-std `AutoBatch::max_in_flight`).
+            #[arg(long, default_value_t = rmq_std::AutoBatch::default().max_in_flight)]
+            auto_batch_in_flight: usize,
         },
         /// Measure consumer throughput and latency: a new group (`--group`) consumes `--count`
         /// messages of `--topic` from its first offset through the `run` listener with a
@@ -368,11 +372,13 @@ mod cli {
                 duration,
                 rate,
                 auto_batch_ms,
+                auto_batch_in_flight,
             } => {
                 let mut b = builder(&cli, &need_namesrv(&cli)?);
                 if let Some(ms) = auto_batch_ms {
                     b = b.auto_batch(rmq_std::AutoBatch {
                         hold: Duration::from_millis(*ms),
+                        max_in_flight: (*auto_batch_in_flight).max(1),
                         ..rmq_std::AutoBatch::default()
                     });
                 }
