@@ -34,6 +34,7 @@ use smoltcp::wire::IpEndpoint;
 use crate::client::{ClientConfig, ClientError, ClientMachine};
 use crate::net::{Core as _, Machine, earliest};
 use crate::producer::ProducerMachine;
+use crate::send::Sender;
 use crate::{Config, Message, SendFailure, SendReceipt, Stats, SubmitError};
 
 /// Time, as the application's executor keeps it (embassy-time, tokio, ...).
@@ -239,6 +240,22 @@ impl<'a, 'b, S: TcpConnect + 'a, K: Clock, const B: usize> AsyncNet<'a, 'b, S, K
             if let Some((i, r)) = got {
                 self.frames(m, i, r, deliver);
             }
+        }
+    }
+
+    /// Drives `m` until the send just submitted on its sending side (`sender`) ends, handing
+    /// messages that arrive meanwhile to `deliver`; its completion.
+    async fn complete<M: Machine>(
+        &mut self,
+        m: &mut M,
+        deliver: &mut dyn FnMut(&Delivery<'_, '_>),
+        sender: fn(&mut M) -> &mut Sender<'a, 'b>,
+    ) -> Result<SendReceipt, SendError> {
+        self.drive(m, deliver, None, &mut |m| sender(m).completed())
+            .await;
+        match sender(m).take_completion() {
+            Some(c) => c.result.map_err(SendError::Failed),
+            None => Err(SendError::Submit(SubmitError::Busy)),
         }
     }
 
@@ -468,12 +485,8 @@ impl<
 
     async fn complete(&mut self) -> Result<SendReceipt, SendError> {
         self.net
-            .drive(&mut self.m, &mut |_| {}, None, &mut |m| m.send.completed())
-            .await;
-        match self.m.send.take_completion() {
-            Some(c) => c.result.map_err(SendError::Failed),
-            None => Err(SendError::Submit(SubmitError::Busy)),
-        }
+            .complete(&mut self.m, &mut |_| {}, |m| &mut m.send)
+            .await
     }
 }
 
@@ -580,12 +593,8 @@ impl<
             .single(now, &mut m.core, msg, SendMode::Sync, false)
             .map_err(SendError::Submit)?;
         self.net
-            .drive(&mut self.m, &mut deliver, None, &mut |m| m.send.completed())
-            .await;
-        match self.m.send.take_completion() {
-            Some(c) => c.result.map_err(SendError::Failed),
-            None => Err(SendError::Submit(SubmitError::Busy)),
-        }
+            .complete(&mut self.m, &mut deliver, |m| &mut m.send)
+            .await
     }
 
     /// Stops pulling, commits what was processed and returns once the commits are answered
