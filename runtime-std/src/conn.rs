@@ -43,8 +43,9 @@ pub(crate) type OnWritten = Box<dyn FnOnce(bool) + Send>;
 
 /// Where a connection hands every frame it reads, and says when it ends.
 pub(crate) trait FrameSink: Send + Sync {
-    /// A whole frame arrived; an error names what is wrong with it and closes the connection.
-    fn frame(&self, frame: &Bytes) -> Result<(), String>;
+    /// Whole frames arrived (every frame of one read, in order); an error names what is wrong
+    /// with one and closes the connection (the frames after it are dropped).
+    fn frames(&self, frames: &[Bytes]) -> Result<(), String>;
     /// The connection ended: why, or `None` when we asked for it.
     fn closed(&self, lost: Option<ConnectionError>);
 }
@@ -299,6 +300,8 @@ struct RxBuf {
     /// A large frame being received: its buffer and its length.
     large: Option<(BytesMut, usize)>,
     after_large: bool,
+    /// The frames cut from one read, handed on together.
+    ready: Vec<Bytes>,
 }
 
 impl RxBuf {
@@ -320,13 +323,26 @@ impl RxBuf {
 
     /// Hands every whole frame received to `sink`; an error closes the connection.
     fn ingest(&mut self, sink: &dyn FrameSink) -> Result<(), String> {
+        let r = self.cut(sink);
+        // The frames cut before a malformed one are still handed on.
+        let handed = if self.ready.is_empty() {
+            Ok(())
+        } else {
+            sink.frames(&self.ready)
+        };
+        self.ready.clear();
+        r.and(handed)
+    }
+
+    /// Cuts the whole frames received into `ready` (a large frame whole is handed on at once).
+    fn cut(&mut self, sink: &dyn FrameSink) -> Result<(), String> {
         if let Some((buf, len)) = self.large.take() {
             if buf.len() < len {
                 self.large = Some((buf, len));
                 return Ok(());
             }
             self.after_large = true;
-            return sink.frame(&buf.freeze());
+            return sink.frames(&[buf.freeze()]);
         }
         while let Some(&prefix) = self.staging.first_chunk::<PREFIX_LEN>() {
             let (len, _) = check_prefix(prefix).map_err(|e| format!("malformed frame: {e}"))?;
@@ -353,7 +369,7 @@ impl RxBuf {
                 self.staging.split_to(len).freeze()
             };
             self.after_large = large;
-            sink.frame(&frame)?;
+            self.ready.push(frame);
         }
         Ok(())
     }

@@ -770,16 +770,19 @@ struct PeerSink {
     id: u32,
 }
 
-impl FrameSink for PeerSink {
-    fn frame(&self, bytes: &Bytes) -> Result<(), String> {
-        let Some(inner) = self.inner.upgrade() else {
-            return Ok(());
-        };
+impl PeerSink {
+    /// One frame, under the lock: to the session, a response's messages to the consumer, a
+    /// broker's request answered.
+    fn frame(
+        &self,
+        inner: &Arc<Inner>,
+        st: &mut MutexGuard<'_, State>,
+        now: Instant,
+        bytes: &Bytes,
+    ) -> Result<(), String> {
         let frame = &bytes[..];
-        let mut st = lock(&inner.state);
-        let now = clock::now();
         let r = st.session.handle_frame(now, self.peer, frame);
-        let state = &mut *st;
+        let state = &mut **st;
         match (r, state.consumer.as_mut()) {
             (Ok(Incoming::Response(opaque)), Some((c, deliver))) => {
                 c.handle_response(now, &*state.session, opaque, frame, &mut |d| {
@@ -816,21 +819,40 @@ impl FrameSink for PeerSink {
                         opaque: 0,
                         report_written: false,
                     };
-                    inner.dispatch(&mut st, self.peer, f);
+                    inner.dispatch(st, self.peer, f);
                 }
             }
             _ => {}
         }
+        r.map(|_| ()).map_err(|e| e.to_string())
+    }
+}
+
+impl FrameSink for PeerSink {
+    fn frames(&self, frames: &[Bytes]) -> Result<(), String> {
+        let Some(inner) = self.inner.upgrade() else {
+            return Ok(());
+        };
+        // One lock, one hand-out of completions and one flush for every frame of a read.
+        let mut st = lock(&inner.state);
+        let now = clock::now();
+        let mut r = Ok(());
+        for bytes in frames {
+            r = self.frame(&inner, &mut st, now, bytes);
+            if r.is_err() {
+                break;
+            }
+        }
         inner.events(&mut st);
-        // Retries the answer caused go out from here; a deadline it brought earlier (a retry's
-        // back-off, a consumer's next pull) re-arms the driver's timer.
+        // Retries the answers caused go out from here; a deadline they brought earlier (a
+        // retry's back-off, a consumer's next pull) re-arms the driver's timer.
         inner.flush(&mut st, now);
         let wake = st.wake_needed();
         drop(st);
         if wake {
             inner.wake.notify_one();
         }
-        r.map(|_| ()).map_err(|e| e.to_string())
+        r
     }
 
     fn closed(&self, lost: Option<ConnectionError>) {
