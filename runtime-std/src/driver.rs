@@ -94,10 +94,14 @@ pub(crate) type Deliver = Box<dyn Sink>;
 /// How a send ended, with the topic it went to.
 pub(crate) type Outcome = Result<SendReceipt, SendFailure>;
 
+/// How a send ended, and the name of the broker that stored it (empty on failure): read under
+/// the lock that hands the outcome out, so the sender needs no second one.
+pub(crate) type Done = (Outcome, String);
+
 struct Pending {
     properties: String,
     body: Bytes,
-    done: oneshot::Sender<Outcome>,
+    done: oneshot::Sender<Done>,
     _slot: OwnedSemaphorePermit,
 }
 
@@ -358,7 +362,7 @@ impl Driver {
         args: SendArgs,
         properties: String,
         body: Bytes,
-    ) -> Result<(TopicId, Outcome), Refused> {
+    ) -> Result<(TopicId, Done), Refused> {
         let slot = self
             .inner
             .slots
@@ -667,7 +671,11 @@ impl Inner {
             match e {
                 Event::SendDone { id, result } => {
                     if let Some(p) = st.sends.remove(&id.0) {
-                        let _ = p.done.send(result);
+                        let broker = match &result {
+                            Ok(r) => st.session.broker_name(r.broker).unwrap_or("").to_owned(),
+                            Err(_) => String::new(),
+                        };
+                        let _ = p.done.send((result, broker));
                     }
                 }
                 Event::Reconnect(peer) => {

@@ -695,7 +695,7 @@ impl Producer {
         args.batch = p.batch;
         args.queue = queue;
         let d = &self.inner.driver;
-        let (t, outcome) = d
+        let (t, (outcome, broker_name)) = d
             .send(&p.topic, args, p.properties, p.body)
             .await
             .map_err(refused)?;
@@ -716,7 +716,6 @@ impl Producer {
                 return Err(e);
             }
         };
-        let broker_name = d.with(|s| s.broker_name(receipt.broker).unwrap_or("").to_owned());
         Ok(SendResult {
             status: receipt.status,
             msg_id: p.msg_id,

@@ -192,7 +192,7 @@ impl Consumer {
         args.flag = m.flag;
         args.reconsume = Some(p.reconsume());
         let sent = self.inner.driver.send(&topic, args, props, m.body.clone());
-        matches!(sent.await, Ok((_, Ok(_))))
+        matches!(sent.await, Ok((_, (Ok(_), _))))
     }
 
     /// Runs `handler` on every message until [`Consumer::shutdown`]: up to
