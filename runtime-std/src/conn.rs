@@ -323,7 +323,7 @@ impl RxBuf {
 
     /// Hands every whole frame received to `sink`; an error closes the connection.
     fn ingest(&mut self, sink: &dyn FrameSink) -> Result<(), String> {
-        let r = self.cut(sink);
+        let r = self.cut();
         // The frames cut before a malformed one are still handed on.
         let handed = if self.ready.is_empty() {
             Ok(())
@@ -334,15 +334,16 @@ impl RxBuf {
         r.and(handed)
     }
 
-    /// Cuts the whole frames received into `ready` (a large frame whole is handed on at once).
-    fn cut(&mut self, sink: &dyn FrameSink) -> Result<(), String> {
+    /// Cuts the whole frames received into `ready`.
+    fn cut(&mut self) -> Result<(), String> {
         if let Some((buf, len)) = self.large.take() {
             if buf.len() < len {
                 self.large = Some((buf, len));
                 return Ok(());
             }
             self.after_large = true;
-            return sink.frames(&[buf.freeze()]);
+            self.ready.push(buf.freeze());
+            return Ok(());
         }
         while let Some(&prefix) = self.staging.first_chunk::<PREFIX_LEN>() {
             let (len, _) = check_prefix(prefix).map_err(|e| format!("malformed frame: {e}"))?;
