@@ -164,6 +164,21 @@ impl<'a> PullConfig<'a> {
     }
 }
 
+impl PullConfig<'_> {
+    /// [`PullConsumer::new`]'s checks, without building a consumer (see
+    /// [`PullConsumer::build`]).
+    ///
+    /// # Errors
+    /// [`PullConfigError::Name`].
+    pub fn check(&self) -> Result<(), PullConfigError> {
+        let fits = |s: &str| !s.is_empty() && s.len() <= MAX_NAME;
+        match fits(self.group) && fits(self.client_id) {
+            true => Ok(()),
+            false => Err(PullConfigError::Name),
+        }
+    }
+}
+
 /// Why a [`PullConsumer`] could not be built or a subscription added.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -541,16 +556,33 @@ impl<
     /// # Errors
     /// [`PullConfigError::Name`].
     pub fn new(cfg: &PullConfig<'_>, now: Instant) -> Result<Self, PullConfigError> {
+        cfg.check()?;
+        Ok(Self::assemble(cfg, now))
+    }
+
+    /// [`PullConsumer::new`] without the checks, for a configuration that passed
+    /// [`PullConfig::check`]: infallible, so that a caller can build the consumer straight
+    /// into its final place (`MaybeUninit::write`) instead of through a `Result` on the stack.
+    /// Of a configuration that did not pass, a name that is too long is left empty.
+    // Not inlined: its result is written straight into the caller's place (an inlined one
+    // was assembled on the stack and copied).
+    #[inline(never)]
+    pub fn build(cfg: &PullConfig<'_>, now: Instant) -> Self {
+        Self::assemble(cfg, now)
+    }
+
+    /// [`Self::build`]'s body, inlined into [`Self::new`] (through a call there, the session
+    /// would be copied out of its result once more: +2.8 KiB of stack in the QEMU image).
+    #[inline(always)]
+    fn assemble(cfg: &PullConfig<'_>, now: Instant) -> Self {
         let name = |s: &str| {
             let mut o = String::new();
-            match !s.is_empty() && o.push_str(s).is_ok() {
-                true => Ok(o),
-                false => Err(PullConfigError::Name),
-            }
+            let _ = o.push_str(s);
+            o
         };
-        Ok(PullConsumer {
-            group: name(cfg.group)?,
-            client_id: name(cfg.client_id)?,
+        PullConsumer {
+            group: name(cfg.group),
+            client_id: name(cfg.client_id),
             strategy: cfg.strategy,
             consume_from: cfg.consume_from,
             consume_timestamp: cfg.consume_timestamp,
@@ -585,7 +617,7 @@ impl<
             wake: false,
             stopping: false,
             stats: PullStats::default(),
-        })
+        }
     }
 
     /// Subscribes `topic` with the TAG `expression` (`*` for all); registers the topic with
@@ -1327,7 +1359,8 @@ impl<
         let peer = session.read_peer(key.broker, false);
         let code = RequestCode::GET_MAX_OFFSET;
         let what = CallRef::MaxOffset(key);
-        match self.call(
+        match Self::call(
+            &mut self.calls,
             now,
             session,
             peer,
@@ -2196,7 +2229,18 @@ impl<
         let peer = Peer::Broker(key.broker);
         let code = RequestCode::CONSUMER_SEND_MSG_BACK;
         let t = SEND_BACK_TIMEOUT;
-        self.call(now, session, peer, code, hdr, t, what, buf, lend)
+        Self::call(
+            &mut self.calls,
+            now,
+            session,
+            peer,
+            code,
+            hdr,
+            t,
+            what,
+            buf,
+            lend,
+        )
     }
 
     fn committed(&mut self, key: QueueKey, lease: Option<u32>, offset: i64, ok: bool) {
@@ -2226,7 +2270,7 @@ impl<
 
     #[allow(clippy::too_many_arguments)]
     fn call<E: ExtFields, S: Client, M: Outbound + ?Sized>(
-        &mut self,
+        calls: &mut FnvIndexMap<i32, CallRef, CALLS>,
         now: Instant,
         session: &mut S,
         peer: Peer,
@@ -2239,7 +2283,7 @@ impl<
     ) -> Result<Transmit, CallError> {
         let tx = session.call(now, peer, code, Some(ext), &[], timeout, buf, lend)?;
         // `calls` has room: checked at the top of `poll_call`.
-        let _ = self.calls.insert(tx.opaque, what);
+        let _ = calls.insert(tx.opaque, what);
         Ok(tx)
     }
 
@@ -2258,9 +2302,8 @@ impl<
         let topic = session.topic_name(key.topic).unwrap_or("");
         name.push_str(topic)
             .map_err(|_| CallError::Encode(crate::wire::EncodeError::BufferTooSmall))?;
-        let group = self.group.clone();
         let hdr = UpdateConsumerOffsetRequestHeader {
-            consumer_group: &group,
+            consumer_group: &self.group,
             topic: &name,
             queue_id: key.queue_id,
             commit_offset: offset,
@@ -2268,7 +2311,8 @@ impl<
         let what = CallRef::Commit(key, lease, offset);
         let peer = session.read_peer(key.broker, false);
         let code = RequestCode::UPDATE_CONSUMER_OFFSET;
-        self.call(
+        Self::call(
+            &mut self.calls,
             now,
             session,
             peer,
@@ -2299,14 +2343,14 @@ impl<
         // Java asks a random broker of the route; any broker of the group answers the same.
         let pick = self.next_random() as usize % queues.len();
         let broker = queues.get(pick)?.broker;
-        let group = self.group.clone();
         let hdr = GetConsumerListByGroupRequestHeader {
-            consumer_group: &group,
+            consumer_group: &self.group,
         };
         let what = CallRef::ConsumerList(u8::try_from(i).ok()?);
         let peer = session.read_peer(broker, false);
         let code = RequestCode::GET_CONSUMER_LIST_BY_GROUP;
-        self.call(
+        Self::call(
+            &mut self.calls,
             now,
             session,
             peer,
@@ -2352,7 +2396,6 @@ impl<
         let mut expression: String<MAX_EXPRESSION> = String::new();
         let _ = expression.push_str(&sub.expression);
         let peer = session.read_peer(key.broker, false);
-        let group = self.group.clone();
         let (tx, next) = match state {
             QState::New if self.model == MessageModel::Broadcasting => {
                 if self.room() {
@@ -2365,14 +2408,15 @@ impl<
             }
             QState::New => {
                 let hdr = QueryConsumerOffsetRequestHeader {
-                    consumer_group: &group,
+                    consumer_group: &self.group,
                     topic: &topic,
                     queue_id: key.queue_id,
                     set_zero_if_not_found: None,
                 };
                 let what = CallRef::Query(key, lease);
                 let code = RequestCode::QUERY_CONSUMER_OFFSET;
-                let r = self.call(
+                let r = Self::call(
+                    &mut self.calls,
                     now,
                     session,
                     peer,
@@ -2394,7 +2438,18 @@ impl<
                     Position::Begin => {
                         let hdr = GetMinOffsetRequestHeader { topic, queue_id };
                         let code = RequestCode::GET_MIN_OFFSET;
-                        self.call(now, session, peer, code, hdr, t, what, buf, lend)
+                        Self::call(
+                            &mut self.calls,
+                            now,
+                            session,
+                            peer,
+                            code,
+                            hdr,
+                            t,
+                            what,
+                            buf,
+                            lend,
+                        )
                     }
                     Position::Timestamp(timestamp) => {
                         let hdr = SearchOffsetRequestHeader {
@@ -2403,12 +2458,34 @@ impl<
                             timestamp,
                         };
                         let code = RequestCode::SEARCH_OFFSET_BY_TIMESTAMP;
-                        self.call(now, session, peer, code, hdr, t, what, buf, lend)
+                        Self::call(
+                            &mut self.calls,
+                            now,
+                            session,
+                            peer,
+                            code,
+                            hdr,
+                            t,
+                            what,
+                            buf,
+                            lend,
+                        )
                     }
                     Position::End | Position::Offset(_) => {
                         let hdr = self.max_offset_header(topic, queue_id);
                         let code = RequestCode::GET_MAX_OFFSET;
-                        self.call(now, session, peer, code, hdr, t, what, buf, lend)
+                        Self::call(
+                            &mut self.calls,
+                            now,
+                            session,
+                            peer,
+                            code,
+                            hdr,
+                            t,
+                            what,
+                            buf,
+                            lend,
+                        )
                     }
                 };
                 (r, QState::Locating(position))
@@ -2444,7 +2521,7 @@ impl<
                     _ => Some(o.tracker.committable()),
                 };
                 let req = PullRequest {
-                    group: &group,
+                    group: &self.group,
                     topic: &topic,
                     broker_name: &broker,
                     queue_id: key.queue_id,
@@ -2458,7 +2535,8 @@ impl<
                 let timeout = req.rpc_timeout(CLIENT_API_TIMEOUT);
                 let what = CallRef::Pull(key, lease);
                 let code = RequestCode::PULL_MESSAGE;
-                let r = self.call(
+                let r = Self::call(
+                    &mut self.calls,
                     now,
                     session,
                     peer,

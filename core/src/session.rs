@@ -256,6 +256,25 @@ impl<'a> Config<'a> {
     }
 }
 
+impl Config<'_> {
+    /// [`Session::new`]'s checks, without building a session (see [`Session::build`]).
+    ///
+    /// # Errors
+    /// [`ConfigError`] for an unusable configuration.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        if self.name_servers == 0 || self.name_servers > usize::from(u8::MAX) {
+            return Err(ConfigError::NameServers);
+        }
+        if self.consumer_group.unwrap_or(self.producer_group).len() > MAX_GROUP_LEN {
+            return Err(ConfigError::GroupTooLong);
+        }
+        if self.client_id.len() > MAX_CLIENT_ID_LEN {
+            return Err(ConfigError::ClientIdTooLong);
+        }
+        Ok(())
+    }
+}
+
 /// Why [`Session::new`] refused a configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -955,13 +974,30 @@ impl<
     /// # Errors
     /// [`ConfigError`] for an unusable configuration.
     pub fn new(cfg: &Config<'_>, now: Instant) -> Result<Self, ConfigError> {
-        if cfg.name_servers == 0 || cfg.name_servers > usize::from(u8::MAX) {
-            return Err(ConfigError::NameServers);
-        }
+        cfg.check()?;
+        Ok(Self::assemble(cfg, now))
+    }
+
+    /// [`Session::new`] without the checks, for a configuration that passed
+    /// [`Config::check`]: infallible, so that a caller can build the session straight into its
+    /// final place (`MaybeUninit::write`) instead of through a `Result` on the stack (the
+    /// session is kilobytes). Of a configuration that did not pass, the NameServer count is
+    /// clamped to 1..=255 and a name that is too long is left empty.
+    // Not inlined: its result is written straight into the caller's place (an inlined one
+    // was assembled on the stack and copied).
+    #[inline(never)]
+    pub fn build(cfg: &Config<'_>, now: Instant) -> Self {
+        Self::assemble(cfg, now)
+    }
+
+    /// [`Self::build`]'s body, inlined into [`Self::new`] (through a call there, the session
+    /// would be copied out of its result once more: +2.8 KiB of stack in the QEMU image).
+    #[inline(always)]
+    fn assemble(cfg: &Config<'_>, now: Instant) -> Self {
         let consumer = cfg.consumer_group.is_some();
-        let group = copy_exact(cfg.consumer_group.unwrap_or(cfg.producer_group))
-            .ok_or(ConfigError::GroupTooLong)?;
-        let client_id = copy_exact(cfg.client_id).ok_or(ConfigError::ClientIdTooLong)?;
+        let group =
+            copy_exact(cfg.consumer_group.unwrap_or(cfg.producer_group)).unwrap_or_default();
+        let client_id = copy_exact(cfg.client_id).unwrap_or_default();
         let seed = if cfg.seed == 0 { 0x9E37_79B9 } else { cfg.seed };
         let mut req_free = Vec::new();
         for i in (0..REQUESTS.min(usize::from(u16::MAX))).rev() {
@@ -974,10 +1010,10 @@ impl<
         let mut timers = [None; TIMERS];
         timers[Timer::RouteRefresh as usize] = Some(now.saturating_add(cfg.route_refresh));
         timers[Timer::Heartbeat as usize] = cfg.heartbeat.map(|_| now + FIRST_HEARTBEAT);
-        Ok(Session {
+        Session {
             features: core::marker::PhantomData,
             cfg: Settings {
-                name_servers: cfg.name_servers,
+                name_servers: cfg.name_servers.clamp(1, usize::from(u8::MAX)),
                 version: cfg.version,
                 serialize_type: cfg.serialize_type,
                 language: cfg.language,
@@ -1010,7 +1046,7 @@ impl<
             route_events: Deque::new(),
             timers,
             stats: Stats::default(),
-        })
+        }
     }
 
     // ----- getters -------------------------------------------------------------------------

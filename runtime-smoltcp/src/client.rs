@@ -239,13 +239,22 @@ pub(crate) struct ClientMachine<
 impl<'a, 'b, const B: usize, const Q: usize, const S: usize, const OWNED: usize, const TRACK: usize>
     ClientMachine<'a, 'b, B, Q, S, OWNED, TRACK>
 {
-    /// The session and consumer of `cfg`; the heartbeat is written at the start of `message`,
-    /// the rest is the sending side's.
+    /// The session and consumer of `cfg`, subscribed; the heartbeat is written at the start
+    /// of `message`, the rest is the sending side's.
+    #[cfg(feature = "async")]
     pub(crate) fn new(
         cfg: &ClientConfig<'a>,
         message: &'b mut [u8],
         now: Instant,
     ) -> Result<Self, ClientError> {
+        Self::check(cfg)?;
+        let mut m = Self::build(cfg, message, now);
+        m.finish(cfg, now)?;
+        Ok(m)
+    }
+
+    /// The session's and the consumer's settings of `cfg`.
+    fn configs(cfg: &ClientConfig<'a>) -> (session::Config<'a>, PullConfig<'a>) {
         let seed = if cfg.seed == 0 { 0x9E37_79B9 } else { cfg.seed };
         let mut sc = session::Config::new(cfg.namesrvs.len(), cfg.producer_group, cfg.client_id);
         sc.fault_rule = cfg.retry.profile.update_rule();
@@ -257,7 +266,6 @@ impl<'a, 'b, const B: usize, const Q: usize, const S: usize, const OWNED: usize,
         sc.heartbeat = Some(cfg.heartbeat);
         sc.seed = seed;
         sc.serialize_type = SerializeType(u8::from(GatewayConsumer::ROCKETMQ_HEADERS));
-        let mut core = Core::new(&sc, now).map_err(ClientError::Session)?;
         let mut pc = PullConfig::new(cfg.group, cfg.client_id);
         pc.consume_from = cfg.consume_from;
         pc.pull_batch_size = cfg
@@ -271,24 +279,56 @@ impl<'a, 'b, const B: usize, const Q: usize, const S: usize, const OWNED: usize,
         // No send-back: every message is acknowledged when the closure returns.
         pc.retry = false;
         pc.model = MessageModel::Clustering;
-        let mut pull = Pull::new(&pc, now).map_err(ClientError::Config)?;
-        let topic = pull
-            .subscribe(now, &mut core, cfg.topic, cfg.expression)
-            .map_err(ClientError::Config)?;
-        let n = pull
-            .heartbeat_body(&core, message)
-            .ok_or(ClientError::HeartbeatTooLarge)?;
-        let (hb, msg) = message.split_at_mut(n);
-        let hb: &'b [u8] = hb;
-        let send = Sender::new(cfg.publish_topic, cfg.retry, msg, cfg.client_ip, seed);
-        Ok(ClientMachine {
-            hb,
-            send,
-            core,
-            pull,
-            topic,
+        (sc, pc)
+    }
+
+    /// The settings' checks (those of the session and the consumer), building nothing.
+    pub(crate) fn check(cfg: &ClientConfig<'a>) -> Result<(), ClientError> {
+        let (sc, pc) = Self::configs(cfg);
+        sc.check().map_err(ClientError::Session)?;
+        pc.check().map_err(ClientError::Config)
+    }
+
+    /// The session, consumer and sending side of `cfg` (checked by [`Self::check`]), with no
+    /// subscription yet: infallible, so that it can be built in its final place.
+    // Not inlined: its result is written straight into the caller's place (an inlined one
+    // was assembled on the stack and copied).
+    #[inline(never)]
+    fn build(cfg: &ClientConfig<'a>, message: &'b mut [u8], now: Instant) -> Self {
+        let (sc, pc) = Self::configs(cfg);
+        ClientMachine {
+            hb: &[],
+            send: Sender::new(
+                cfg.publish_topic,
+                cfg.retry,
+                message,
+                cfg.client_ip,
+                sc.seed,
+            ),
+            core: Core::build(&sc, now),
+            pull: Pull::build(&pc, now),
+            topic: TopicId(0),
             stopping: false,
-        })
+        }
+    }
+
+    /// Subscribes the topic and writes the heartbeat at the start of the message buffer (the
+    /// rest stays the sending side's).
+    pub(crate) fn finish(
+        &mut self,
+        cfg: &ClientConfig<'a>,
+        now: Instant,
+    ) -> Result<(), ClientError> {
+        self.topic = self
+            .pull
+            .subscribe(now, &mut self.core, cfg.topic, cfg.expression)
+            .map_err(ClientError::Config)?;
+        let message = core::mem::take(&mut self.send.msg);
+        let n = self.pull.heartbeat_body(&self.core, message);
+        let (hb, msg) = message.split_at_mut(n.unwrap_or(0));
+        self.hb = hb;
+        self.send.msg = msg;
+        n.map(drop).ok_or(ClientError::HeartbeatTooLarge)
     }
 
     pub(crate) fn stats(&self, net: Stats) -> Stats {
@@ -349,7 +389,9 @@ impl<const B: usize, const Q: usize, const S: usize, const OWNED: usize, const T
     ) -> bool {
         match self.core.handle_frame(now, peer, frame) {
             Ok(Incoming::Response(opaque)) => {
-                let mut acks: Vec<(QueueKey, u32, i64), { MAX_PULL_BATCH as usize }> = Vec::new();
+                // One answer delivers at most TRACK messages (the queue's tracker holds each
+                // until it is acknowledged).
+                let mut acks: Vec<(QueueKey, u32, i64), TRACK> = Vec::new();
                 self.pull
                     .handle_response(now, &self.core, opaque, frame, &mut |d| {
                         deliver(&d);
@@ -440,6 +482,56 @@ impl<
         ns: SocketHandle,
         brokers: [SocketHandle; BROKERS],
     ) -> Result<Self, ClientError> {
+        Self::check(&cfg)?;
+        let mut c = Self::build(cfg, bufs, now, ns, brokers);
+        c.start(&cfg, now)?;
+        Ok(c)
+    }
+
+    /// The last step of [`Client::build`]: subscribes `cfg`'s topic and writes the heartbeat
+    /// at the start of the message buffer.
+    ///
+    /// # Errors
+    /// [`ClientError::Config`] (expression too long, topic refused) and
+    /// [`ClientError::HeartbeatTooLarge`], as [`Client::new`].
+    pub fn start(&mut self, cfg: &ClientConfig<'a>, now: Instant) -> Result<(), ClientError> {
+        self.m.finish(cfg, now)
+    }
+
+    /// [`Client::new`]'s checks, building nothing: the first of the three steps that build a
+    /// client in its final place ([`Client::build`]).
+    ///
+    /// # Errors
+    /// [`ClientError::Session`] and [`ClientError::Config`] as [`Client::new`].
+    pub fn check(cfg: &ClientConfig<'a>) -> Result<(), ClientError> {
+        ClientMachine::<BROKERS, QUEUES, ROUTE_STR, OWNED, TRACK>::check(cfg)
+    }
+
+    /// [`Client::new`] in three steps, for a client built in its final place: a client is
+    /// kilobytes (7 KiB in the QEMU image), and `new` returns it in a `Result` that the caller
+    /// moves out of, so its stack frame holds the client several times while it is
+    /// assembled (20 KiB there). `build` is infallible and returns the client itself, so
+    /// `let c = Client::build(..)` builds it where `c` lives: [`Client::check`] the settings
+    /// first, build, then [`Client::start`] (subscribes and writes the heartbeat).
+    ///
+    /// ```ignore
+    /// Gateway::check(&cfg)?;
+    /// let mut c = Gateway::build(cfg, bufs, now, ns, [b0]);
+    /// c.start(&cfg, now)?;
+    /// ```
+    ///
+    /// Settings that did not pass [`Client::check`] give a client that cannot reach anything
+    /// (no panic).
+    // Not inlined: its result is written straight into the caller's place (inlined, it was
+    // assembled on the stack and copied).
+    #[inline(never)]
+    pub fn build(
+        cfg: ClientConfig<'a>,
+        bufs: crate::Buffers<'b>,
+        now: Instant,
+        ns: SocketHandle,
+        brokers: [SocketHandle; BROKERS],
+    ) -> Self {
         let seed = if cfg.seed == 0 { 0x9E37_79B9 } else { cfg.seed };
         let net = NetConfig {
             namesrvs: cfg.namesrvs,
@@ -447,10 +539,13 @@ impl<
             write_stall_timeout: cfg.write_stall_timeout,
             local_port_base: cfg.local_port_base,
         };
-        Ok(Client {
-            m: ClientMachine::new(&cfg, bufs.message, now)?,
-            net: Net::new(net, bufs.tx, bufs.rx, ns, brokers, seed),
-        })
+        // The machine last: LLVM builds it straight into the result only when nothing comes
+        // between its call and its move.
+        let net = Net::new(net, bufs.tx, bufs.rx, ns, brokers, seed);
+        Client {
+            net,
+            m: ClientMachine::build(&cfg, bufs.message, now),
+        }
     }
 
     /// Connection counters.
@@ -546,5 +641,86 @@ impl<
     ) -> Option<Instant> {
         self.net
             .poll(now, iface, device, sockets, &mut self.m, &mut deliver)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+
+    use super::*;
+    use smoltcp::iface::SocketStorage;
+    use smoltcp::socket::tcp;
+    use smoltcp::wire::IpAddress;
+    use std::vec;
+
+    type C = Client<'static, 'static, 1, 8, 256, 4, 2>;
+
+    fn leak(n: usize) -> &'static mut [u8] {
+        vec![0; n].leak()
+    }
+
+    fn bufs(message: usize) -> crate::Buffers<'static> {
+        crate::Buffers {
+            tx: leak(768),
+            rx: leak(1024),
+            message: leak(message),
+        }
+    }
+
+    const NS: &[IpEndpoint] = &[IpEndpoint::new(IpAddress::v4(127, 0, 0, 1), 9876)];
+
+    /// `check`, `build` and `start` refuse what `new` refuses, and build the same client
+    /// when it accepts.
+    #[test]
+    fn three_steps_agree_with_new() {
+        let mut storage = [SocketStorage::EMPTY, SocketStorage::EMPTY];
+        let mut set = SocketSet::new(&mut storage[..]);
+        let mut add = || {
+            let rx = tcp::SocketBuffer::new(leak(64));
+            let tx = tcp::SocketBuffer::new(leak(64));
+            set.add(tcp::Socket::new(rx, tx))
+        };
+        let (ns, b0) = (add(), add());
+        let now = Instant::ZERO;
+        let ok = ClientConfig::new(NS, "g", "1.2.3.4@x", "Cmds");
+        let mut no_ns = ok;
+        no_ns.namesrvs = &[];
+        let mut no_group = ok;
+        no_group.group = "";
+        let mut long_expr = ok;
+        long_expr.expression = std::string::String::leak("e".repeat(300));
+        for (cfg, message, want) in [
+            (ok, 1024, None),
+            (
+                no_ns,
+                1024,
+                Some(ClientError::Session(session::ConfigError::NameServers)),
+            ),
+            (
+                no_group,
+                1024,
+                Some(ClientError::Config(PullConfigError::Name)),
+            ),
+            (
+                long_expr,
+                1024,
+                Some(ClientError::Config(PullConfigError::Expression)),
+            ),
+            (ok, 16, Some(ClientError::HeartbeatTooLarge)),
+        ] {
+            let by_new = C::new(cfg, bufs(message), now, ns, [b0]);
+            assert_eq!(by_new.as_ref().err().copied(), want);
+            let stepped = C::check(&cfg).and_then(|()| {
+                let mut c = C::build(cfg, bufs(message), now, ns, [b0]);
+                c.start(&cfg, now).map(|()| c)
+            });
+            assert_eq!(stepped.as_ref().err().copied(), want);
+            if let (Ok(a), Ok(b)) = (by_new, stepped) {
+                assert!(!a.m.hb.is_empty());
+                assert_eq!(a.m.hb, b.m.hb);
+                assert_eq!(b.m.send.msg.len(), message - b.m.hb.len());
+            }
+        }
     }
 }

@@ -59,7 +59,7 @@ pub(crate) struct Sender<'a, 'b> {
     /// The topic published to (`None`: this client does not publish).
     topic_name: Option<&'a str>,
     retry: RetryConfig,
-    msg: &'b mut [u8],
+    pub(crate) msg: &'b mut [u8],
     topic: Option<TopicId>,
     job: Option<Job>,
     done: Option<Completion>,

@@ -30,6 +30,9 @@ const IMAGE_ENV: &str = "RMQ_QEMU_IMAGE_DOWNLINK";
 const VERSION: Version = Version::V5_3_3;
 const COMMANDS: &str = "Commands";
 const TELEMETRY: &str = "DownlinkTelemetry";
+/// Static RAM plus stack high-water of the image, at most (issue 19: producer, consumer and
+/// ring in 32 KiB).
+const RAM_BUDGET: u64 = 32 * 1024;
 
 #[test]
 fn downlink_firmware_receives_commands_and_resumes_after_a_restart() {
@@ -289,7 +292,11 @@ fn inner_downlink_in_netns() {
     let (stack, ram) = (s["stack"], s["static_ram"]);
     eprintln!(
         "QEMU-FIGURES downlink (producer, consumer and a 200-message outbox on one client): \
-         stack high-water {stack} B; static RAM {ram} B; RAM total {} B (issue 19 budget 32768)",
+         stack high-water {stack} B; static RAM {ram} B; RAM total {} B (issue 19 budget {RAM_BUDGET})",
         stack + ram
+    );
+    assert!(
+        stack + ram <= RAM_BUDGET,
+        "downlink image: static RAM {ram} B + stack {stack} B exceeds {RAM_BUDGET} B"
     );
 }

@@ -1123,3 +1123,25 @@ fn the_lag_of_a_queue_not_pulled_comes_from_get_max_offset() {
             .all(|c| c.code != RequestCode::GET_MAX_OFFSET.0)
     );
 }
+
+#[test]
+fn check_refuses_what_new_refuses_and_build_never_panics() {
+    let long = "g".repeat(MAX_NAME + 1);
+    for (group, id, ok) in [
+        ("g", "c", true),
+        ("", "c", false),
+        ("g", "", false),
+        (&long[..], "c", false),
+        ("g", &long[..], false),
+        (&long[..MAX_NAME], &long[..MAX_NAME], true),
+    ] {
+        let cfg = PullConfig::new(group, id);
+        let want = (!ok).then_some(PullConfigError::Name);
+        assert_eq!(cfg.check().err(), want, "{group:?} {id:?}");
+        assert_eq!(C::new(&cfg, Instant::ZERO).err(), want);
+        // Unchecked: built anyway, no panic; a refused name is left empty.
+        let c = C::build(&cfg, Instant::ZERO);
+        assert_eq!(c.stats().pulls, 0);
+        assert!(c.poll_timeout().is_some());
+    }
+}

@@ -899,3 +899,36 @@ fn runtime_calls_are_correlated_and_fail_typed() {
     );
     assert!(!u[0].ext.contains_key("producerGroup"));
 }
+
+#[test]
+fn check_refuses_what_new_refuses_and_build_never_panics() {
+    let long = "g".repeat(MAX_GROUP_LEN + 1);
+    let long_id = "c".repeat(MAX_CLIENT_ID_LEN + 1);
+    let mut cases = StdVec::new();
+    cases.push((cfg(0), Some(ConfigError::NameServers)));
+    cases.push((cfg(256), Some(ConfigError::NameServers)));
+    let mut c = cfg(1);
+    c.producer_group = &long;
+    cases.push((c, Some(ConfigError::GroupTooLong)));
+    let mut c = cfg(1);
+    c.consumer_group = Some(&long);
+    cases.push((c, Some(ConfigError::GroupTooLong)));
+    let mut c = cfg(1);
+    c.client_id = &long_id;
+    cases.push((c, Some(ConfigError::ClientIdTooLong)));
+    let mut c = cfg(2);
+    c.producer_group = &long[..MAX_GROUP_LEN];
+    c.client_id = &long_id[..MAX_CLIENT_ID_LEN];
+    cases.push((c, None));
+    for (c, want) in cases {
+        assert_eq!(c.check().err(), want, "{c:?}");
+        assert_eq!(S::new(&c, t(0)).err(), want, "{c:?}");
+        // Unchecked: clamped, never a panic; usable at once.
+        let mut s = S::build(&c, t(0));
+        assert!(usize::from(s.name_server()) < c.name_servers.clamp(1, 255));
+        let _ = s.topic(t(0), "T");
+        let mut buf = [0u8; 512];
+        s.handle_timeout(t(100_000));
+        let _ = s.poll_transmit(t(100_000), &mut buf, &Props);
+    }
+}

@@ -11,23 +11,40 @@
 
 use rmq_smoltcp::core::consumer::ConsumeFromWhere;
 use rmq_smoltcp::core::time::{Duration, Instant};
-use rmq_smoltcp::{Buffers, Client, ClientConfig, Completion, Message, SendId, Stats, SubmitError};
-use smoltcp::iface::SocketHandle;
+use rmq_smoltcp::{Client, ClientConfig, Completion, Message, SendId, Stats, SubmitError};
 use smoltcp::wire::IpEndpoint;
 
 use crate::forward::Uplink;
 use crate::{Line, Net, Out, Params};
 
-/// One broker, 8 queues per route, 256 bytes of route strings, 4 queues owned, 4 messages in
-/// flight per queue.
-type Downlink = Client<'static, 'static, 1, 8, 256, 4, 4>;
+/// One broker, 8 queues per route, 256 bytes of route strings, 4 queues owned, 2 messages in
+/// flight per queue (one pull's).
+pub(crate) type Downlink = Client<'static, 'static, 1, 8, 256, 4, 2>;
 
 /// Queue ids whose committed offsets are reported.
 const QUEUES: usize = 8;
 
+/// The client's settings (checked): publishes to `p.topic`, consumes `p.cmd_topic`.
+pub(crate) fn config(p: &Params, namesrvs: &'static [IpEndpoint]) -> ClientConfig<'static> {
+    let mut cfg = ClientConfig::new(namesrvs, "gateway-cmds", "169.254.1.2@gateway", p.cmd_topic);
+    cfg.publish_topic = Some(p.topic);
+    cfg.client_ip = [169, 254, 1, 2];
+    cfg.consume_from = ConsumeFromWhere::FirstOffset;
+    // Small answers: 2 commands (~250 bytes each as stored, with their properties) and the
+    // header fit the 1 KiB socket and frame buffers.
+    cfg.pull_batch_size = 2;
+    cfg.commit_interval = Duration::from_millis(1000);
+    cfg.seed = p.seed;
+    // Valid by construction (a panic exits with status 1).
+    if Downlink::check(&cfg).is_err() {
+        panic!("client config")
+    }
+    cfg
+}
+
 /// The client and what was last reported of it.
-pub(crate) struct Commands {
-    c: &'static mut Downlink,
+pub(crate) struct Commands<'c> {
+    c: &'c mut Downlink,
     owned: usize,
     committed: [i64; QUEUES],
     /// Commands received.
@@ -37,30 +54,22 @@ pub(crate) struct Commands {
     stopping: Option<Instant>,
 }
 
-impl Commands {
-    /// The client: publishes to `p.topic`, consumes `p.cmd_topic`.
+impl<'c> Commands<'c> {
+    /// The client `c`, built from `cfg` by [`config`] and `Downlink::build` (in `main`'s
+    /// frame: built by value, `Downlink::new`, the 7 KiB client and the parts it is made of
+    /// were copied through ~20 KiB of stack; built in a static, it is still copied once), is
+    /// started: subscribed, its heartbeat written.
     pub(crate) fn new(
         p: &Params,
-        namesrvs: &'static [IpEndpoint],
-        bufs: Buffers<'static>,
-        ns: SocketHandle,
-        b0: SocketHandle,
+        c: &'c mut Downlink,
+        cfg: &ClientConfig<'static>,
         now: Instant,
-    ) -> Commands {
-        let mut cfg =
-            ClientConfig::new(namesrvs, "gateway-cmds", "169.254.1.2@gateway", p.cmd_topic);
-        cfg.publish_topic = Some(p.topic);
-        cfg.client_ip = [169, 254, 1, 2];
-        cfg.consume_from = ConsumeFromWhere::FirstOffset;
-        // Small answers: 4 commands of up to ~150 bytes each fit the 1.5 KiB socket buffer.
-        cfg.pull_batch_size = 4;
-        cfg.commit_interval = Duration::from_millis(1000);
-        cfg.seed = p.seed;
-        let Ok(c) = Downlink::new(cfg, bufs, now, ns, [b0]) else {
+    ) -> Self {
+        if c.start(cfg, now).is_err() {
             panic!("client config")
-        };
+        }
         Commands {
-            c: stat!(Downlink = c),
+            c,
             owned: 0,
             committed: [-1; QUEUES],
             got: 0,
@@ -70,7 +79,7 @@ impl Commands {
     }
 }
 
-impl Uplink for Commands {
+impl Uplink for Commands<'_> {
     fn can_send(&self) -> bool {
         self.c.can_send()
     }

@@ -25,7 +25,7 @@ use rmq_smoltcp::core::outbox::{OutMessage, Outbox, Overflow, Verdict};
 use rmq_smoltcp::core::time::{Duration, Instant};
 use rmq_smoltcp::{Completion, Message, SendId, Stats, SubmitError};
 
-use crate::{Line, Meter, Net, Out, Params, failure, key, now, stored, text};
+use crate::{KEY, Line, Meter, Net, Out, Params, failure, key, now, stored, text};
 
 /// What sends the outbox: the producer, or with the downlink the client that also consumes
 /// the command topic.
@@ -80,9 +80,10 @@ pub(crate) const MAX_BATCH: u32 = 8;
 
 /// Messages the outbox holds (those in flight are in the staging buffer, outside it).
 const CAPACITY: usize = 200;
-/// Ring bytes: 200 records of this image's largest (8 + `seq-99999` + 30-byte body = 47 B)
-/// fit, so the count bounds the ring, not the bytes.
-const RING: usize = 9_600;
+/// Ring bytes: 200 records of this image's largest (8 + 30-byte body = 38 B) and one more (a
+/// record does not wrap around the ring's end) fit, so the count bounds the ring, not the
+/// bytes. The key (`seq-<seq>`) is not stored: the outbox id is the seq.
+const RING: usize = 201 * 38;
 /// Staging: `MAX_BATCH` records of up to 48 bytes, each after its 4-byte length.
 const STAGING: usize = MAX_BATCH as usize * 52;
 
@@ -113,11 +114,10 @@ pub(crate) fn run<U: Uplink>(out: &mut Out, p: &Params, producer: &mut U, net: &
                 .s(b",\"h\":")
                 .u((40 + seq % 13).into())
                 .s(b"}");
-            let key = key(seq);
             let msg = OutMessage {
                 body: body.bytes(),
                 tags: None,
-                keys: Some(text(&key)),
+                keys: None,
                 flag: 0,
             };
             // Ids count pushes from 0, and every push succeeds (drop-oldest, records far
@@ -137,13 +137,17 @@ pub(crate) fn run<U: Uplink>(out: &mut Out, p: &Params, producer: &mut U, net: &
             && producer.can_send()
             && let Some(b) = outbox.current_batch(p.batch as usize)
         {
+            let mut keys = [[0u8; KEY]; MAX_BATCH as usize];
+            for ((id, _), k) in b.iter().zip(&mut keys) {
+                key(id.0, k);
+            }
             let mut msgs = [Message::default(); MAX_BATCH as usize];
             let mut n = 0;
-            for ((_, o), slot) in b.iter().zip(&mut msgs) {
+            for (((_, o), slot), k) in b.iter().zip(&mut msgs).zip(&keys) {
                 *slot = Message {
                     body: o.body,
                     tags: Some("telemetry"),
-                    keys: o.keys,
+                    keys: Some(text(k)),
                     flag: o.flag,
                 };
                 n += 1;

@@ -2,7 +2,9 @@
 //! as QEMU emulates it (`-M mps2-an386`): publishes N telemetry messages to RocketMQ through
 //! rmq-smoltcp over the board's SMSC LAN9118 NIC (rmq-lan9118, polled), one sync send at a
 //! time, and reports over semihosting. Every buffer is a static, so `size.sh` reports the
-//! whole RAM cost (socket and frame buffers included) in `.data` + `.bss`.
+//! whole RAM cost (socket and frame buffers included) in `.data` + `.bss`; the downlink
+//! image's client is the exception: it lives in `main`'s frame, where it is built in place
+//! (see `downlink.rs`), and counts in the stack high-water.
 //!
 //! Parameters come from the semihosting command line (QEMU
 //! `-semihosting-config enable=on,target=native,arg=rmq-firmware,arg=ns=127.0.0.1:9876,arg=n=100`;
@@ -90,9 +92,9 @@ const MESSAGE_BUF: usize = if cfg!(feature = "downlink") {
     256
 };
 /// The broker socket's receive buffer: a send answer, or with the downlink a pull answer of
-/// up to 4 commands.
+/// up to 2 commands (~0.7 KiB).
 const BROKER_SOCKET_RX: usize = if cfg!(feature = "downlink") {
-    1536
+    1024
 } else {
     512
 };
@@ -100,11 +102,7 @@ const BROKER_SOCKET_RX: usize = if cfg!(feature = "downlink") {
 /// its subscription, takes ~450 bytes with its header.
 const TX_BUF: usize = if cfg!(feature = "downlink") { 768 } else { 512 };
 /// The frame buffer: a route answer (~0.7 KiB), or with the downlink a pull answer.
-const BROKER_RX: usize = if cfg!(feature = "downlink") {
-    1536
-} else {
-    1024
-};
+const BROKER_RX: usize = 1024;
 /// Stack paint pattern.
 const PAINT: u32 = 0xDEAD_BEEF;
 
@@ -549,8 +547,13 @@ fn main() -> ! {
         stat!(Gateway = gateway)
     };
     // The producer and the command consumer on one client session.
+    // The client lives in `main`'s frame, built there in place (see `downlink::Commands::new`).
     #[cfg(feature = "downlink")]
-    let producer = &mut downlink::Commands::new(&p, &namesrvs[..], bufs, ns, b0, now());
+    let cfg = downlink::config(&p, &namesrvs[..]);
+    #[cfg(feature = "downlink")]
+    let mut client = downlink::Downlink::build(cfg, bufs, now(), ns, [b0]);
+    #[cfg(feature = "downlink")]
+    let producer = &mut downlink::Commands::new(&p, &mut client, &cfg, now());
 
     let mut net = Net {
         iface,
@@ -633,16 +636,21 @@ impl Meter {
 }
 
 /// Message `seq`'s key, `seq-<seq>`.
-fn key(seq: u32) -> Line {
-    let mut key = Line::new();
-    key.s(b"seq-").u(seq.into());
-    key
+fn key(seq: u32, buf: &mut [u8; KEY]) {
+    let mut l = Line::new();
+    l.s(b"seq-").u(seq.into());
+    buf.fill(0);
+    buf[..l.len.min(KEY)].copy_from_slice(&l.bytes()[..l.len.min(KEY)]);
 }
 
-/// The key as text.
-fn text(l: &Line) -> &str {
-    // SAFETY: `Line`s built from ASCII literals and digits only.
-    unsafe { core::str::from_utf8_unchecked(l.bytes()) }
+/// Bytes of a key: `seq-` and up to 10 digits.
+const KEY: usize = 14;
+
+/// The key as text (up to its first NUL).
+fn text(k: &[u8; KEY]) -> &str {
+    let n = k.iter().position(|&c| c == 0).unwrap_or(KEY);
+    // SAFETY: `key` writes ASCII only.
+    unsafe { core::str::from_utf8_unchecked(&k[..n]) }
 }
 
 /// The producer-only gateway: message `seq` is built when the previous one has its outcome,
@@ -668,11 +676,12 @@ fn direct(out: &mut Out, p: &Params, producer: &mut Gateway, net: &mut Net<'_>) 
                 .s(b",\"humidity\":")
                 .u((40 + seq % 13).into())
                 .s(b"}");
-            let key = key(seq);
+            let mut k = [0; KEY];
+            key(seq, &mut k);
             let msg = Message {
                 body: body.bytes(),
                 tags: Some("telemetry"),
-                keys: Some(text(&key)),
+                keys: Some(text(&k)),
                 flag: 0,
             };
             m.start(t0);
