@@ -72,7 +72,7 @@ use crate::send_back::{
     MAX_MSG_ID, MAX_RECONSUME_TIMES, Nack, NackError, RETRY_TOPIC_PREFIX, SEND_BACK_TIMEOUT,
     origin_topic, retry_topic,
 };
-use crate::session::{BrokerId, CallError, Client, Outbound, Peer, TopicId, Transmit};
+use crate::session::{BrokerId, CallError, Client, Features, Outbound, Peer, TopicId, Transmit};
 use crate::time::{Duration, Instant};
 use crate::wire::headers::{
     ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader,
@@ -193,6 +193,9 @@ pub enum PullConfigError {
     Duplicate,
     /// The session refused the topic (full, or name too long).
     Topic,
+    /// Orderly consumption or broadcasting was asked for, and the session's
+    /// [`Features`] leave it out.
+    Unsupported,
 }
 
 impl fmt::Display for PullConfigError {
@@ -203,6 +206,9 @@ impl fmt::Display for PullConfigError {
             PullConfigError::TooManySubscriptions => "too many subscriptions",
             PullConfigError::Duplicate => "topic subscribed twice",
             PullConfigError::Topic => "the session refused the topic",
+            PullConfigError::Unsupported => {
+                "orderly or broadcasting consumption is not compiled in"
+            }
         })
     }
 }
@@ -632,6 +638,10 @@ impl<
         topic: &str,
         expression: &str,
     ) -> Result<TopicId, PullConfigError> {
+        let broadcasting = self.model == MessageModel::Broadcasting;
+        if (self.orderly && !S::Features::ORDERLY) || (broadcasting && !S::Features::BROADCASTING) {
+            return Err(PullConfigError::Unsupported);
+        }
         let mut e = String::new();
         e.push_str(expression)
             .map_err(|_| PullConfigError::Expression)?;
@@ -1213,7 +1223,7 @@ impl<
                 self.owned[i].commit = false;
                 continue;
             };
-            if self.model == MessageModel::Broadcasting {
+            if S::Features::BROADCASTING && self.model == MessageModel::Broadcasting {
                 // The runtime stores it.
                 if self.room() {
                     let o = &mut self.owned[i];
@@ -1244,6 +1254,12 @@ impl<
                 i += 1;
                 continue;
             }
+            if !S::Features::SEND_BACK {
+                // Left out: the send-back fails at once (the runtime's fallback follows).
+                let b = &self.backs[i];
+                self.back_done(now, b.key, b.lease, b.offset, false);
+                continue;
+            }
             match self.back_call(now, session, i, buf, lend) {
                 Ok(tx) => {
                     self.backs[i].sent = true;
@@ -1260,7 +1276,7 @@ impl<
                 }
             }
         }
-        if self.orderly && self.stopping && !self.unlocked_all {
+        if S::Features::ORDERLY && self.orderly && self.stopping && !self.unlocked_all {
             // Every commit answered: release every lock, so the next owner need not wait.
             let committing =
                 self.owned.iter().any(|o| {
@@ -1275,7 +1291,7 @@ impl<
                 }
             }
         }
-        if self.orderly {
+        if S::Features::ORDERLY && self.orderly {
             match self.lock_calls(now, session, buf, lend) {
                 Some(Ok(tx)) => return Some(tx),
                 Some(Err(CallError::TooManyRequests)) => {
@@ -1294,7 +1310,7 @@ impl<
                 continue;
             }
             self.subs[i].list = false;
-            if self.model == MessageModel::Broadcasting {
+            if S::Features::BROADCASTING && self.model == MessageModel::Broadcasting {
                 // Every queue, no consumer list.
                 let t = self.subs[i].topic;
                 let mut all: Vec<QueueKey, QUEUES> = Vec::new();
@@ -1326,7 +1342,11 @@ impl<
                 return Some(tx);
             }
         }
-        self.measure_call(now, session, buf, lend)
+        if S::Features::LAG_PROBES {
+            self.measure_call(now, session, buf, lend)
+        } else {
+            None
+        }
     }
 
     /// GET_MAX_OFFSET's header (5.x asks for the committed maximum, as Java).
@@ -1439,7 +1459,7 @@ impl<
                     other => o.state = QState::Locate(other),
                 }
             }
-            CallRef::MaxOffset(key) => {
+            CallRef::MaxOffset(key) if S::Features::LAG_PROBES => {
                 let offset = answered_offset(header.as_ref(), code);
                 // By queue only: a seek meanwhile changed the lease, not the broker's offsets.
                 if let Some(o) = self.owned.iter_mut().find(|o| o.key == key) {
@@ -1478,9 +1498,11 @@ impl<
                 self.committed(key, lease, offset, code == 0);
             }
             CallRef::SendBack(key, lease, offset) => {
-                self.back_done(now, key, lease, offset, code == 0);
+                if S::Features::SEND_BACK {
+                    self.back_done(now, key, lease, offset, code == 0);
+                }
             }
-            CallRef::Lock(broker) => {
+            CallRef::Lock(broker) if S::Features::ORDERLY => {
                 if code == 0 {
                     let owned = &mut self.owned;
                     let _ = parse_locked(f.body_ref(), |q| {
@@ -1498,7 +1520,7 @@ impl<
                 }
                 self.settle_locks(now, broker);
             }
-            CallRef::Unlock => {}
+            CallRef::Lock(_) | CallRef::Unlock | CallRef::MaxOffset(_) => {}
         }
         true
     }
@@ -2397,7 +2419,9 @@ impl<
         let _ = expression.push_str(&sub.expression);
         let peer = session.read_peer(key.broker, false);
         let (tx, next) = match state {
-            QState::New if self.model == MessageModel::Broadcasting => {
+            QState::New
+                if S::Features::BROADCASTING && self.model == MessageModel::Broadcasting =>
+            {
                 if self.room() {
                     self.owned[i].state = QState::Loading;
                     let _ = self
@@ -2492,7 +2516,7 @@ impl<
             }
             QState::Ready(at) if at <= now => {
                 let o = &self.owned[i];
-                if self.orderly && (!Self::locked(o, now) || o.leaving) {
+                if S::Features::ORDERLY && self.orderly && (!Self::locked(o, now) || o.leaving) {
                     // Orderly: only a locked queue is pulled.
                     self.owned[i].state = QState::Ready(now.saturating_add(UNLOCKED_PULL_DELAY));
                     return None;

@@ -187,6 +187,18 @@ pub trait Features {
     /// ([`Session::subscribe_queues`]), and the runtime may issue its own requests
     /// ([`Session::call`]).
     const CONSUMER: bool;
+    /// The pull consumer's orderly consumption (queue locks: LOCK_BATCH_MQ, UNLOCK_BATCH_MQ);
+    /// `false` leaves it out ([`PullConfig::orderly`](crate::pull_consumer::PullConfig::orderly)
+    /// is then ignored).
+    const ORDERLY: bool = true;
+    /// The pull consumer's send-backs (CONSUMER_SEND_MSG_BACK of nacked messages); `false`
+    /// leaves them out (a nack then ends as a failed send-back: the runtime's fallback).
+    const SEND_BACK: bool = true;
+    /// The pull consumer's lag probes (GET_MAX_OFFSET of queues not being pulled); `false`
+    /// leaves them out (lag then comes from pull answers only).
+    const LAG_PROBES: bool = true;
+    /// The pull consumer's broadcasting mode; `false` leaves it out (clustering only).
+    const BROADCASTING: bool = true;
 }
 
 /// Every feature (servers).
@@ -577,6 +589,8 @@ pub enum Incoming {
 /// What a layer on top of the client session (the pull consumer) asks of it; every
 /// [`Session`] implements it, so such a layer needs none of the session's type parameters.
 pub trait Client {
+    /// What the session compiles in (the pull consumer leaves out the paths it does not).
+    type Features: Features;
     /// [`Session::topic`].
     ///
     /// # Errors
@@ -620,6 +634,7 @@ impl<
     F: Features,
 > Client for Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F>
 {
+    type Features = F;
     fn topic(&mut self, now: Instant, topic: &str) -> Result<TopicId, SubmitError> {
         Session::topic(self, now, topic)
     }

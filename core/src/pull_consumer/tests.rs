@@ -1145,3 +1145,113 @@ fn check_refuses_what_new_refuses_and_build_never_panics() {
         assert!(c.poll_timeout().is_some());
     }
 }
+
+/// A session that leaves the optional consumer paths out (as the gateway's does).
+#[derive(Clone, Copy, Debug)]
+struct Lean;
+impl crate::session::Features for Lean {
+    const ROCKETMQ_HEADERS: bool = false;
+    const HEARTBEATS: bool = true;
+    const BROKER_REMARKS: bool = false;
+    const CONSUMER: bool = true;
+    const ORDERLY: bool = false;
+    const SEND_BACK: bool = false;
+    const LAG_PROBES: bool = false;
+    const BROADCASTING: bool = false;
+}
+
+#[test]
+fn paths_a_session_leaves_out_are_refused_or_fail_at_once() {
+    type L = crate::session::Session<4, 4, 16, 16, 4, 2048, Lean>;
+    let mut cfg = Config::new(1, "", ME);
+    cfg.consumer_group = Some("cg");
+    cfg.heartbeat = None;
+    let mut s = L::new(&cfg, t(0)).unwrap();
+    let mut buf = [0u8; 2048];
+    let pc = |f: fn(&mut PullConfig<'_>)| {
+        let mut pc = PullConfig::new("cg", ME);
+        pc.retry = false;
+        f(&mut pc);
+        pc
+    };
+    // Orderly and broadcasting are not compiled in: refused, not silently ignored.
+    for f in [
+        (|p: &mut PullConfig<'_>| p.orderly = true) as fn(&mut PullConfig<'_>),
+        |p| p.model = MessageModel::Broadcasting,
+    ] {
+        let mut c = C::new(&pc(f), t(0)).unwrap();
+        assert_eq!(
+            c.subscribe(t(0), &mut s, "T", "*"),
+            Err(PullConfigError::Unsupported)
+        );
+    }
+    let mut c = C::new(&pc(|_| {}), t(0)).unwrap();
+    c.subscribe(t(0), &mut s, "T", "*").unwrap();
+    let tx = s.poll_transmit(t(0), &mut buf, &NoLend).unwrap();
+    let r = decode(&buf[..tx.len], tx.peer, tx.opaque);
+    let f = response(0, r.opaque, &[], route(1).as_bytes());
+    assert_eq!(s.handle_frame(t(0), r.peer, &f).unwrap(), Incoming::Handled);
+    while s.poll_event().is_some() {}
+    let mut now = t(0);
+    let mut got = StdVec::new();
+    let mut step = |now: Instant, c: &mut C, s: &mut L, reply: &dyn Fn(&Sent) -> StdVec<u8>| {
+        c.handle_timeout(now);
+        let tx = c.poll_call(now, s, &mut buf, &NoLend).expect("a request");
+        let sent = decode(&buf[..tx.len], tx.peer, tx.opaque);
+        let f = reply(&sent);
+        let _ = s.handle_frame(now, sent.peer, &f).unwrap();
+        c.handle_response(now, s, sent.opaque, &f, &mut |d: Delivery<'_, '_>| {
+            got.push((d.lease, d.message.queue_offset));
+        });
+        sent.code
+    };
+    let list = |r: &Sent| response(0, r.opaque, &[], br#"{"consumerIdList":["10.0.0.2@gw"]}"#);
+    assert_eq!(
+        step(now, &mut c, &mut s, &list),
+        RequestCode::GET_CONSUMER_LIST_BY_GROUP.0
+    );
+    let offset = |r: &Sent| response(0, r.opaque, &[("offset", "5")], b"");
+    assert_eq!(
+        step(now, &mut c, &mut s, &offset),
+        RequestCode::QUERY_CONSUMER_OFFSET.0
+    );
+    let pull = |r: &Sent| {
+        let ext = [
+            ("suggestWhichBrokerId", "0"),
+            ("nextBeginOffset", "6"),
+            ("minOffset", "0"),
+            ("maxOffset", "6"),
+        ];
+        response(0, r.opaque, &ext, &records(&[(5, "TagA")]))
+    };
+    assert_eq!(
+        step(now, &mut c, &mut s, &pull),
+        RequestCode::PULL_MESSAGE.0
+    );
+    let lease = got[0].0;
+    // A nack: no CONSUMER_SEND_MSG_BACK is written; the send-back fails at once, so the
+    // runtime's fallback follows, as for a refused one.
+    let n = Nack {
+        offset: 5,
+        commit_log_offset: 1005,
+        msg_id: "MSGID",
+        topic: "T",
+        delay_level: 0,
+    };
+    c.nack(q(0), lease, &n).unwrap();
+    now += Duration::from_millis(1);
+    c.handle_timeout(now);
+    while let Some(tx) = c.poll_call(now, &mut s, &mut buf, &NoLend) {
+        let sent = decode(&buf[..tx.len], tx.peer, tx.opaque);
+        assert_ne!(sent.code, RequestCode::CONSUMER_SEND_MSG_BACK.0);
+        assert_ne!(sent.code, RequestCode::GET_MAX_OFFSET.0);
+    }
+    let failed = PullEvent::SendBackFailed {
+        queue: q(0),
+        lease,
+        offset: 5,
+    };
+    assert_eq!(c.poll_event(), Some(failed));
+    assert_eq!(c.sends_back_pending(), 0);
+    assert!(c.ack(now, q(0), lease, 5), "the fallback stored it");
+}
