@@ -91,7 +91,7 @@ pub(crate) trait Sink: Send {
 
 pub(crate) type Deliver = Box<dyn Sink>;
 
-/// How a send ended, with the topic it went to.
+/// How a send ended.
 pub(crate) type Outcome = Result<SendReceipt, SendFailure>;
 
 /// How a send ended, and the name of the broker that stored it (empty on failure): read under

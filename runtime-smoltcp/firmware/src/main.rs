@@ -98,6 +98,13 @@ const BROKER_SOCKET_RX: usize = if cfg!(feature = "downlink") {
 } else {
     512
 };
+/// The broker socket's send buffer: a frame larger than it is written as it drains (the
+/// downlink image trades a little of its batches' speed for RAM).
+const BROKER_SOCKET_TX: usize = if cfg!(feature = "downlink") {
+    768
+} else {
+    1024
+};
 /// Frame staging (prefix and header; a heartbeat's body too): the consumer's heartbeat, with
 /// its subscription, takes ~450 bytes with its header.
 const TX_BUF: usize = if cfg!(feature = "downlink") { 768 } else { 512 };
@@ -519,7 +526,7 @@ fn main() -> ! {
     let ns_rx = stat!([u8; 1024] = const [0; 1024]);
     let ns_tx = stat!([u8; 256] = const [0; 256]);
     let b_rx = stat!([u8; BROKER_SOCKET_RX] = const [0; BROKER_SOCKET_RX]);
-    let b_tx = stat!([u8; 1024] = const [0; 1024]);
+    let b_tx = stat!([u8; BROKER_SOCKET_TX] = const [0; BROKER_SOCKET_TX]);
     let ns = sockets.add(tcp::Socket::new(
         tcp::SocketBuffer::new(&mut ns_rx[..]),
         tcp::SocketBuffer::new(&mut ns_tx[..]),
