@@ -42,7 +42,10 @@
 //!   [`PullConsumer`](rmq_core::pull_consumer::PullConsumer), handing each message to a closure
 //!   once, in queue order, and can publish as a producer does over the same session and
 //!   connections (one NameServer and one broker socket for both, one copy of the session's code
-//!   in the image). `firmware/src/downlink.rs` runs one in QEMU.
+//!   in the image). `firmware/src/downlink.rs` runs one in QEMU. A client is kilobytes: build
+//!   it where it lives with [`Client::check`], [`Client::build`] and [`Client::start`] (no
+//!   copy through the stack), rather than [`Client::new`] (which returns it in a `Result`:
+//!   several times its size in stack while it is assembled).
 //! - **Shared state**: nothing here is shared with an interrupt, so neither `critical-section`
 //!   nor `nb` is needed: `poll` never blocks (smoltcp's model), and the async producer is one
 //!   task's. An application that produces from an interrupt queues messages there (e.g. an
