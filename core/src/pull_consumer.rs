@@ -567,8 +567,9 @@ impl<
     }
 
     /// [`PullConsumer::new`] without the checks, for a configuration that passed
-    /// [`PullConfig::check`]: infallible, so that a caller can build the consumer straight
-    /// into its final place (`MaybeUninit::write`) instead of through a `Result` on the stack.
+    /// [`PullConfig::check`]: infallible and returning the consumer itself, so that the
+    /// caller's place (a local, or a struct being built in its caller's return slot) receives
+    /// it with no copy through a `Result` on the stack.
     /// Of a configuration that did not pass, a name that is too long is left empty.
     // Not inlined: its result is written straight into the caller's place (an inlined one
     // was assembled on the stack and copied).
@@ -577,8 +578,9 @@ impl<
         Self::assemble(cfg, now)
     }
 
-    /// [`Self::build`]'s body, inlined into [`Self::new`] (through a call there, the session
-    /// would be copied out of its result once more: +2.8 KiB of stack in the QEMU image).
+    /// [`Self::build`]'s body, inlined into [`Self::new`] (through a call there, the consumer
+    /// would be copied out of its result once more, as the session was: +2.8 KiB of stack in
+    /// the QEMU image).
     #[inline(always)]
     fn assemble(cfg: &PullConfig<'_>, now: Instant) -> Self {
         let name = |s: &str| {
@@ -639,7 +641,7 @@ impl<
         expression: &str,
     ) -> Result<TopicId, PullConfigError> {
         let broadcasting = self.model == MessageModel::Broadcasting;
-        if (self.orderly && !S::Features::ORDERLY) || (broadcasting && !S::Features::BROADCASTING) {
+        if self.orderly != self.orderly::<S>() || broadcasting != self.broadcasting::<S>() {
             return Err(PullConfigError::Unsupported);
         }
         let mut e = String::new();
@@ -1223,7 +1225,7 @@ impl<
                 self.owned[i].commit = false;
                 continue;
             };
-            if S::Features::BROADCASTING && self.model == MessageModel::Broadcasting {
+            if self.broadcasting::<S>() {
                 // The runtime stores it.
                 if self.room() {
                     let o = &mut self.owned[i];
@@ -1276,7 +1278,7 @@ impl<
                 }
             }
         }
-        if S::Features::ORDERLY && self.orderly && self.stopping && !self.unlocked_all {
+        if self.orderly::<S>() && self.stopping && !self.unlocked_all {
             // Every commit answered: release every lock, so the next owner need not wait.
             let committing =
                 self.owned.iter().any(|o| {
@@ -1291,7 +1293,7 @@ impl<
                 }
             }
         }
-        if S::Features::ORDERLY && self.orderly {
+        if self.orderly::<S>() {
             match self.lock_calls(now, session, buf, lend) {
                 Some(Ok(tx)) => return Some(tx),
                 Some(Err(CallError::TooManyRequests)) => {
@@ -1310,7 +1312,7 @@ impl<
                 continue;
             }
             self.subs[i].list = false;
-            if S::Features::BROADCASTING && self.model == MessageModel::Broadcasting {
+            if self.broadcasting::<S>() {
                 // Every queue, no consumer list.
                 let t = self.subs[i].topic;
                 let mut all: Vec<QueueKey, QUEUES> = Vec::new();
@@ -1790,6 +1792,17 @@ impl<
                 let _ = self.unlocks.push(key);
             }
         }
+    }
+
+    /// Orderly consumption, when the session `S` compiles it in (a constant `false`
+    /// otherwise, so that the locking paths are left out of the image).
+    fn orderly<S: Client>(&self) -> bool {
+        S::Features::ORDERLY && self.orderly
+    }
+
+    /// Broadcasting, when the session `S` compiles it in (as [`Self::orderly`]).
+    fn broadcasting<S: Client>(&self) -> bool {
+        S::Features::BROADCASTING && self.model == MessageModel::Broadcasting
     }
 
     fn lease(&mut self) -> u32 {
@@ -2419,9 +2432,7 @@ impl<
         let _ = expression.push_str(&sub.expression);
         let peer = session.read_peer(key.broker, false);
         let (tx, next) = match state {
-            QState::New
-                if S::Features::BROADCASTING && self.model == MessageModel::Broadcasting =>
-            {
+            QState::New if self.broadcasting::<S>() => {
                 if self.room() {
                     self.owned[i].state = QState::Loading;
                     let _ = self
@@ -2516,7 +2527,7 @@ impl<
             }
             QState::Ready(at) if at <= now => {
                 let o = &self.owned[i];
-                if S::Features::ORDERLY && self.orderly && (!Self::locked(o, now) || o.leaving) {
+                if self.orderly::<S>() && (!Self::locked(o, now) || o.leaving) {
                     // Orderly: only a locked queue is pulled.
                     self.owned[i].state = QState::Ready(now.saturating_add(UNLOCKED_PULL_DELAY));
                     return None;

@@ -994,9 +994,9 @@ impl<
     }
 
     /// [`Session::new`] without the checks, for a configuration that passed
-    /// [`Config::check`]: infallible, so that a caller can build the session straight into its
-    /// final place (`MaybeUninit::write`) instead of through a `Result` on the stack (the
-    /// session is kilobytes). Of a configuration that did not pass, the NameServer count is
+    /// [`Config::check`]: infallible and returning the session itself, so that the caller's
+    /// place (a local, or a struct being built in its caller's return slot) receives it with no
+    /// copy through a `Result` on the stack (the session is kilobytes). Of a configuration that did not pass, the NameServer count is
     /// clamped to 1..=255 and a name that is too long is left empty.
     // Not inlined: its result is written straight into the caller's place (an inlined one
     // was assembled on the stack and copied).

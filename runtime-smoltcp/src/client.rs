@@ -329,12 +329,12 @@ impl<'a, 'b, const B: usize, const Q: usize, const S: usize, const OWNED: usize,
             .pull
             .subscribe(now, &mut self.core, cfg.topic, cfg.expression)
             .map_err(ClientError::Config)?;
-        let message = core::mem::take(&mut self.send.msg);
-        let n = self.pull.heartbeat_body(&self.core, message);
-        let (hb, msg) = message.split_at_mut(n.unwrap_or(0));
-        self.hb = hb;
-        self.send.msg = msg;
-        n.map(drop).ok_or(ClientError::HeartbeatTooLarge)
+        let (pull, core) = (&self.pull, &self.core);
+        self.hb = self
+            .send
+            .take_front(|buf| pull.heartbeat_body(core, buf))
+            .ok_or(ClientError::HeartbeatTooLarge)?;
+        Ok(())
     }
 
     pub(crate) fn stats(&self, net: Stats) -> Stats {
@@ -727,7 +727,7 @@ mod tests {
             if let (Ok(a), Ok(b)) = (by_new, stepped) {
                 assert!(!a.m.hb.is_empty());
                 assert_eq!(a.m.hb, b.m.hb);
-                assert_eq!(b.m.send.msg.len(), message - b.m.hb.len());
+                assert_eq!(b.m.send.parts().1.len(), message - b.m.hb.len());
             }
         }
     }

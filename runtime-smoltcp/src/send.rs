@@ -59,7 +59,7 @@ pub(crate) struct Sender<'a, 'b> {
     /// The topic published to (`None`: this client does not publish).
     topic_name: Option<&'a str>,
     retry: RetryConfig,
-    pub(crate) msg: &'b mut [u8],
+    msg: &'b mut [u8],
     topic: Option<TopicId>,
     job: Option<Job>,
     done: Option<Completion>,
@@ -86,6 +86,19 @@ impl<'a, 'b> Sender<'a, 'b> {
             uniq: UniqKeyGenerator::new(ip, seed >> 16, seed),
             clock: WallClock::default(),
         }
+    }
+
+    /// Lends the message buffer to `write` (which returns the bytes it wrote) and keeps those
+    /// bytes out of it for good: the consumer's heartbeat goes at its start. `None` (and the
+    /// buffer unchanged) when `write` fails.
+    pub(crate) fn take_front(
+        &mut self,
+        write: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> Option<&'b [u8]> {
+        let n = write(self.msg)?.min(self.msg.len());
+        let (front, rest) = core::mem::take(&mut self.msg).split_at_mut(n);
+        self.msg = rest;
+        Some(front)
     }
 
     pub(crate) fn has_topic(&self) -> bool {
