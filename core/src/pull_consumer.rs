@@ -40,13 +40,12 @@
 //!
 //! Capacities are const generics: `SUBS` subscriptions, `OWNED` queues owned at once, `TRACK`
 //! messages in flight per queue (flow control never pulls more than the free slots), `CALLS`
-//! requests in flight (a power of two), `CIDS` consumers per group, `QUEUES` queues per topic
+//! requests in flight, `CIDS` consumers per group, `QUEUES` queues per topic
 //! route (the session's). It talks to the session through [`Client`], which every
 //! [`Session`](crate::session::Session) implements.
 
 use core::fmt;
 
-use heapless::index_map::FnvIndexMap;
 use heapless::{String, Vec};
 
 use crate::admin::{
@@ -489,6 +488,35 @@ enum CallRef {
     MaxOffset(QueueKey),
 }
 
+/// This consumer's requests in flight by opaque: a few, so a list searched in order (less
+/// code than a hash map, and as fast at this size).
+#[derive(Debug)]
+struct Calls<const N: usize>(Vec<(i32, CallRef), N>);
+
+impl<const N: usize> Calls<N> {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Records `what` under `opaque`; `Err` when full (callers check the room first).
+    fn insert(&mut self, opaque: i32, what: CallRef) -> Result<(), (i32, CallRef)> {
+        self.0.push((opaque, what))
+    }
+
+    fn swap_remove(&mut self, opaque: &i32) -> Option<CallRef> {
+        let i = self.0.iter().position(|(o, _)| o == opaque)?;
+        Some(self.0.swap_remove(i).1)
+    }
+
+    fn values(&self) -> impl Iterator<Item = &CallRef> {
+        self.0.iter().map(|(_, c)| c)
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&CallRef) -> bool) {
+        self.0.retain(|(_, c)| keep(c));
+    }
+}
+
 /// The consumer (see the [module docs](self)).
 pub struct PullConsumer<
     const SUBS: usize,
@@ -533,7 +561,7 @@ pub struct PullConsumer<
     owned: Vec<Owned<TRACK>, OWNED>,
     /// Offsets of revoked queues still to commit.
     revoked: Vec<(QueueKey, i64), OWNED>,
-    calls: FnvIndexMap<i32, CallRef, CALLS>,
+    calls: Calls<CALLS>,
     next_lease: u32,
     rebalance_at: Instant,
     persist_at: Instant,
@@ -616,7 +644,7 @@ impl<
             events: heapless::Deque::new(),
             owned: Vec::new(),
             revoked: Vec::new(),
-            calls: FnvIndexMap::new(),
+            calls: Calls(Vec::new()),
             next_lease: 1,
             rebalance_at: now,
             persist_at: now.saturating_add(cfg.persist_interval),
@@ -916,7 +944,7 @@ impl<
         let lease = self.lease();
         let old = self.owned[i].lease;
         // Forget its requests in flight: their answers become unknown opaques.
-        self.calls.retain(|_, c| {
+        self.calls.retain(|c| {
             !matches!(*c, CallRef::Query(k, l) | CallRef::Locate(k, l) | CallRef::Pull(k, l)
                 if k == queue && l == old)
         });
@@ -2305,7 +2333,7 @@ impl<
 
     #[allow(clippy::too_many_arguments)]
     fn call<E: ExtFields, S: Client, M: Outbound + ?Sized>(
-        calls: &mut FnvIndexMap<i32, CallRef, CALLS>,
+        calls: &mut Calls<CALLS>,
         now: Instant,
         session: &mut S,
         peer: Peer,
