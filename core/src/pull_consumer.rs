@@ -192,8 +192,8 @@ pub enum PullConfigError {
     Duplicate,
     /// The session refused the topic (full, or name too long).
     Topic,
-    /// Orderly consumption or broadcasting was asked for, and the session's
-    /// [`Features`] leave it out.
+    /// Orderly consumption, broadcasting or a timestamp start was asked for, and the
+    /// session's [`Features`] leave it out.
     Unsupported,
 }
 
@@ -206,7 +206,7 @@ impl fmt::Display for PullConfigError {
             PullConfigError::Duplicate => "topic subscribed twice",
             PullConfigError::Topic => "the session refused the topic",
             PullConfigError::Unsupported => {
-                "orderly or broadcasting consumption is not compiled in"
+                "orderly or broadcasting consumption or timestamp starts are not compiled in"
             }
         })
     }
@@ -458,6 +458,9 @@ struct Sub {
     /// GET_CONSUMER_LIST_BY_GROUP wanted in this round / in flight.
     list: bool,
     listing: bool,
+    /// The last round found no route: the next one runs as soon as the route is there (not
+    /// a rebalance interval later).
+    unrouted: bool,
     /// A pull of this topic failed: refresh its route (at most once a second), so that a dead
     /// master's absence from the route moves reads to its slave without waiting for the
     /// periodic refresh.
@@ -545,6 +548,8 @@ pub struct PullConsumer<
     model: MessageModel,
     /// [`PullConsumer::assign_queues`] was called: no rebalancing.
     manual: bool,
+    /// The session compiles timestamp positions in (set by `subscribe`).
+    timestamps: bool,
     orderly: bool,
     /// Orderly: the next lock renewal.
     lock_at: Instant,
@@ -634,6 +639,7 @@ impl<
             retry: cfg.retry && cfg.model == MessageModel::Clustering,
             model: cfg.model,
             manual: false,
+            timestamps: true,
             orderly: cfg.orderly,
             lock_at: now.saturating_add(LOCK_INTERVAL),
             unlocks: Vec::new(),
@@ -669,9 +675,14 @@ impl<
         expression: &str,
     ) -> Result<TopicId, PullConfigError> {
         let broadcasting = self.model == MessageModel::Broadcasting;
-        if self.orderly != self.orderly::<S>() || broadcasting != self.broadcasting::<S>() {
+        let timestamp = self.consume_from == ConsumeFromWhere::Timestamp;
+        if self.orderly != self.orderly::<S>()
+            || broadcasting != self.broadcasting::<S>()
+            || (timestamp && !S::Features::TIMESTAMPS)
+        {
             return Err(PullConfigError::Unsupported);
         }
+        self.timestamps = S::Features::TIMESTAMPS;
         let mut e = String::new();
         e.push_str(expression)
             .map_err(|_| PullConfigError::Expression)?;
@@ -708,6 +719,7 @@ impl<
             expression,
             list: false,
             listing: false,
+            unrouted: false,
             stale: false,
             refreshed_at: None,
             counts: SubCounts::default(),
@@ -936,8 +948,12 @@ impl<
 
     /// Moves owned queue `queue` to `to`: what is in flight is void (a new lease), the answer
     /// of a pull in flight is ignored, and the new position is committed once located.
-    /// `false` when the queue is not owned.
+    /// `false` when the queue is not owned, or `to` is a timestamp and the session leaves
+    /// [`Features::TIMESTAMPS`] out.
     pub fn seek(&mut self, now: Instant, queue: QueueKey, to: Position) -> bool {
+        if matches!(to, Position::Timestamp(_)) && !self.timestamps {
+            return false;
+        }
         let Some(i) = self.owned.iter().position(|o| o.key == queue) else {
             return false;
         };
@@ -1335,13 +1351,18 @@ impl<
             return None;
         }
         for i in 0..self.subs.len() {
+            let sub = &mut self.subs[i];
+            if sub.unrouted && !session.subscribe_queues(sub.topic).is_empty() {
+                sub.unrouted = false;
+                sub.list = true;
+            }
             // One consumer list in flight per topic; a round asked meanwhile follows it.
             if !self.subs[i].list || self.subs[i].listing {
                 continue;
             }
             self.subs[i].list = false;
-            if self.broadcasting::<S>() {
-                // Every queue, no consumer list.
+            if self.broadcasting::<S>() || !S::Features::REBALANCE {
+                // Every queue, no consumer list (broadcasting, or fixed queues).
                 let t = self.subs[i].topic;
                 let mut all: Vec<QueueKey, QUEUES> = Vec::new();
                 for q in session.subscribe_queues(t) {
@@ -1353,6 +1374,7 @@ impl<
                     });
                 }
                 if all.is_empty() {
+                    self.subs[i].unrouted = true;
                     session.refresh_route(now, t);
                 } else {
                     self.apply(t, &all);
@@ -1452,7 +1474,7 @@ impl<
         let header = CommandHeader::parse(&f).ok();
         let code = header.as_ref().map_or(-1, CommandHeader::code);
         match call {
-            CallRef::ConsumerList(i) => {
+            CallRef::ConsumerList(i) if S::Features::REBALANCE => {
                 let mut ids: Vec<&str, CIDS> = Vec::new();
                 let ok = code == 0 && parse_consumer_list(f.body_ref(), &mut ids).is_ok();
                 if let Some(s) = self.subs.get_mut(usize::from(i)) {
@@ -1550,7 +1572,10 @@ impl<
                 }
                 self.settle_locks(now, broker);
             }
-            CallRef::Lock(_) | CallRef::Unlock | CallRef::MaxOffset(_) => {}
+            CallRef::ConsumerList(_)
+            | CallRef::Lock(_)
+            | CallRef::Unlock
+            | CallRef::MaxOffset(_) => {}
         }
         true
     }
@@ -2399,7 +2424,8 @@ impl<
         let t = self.subs.get(i)?.topic;
         let queues = session.subscribe_queues(t);
         if queues.is_empty() {
-            // No route yet: look it up; the next round tries again.
+            // No route yet: look it up; a round runs again when it is there.
+            self.subs[i].unrouted = true;
             session.refresh_route(now, t);
             return None;
         }
@@ -2514,7 +2540,7 @@ impl<
                             lend,
                         )
                     }
-                    Position::Timestamp(timestamp) => {
+                    Position::Timestamp(timestamp) if S::Features::TIMESTAMPS => {
                         let hdr = SearchOffsetRequestHeader {
                             topic,
                             queue_id,
@@ -2534,7 +2560,9 @@ impl<
                             lend,
                         )
                     }
-                    Position::End | Position::Offset(_) => {
+                    // A timestamp only when the session leaves them out, which `subscribe`
+                    // and `seek` refuse: never.
+                    Position::End | Position::Offset(_) | Position::Timestamp(_) => {
                         let hdr = self.max_offset_header(topic, queue_id);
                         let code = RequestCode::GET_MAX_OFFSET;
                         Self::call(

@@ -199,6 +199,19 @@ pub trait Features {
     const LAG_PROBES: bool = true;
     /// The pull consumer's broadcasting mode; `false` leaves it out (clustering only).
     const BROADCASTING: bool = true;
+    /// The pull consumer's rebalance: a clustering consumer shares its topics' queues with
+    /// the group's other members (GET_CONSUMER_LIST_BY_GROUP, then the allocation, every
+    /// rebalance round). `false` leaves it out: the consumer owns every queue of its topics'
+    /// routes ("fixed queues", a group of one such as a gateway's own; offsets are still
+    /// committed to the brokers). Such a consumer need not announce itself in heartbeats:
+    /// every pull carries its subscription.
+    const REBALANCE: bool = true;
+    /// The pull consumer's timestamp positions
+    /// ([`ConsumeFromWhere::Timestamp`](crate::consumer::ConsumeFromWhere::Timestamp), seeks
+    /// to [`Position::Timestamp`](crate::pull_consumer::Position::Timestamp):
+    /// SEARCH_OFFSET_BY_TIMESTAMP); `false` leaves them out (subscribe refuses such a start,
+    /// and such a seek returns `false`).
+    const TIMESTAMPS: bool = true;
 }
 
 /// Every feature (servers).

@@ -32,23 +32,28 @@ const REQUESTS: usize = 16;
 /// Consumers of one group a rebalance can see.
 const CONSUMERS: usize = 8;
 
-/// What a consuming gateway compiles in: heartbeats (the broker must know the group's members
-/// to share the queues) and consumer calls; JSON headers unless `rocketmq-headers`; no broker
-/// remarks.
+/// What a consuming gateway compiles in: consumer calls; JSON headers unless
+/// `rocketmq-headers`; no broker remarks. Without the `rebalance` feature the client owns
+/// every queue of its topic (fixed queues: a group of one) and sends no heartbeats at all
+/// (its pulls carry the subscription; its sends need none); with it, the group's members share
+/// the queues, which needs the consumer's heartbeats.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct GatewayConsumer;
 
 impl Features for GatewayConsumer {
     const ROCKETMQ_HEADERS: bool = cfg!(feature = "rocketmq-headers");
-    const HEARTBEATS: bool = true;
+    const HEARTBEATS: bool = cfg!(feature = "rebalance");
     const BROKER_REMARKS: bool = false;
     const CONSUMER: bool = true;
     // Neither orderly consumption nor send-backs (every message is acknowledged when the
-    // closure returns), lag probes or broadcasting: 5 KB of flash less.
+    // closure returns), lag probes, broadcasting or timestamp starts: 6 KB of flash less.
     const ORDERLY: bool = false;
     const SEND_BACK: bool = false;
     const LAG_PROBES: bool = false;
     const BROADCASTING: bool = false;
+    const TIMESTAMPS: bool = false;
+    // Fixed queues, no consumer list and no heartbeats: 6 KB less.
+    const REBALANCE: bool = cfg!(feature = "rebalance");
 }
 
 /// Two topics: the one consumed and the one published to.
@@ -64,8 +69,10 @@ pub(crate) type Pull<const OWNED: usize, const TRACK: usize, const Q: usize> =
 pub struct ClientConfig<'a> {
     /// The NameServers (one used at a time, failing over as the producer's).
     pub namesrvs: &'a [IpEndpoint],
-    /// Consumer group: its members share the topic's queues, and its offsets are committed
-    /// to the brokers.
+    /// Consumer group, whose offsets are committed to the brokers. Without the `rebalance`
+    /// feature the client owns every queue of the topic: give each gateway a group of its
+    /// own (the usual downlink: each gateway gets every command sent to it). With it, the
+    /// group's members share the topic's queues.
     pub group: &'a str,
     /// This client's id (`ip@instance`), unique in the group.
     pub client_id: &'a str,
@@ -92,9 +99,11 @@ pub struct ClientConfig<'a> {
     /// Offsets are committed (UPDATE_CONSUMER_OFFSET) this often (default 5 s): after a
     /// restart, at most this much of what was delivered is delivered again.
     pub commit_interval: Duration,
-    /// Heartbeat period (default 30 s).
+    /// Heartbeat period (default 30 s; with the `rebalance` feature only: without it the
+    /// client sends no heartbeats).
     pub heartbeat: Duration,
-    /// Time between rebalance rounds (default 20 s).
+    /// Time between rebalance rounds (default 20 s): the topic's route is checked for new or
+    /// gone queues this often (and, with the `rebalance` feature, the group's members).
     pub rebalance_interval: Duration,
     /// `version` ordinal sent in headers.
     pub version: i32,
@@ -179,9 +188,10 @@ impl core::fmt::Display for ClientError {
 impl core::error::Error for ClientError {}
 
 /// A heap-free RocketMQ consumer over smoltcp, which can also publish: one topic consumed in
-/// clustering mode (the group's members share its queues, offsets committed to the brokers),
-/// and optionally one topic published to (as [`Producer`](crate::Producer) does, over the same
-/// session and connections).
+/// clustering mode (offsets committed to the brokers; every queue of the topic is this
+/// client's, or with the `rebalance` feature the group's members share them), and optionally
+/// one topic published to (as [`Producer`](crate::Producer) does, over the same session and
+/// connections).
 ///
 /// - `BROKERS`: broker connections (one socket each) and route capacity;
 /// - `QUEUES`: queues kept from the route;
@@ -269,7 +279,7 @@ impl<'a, 'b, const B: usize, const Q: usize, const S: usize, const OWNED: usize,
         sc.route_refresh = cfg.route_refresh;
         sc.request_timeout = cfg.request_timeout;
         sc.route_retry = cfg.route_retry;
-        sc.heartbeat = Some(cfg.heartbeat);
+        sc.heartbeat = GatewayConsumer::HEARTBEATS.then_some(cfg.heartbeat);
         sc.seed = seed;
         sc.serialize_type = SerializeType(u8::from(GatewayConsumer::ROCKETMQ_HEADERS));
         let mut pc = PullConfig::new(cfg.group, cfg.client_id);
@@ -318,8 +328,8 @@ impl<'a, 'b, const B: usize, const Q: usize, const S: usize, const OWNED: usize,
         }
     }
 
-    /// Subscribes the topic and writes the heartbeat at the start of the message buffer (the
-    /// rest stays the sending side's).
+    /// Subscribes the topic and (with heartbeats) writes the heartbeat at the start of the
+    /// message buffer (the rest stays the sending side's).
     pub(crate) fn finish(
         &mut self,
         cfg: &ClientConfig<'a>,
@@ -329,11 +339,13 @@ impl<'a, 'b, const B: usize, const Q: usize, const S: usize, const OWNED: usize,
             .pull
             .subscribe(now, &mut self.core, cfg.topic, cfg.expression)
             .map_err(ClientError::Config)?;
-        let (pull, core) = (&self.pull, &self.core);
-        self.hb = self
-            .send
-            .take_front(|buf| pull.heartbeat_body(core, buf))
-            .ok_or(ClientError::HeartbeatTooLarge)?;
+        if GatewayConsumer::HEARTBEATS {
+            let (pull, core) = (&self.pull, &self.core);
+            self.hb = self
+                .send
+                .take_front(|buf| pull.heartbeat_body(core, buf))
+                .ok_or(ClientError::HeartbeatTooLarge)?;
+        }
         Ok(())
     }
 
@@ -386,6 +398,9 @@ impl<const B: usize, const Q: usize, const S: usize, const OWNED: usize, const T
         self.pull.handle_timeout(now);
     }
 
+    // Not inlined (nor `transmit`): the frame handler's and the transmitter's stack frames
+    // then follow each other instead of adding up in the caller's (1.4 KB of stack in QEMU).
+    #[inline(never)]
     fn frame(
         &mut self,
         now: Instant,
@@ -419,6 +434,7 @@ impl<const B: usize, const Q: usize, const S: usize, const OWNED: usize, const T
         }
     }
 
+    #[inline(never)]
     fn transmit(&mut self, now: Instant, tx: &mut [u8]) -> Option<Transmit> {
         let (props, _) = self.send.parts();
         let lend = Lend {
@@ -474,9 +490,9 @@ impl<
 > Client<'a, 'b, BROKERS, QUEUES, ROUTE_STR, OWNED, TRACK>
 {
     /// A client using the NameServer socket `ns` and one socket per broker, all in the
-    /// caller's [`SocketSet`]. [`Buffers::message`](crate::Buffers::message) holds the
-    /// heartbeat (a few hundred bytes: group, client id, subscription), then the message being
-    /// sent; [`Buffers::rx`](crate::Buffers::rx) and every socket's receive buffer must hold a
+    /// caller's [`SocketSet`]. [`Buffers::message`](crate::Buffers::message) holds (with the
+    /// `rebalance` feature) the heartbeat (a few hundred bytes: group, client id,
+    /// subscription), then the message being sent; [`Buffers::rx`](crate::Buffers::rx) and every socket's receive buffer must hold a
     /// whole pull answer (`pull_batch_size` messages).
     ///
     /// # Errors
@@ -494,8 +510,8 @@ impl<
         Ok(c)
     }
 
-    /// The last step of [`Client::build`]: subscribes `cfg`'s topic and writes the heartbeat
-    /// at the start of the message buffer.
+    /// The last step of [`Client::build`]: subscribes `cfg`'s topic and (with the `rebalance`
+    /// feature) writes the heartbeat at the start of the message buffer.
     ///
     /// # Errors
     /// [`ClientError::Config`] (expression too long, topic refused) and

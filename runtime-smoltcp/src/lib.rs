@@ -36,8 +36,10 @@
 //!   with this producer, and tells the outbox how it ended
 //!   ([`SendFailure::is_retryable`]: keep it for later). `firmware/src/forward.rs` is a
 //!   complete example, run in QEMU through a 30 s link outage.
-//! - **Downlink**: a [`Client`] consumes one topic (a TAG expression; clustering: the group's
-//!   members share its queues; long polling; offsets committed every
+//! - **Downlink**: a [`Client`] consumes one topic (a TAG expression; clustering: it owns
+//!   every queue of the topic, its group's only member, or with the `rebalance` feature the
+//!   group's members share them; the subscription travels in every pull, so no heartbeats
+//!   without `rebalance`; long polling; offsets committed every
 //!   [`ClientConfig::commit_interval`]) with the core's
 //!   [`PullConsumer`](rmq_core::pull_consumer::PullConsumer), handing each message to a closure
 //!   once, in queue order, and can publish as a producer does over the same session and

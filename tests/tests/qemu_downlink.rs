@@ -3,7 +3,8 @@
 //! a private network namespace, as `qemu_gateway.rs`.
 //!
 //! The image is the store-and-forward gateway whose `rmq_smoltcp::Client` also consumes a
-//! command topic (4 queues) in clustering mode, on the same session and connections as its
+//! command topic (4 queues) in clustering mode (fixed queues: it owns all 4, and sends no
+//! heartbeats: its pulls carry the subscription), on the same session and connections as its
 //! telemetry. The official Java producer sends 100 commands: the firmware receives each
 //! exactly once, in queue order, with the body Java sent, and commits the offsets; its 20
 //! telemetry messages are stored meanwhile (the Java verifier reads them back). Then 50 more

@@ -2,7 +2,8 @@
 //! (inside `unshare -n`, as `smoltcp_real.rs`).
 //!
 //! The official Java producer sends 100 commands to the gateway's topic (4 queues). The
-//! gateway's `rmq_smoltcp::Client` (clustering, its rebalance, long polling) must receive each
+//! gateway's `rmq_smoltcp::Client` (clustering with fixed queues and no heartbeats: its pulls
+//! carry the subscription; long polling) must receive each
 //! exactly once, in queue order, with the body, tags and keys Java sent, and commit the
 //! offsets. Over the same session and connections it publishes 20 telemetry messages, which
 //! the Java verifier reads back. Then 50 more commands arrive, are delivered, and the gateway "crashes" (its

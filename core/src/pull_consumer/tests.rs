@@ -1255,3 +1255,75 @@ fn paths_a_session_leaves_out_are_refused_or_fail_at_once() {
     assert_eq!(c.sends_back_pending(), 0);
     assert!(c.ack(now, q(0), lease, 5), "the fallback stored it");
 }
+
+/// A session with fixed queues and no timestamp positions (the gateway's, without its
+/// `rebalance` feature).
+#[derive(Clone, Copy, Debug)]
+struct Fixed;
+impl crate::session::Features for Fixed {
+    const ROCKETMQ_HEADERS: bool = false;
+    const HEARTBEATS: bool = false;
+    const BROKER_REMARKS: bool = false;
+    const CONSUMER: bool = true;
+    const REBALANCE: bool = false;
+    const TIMESTAMPS: bool = false;
+}
+
+#[test]
+fn fixed_queues_own_every_queue_with_no_consumer_list() {
+    type F = crate::session::Session<4, 4, 16, 16, 4, 2048, Fixed>;
+    let mut cfg = Config::new(1, "", ME);
+    cfg.consumer_group = Some("cg");
+    cfg.heartbeat = None;
+    let mut s = F::new(&cfg, t(0)).unwrap();
+    let mut buf = [0u8; 2048];
+    let mut pc = PullConfig::new("cg", ME);
+    pc.retry = false;
+    // A timestamp start is not compiled in: refused.
+    let mut by_time = pc;
+    by_time.consume_from = ConsumeFromWhere::Timestamp;
+    let mut c = C::new(&by_time, t(0)).unwrap();
+    assert_eq!(
+        c.subscribe(t(0), &mut s, "T", "*"),
+        Err(PullConfigError::Unsupported)
+    );
+    let mut c = C::new(&pc, t(0)).unwrap();
+    c.subscribe(t(0), &mut s, "T", "*").unwrap();
+    // The first round comes before the route: nothing to own yet.
+    c.handle_timeout(t(0));
+    assert!(c.poll_call(t(0), &mut s, &mut buf, &NoLend).is_none());
+    let tx = s.poll_transmit(t(0), &mut buf, &NoLend).unwrap();
+    let r = decode(&buf[..tx.len], tx.peer, tx.opaque);
+    let f = response(0, r.opaque, &[], route(3).as_bytes());
+    assert_eq!(s.handle_frame(t(0), r.peer, &f).unwrap(), Incoming::Handled);
+    while s.poll_event().is_some() {}
+    // With the route, a round runs at once (not a rebalance interval later): it owns all 3
+    // queues and asks for their committed offsets; no GET_CONSUMER_LIST_BY_GROUP, nothing
+    // shared.
+    let mut queried = StdVec::new();
+    while let Some(tx) = c.poll_call(t(0), &mut s, &mut buf, &NoLend) {
+        let sent = decode(&buf[..tx.len], tx.peer, tx.opaque);
+        assert_eq!(sent.code, RequestCode::QUERY_CONSUMER_OFFSET.0);
+        queried.push(sent.ext["queueId"].clone());
+        let f = response(0, sent.opaque, &[("offset", "7")], b"");
+        let _ = s.handle_frame(t(0), sent.peer, &f).unwrap();
+        assert!(c.handle_response(t(0), &s, sent.opaque, &f, &mut |_| {}));
+        if queried.len() == 3 {
+            break;
+        }
+    }
+    queried.sort();
+    assert_eq!(queried, ["0", "1", "2"]);
+    assert_eq!(c.owned().count(), 3);
+    // Each queue then pulls from its committed offset, the subscription in the request.
+    let tx = c.poll_call(t(0), &mut s, &mut buf, &NoLend).unwrap();
+    let sent = decode(&buf[..tx.len], tx.peer, tx.opaque);
+    assert_eq!(sent.code, RequestCode::PULL_MESSAGE.0);
+    assert_eq!(sent.ext["queueOffset"], "7");
+    assert_eq!(sent.ext["subscription"], "*");
+    let flag: i32 = sent.ext["sysFlag"].parse().unwrap();
+    assert_ne!(flag & crate::consumer::pull_flag::SUBSCRIPTION, 0);
+    // Seeks: to a timestamp refused, to the beginning taken.
+    assert!(!c.seek(t(0), q(1), Position::Timestamp(1)));
+    assert!(c.seek(t(0), q(1), Position::Begin));
+}

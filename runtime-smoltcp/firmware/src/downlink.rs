@@ -1,7 +1,9 @@
 //! Downlink commands (feature `downlink`, on top of `store-forward`): the gateway consumes its
 //! command topic (`cmdtopic=`, default `Commands`) in group `gateway-cmds` while its telemetry
 //! goes on through the outbox, both on one `rmq_smoltcp::Client` (one session, one NameServer
-//! and one broker connection): clustering, long polling, offsets committed every second.
+//! and one broker connection): clustering with fixed queues (it owns every queue of the topic:
+//! the group is this gateway's own; no heartbeats, each pull carries the subscription), long
+//! polling, offsets committed every second.
 //!
 //! Output lines: `CMD <queueId> <queueOffset> <body>` for each command as it arrives,
 //! `OWNED <n>` when the number of queues it owns changes, `COMMIT <queueId> <offset>` when a
@@ -58,7 +60,7 @@ impl<'c> Commands<'c> {
     /// The client `c`, built from `cfg` by [`config`] and `Downlink::build` (in `main`'s
     /// frame: built by value, `Downlink::new`, the 7 KiB client and the parts it is made of
     /// were copied through ~20 KiB of stack; built in a static, it is still copied once), is
-    /// started: subscribed, its heartbeat written.
+    /// started: subscribed.
     pub(crate) fn new(
         p: &Params,
         c: &'c mut Downlink,

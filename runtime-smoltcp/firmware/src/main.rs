@@ -174,14 +174,14 @@ fn ram_bounds() -> (usize, usize) {
 
 /// One output line (also used to build the message body and key).
 struct Line {
-    buf: [u8; 192],
+    buf: [u8; 256],
     len: usize,
 }
 
 impl Line {
     fn new() -> Self {
         Line {
-            buf: [0; 192],
+            buf: [0; 256],
             len: 0,
         }
     }
