@@ -177,8 +177,9 @@ pub trait Features {
     /// Whether requests may use the ROCKETMQ binary header ([`Config::serialize_type`]);
     /// `false` always writes JSON.
     const ROCKETMQ_HEADERS: bool;
-    /// Whether the client registers with brokers (heartbeats, unregister); `false` drops such
-    /// requests unwritten (set [`Config::heartbeat`] to `None` then).
+    /// Whether the client registers with brokers (heartbeats, unregister); `false` never
+    /// schedules heartbeats ([`Config::heartbeat`] is ignored) and drops such requests
+    /// unwritten.
     const HEARTBEATS: bool;
     /// Whether a rejecting broker's remark is kept for [`SendFailure::Plan`]; `false` leaves
     /// it empty.
@@ -1034,8 +1035,9 @@ impl<
     /// [`Session::new`] without the checks, for a configuration that passed
     /// [`Config::check`]: infallible and returning the session itself, so that the caller's
     /// place (a local, or a struct being built in its caller's return slot) receives it with no
-    /// copy through a `Result` on the stack (the session is kilobytes). Of a configuration that did not pass, the NameServer count is
-    /// clamped to 1..=255 and a name that is too long is left empty.
+    /// copy through a `Result` on the stack (the session is kilobytes). Of a configuration
+    /// that did not pass, the NameServer count is clamped to 1..=255 and a name that is too
+    /// long is left empty.
     // Not inlined: its result is written straight into the caller's place (an inlined one
     // was assembled on the stack and copied).
     #[inline(never)]
@@ -1062,7 +1064,8 @@ impl<
         }
         let mut timers = [None; TIMERS];
         timers[Timer::RouteRefresh as usize] = Some(now.saturating_add(cfg.route_refresh));
-        timers[Timer::Heartbeat as usize] = cfg.heartbeat.map(|_| now + FIRST_HEARTBEAT);
+        let heartbeat = cfg.heartbeat.filter(|_| F::HEARTBEATS);
+        timers[Timer::Heartbeat as usize] = heartbeat.map(|_| now + FIRST_HEARTBEAT);
         Session {
             features: core::marker::PhantomData,
             cfg: Settings {
@@ -1073,7 +1076,7 @@ impl<
                 route_refresh: cfg.route_refresh,
                 request_timeout: cfg.request_timeout,
                 route_retry: cfg.route_retry,
-                heartbeat: cfg.heartbeat,
+                heartbeat,
             },
             group,
             consumer,

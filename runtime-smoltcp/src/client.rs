@@ -279,7 +279,7 @@ impl<'a, 'b, const B: usize, const Q: usize, const S: usize, const OWNED: usize,
         sc.route_refresh = cfg.route_refresh;
         sc.request_timeout = cfg.request_timeout;
         sc.route_retry = cfg.route_retry;
-        sc.heartbeat = GatewayConsumer::HEARTBEATS.then_some(cfg.heartbeat);
+        sc.heartbeat = Some(cfg.heartbeat);
         sc.seed = seed;
         sc.serialize_type = SerializeType(u8::from(GatewayConsumer::ROCKETMQ_HEADERS));
         let mut pc = PullConfig::new(cfg.group, cfg.client_id);
@@ -492,8 +492,9 @@ impl<
     /// A client using the NameServer socket `ns` and one socket per broker, all in the
     /// caller's [`SocketSet`]. [`Buffers::message`](crate::Buffers::message) holds (with the
     /// `rebalance` feature) the heartbeat (a few hundred bytes: group, client id,
-    /// subscription), then the message being sent; [`Buffers::rx`](crate::Buffers::rx) and every socket's receive buffer must hold a
-    /// whole pull answer (`pull_batch_size` messages).
+    /// subscription), then the message being sent; [`Buffers::rx`](crate::Buffers::rx) and
+    /// every socket's receive buffer must hold a whole pull answer (`pull_batch_size`
+    /// messages).
     ///
     /// # Errors
     /// [`ClientError`].

@@ -1146,6 +1146,20 @@ fn check_refuses_what_new_refuses_and_build_never_panics() {
     }
 }
 
+/// Answers the session `s`'s route lookup (its first transmit) with a route of `queues`
+/// queues of one broker.
+fn answer_route<F: crate::session::Features>(
+    s: &mut crate::session::Session<4, 4, 16, 16, 4, 2048, F>,
+    buf: &mut [u8],
+    queues: i32,
+) {
+    let tx = s.poll_transmit(t(0), buf, &NoLend).unwrap();
+    let r = decode(&buf[..tx.len], tx.peer, tx.opaque);
+    let f = response(0, r.opaque, &[], route(queues).as_bytes());
+    assert_eq!(s.handle_frame(t(0), r.peer, &f).unwrap(), Incoming::Handled);
+    while s.poll_event().is_some() {}
+}
+
 /// A session that leaves the optional consumer paths out (as the gateway's does).
 #[derive(Clone, Copy, Debug)]
 struct Lean;
@@ -1187,11 +1201,7 @@ fn paths_a_session_leaves_out_are_refused_or_fail_at_once() {
     }
     let mut c = C::new(&pc(|_| {}), t(0)).unwrap();
     c.subscribe(t(0), &mut s, "T", "*").unwrap();
-    let tx = s.poll_transmit(t(0), &mut buf, &NoLend).unwrap();
-    let r = decode(&buf[..tx.len], tx.peer, tx.opaque);
-    let f = response(0, r.opaque, &[], route(1).as_bytes());
-    assert_eq!(s.handle_frame(t(0), r.peer, &f).unwrap(), Incoming::Handled);
-    while s.poll_event().is_some() {}
+    answer_route(&mut s, &mut buf, 1);
     let mut now = t(0);
     let mut got = StdVec::new();
     let mut step = |now: Instant, c: &mut C, s: &mut L, reply: &dyn Fn(&Sent) -> StdVec<u8>| {
@@ -1274,7 +1284,6 @@ fn fixed_queues_own_every_queue_with_no_consumer_list() {
     type F = crate::session::Session<4, 4, 16, 16, 4, 2048, Fixed>;
     let mut cfg = Config::new(1, "", ME);
     cfg.consumer_group = Some("cg");
-    cfg.heartbeat = None;
     let mut s = F::new(&cfg, t(0)).unwrap();
     let mut buf = [0u8; 2048];
     let mut pc = PullConfig::new("cg", ME);
@@ -1292,11 +1301,7 @@ fn fixed_queues_own_every_queue_with_no_consumer_list() {
     // The first round comes before the route: nothing to own yet.
     c.handle_timeout(t(0));
     assert!(c.poll_call(t(0), &mut s, &mut buf, &NoLend).is_none());
-    let tx = s.poll_transmit(t(0), &mut buf, &NoLend).unwrap();
-    let r = decode(&buf[..tx.len], tx.peer, tx.opaque);
-    let f = response(0, r.opaque, &[], route(3).as_bytes());
-    assert_eq!(s.handle_frame(t(0), r.peer, &f).unwrap(), Incoming::Handled);
-    while s.poll_event().is_some() {}
+    answer_route(&mut s, &mut buf, 3);
     // With the route, a round runs at once (not a rebalance interval later): it owns all 3
     // queues and asks for their committed offsets; no GET_CONSUMER_LIST_BY_GROUP, nothing
     // shared.
