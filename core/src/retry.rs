@@ -39,9 +39,10 @@
 //! - A oneway write that fails is reported (5.x drops connect failures silently).
 
 use core::fmt;
+use core::marker::PhantomData;
 
 use crate::fault::{AdaptiveConfig, AdaptiveSample, FaultTable, IsolationPolicy};
-use crate::select::{Profile, PublishQueue, QueueCounter, select};
+use crate::select::{AllProfiles, Profile, ProfileSet, PublishQueue, QueueCounter, select};
 use crate::time::{Duration, Instant};
 
 /// Response codes the plan needs (docs/protocol/STRATEGY.md §0).
@@ -501,8 +502,13 @@ enum FaultEvent {
 }
 
 /// The retry plan of one send. See the module docs for the call order.
+///
+/// `P` is the set of fault profiles the build carries ([`AllProfiles`] by default): a plan
+/// whose [`RetryConfig::profile`] `P` leaves out runs as [`Profile::Plain`] (a session
+/// refuses such a send before it makes the plan).
 #[derive(Clone, Debug)]
-pub struct SendPlan<K> {
+pub struct SendPlan<K, P = AllProfiles> {
+    profiles: PhantomData<P>,
     cfg: RetryConfig,
     begin: Instant,
     deadline: Instant,
@@ -518,9 +524,25 @@ pub struct SendPlan<K> {
 }
 
 impl<K: Copy + Eq> SendPlan<K> {
-    /// A send through queue selection over the route (Java `sendDefaultImpl`).
+    /// A send through queue selection over the route (Java `sendDefaultImpl`), with every
+    /// profile.
     pub fn new(now: Instant, cfg: RetryConfig) -> Self {
+        Self::carrying(now, cfg)
+    }
+
+    /// A send to a fixed queue: send-to-queue, or an ordered send whose queue the caller chose
+    /// with [`crate::select::select_by_index`] / [`crate::select::select_by_sharding_key`].
+    /// One attempt, as Java's `sendKernelImpl` / `sendSelectImpl`.
+    pub fn to_queue(now: Instant, cfg: RetryConfig, queue: PublishQueue<K>) -> Self {
+        Self::carrying(now, cfg).fixed_to(queue)
+    }
+}
+
+impl<K: Copy + Eq, P: ProfileSet> SendPlan<K, P> {
+    /// As [`SendPlan::new`], in a build carrying the profiles `P`.
+    pub fn carrying(now: Instant, cfg: RetryConfig) -> Self {
         SendPlan {
+            profiles: PhantomData,
             cfg,
             begin: now,
             deadline: now + cfg.send_timeout,
@@ -536,14 +558,12 @@ impl<K: Copy + Eq> SendPlan<K> {
         }
     }
 
-    /// A send to a fixed queue: send-to-queue, or an ordered send whose queue the caller chose
-    /// with [`crate::select::select_by_index`] / [`crate::select::select_by_sharding_key`].
-    /// One attempt, as Java's `sendKernelImpl` / `sendSelectImpl`.
-    pub fn to_queue(now: Instant, cfg: RetryConfig, queue: PublishQueue<K>) -> Self {
-        let mut p = Self::new(now, cfg);
-        p.fixed = Some(queue);
-        p.total = 1;
-        p
+    /// This plan sending to `queue` only, in one attempt (as [`SendPlan::to_queue`]).
+    #[must_use]
+    pub fn fixed_to(mut self, queue: PublishQueue<K>) -> Self {
+        self.fixed = Some(queue);
+        self.total = 1;
+        self
     }
 
     /// When the send began.
@@ -727,7 +747,7 @@ impl<K: Copy + Eq> SendPlan<K> {
             return self.exhausted();
         }
         let remaining = self.deadline - now;
-        let profile = self.cfg.profile;
+        let profile = self.cfg.profile.within::<P>();
         let queue = match self.fixed {
             Some(q) => Some(q),
             None => {
@@ -786,7 +806,7 @@ impl<K: Copy + Eq> SendPlan<K> {
         env: &mut SendEnv<'_, K, N>,
     ) {
         let policy = self.cfg.policy;
-        match self.cfg.profile {
+        match self.cfg.profile.within::<P>() {
             Profile::Plain => {}
             Profile::Java49 => {
                 let iso = ev != FaultEvent::Good;
@@ -1174,6 +1194,37 @@ mod tests {
         );
         let r = done(p.handle_outcome(t(420), AttemptOutcome::Response(0), &mut w.env())).unwrap();
         assert_eq!(r.attempts, 3);
+    }
+
+    #[test]
+    fn a_profile_left_out_runs_as_plain() {
+        struct NoAdaptive;
+        impl ProfileSet for NoAdaptive {
+            const JAVA5: bool = true;
+            const ADAPTIVE: bool = false;
+        }
+        let cfg = RetryConfig::adaptive(SendMode::Sync);
+        let mut w = World::new(Profile::Adaptive, 3);
+        let mut p = SendPlan::<u8, NoAdaptive>::carrying(t(0), cfg);
+        let a = send(p.start(t(0), &mut w.env()));
+        assert_eq!(a.deadline, t(3000), "no Adaptive cap: the whole budget");
+        let b = send(p.handle_outcome(t(10), AttemptOutcome::Response(2), &mut w.env()));
+        assert_ne!(
+            b.queue.broker, a.queue.broker,
+            "Plain avoids the last broker"
+        );
+        assert!(w.table.is_empty(), "Plain never touches the fault table");
+        // The same plan with every profile caps the attempt and records the fault.
+        let mut w = World::new(Profile::Adaptive, 3);
+        let mut p = SendPlan::new(t(0), cfg);
+        let a = send(p.start(t(0), &mut w.env()));
+        assert!(a.deadline < t(3000));
+        let b = send(p.handle_outcome(t(10), AttemptOutcome::Response(2), &mut w.env()));
+        assert_ne!(b.queue.broker, a.queue.broker);
+        assert!(
+            !w.table.is_available(t(10), a.queue.broker),
+            "Adaptive isolates it"
+        );
     }
 
     proptest! {

@@ -96,6 +96,17 @@ pub enum Profile {
 }
 
 impl Profile {
+    /// `self` when `P` carries it, else [`Profile::Plain`]. A constant for the compiler when
+    /// `P` leaves a profile out, so that profile's code is left out of the build (callers
+    /// refuse such a profile before: [`ProfileSet::carries`]).
+    pub(crate) fn within<P: ProfileSet>(self) -> Profile {
+        if P::carries(self) {
+            self
+        } else {
+            Profile::Plain
+        }
+    }
+
     /// The fault-table update rule this profile expects ([`FaultTable::new`]): Java 5.x only
     /// extends windows, the others overwrite them (Adaptive manages its own windows).
     pub fn update_rule(self) -> UpdateRule {
@@ -104,6 +115,38 @@ impl Profile {
             _ => UpdateRule::Overwrite,
         }
     }
+}
+
+/// The fault profiles a build carries: a profile left out costs no code (Adaptive is ~2.2 KB
+/// of Cortex-M flash, Java 5.x's rules ~1 KB more). [`Profile::Plain`] and
+/// [`Profile::Java49`] are always carried. A session's [`Features`](crate::session::Features)
+/// are its set ([`Features::PROFILE_JAVA5`](crate::session::Features::PROFILE_JAVA5),
+/// [`Features::PROFILE_ADAPTIVE`](crate::session::Features::PROFILE_ADAPTIVE)); its sends
+/// with a profile left out are refused
+/// ([`SubmitError::ProfileLeftOut`](crate::session::SubmitError::ProfileLeftOut)).
+pub trait ProfileSet {
+    /// Whether [`Profile::Java5`] is carried.
+    const JAVA5: bool;
+    /// Whether [`Profile::Adaptive`] is carried.
+    const ADAPTIVE: bool;
+
+    /// Whether `profile` is carried.
+    fn carries(profile: Profile) -> bool {
+        match profile {
+            Profile::Plain | Profile::Java49 => true,
+            Profile::Java5 => Self::JAVA5,
+            Profile::Adaptive => Self::ADAPTIVE,
+        }
+    }
+}
+
+/// Every profile: the set of a [`SendPlan`](crate::retry::SendPlan) by default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AllProfiles;
+
+impl ProfileSet for AllProfiles {
+    const JAVA5: bool = true;
+    const ADAPTIVE: bool = true;
 }
 
 /// Plain round robin (`selectOneMessageQueue()`).

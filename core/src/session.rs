@@ -80,7 +80,7 @@ use crate::retry::{
     TransportError,
 };
 use crate::route::{MASTER_ID, PublishQueueRef, TopicRoute};
-use crate::select::{PublishQueue, QueueCounter};
+use crate::select::{ProfileSet, PublishQueue, QueueCounter};
 use crate::time::{Duration, Instant};
 use crate::wire::headers::{
     GetRouteInfoRequestHeader, HeartbeatRequestHeader, UnregisterClientRequestHeader,
@@ -213,6 +213,21 @@ pub trait Features {
     /// SEARCH_OFFSET_BY_TIMESTAMP); `false` leaves them out (subscribe refuses such a start,
     /// and such a seek returns `false`).
     const TIMESTAMPS: bool = true;
+    /// The send fault profile [`Profile::Java5`](crate::select::Profile::Java5); `false`
+    /// leaves it out (~1 KB of Cortex-M flash): sends with it are refused
+    /// ([`SubmitError::ProfileLeftOut`]).
+    const PROFILE_JAVA5: bool = true;
+    /// The send fault profile [`Profile::Adaptive`](crate::select::Profile::Adaptive);
+    /// `false` leaves it out (~2.2 KB): sends with it are refused
+    /// ([`SubmitError::ProfileLeftOut`]). [`Profile::Plain`](crate::select::Profile::Plain)
+    /// and [`Profile::Java49`](crate::select::Profile::Java49) are always there.
+    const PROFILE_ADAPTIVE: bool = true;
+}
+
+/// A session's features are the set of its sends' fault profiles.
+impl<F: Features> ProfileSet for F {
+    const JAVA5: bool = F::PROFILE_JAVA5;
+    const ADAPTIVE: bool = F::PROFILE_ADAPTIVE;
 }
 
 /// Every feature (servers).
@@ -312,6 +327,10 @@ pub enum ConfigError {
     GroupTooLong,
     /// The client id is longer than [`MAX_CLIENT_ID_LEN`].
     ClientIdTooLong,
+    /// The runtime's send fault profile is left out of the session's [`Features`]
+    /// ([`Features::PROFILE_JAVA5`], [`Features::PROFILE_ADAPTIVE`]; the runtime checks it
+    /// with [`ProfileSet::carries`]).
+    ProfileLeftOut,
 }
 
 impl fmt::Display for ConfigError {
@@ -320,6 +339,7 @@ impl fmt::Display for ConfigError {
             ConfigError::NameServers => "between 1 and 255 NameServers are needed",
             ConfigError::GroupTooLong => "producer group is too long",
             ConfigError::ClientIdTooLong => "client id is too long",
+            ConfigError::ProfileLeftOut => "fault profile not compiled into this session",
         })
     }
 }
@@ -339,6 +359,9 @@ pub enum SubmitError {
     TopicTooLong,
     /// No such topic (a stale [`TopicId`]).
     UnknownTopic,
+    /// The send's fault profile ([`RetryConfig::profile`]) is left out of this session's
+    /// [`Features`] ([`Features::PROFILE_JAVA5`], [`Features::PROFILE_ADAPTIVE`]).
+    ProfileLeftOut,
 }
 
 impl fmt::Display for SubmitError {
@@ -348,6 +371,7 @@ impl fmt::Display for SubmitError {
             SubmitError::TooManyTopics => "too many topics",
             SubmitError::TopicTooLong => "topic name is too long",
             SubmitError::UnknownTopic => "unknown topic id",
+            SubmitError::ProfileLeftOut => "fault profile not compiled into this session",
         })
     }
 }
@@ -846,7 +870,7 @@ enum Ending {
 }
 
 #[derive(Debug)]
-struct SendSlot {
+struct SendSlot<P> {
     generation: u16,
     state: SendState,
     topic: u16,
@@ -857,15 +881,15 @@ struct SendSlot {
     batch: bool,
     born: i64,
     reconsume: Option<(i32, i32)>,
-    plan: Option<SendPlan<BrokerId>>,
+    plan: Option<SendPlan<BrokerId, P>>,
     req: Option<u16>,
     stored: Option<Stored>,
     remark: String<MAX_REMARK>,
     ending: Option<Ending>,
 }
 
-impl SendSlot {
-    const EMPTY: SendSlot = SendSlot {
+impl<P> SendSlot<P> {
+    const EMPTY: Self = SendSlot {
         generation: 0,
         state: SendState::Free,
         topic: 0,
@@ -987,7 +1011,7 @@ pub struct Session<
     req_free: Vec<u16, REQUESTS>,
     queued: Deque<u16, REQUESTS>,
     req_deadlines: DeadlineHeap<REQUESTS>,
-    sends: [SendSlot; SENDS],
+    sends: [SendSlot<F>; SENDS],
     send_free: Vec<u16, SENDS>,
     route_waits: DeadlineHeap<SENDS>,
     done: Deque<u16, SENDS>,
@@ -1470,7 +1494,8 @@ impl<
     /// runtime when the frame is written. The result comes as [`Event::SendDone`].
     ///
     /// # Errors
-    /// [`SubmitError::TooManySends`] or [`SubmitError::UnknownTopic`].
+    /// [`SubmitError::TooManySends`], [`SubmitError::UnknownTopic`], or
+    /// [`SubmitError::ProfileLeftOut`].
     pub fn send(
         &mut self,
         now: Instant,
@@ -1480,13 +1505,16 @@ impl<
         if usize::from(t.0) >= self.topics.len() {
             return Err(SubmitError::UnknownTopic);
         }
+        if !F::carries(args.retry.profile) {
+            return Err(SubmitError::ProfileLeftOut);
+        }
         let s = self.send_free.pop().ok_or(SubmitError::TooManySends)?;
         let Some(slot) = self.sends.get_mut(usize::from(s)) else {
             return Err(SubmitError::TooManySends);
         };
         let plan = match args.queue {
-            Some(q) => SendPlan::to_queue(now, args.retry, q),
-            None => SendPlan::new(now, args.retry),
+            Some(q) => SendPlan::carrying(now, args.retry).fixed_to(q),
+            None => SendPlan::carrying(now, args.retry),
         };
         let deadline = now.saturating_add(args.retry.send_timeout);
         *slot = SendSlot {
@@ -2246,7 +2274,10 @@ impl<
     fn plan_call(
         &mut self,
         s: u16,
-        f: impl FnOnce(&mut SendPlan<BrokerId>, &mut SendEnv<'_, BrokerId, BROKERS>) -> Step<BrokerId>,
+        f: impl FnOnce(
+            &mut SendPlan<BrokerId, F>,
+            &mut SendEnv<'_, BrokerId, BROKERS>,
+        ) -> Step<BrokerId>,
     ) -> Step<BrokerId> {
         let entropy = self.next_random();
         let Some(slot) = self.sends.get_mut(usize::from(s)) else {

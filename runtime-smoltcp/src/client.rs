@@ -14,6 +14,7 @@ use rmq_core::pull_consumer::{
     Delivery, PullConfig, PullConfigError, PullConsumer, PullStats, QueueKey,
 };
 use rmq_core::retry::{RetryConfig, SendMode};
+use rmq_core::select::ProfileSet;
 use rmq_core::session::{self, Event, Features, Incoming, Peer, Session, TopicId, Transmit};
 use rmq_core::time::{Duration, Instant};
 use rmq_core::wire::SerializeType;
@@ -54,6 +55,9 @@ impl Features for GatewayConsumer {
     const TIMESTAMPS: bool = false;
     // Fixed queues, no consumer list and no heartbeats: 6 KB less.
     const REBALANCE: bool = cfg!(feature = "rebalance");
+    // The fault profiles Plain and Java 4.9 only (3 KB less than all four).
+    const PROFILE_JAVA5: bool = false;
+    const PROFILE_ADAPTIVE: bool = false;
 }
 
 /// Two topics: the one consumed and the one published to.
@@ -300,6 +304,9 @@ impl<'a, 'b, const B: usize, const Q: usize, const S: usize, const OWNED: usize,
 
     /// The settings' checks (those of the session and the consumer), building nothing.
     pub(crate) fn check(cfg: &ClientConfig<'a>) -> Result<(), ClientError> {
+        if !GatewayConsumer::carries(cfg.retry.profile) {
+            return Err(ClientError::Session(session::ConfigError::ProfileLeftOut));
+        }
         let (sc, pc) = Self::configs(cfg);
         sc.check().map_err(ClientError::Session)?;
         pc.check().map_err(ClientError::Config)
@@ -715,7 +722,15 @@ mod tests {
         no_group.group = "";
         let mut long_expr = ok;
         long_expr.expression = std::string::String::leak("e".repeat(300));
+        let mut adaptive = ok;
+        adaptive.retry = RetryConfig::adaptive(SendMode::Sync);
         for (cfg, message, want) in [
+            // The gateway carries the Plain and Java 4.9 fault profiles only.
+            (
+                adaptive,
+                1024,
+                Some(ClientError::Session(session::ConfigError::ProfileLeftOut)),
+            ),
             (ok, 1024, None),
             (
                 no_ns,

@@ -21,8 +21,9 @@
 //! - **Gateway defaults that differ from rmq-std, and why**: JSON headers only and no
 //!   heartbeats (a producer without transactions needs none; they cost cellular traffic),
 //!   broker remarks not kept (the failure carries the code), the Java 4.9 fault profile (fewer
-//!   states than Adaptive), 4.9.8 header version. Each is compiled out (session `Features`),
-//!   which is what keeps the image within its flash budget.
+//!   states than Adaptive; only it and Plain are compiled in: Java 5.x's and Adaptive are
+//!   refused with `ConfigError::ProfileLeftOut`), 4.9.8 header version. Each is compiled out
+//!   (session `Features`), which is what keeps the image within its flash budget.
 //! - **One request in flight.** [`Producer::send`] (completion reported by
 //!   [`Producer::take_completion`]), [`Producer::send_oneway`] (complete once written), or
 //!   [`Producer::send_batch`]: several messages in one SEND_BATCH_MESSAGE request, so that a
@@ -124,7 +125,10 @@ pub struct Config<'a> {
     pub producer_group: &'a str,
     /// The topic this producer publishes to.
     pub topic: &'a str,
-    /// Retry, selection and fault-tolerance settings (mode is set per send).
+    /// Retry, selection and fault-tolerance settings (mode is set per send). Profiles
+    /// [`Plain`](rmq_core::select::Profile::Plain) and
+    /// [`Java49`](rmq_core::select::Profile::Java49) only: the others are not compiled in
+    /// ([`ConfigError::ProfileLeftOut`](rmq_core::session::ConfigError::ProfileLeftOut)).
     pub retry: RetryConfig,
     /// `version` ordinal sent in headers.
     pub version: i32,

@@ -7,6 +7,7 @@
 
 use rmq_core::pull_consumer::Delivery;
 use rmq_core::retry::SendMode;
+use rmq_core::select::ProfileSet;
 use rmq_core::session::{self, Event, Features, Peer, Session, Transmit};
 use rmq_core::time::Instant;
 use rmq_core::wire::SerializeType;
@@ -33,6 +34,9 @@ impl Features for Gateway {
     const HEARTBEATS: bool = false;
     const BROKER_REMARKS: bool = false;
     const CONSUMER: bool = false;
+    // The fault profiles Plain and Java 4.9 only (3 KB of flash less than all four).
+    const PROFILE_JAVA5: bool = false;
+    const PROFILE_ADAPTIVE: bool = false;
 }
 
 /// The session of a gateway producer: one topic, one send at a time.
@@ -69,6 +73,9 @@ impl<'a, 'b, const B: usize, const Q: usize, const S: usize> ProducerMachine<'a,
         message: &'b mut [u8],
         now: Instant,
     ) -> Result<Self, session::ConfigError> {
+        if !Gateway::carries(cfg.retry.profile) {
+            return Err(session::ConfigError::ProfileLeftOut);
+        }
         let seed = if cfg.seed == 0 { 0x9E37_79B9 } else { cfg.seed };
         let sc = session_config(cfg, seed);
         Ok(ProducerMachine {
@@ -278,5 +285,36 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
     ) -> Option<Instant> {
         self.net
             .poll(now, iface, device, sockets, &mut self.m, &mut |_| {})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rmq_core::retry::RetryConfig;
+    use smoltcp::wire::{IpAddress, IpEndpoint};
+
+    use super::*;
+
+    #[test]
+    fn only_the_plain_and_java49_profiles_are_carried() {
+        let ns = [IpEndpoint::new(IpAddress::v4(127, 0, 0, 1), 9876)];
+        let mut buf = [0u8; 256];
+        for (retry, ok) in [
+            (RetryConfig::plain(SendMode::Sync), true),
+            (RetryConfig::java49(SendMode::Sync), true),
+            (RetryConfig::java5(SendMode::Sync), false),
+            (RetryConfig::adaptive(SendMode::Sync), false),
+        ] {
+            let mut cfg = Config::new(&ns, "pg", "T");
+            cfg.retry = retry;
+            let r = ProducerMachine::<1, 4, 256>::new(&cfg, &mut buf, Instant::ZERO);
+            match r {
+                Ok(_) => assert!(ok, "{:?} accepted", retry.profile),
+                Err(e) => {
+                    assert!(!ok, "{:?} refused", retry.profile);
+                    assert_eq!(e, session::ConfigError::ProfileLeftOut);
+                }
+            }
+        }
     }
 }

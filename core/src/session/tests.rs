@@ -932,3 +932,33 @@ fn check_refuses_what_new_refuses_and_build_never_panics() {
         let _ = s.poll_transmit(t(100_000), &mut buf, &Props);
     }
 }
+
+#[test]
+fn sends_with_a_profile_left_out_are_refused() {
+    #[derive(Debug)]
+    struct Lean;
+    impl Features for Lean {
+        const ROCKETMQ_HEADERS: bool = false;
+        const HEARTBEATS: bool = false;
+        const BROKER_REMARKS: bool = false;
+        const CONSUMER: bool = false;
+        const PROFILE_JAVA5: bool = false;
+        const PROFILE_ADAPTIVE: bool = false;
+    }
+    let mut lean = Session::<1, 1, 4, 4, 2, 512, Lean>::new(&cfg(1), t(0)).unwrap();
+    let mut full = S::new(&cfg(1), t(0)).unwrap();
+    let (lt, ft) = (
+        lean.topic(t(0), "T").unwrap(),
+        full.topic(t(0), "T").unwrap(),
+    );
+    let args = |r: RetryConfig| SendArgs::new(r, 1, 1);
+    for refused in [RetryConfig::java5, RetryConfig::adaptive] {
+        let a = args(refused(SendMode::Sync));
+        assert_eq!(lean.send(t(0), lt, &a), Err(SubmitError::ProfileLeftOut));
+        assert!(full.send(t(0), ft, &a).is_ok());
+    }
+    // Nothing was taken by the refusals: both of the lean session's slots are free.
+    for kept in [RetryConfig::plain, RetryConfig::java49] {
+        assert!(lean.send(t(0), lt, &args(kept(SendMode::Sync))).is_ok());
+    }
+}
