@@ -94,6 +94,12 @@ pub mod pull_flag {
 
 /// The parts of `raw` between `||` separators (`str::split("||")`, with a byte search: the
 /// standard library's substring searcher costs a gateway over a KiB of flash).
+/// Java `String.trim()`: strips every char `<= U+0020` from both ends (not Unicode white
+/// space: `"a\u{A0}"` stays as it is, `"\u{1}a"` becomes `"a"`).
+fn java_trim(s: &str) -> &str {
+    s.trim_matches(|c: char| c <= ' ')
+}
+
 fn or_parts(raw: &str) -> impl Iterator<Item = &str> + Clone {
     let mut rest = Some(raw);
     core::iter::from_fn(move || {
@@ -145,14 +151,14 @@ impl<'a> TagExpression<'a> {
         let raw = self.raw;
         let all = self.is_all();
         or_parts(raw)
-            .map(str::trim)
+            .map(java_trim)
             .enumerate()
             .filter(move |(i, t)| !all && !t.is_empty() && !Self::seen_before(raw, *i, t))
             .map(|(_, t)| t)
     }
 
     fn seen_before(raw: &str, index: usize, tag: &str) -> bool {
-        or_parts(raw).take(index).any(|p| p.trim() == tag)
+        or_parts(raw).take(index).any(|p| java_trim(p) == tag)
     }
 
     /// The Java `String.hashCode` of each tag (Java's `codeSet`), deduplicated.

@@ -152,6 +152,11 @@ fn tag_expressions() {
         TagExpression::new(" * ").tags().collect::<StdVec<_>>(),
         ["*"]
     );
+    // Java's String.trim(): every char <= U+0020 goes, Unicode white space above it stays
+    // (a different tag, and a different hash code, than the trimmed one).
+    let java = TagExpression::new("\u{1}\tA\u{A0}||\u{2003}B\u{1F}");
+    assert_eq!(java.tags().collect::<StdVec<_>>(), ["A\u{A0}", "\u{2003}B"]);
+    assert!(!java.matches(Some("A")));
     // Only separators: empty tag set, the client keeps everything.
     let none = TagExpression::new("||");
     assert!(!none.is_all());
