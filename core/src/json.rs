@@ -644,6 +644,7 @@ pub(crate) enum FlatValue<'a> {
 /// values as the parser would, without re-validating. On any other input it may stop early or
 /// yield meaningless pairs, but never panics or loops forever.
 #[derive(Clone, Debug)]
+#[cfg_attr(not(target_pointer_width = "64"), allow(dead_code))]
 pub(crate) struct FlatScan<'a> {
     b: &'a [u8],
     pos: usize,
@@ -668,6 +669,7 @@ const FLAT_CLASS: [u8; 256] = {
     t
 };
 
+#[cfg_attr(not(target_pointer_width = "64"), allow(dead_code))]
 impl<'a> FlatScan<'a> {
     /// A scanner positioned before the object's `{`.
     pub(crate) const fn new(b: &'a [u8]) -> Self {
@@ -762,6 +764,55 @@ impl<'a> FlatScan<'a> {
         Some((key, value))
     }
 }
+
+/// [`FlatScan`]'s pairs read with [`Parser`] (which validates again): the scanner of 32-bit
+/// targets, where the parser is linked anyway and the fast scanner's 0.5 KiB of code is not
+/// worth its speed (a gateway reads a few headers a second).
+#[derive(Clone, Debug)]
+#[cfg_attr(target_pointer_width = "64", allow(dead_code))]
+pub(crate) struct ParsedScan<'a> {
+    p: Parser<'a>,
+    open: bool,
+}
+
+#[cfg_attr(target_pointer_width = "64", allow(dead_code))]
+impl<'a> ParsedScan<'a> {
+    /// A scanner positioned before the object's `{`.
+    pub(crate) const fn new(b: &'a [u8]) -> Self {
+        ParsedScan {
+            p: Parser::new(b),
+            open: false,
+        }
+    }
+
+    /// The next `(key, value)` pair, or `None` at the closing `}` (or at anything that is
+    /// not an object of scalars).
+    pub(crate) fn next_pair(&mut self) -> Option<(JsonStr<'a>, FlatValue<'a>)> {
+        if !self.open {
+            self.p.expect_object_start().ok()?;
+            self.open = true;
+        }
+        let key = self.p.next_key().ok()??;
+        let value = match self.p.next_value().ok()? {
+            Token::Str(s) => FlatValue::Str(s),
+            Token::Number(n) => FlatValue::Literal(n.raw()),
+            Token::Bool(true) => FlatValue::Literal(b"true"),
+            Token::Bool(false) => FlatValue::Literal(b"false"),
+            Token::Null => FlatValue::Null,
+            _ => return None,
+        };
+        Some((key, value))
+    }
+}
+
+/// The scanner of validated ext-field objects: [`FlatScan`] on 64-bit targets,
+/// [`ParsedScan`] elsewhere (both yield the same pairs).
+#[cfg(target_pointer_width = "64")]
+pub(crate) type ExtScan<'a> = FlatScan<'a>;
+/// The scanner of validated ext-field objects: [`FlatScan`] on 64-bit targets,
+/// [`ParsedScan`] elsewhere (both yield the same pairs).
+#[cfg(not(target_pointer_width = "64"))]
+pub(crate) type ExtScan<'a> = ParsedScan<'a>;
 
 /// A strict scanner for the compact JSON that Java (fastjson) writes: no whitespace,
 /// double-quoted keys, values that are strings, integers, `true`/`false`/`null`, or (via

@@ -1,7 +1,7 @@
 //! Command headers: decoding ([`CommandHeader`], both formats) and encoding
 //! ([`CommandRepr`] + [`ExtFields`]).
 
-use crate::json::{Compact, FlatScan, FlatValue, JsonStr, Parser};
+use crate::json::{Compact, ExtScan, FlatValue, JsonStr, Parser};
 use crate::json::{SliceWriter, Token, fmt_i64, i64_dec_len, json_str_len, small_dec};
 
 use super::frame::{MAX_HEADER_LEN, MAX_TOTAL_LENGTH, PREFIX_LEN};
@@ -360,7 +360,7 @@ impl<'a> CommandHeader<'a> {
             e.iter().for_each(|(k, v)| f(k, v));
             return;
         }
-        let mut scan = FlatScan::new(e.bytes);
+        let mut scan = ExtScan::new(e.bytes);
         while let Some((k, v)) = scan.next_pair() {
             let v = match v {
                 FlatValue::Str(s) => FieldStr::json(s),
@@ -610,7 +610,7 @@ impl<'a> ExtMap<'a> {
             inner: if self.json {
                 // The object was validated by `parse_json_ext` (only scalar values), so the
                 // fast scanner yields exactly what the parser would.
-                IterInner::Json(FlatScan::new(self.bytes))
+                IterInner::Json(ExtScan::new(self.bytes))
             } else {
                 IterInner::Binary(Rd {
                     b: self.bytes,
@@ -645,7 +645,7 @@ pub struct ExtIter<'a> {
 }
 
 enum IterInner<'a> {
-    Json(FlatScan<'a>),
+    Json(ExtScan<'a>),
     Binary(Rd<'a>),
 }
 
@@ -1050,21 +1050,16 @@ mod fast_path_tests {
     use super::*;
     use std::vec::Vec;
 
-    /// Reference ext iteration with the full parser (what `ExtIter` did before `FlatScan`).
-    fn ext_by_parser<'a>(bytes: &'a [u8]) -> Vec<(FieldStr<'a>, FieldStr<'a>)> {
+    /// Reference ext iteration with the full parser ([`crate::json::ParsedScan`], the
+    /// scanner of 32-bit targets; what `ExtIter` did before `FlatScan`).
+    fn ext_by_parser(bytes: &[u8]) -> Vec<(FieldStr<'_>, FieldStr<'_>)> {
         let mut out = Vec::new();
-        let mut p = Parser::new(bytes);
-        if p.expect_object_start().is_err() {
-            return out;
-        }
-        while let Ok(Some(k)) = p.next_key() {
-            let v = match p.next_value() {
-                Ok(Token::Str(s)) => FieldStr::json(s),
-                Ok(Token::Number(n)) => FieldStr::json_literal(n.raw()),
-                Ok(Token::Bool(true)) => FieldStr::json_literal(b"true"),
-                Ok(Token::Bool(false)) => FieldStr::json_literal(b"false"),
-                Ok(Token::Null) => continue,
-                _ => break,
+        let mut scan = crate::json::ParsedScan::new(bytes);
+        while let Some((k, v)) = scan.next_pair() {
+            let v = match v {
+                FlatValue::Str(s) => FieldStr::json(s),
+                FlatValue::Literal(raw) => FieldStr::json_literal(raw),
+                FlatValue::Null => continue,
             };
             out.push((FieldStr::json(k), v));
         }
