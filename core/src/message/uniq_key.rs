@@ -55,16 +55,19 @@ pub fn millis_since_month_start(unix_millis: i64, utc_offset_secs: i32) -> u32 {
 }
 
 /// Day of the month (1..=31) of the civil date `days` days after 1970-01-01
-/// (Howard Hinnant's `civil_from_days`, reduced to the day).
+/// (Howard Hinnant's `civil_from_days`, reduced to the day). The Gregorian calendar repeats
+/// every 400 years (146 097 days), so the day is that of `days` modulo 146 097, and the rest
+/// is 32-bit arithmetic (hardware division on a Cortex-M, no 64-bit helpers).
 fn day_of_month(days: i64) -> i64 {
-    // |days| <= i64::MAX / 86_400_000, so none of this can overflow.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097; // [0, 146096]
+    // In [0, 146096]: 1970-01-01 plus that is the same day of the month as `days`.
+    let d = days.rem_euclid(146_097) as u32;
+    // Days since 0000-03-01, within one 400-year era (1970-01-01 is day 719 468 of the
+    // era that starts at 0000-03-01).
+    let doe = (d + 719_468) % 146_097; // [0, 146096]
     let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
     let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // [0, 365], from March 1
     let mp = (5 * doy + 2) / 153; // [0, 11]
-    doy - (153 * mp + 2) / 5 + 1
+    i64::from(doy - (153 * mp + 2) / 5 + 1)
 }
 
 /// A client message id (UNIQ_KEY), 16 or 28 bytes.
@@ -406,6 +409,29 @@ mod test {
         let id = generator.next_id_at(1_700_000_000_000, 0);
         assert_eq!(id.month_millis(), 1_203_200_000);
         assert_eq!(id.counter(), 1);
+    }
+
+    /// The 32-bit day-of-month agrees with the 64-bit `civil_from_days` on the whole
+    /// Gregorian cycle and on dates far from the epoch.
+    #[test]
+    fn day_of_month_matches_civil_from_days() {
+        fn reference(days: i64) -> i64 {
+            let z = days + 719_468;
+            let era = z.div_euclid(146_097);
+            let doe = z - era * 146_097;
+            let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+            let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+            let mp = (5 * doy + 2) / 153;
+            doy - (153 * mp + 2) / 5 + 1
+        }
+        for days in (-146_097 * 2..146_097 * 2).chain([
+            i64::MAX / MS_PER_DAY,
+            i64::MIN / MS_PER_DAY,
+            1_000_000_000,
+            -1_000_000_007,
+        ]) {
+            assert_eq!(day_of_month(days), reference(days), "{days}");
+        }
     }
 
     #[test]
