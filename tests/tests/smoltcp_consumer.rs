@@ -65,6 +65,15 @@ impl Rig {
     }
 
     fn consumer(&mut self, cluster: &Cluster) -> (Downlink, [SocketHandle; 2]) {
+        self.member(cluster, CLIENT_ID)
+    }
+
+    /// A consumer of the group with its own client id.
+    fn member(
+        &mut self,
+        cluster: &Cluster,
+        client_id: &'static str,
+    ) -> (Downlink, [SocketHandle; 2]) {
         let mut sock = || -> SocketHandle {
             self.sockets.add(tcp::Socket::new(
                 tcp::SocketBuffer::new(vec![0u8; 8192]),
@@ -81,7 +90,7 @@ impl Rig {
             IpAddress::v4(a, b, c, d),
             addr.port(),
         )]));
-        let mut cfg = ClientConfig::new(namesrvs, GROUP, CLIENT_ID, TOPIC);
+        let mut cfg = ClientConfig::new(namesrvs, GROUP, client_id, TOPIC);
         cfg.expression = "cmd || config";
         cfg.consume_from = ConsumeFromWhere::FirstOffset;
         cfg.commit_interval = Duration::from_millis(2000);
@@ -121,21 +130,68 @@ impl Rig {
                 c.owned().collect::<Vec<_>>()
             );
             let t = self.now();
-            let wake = c.poll(t, &mut self.iface, &mut self.dev, &mut self.sockets, |d| {
-                let m = d.message;
-                let props = m.properties().expect("UTF-8 properties");
-                got.push(Got {
-                    queue_id: m.queue_id,
-                    offset: m.queue_offset,
-                    body: String::from_utf8(m.body.to_vec()).expect("UTF-8 body"),
-                    tags: props.get(keys::TAGS).map(str::to_owned),
-                    keys: props.get(keys::KEYS).map(str::to_owned),
-                });
+            let wake = self.poll_one(c, got);
+            self.wait(fd, t, wake);
+        }
+    }
+
+    /// One poll of `c`, its deliveries added to `got`; when it wants to be polled again.
+    fn poll_one(&mut self, c: &mut Downlink, got: &mut Vec<Got>) -> Option<Instant> {
+        let t = self.now();
+        c.poll(t, &mut self.iface, &mut self.dev, &mut self.sockets, |d| {
+            let m = d.message;
+            let props = m.properties().expect("UTF-8 properties");
+            got.push(Got {
+                queue_id: m.queue_id,
+                offset: m.queue_offset,
+                body: String::from_utf8(m.body.to_vec()).expect("UTF-8 body"),
+                tags: props.get(keys::TAGS).map(str::to_owned),
+                keys: props.get(keys::KEYS).map(str::to_owned),
             });
-            let ms = wake.map_or(20, |w| w.millis().saturating_sub(t.millis()).min(20));
-            if ms > 0 {
-                phy_wait(fd, Some(smoltcp::time::Duration::from_millis(ms))).unwrap();
-            }
+        })
+    }
+
+    /// Waits for a frame on the TAP device, until `wake` (at most 20 ms).
+    fn wait(&self, fd: i32, t: Instant, wake: Option<Instant>) {
+        let ms = wake.map_or(20, |w| w.millis().saturating_sub(t.millis()).min(20));
+        if ms > 0 {
+            phy_wait(fd, Some(smoltcp::time::Duration::from_millis(ms))).unwrap();
+        }
+    }
+
+    /// As [`Rig::run`] for two consumers on the same interface.
+    #[cfg(feature = "smoltcp-rebalance")]
+    fn run_two(
+        &mut self,
+        c: [&mut Downlink; 2],
+        got: &mut [Vec<Got>; 2],
+        limit: StdDuration,
+        what: &str,
+        mut done: impl FnMut([&Downlink; 2], &[Vec<Got>; 2]) -> bool,
+    ) {
+        let fd = self.dev.as_raw_fd();
+        let deadline = StdInstant::now() + limit;
+        let [a, b] = c;
+        while !done([&*a, &*b], got) {
+            assert!(
+                StdInstant::now() < deadline,
+                "{what}: not done after {limit:?}; delivered {} + {}; owned {:?} and {:?}; {:?}; {:?}",
+                got[0].len(),
+                got[1].len(),
+                a.owned().collect::<Vec<_>>(),
+                b.owned().collect::<Vec<_>>(),
+                a.pull_stats(),
+                b.pull_stats(),
+            );
+            let t = self.now();
+            let [ga, gb] = got;
+            let wa = self.poll_one(a, ga);
+            let wb = self.poll_one(b, gb);
+            let wake = match (wa, wb) {
+                (Some(x), Some(y)) => Some(x.min(y)),
+                (x, y) => x.or(y),
+            };
+            self.wait(fd, t, wake);
         }
     }
 
@@ -429,4 +485,131 @@ fn inner_consumer_in_netns() {
         "stop",
         |c, _| c.stopped(),
     );
+}
+
+/// With rmq-smoltcp's `rebalance` feature (`--features smoltcp-rebalance`; `.ci/run` runs it
+/// as a step of its own): two gateway clients of one group share the topic's 4 queues (each
+/// announces itself in heartbeats; each reads the group's members from the broker), every
+/// command reaches exactly one of them, and when one stops and leaves, the other takes its
+/// queues at the committed offsets.
+#[cfg(feature = "smoltcp-rebalance")]
+#[test]
+fn smoltcp_consumers_of_one_group_share_the_queues() {
+    prefetch(VERSION).expect("fetch the RocketMQ jars before leaving the network");
+    netns::run_inner("inner_shared_in_netns", &[]);
+}
+
+#[cfg(feature = "smoltcp-rebalance")]
+#[test]
+#[ignore = "runs inside `unshare -n`, started by smoltcp_consumers_of_one_group_share_the_queues"]
+fn inner_shared_in_netns() {
+    if !netns::is_inner() {
+        eprintln!("not inside the test namespace; run the outer test instead");
+        return;
+    }
+    netns::setup_tap("tap0");
+    let cluster = Cluster::start(VERSION, ClusterOptions::default()).expect("cluster start");
+    cluster.create_topic(TOPIC, 4).expect("create topic");
+    let mut dev = TunTapInterface::new("tap0", Medium::Ethernet).expect("open tap0");
+    let clock = StdInstant::now();
+    let iface = gateway::iface(&mut dev, 12, 0);
+    let mut rig = Rig {
+        dev,
+        iface,
+        sockets: SocketSet::new(vec![]),
+        clock,
+    };
+    let (mut a, _) = rig.member(&cluster, "169.254.1.2@gateway-a");
+    let (mut b, b_handles) = rig.member(&cluster, "169.254.1.2@gateway-b");
+    let mut got = [Vec::new(), Vec::new()];
+    let owned = |c: &Downlink| c.owned().map(|(q, _)| q).collect::<BTreeSet<i32>>();
+
+    // Both announce themselves; each then owns two of the 4 queues.
+    rig.run_two(
+        [&mut a, &mut b],
+        &mut got,
+        StdDuration::from_secs(60),
+        "sharing",
+        |[a, b], _| {
+            let (qa, qb) = (owned(a), owned(b));
+            qa.len() == 2 && qb.len() == 2 && qa.is_disjoint(&qb)
+        },
+    );
+    let (qa, qb) = (owned(&a), owned(&b));
+    eprintln!("gateway-a owns {qa:?}, gateway-b owns {qb:?}");
+
+    // 100 commands: each delivered once, by the member owning its queue.
+    let mut sent = Sent::new();
+    let lines = send(&cluster, 0, 100, "cmd");
+    record(&mut sent, &lines, 0, "cmd");
+    rig.run_two(
+        [&mut a, &mut b],
+        &mut got,
+        StdDuration::from_secs(60),
+        "100 shared",
+        |_, g| g[0].len() + g[1].len() >= 100,
+    );
+    for (g, qs, who) in [(&got[0], &qa, "a"), (&got[1], &qb, "b")] {
+        check(g, &sent, who);
+        assert!(g.iter().all(|x| qs.contains(&x.queue_id)), "{who}: {g:?}");
+        assert!(!g.is_empty(), "{who} received nothing");
+    }
+    let both: BTreeSet<(i32, i64)> = got
+        .iter()
+        .flatten()
+        .map(|x| (x.queue_id, x.offset))
+        .collect();
+    assert_eq!(both.len(), 100, "each command once");
+    assert_eq!(both, sent.keys().copied().collect::<BTreeSet<_>>());
+
+    // gateway-b stops (its offsets committed) and goes away; gateway-a takes its queues.
+    b.stop();
+    rig.run(
+        &mut b,
+        &mut got[1],
+        StdDuration::from_secs(10),
+        "stop",
+        |c, _| c.stopped(),
+    );
+    drop(b);
+    rig.crash(b_handles);
+    let [got_a, got_b] = &mut got;
+    rig.run(
+        &mut a,
+        got_a,
+        StdDuration::from_secs(60),
+        "takeover",
+        |c, _| c.owned().count() == 4,
+    );
+
+    // 40 more: all to gateway-a, none of the first 100 again.
+    let more = send(&cluster, 200, 40, "config");
+    record(&mut sent, &more, 200, "config");
+    rig.run(
+        &mut a,
+        got_a,
+        StdDuration::from_secs(60),
+        "after the takeover",
+        |_, g| g.len() + got_b.len() >= 140,
+    );
+    let settle = StdInstant::now();
+    rig.run(
+        &mut a,
+        got_a,
+        StdDuration::from_secs(10),
+        "settle",
+        |_, _| settle.elapsed() > StdDuration::from_secs(2),
+    );
+    check(got_a, &sent, "a, after the takeover");
+    let all: Vec<(i32, i64)> = got
+        .iter()
+        .flatten()
+        .map(|x| (x.queue_id, x.offset))
+        .collect();
+    assert_eq!(all.len(), 140, "nothing twice, nothing lost");
+    assert_eq!(
+        all.into_iter().collect::<BTreeSet<_>>(),
+        sent.keys().copied().collect::<BTreeSet<_>>()
+    );
+    eprintln!("after the takeover: {:?}", a.pull_stats());
 }

@@ -483,18 +483,20 @@ fn json_key(k: JsonStr<'_>) -> Key {
     json_key_by_table(k)
 }
 
+/// The header keys [`json_key`] tells apart.
+const HEADER_KEYS: [(&str, Key); 7] = [
+    ("code", Key::Code),
+    ("extFields", Key::ExtFields),
+    ("flag", Key::Flag),
+    ("language", Key::Language),
+    ("opaque", Key::Opaque),
+    ("remark", Key::Remark),
+    ("version", Key::Version),
+];
+
 /// [`json_key`] for any key, escaped or not.
 fn json_key_by_table(k: JsonStr<'_>) -> Key {
-    const KEYS: [(&str, Key); 7] = [
-        ("code", Key::Code),
-        ("extFields", Key::ExtFields),
-        ("flag", Key::Flag),
-        ("language", Key::Language),
-        ("opaque", Key::Opaque),
-        ("remark", Key::Remark),
-        ("version", Key::Version),
-    ];
-    for (name, key) in KEYS {
+    for (name, key) in HEADER_KEYS {
         if k.eq_str(name) {
             return key;
         }
@@ -1127,19 +1129,14 @@ mod fast_path_tests {
 
     #[test]
     fn header_keys_by_match_and_by_table() {
-        for (text, want) in [
-            ("code", Key::Code),
-            ("extFields", Key::ExtFields),
-            ("flag", Key::Flag),
-            ("language", Key::Language),
-            ("opaque", Key::Opaque),
-            ("remark", Key::Remark),
-            ("version", Key::Version),
+        let others = [
             ("serializeTypeCurrentRPC", Key::Other),
             ("cod", Key::Other),
             ("codes", Key::Other),
+            ("Code", Key::Other),
             ("", Key::Other),
-        ] {
+        ];
+        for (text, want) in HEADER_KEYS.into_iter().chain(others) {
             let plain = JsonStr::from_raw(text.as_bytes());
             assert_eq!(json_key(plain), want, "{text}");
             assert_eq!(json_key_by_table(plain), want, "{text}");
