@@ -230,6 +230,12 @@ impl<F: Features> ProfileSet for F {
     const ADAPTIVE: bool = F::PROFILE_ADAPTIVE;
 }
 
+/// `seed`, or a fixed non-zero default for 0 (the xorshift generators seeded from it need a
+/// non-zero state).
+pub const fn seed_or_default(seed: u32) -> u32 {
+    if seed == 0 { 0x9E37_79B9 } else { seed }
+}
+
 /// Every feature (servers).
 #[derive(Clone, Copy, Debug)]
 pub struct Full;
@@ -271,7 +277,8 @@ pub struct Config<'a> {
     /// Heartbeat period to every master (`heartbeatBrokerInterval`), or `None` for no
     /// heartbeats (a producer may send without them).
     pub heartbeat: Option<Duration>,
-    /// Seeds the NameServer choice, the queue counter and retry entropy (a random value).
+    /// Seeds the NameServer choice, the queue counter and retry entropy (a random value;
+    /// 0 means a fixed default: [`seed_or_default`]).
     pub seed: u32,
 }
 
@@ -1077,7 +1084,7 @@ impl<
         let group =
             copy_exact(cfg.consumer_group.unwrap_or(cfg.producer_group)).unwrap_or_default();
         let client_id = copy_exact(cfg.client_id).unwrap_or_default();
-        let seed = if cfg.seed == 0 { 0x9E37_79B9 } else { cfg.seed };
+        let seed = seed_or_default(cfg.seed);
         let mut req_free = Vec::new();
         for i in (0..REQUESTS.min(usize::from(u16::MAX))).rev() {
             let _ = req_free.push(i as u16);

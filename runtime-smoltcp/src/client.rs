@@ -275,7 +275,7 @@ impl<'a, 'b, const B: usize, const Q: usize, const S: usize, const OWNED: usize,
 
     /// The session's and the consumer's settings of `cfg`.
     fn configs(cfg: &ClientConfig<'a>) -> (session::Config<'a>, PullConfig<'a>) {
-        let seed = if cfg.seed == 0 { 0x9E37_79B9 } else { cfg.seed };
+        let seed = session::seed_or_default(cfg.seed);
         let mut sc = session::Config::new(cfg.namesrvs.len(), cfg.producer_group, cfg.client_id);
         sc.fault_rule = cfg.retry.profile.update_rule();
         sc.consumer_group = Some(cfg.group);
@@ -564,7 +564,7 @@ impl<
         ns: SocketHandle,
         brokers: [SocketHandle; BROKERS],
     ) -> Self {
-        let seed = if cfg.seed == 0 { 0x9E37_79B9 } else { cfg.seed };
+        let seed = session::seed_or_default(cfg.seed);
         let net = NetConfig {
             namesrvs: cfg.namesrvs,
             connect_timeout: cfg.connect_timeout,

@@ -51,8 +51,8 @@ pub(crate) fn session_config<'c>(cfg: &Config<'c>, seed: u32) -> session::Config
     sc.route_refresh = cfg.route_refresh;
     sc.request_timeout = cfg.route_timeout;
     sc.route_retry = cfg.route_retry;
-    // A producer without transactions needs no heartbeat; a gateway saves the traffic.
-    sc.heartbeat = None;
+    // No heartbeats: `Gateway` leaves them out (a producer without transactions needs none;
+    // a gateway saves the traffic), so the session never schedules them.
     sc.seed = seed;
     // JSON (0), or ROCKETMQ (1) with the feature.
     sc.serialize_type = SerializeType(u8::from(Gateway::ROCKETMQ_HEADERS));
@@ -76,7 +76,7 @@ impl<'a, 'b, const B: usize, const Q: usize, const S: usize> ProducerMachine<'a,
         if !Gateway::carries(cfg.retry.profile) {
             return Err(session::ConfigError::ProfileLeftOut);
         }
-        let seed = if cfg.seed == 0 { 0x9E37_79B9 } else { cfg.seed };
+        let seed = session::seed_or_default(cfg.seed);
         let sc = session_config(cfg, seed);
         Ok(ProducerMachine {
             core: Session::new(&sc, now)?,
@@ -190,7 +190,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         ns: SocketHandle,
         brokers: [SocketHandle; BROKERS],
     ) -> Result<Self, session::ConfigError> {
-        let seed = if cfg.seed == 0 { 0x9E37_79B9 } else { cfg.seed };
+        let seed = session::seed_or_default(cfg.seed);
         let net = NetConfig {
             namesrvs: cfg.namesrvs,
             connect_timeout: cfg.connect_timeout,
