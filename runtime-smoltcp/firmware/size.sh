@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Builds the no-allocator gateway firmware images for thumbv7em-none-eabihf, prints their
-# section sizes (.text/.rodata/.data/.bss) and fails when a budget is exceeded:
-# - the producer-only telemetry image (issue 14): at most 64 KiB of flash code (.text +
-#   .rodata) and 24 KiB of static RAM (.data + .bss, socket and frame buffers included);
+# section sizes (.vector_table/.text/.rodata/.data/.bss) and fails when a budget is exceeded.
+# Flash is everything stored there: the vector table, .text, .rodata and .data's initial
+# values (the "flash code" line, .text + .rodata, is the figure BENCHMARKS.md's tables use).
+# - the producer-only telemetry image (issue 14): at most 64 KiB of flash and 24 KiB of
+#   static RAM (.data + .bss, socket and frame buffers included);
 # - the store-and-forward image (feature `store-forward`, issue 19): at most 80 KiB of flash
-#   code and 32 KiB of static RAM (the QEMU test adds the measured stack to it);
+#   and 32 KiB of static RAM (the QEMU test adds the measured stack to it);
 # - the downlink image (feature `downlink`: producer, command consumer and outbox on one
 #   client, issue 19): the same budget (its client lives on `main`'s stack, so the QEMU test
 #   checks static RAM + stack against 32 KiB).
@@ -18,15 +20,18 @@ check() { # name, cargo args, target dir, flash budget, RAM budget[, note]
   local elf=$dir/thumbv7em-none-eabihf/release/rmq-firmware sizes
   echo "$name firmware: $elf"
   if command -v llvm-size >/dev/null; then sizes=$(llvm-size -A "$elf"); else sizes=$(size -A "$elf"); fi
-  echo "$sizes" | grep -E '^(section|\.text|\.rodata|\.data|\.bss|\.uninit|Total)'
+  echo "$sizes" | grep -E '^(section|\.vector_table|\.text|\.rodata|\.data|\.bss|\.uninit|Total)'
   sec() { echo "$sizes" | awk -v s="$1" '$1 == s { print $2 }'; }
   local text=$(( $(sec .text) + $(sec .rodata) )) uninit
+  # Everything in flash: the vector table and .data's initial values too.
+  local flash=$(( text + $(sec .vector_table) + $(sec .data) ))
   uninit=$(sec .uninit)
   local ram=$(( $(sec .data) + $(sec .bss) + ${uninit:-0} ))
-  echo "$name: flash code (.text+.rodata): $text bytes (budget $flash_max)"
+  echo "$name: flash code (.text+.rodata): $text bytes"
+  echo "$name: flash in all (.vector_table+.text+.rodata+.data): $flash bytes (budget $flash_max)"
   echo "$name: static RAM (.data+.bss+.uninit): $ram bytes (budget $ram_max)"
   [ -n "$note" ] && echo "$name: $note"
-  if (( text > flash_max || ram > ram_max )); then
+  if (( flash > flash_max || ram > ram_max )); then
     echo "$name firmware budget exceeded" >&2
     return 1
   fi
