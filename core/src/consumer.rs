@@ -92,14 +92,14 @@ pub mod pull_flag {
 // Tag expressions (docs/protocol/WIRE.md §8, Java FilterAPI.buildSubscriptionData)
 // ---------------------------------------------------------------------------------------------
 
-/// The parts of `raw` between `||` separators (`str::split("||")`, with a byte search: the
-/// standard library's substring searcher costs a gateway over a KiB of flash).
 /// Java `String.trim()`: strips every char `<= U+0020` from both ends (not Unicode white
 /// space: `"a\u{A0}"` stays as it is, `"\u{1}a"` becomes `"a"`).
 fn java_trim(s: &str) -> &str {
     s.trim_matches(|c: char| c <= ' ')
 }
 
+/// The parts of `raw` between `||` separators (`str::split("||")`, with a byte search: the
+/// standard library's substring searcher costs a gateway over a KiB of flash).
 fn or_parts(raw: &str) -> impl Iterator<Item = &str> + Clone {
     let mut rest = Some(raw);
     core::iter::from_fn(move || {
