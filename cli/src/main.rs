@@ -50,8 +50,19 @@ mod cli {
         /// multi-thread runtime with that many workers (default: one per core).
         #[arg(long, global = true)]
         threads: Option<usize>,
+        /// Header format of the requests (`serializeTypeCurrentRPC`; the broker answers in
+        /// the same one): `json` as Java's default, or `rocketmq`, the binary header (Java's
+        /// `-Drocketmq.serialize.type=ROCKETMQ`).
+        #[arg(long, global = true, value_enum, default_value_t = Header::Json)]
+        serialize_type: Header,
         #[command(subcommand)]
         cmd: Cmd,
+    }
+
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+    enum Header {
+        Json,
+        Rocketmq,
     }
 
     #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -282,6 +293,10 @@ mod cli {
             .namesrv_addr(namesrv)
             .producer_group(&cli.group)
             .send_msg_timeout(Duration::from_millis(cli.timeout_ms))
+            .serialize_type(match cli.serialize_type {
+                Header::Json => rmq_std::core::wire::SerializeType::JSON,
+                Header::Rocketmq => rmq_std::core::wire::SerializeType::ROCKETMQ,
+            })
     }
 
     async fn producer(cli: &Cli, namesrv: &str) -> Result<Producer, Box<dyn std::error::Error>> {

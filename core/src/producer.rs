@@ -247,11 +247,34 @@ pub fn parse_send_response<'a>(
     h: &CommandHeader<'a>,
     scratch: &mut Scratch<'a>,
 ) -> Result<SendResponse<'a>, FieldError> {
+    send_response_with(h, scratch, SendMessageResponseHeader::decode)
+}
+
+/// [`parse_send_response`] from the ext fields collected while the header was parsed
+/// ([`SendMessageResponseHeader::parse_collecting`]).
+pub(crate) fn parse_send_response_collected<'a>(
+    h: &CommandHeader<'a>,
+    slots: crate::wire::headers::ResponseSlots<'a>,
+    scratch: &mut Scratch<'a>,
+) -> Result<SendResponse<'a>, FieldError> {
+    send_response_with(h, scratch, |h, s| {
+        SendMessageResponseHeader::decode_collected(h, slots, s)
+    })
+}
+
+fn send_response_with<'a>(
+    h: &CommandHeader<'a>,
+    scratch: &mut Scratch<'a>,
+    decode: impl FnOnce(
+        &CommandHeader<'a>,
+        &mut Scratch<'a>,
+    ) -> Result<SendMessageResponseHeader<'a>, FieldError>,
+) -> Result<SendResponse<'a>, FieldError> {
     let code = h.code();
     match SendStatus::from_code(code) {
         None => Ok(SendResponse::Rejected { code }),
         Some(status) => {
-            let r = SendMessageResponseHeader::decode(h, scratch)?;
+            let r = decode(h, scratch)?;
             Ok(SendResponse::Stored {
                 status,
                 code,
@@ -398,6 +421,11 @@ where
     // A separator byte in tags or keys would corrupt the string (Java does not check).
     enc.validate()
         .map_err(|_| invalid(ValidationError::PropertySeparator))?;
+    // Checked once here: encoding does not check again (64-bit; 32-bit targets keep the one
+    // encoder, the smaller code).
+    #[cfg(target_pointer_width = "64")]
+    return f(&crate::message::properties::Checked(enc));
+    #[cfg(not(target_pointer_width = "64"))]
     f(&enc)
 }
 

@@ -73,7 +73,7 @@ use crate::pending::DeadlineHeap;
 use crate::producer::{
     Backoff, CLIENT_API_TIMEOUT, DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, HeartbeatFlavor,
     NamesrvCursor, POLL_NAME_SERVER_INTERVAL, SendRequest, SendResponse, error_refresh_due,
-    is_auth_failure, parse_send_response, write_heartbeat,
+    is_auth_failure, parse_send_response_collected, write_heartbeat,
 };
 use crate::retry::{
     AttemptOutcome, RetryConfig, SendEnv, SendError, SendMode, SendPlan, SendStatus, Sent, Step,
@@ -83,7 +83,8 @@ use crate::route::{MASTER_ID, PublishQueueRef, TopicRoute};
 use crate::select::{ProfileSet, PublishQueue, QueueCounter};
 use crate::time::{Duration, Instant};
 use crate::wire::headers::{
-    GetRouteInfoRequestHeader, HeartbeatRequestHeader, UnregisterClientRequestHeader,
+    GetRouteInfoRequestHeader, HeartbeatRequestHeader, ResponseSlots, SendMessageResponseHeader,
+    UnregisterClientRequestHeader,
 };
 use crate::wire::{
     CommandHeader, CommandRepr, EncodeError, Frame, LanguageCode, RequestCode, ResponseCode,
@@ -1566,7 +1567,9 @@ impl<
         bytes: &[u8],
     ) -> Result<Incoming, FrameError> {
         let frame = Frame::new_checked(bytes).map_err(FrameError::Framing)?;
-        let h = CommandHeader::parse(&frame).map_err(FrameError::Header)?;
+        // A send response's ext fields are collected in the same pass (most frames are).
+        let (h, resp) =
+            SendMessageResponseHeader::parse_collecting(&frame).map_err(FrameError::Header)?;
         if !h.is_response() {
             // Broker-initiated requests (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE,
             // ...): counted and handed to the runtime.
@@ -1609,7 +1612,7 @@ impl<
                     self.route_failed(now, topic, false, true);
                 }
             }
-            ReqKind::Send { send } => self.send_response(now, send, &h),
+            ReqKind::Send { send } => self.send_response(now, send, &h, resp),
             ReqKind::Heartbeat => {
                 if code == ResponseCode::SUCCESS.0 {
                     self.stats.heartbeats_ok = self.stats.heartbeats_ok.wrapping_add(1);
@@ -2377,10 +2380,16 @@ impl<
         }
     }
 
-    fn send_response(&mut self, now: Instant, s: u16, h: &CommandHeader<'_>) {
+    fn send_response<'a>(
+        &mut self,
+        now: Instant,
+        s: u16,
+        h: &CommandHeader<'a>,
+        resp: ResponseSlots<'a>,
+    ) {
         let mut sbuf = [0u8; MAX_REMARK];
         let mut scratch = Scratch::new(&mut sbuf);
-        let parsed = parse_send_response(h, &mut scratch);
+        let parsed = parse_send_response_collected(h, resp, &mut scratch);
         let Some(slot) = self.sends.get_mut(usize::from(s)) else {
             return;
         };

@@ -14,7 +14,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use rmq_core::producer::CONNECT_TIMEOUT;
 use rmq_core::wire::{PREFIX_LEN, ReadError, check_prefix};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
+use std::io::IoSlice;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
@@ -35,11 +37,17 @@ pub const MAX_RX_FRAME: usize = 8 << 20;
 
 /// Bytes asked of the socket per read into the staging buffer.
 const READ_CHUNK: usize = 64 * 1024;
+/// Frames written with one write at most (the rest wait for the next).
+const MAX_BATCH: usize = 512;
+/// Slices per `writev` (Linux's `IOV_MAX` is 1,024).
+const MAX_IOV: usize = 1024;
+/// The copy buffer of a stream without vectored writes is freed past this size.
+const COPY_KEEP: usize = 1 << 20;
 /// Frames longer than this get a buffer of their own, of their exact size (pull answers).
 const LARGE_FRAME: usize = 8 * 1024;
 
 /// Called once a frame is written (`true`) or dropped unwritten (`false`).
-pub(crate) type OnWritten = Box<dyn FnOnce(bool) + Send>;
+pub(crate) type OnWritten = Box<dyn FnOnce(bool) + Send + Sync>;
 
 /// Where a connection hands every frame it reads, and says when it ends.
 pub(crate) trait FrameSink: Send + Sync {
@@ -51,7 +59,7 @@ pub(crate) trait FrameSink: Send + Sync {
 }
 
 struct Outgoing {
-    head: Vec<u8>,
+    head: Bytes,
     body: Bytes,
     on_written: Option<OnWritten>,
 }
@@ -117,7 +125,7 @@ impl Conn {
     /// `on_written` is not called).
     pub(crate) fn send_frame(
         &self,
-        head: Vec<u8>,
+        head: Bytes,
         body: Bytes,
         on_written: Option<OnWritten>,
     ) -> bool {
@@ -211,8 +219,11 @@ impl Task {
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin,
     {
-        let mut wr = BufWriter::with_capacity(64 * 1024, wr);
+        let mut wr = wr;
         let mut rx_buf = RxBuf::default();
+        // The frames of one write, and (for a stream without vectored writes) their bytes.
+        let mut batch: Vec<Outgoing> = Vec::new();
+        let mut copy: Vec<u8> = Vec::new();
         let end = loop {
             tokio::select! {
                 r = rx_buf.read(&mut rd) => match r {
@@ -226,41 +237,35 @@ impl Task {
                     }
                 },
                 cmd = rx.recv() => {
-                    let Some(mut cmd) = cmd else { break End::Requested };
+                    let Some(cmd) = cmd else { break End::Requested };
                     // Let the tasks that are ready now (other senders) queue their frames first:
                     // then this frame and everything queued meanwhile leave in one write. Without
                     // it a sender's wake-up runs this task at once (tokio's LIFO slot) and every
                     // frame costs a syscall of its own.
                     tokio::task::yield_now().await;
-                    // Write this frame and everything else already queued, then flush once.
-                    let mut failed = None;
-                    loop {
-                        match cmd {
-                            Cmd::Close => { failed = Some(End::Requested); break; }
-                            Cmd::Send(out) => {
-                                let r = match wr.write_all(&out.head).await {
-                                    Ok(()) => wr.write_all(&out.body).await,
-                                    e => e,
-                                };
-                                if let Some(f) = out.on_written {
-                                    f(r.is_ok());
-                                }
-                                if let Err(e) = r {
-                                    failed = Some(End::Lost(ConnectionError::io(&self.addr, e)));
-                                    break;
-                                }
-                            }
+                    let mut close = false;
+                    let mut next = Some(cmd);
+                    while let Some(c) = next.take() {
+                        match c {
+                            Cmd::Close => close = true,
+                            Cmd::Send(out) => batch.push(out),
                         }
-                        match rx.try_recv() {
-                            Ok(c) => cmd = c,
-                            Err(_) => break,
+                        if close || batch.len() >= MAX_BATCH {
+                            break;
+                        }
+                        next = rx.try_recv().ok();
+                    }
+                    let r = write_batch(&mut wr, &batch, &mut copy).await;
+                    for out in batch.drain(..) {
+                        if let Some(f) = out.on_written {
+                            f(r.is_ok());
                         }
                     }
-                    if let Some(end) = failed {
-                        break end;
-                    }
-                    if let Err(e) = wr.flush().await {
+                    if let Err(e) = r {
                         break End::Lost(ConnectionError::io(&self.addr, e));
+                    }
+                    if close {
+                        break End::Requested;
                     }
                 }
             }
@@ -286,6 +291,43 @@ impl Task {
         };
         self.sink.closed(lost);
     }
+}
+
+/// Writes every frame of `batch` (heads and bodies): with vectored writes (`writev`, at most
+/// [`MAX_IOV`] slices a call) where the stream has them, so bodies are never copied;
+/// otherwise through one buffer (`copy`) and one `write_all`.
+async fn write_batch<W: AsyncWrite + Unpin>(
+    wr: &mut W,
+    batch: &[Outgoing],
+    copy: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    let parts = batch
+        .iter()
+        .flat_map(|o| [&o.head[..], &o.body[..]])
+        .filter(|b| !b.is_empty());
+    if !wr.is_write_vectored() {
+        copy.clear();
+        for p in parts {
+            copy.extend_from_slice(p);
+        }
+        let r = wr.write_all(copy).await;
+        if copy.capacity() > COPY_KEEP {
+            *copy = Vec::new();
+        }
+        r?;
+        return wr.flush().await;
+    }
+    let mut slices: Vec<IoSlice<'_>> = parts.map(IoSlice::new).collect();
+    let mut rest = &mut slices[..];
+    while !rest.is_empty() {
+        let n = rest.len().min(MAX_IOV);
+        let written = wr.write_vectored(rest.get(..n).unwrap_or(&[])).await?;
+        if written == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        IoSlice::advance_slices(&mut rest, written);
+    }
+    wr.flush().await
 }
 
 /// A connection's incoming bytes, cut into frames that are handed on as [`Bytes`] without

@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering as AtomicOrdering};
 use std::sync::{Arc, Weak};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use rmq_core::acl::Credentials;
 use rmq_core::admin;
 use rmq_core::pull_consumer::{Delivery, PullConfig, PullConfigError, PullConsumer, PullEvent};
@@ -38,6 +38,7 @@ use tracing::{debug, warn};
 use crate::clock;
 use crate::config::SecurityConfig;
 use crate::conn::{self, Conn, ConnStats, FrameSink};
+use crate::hash::FastMap;
 use crate::message::ConnectionError;
 use crate::shared::Counters;
 use crate::sync::{Mutex, MutexGuard, lock};
@@ -54,6 +55,8 @@ pub(crate) const REQUESTS: usize = 2048;
 pub(crate) const SENDS: usize = 1024;
 /// Bytes of names and addresses in one route.
 pub(crate) const ROUTE_STR: usize = 8192;
+/// Bytes of encoded heads per shared region (see `State::head`).
+const HEADS_CHUNK: usize = 64 * 1024;
 /// Room for one request's prefix and header (the properties travel in the header).
 const TX_BUF: usize = 256 * 1024;
 
@@ -92,22 +95,72 @@ pub(crate) trait Sink: Send {
 pub(crate) type Deliver = Box<dyn Sink>;
 
 /// How a send ended.
-pub(crate) type Outcome = Result<SendReceipt, SendFailure>;
+///
+/// The failure is boxed: it carries a remark of up to [`session::MAX_REMARK`] bytes, and an
+/// unboxed one would make every successful outcome that large too, moved through the
+/// oneshot and the sender's future on every send.
+pub(crate) type Outcome = Result<SendReceipt, Box<SendFailure>>;
 
 /// How a send ended, and the name of the broker that stored it (empty on failure): read under
 /// the lock that hands the outcome out, so the sender needs no second one.
 pub(crate) type Done = (Outcome, String);
 
 struct Pending {
+    /// The session's whole id (its slot's generation included).
+    id: u32,
     properties: String,
     body: Bytes,
     done: oneshot::Sender<Done>,
     _slot: OwnedSemaphorePermit,
 }
 
+/// The sends in flight, indexed by the slot half of their [`SendId`] (the core's ids are
+/// `generation << 16 | slot` with `slot < SENDS`): no hashing on the send path; an entry
+/// answers only to its whole id.
+#[derive(Default)]
+struct Sends {
+    slots: Vec<Option<Pending>>,
+}
+
+impl Sends {
+    fn slot(id: u32) -> usize {
+        (id & 0xFFFF) as usize
+    }
+
+    fn get(&self, id: u32) -> Option<&Pending> {
+        self.slots
+            .get(Self::slot(id))?
+            .as_ref()
+            .filter(|p| p.id == id)
+    }
+
+    fn insert(&mut self, p: Pending) {
+        let i = Self::slot(p.id);
+        if self.slots.len() <= i {
+            self.slots.resize_with(i + 1, || None);
+        }
+        if let Some(s) = self.slots.get_mut(i) {
+            *s = Some(p);
+        }
+    }
+
+    fn remove(&mut self, id: u32) -> Option<Pending> {
+        let s = self.slots.get_mut(Self::slot(id))?;
+        if s.as_ref().is_some_and(|p| p.id == id) {
+            s.take()
+        } else {
+            None
+        }
+    }
+
+    fn clear(&mut self) {
+        self.slots.clear();
+    }
+}
+
 /// One frame on its way to a connection.
 struct Frame {
-    head: Vec<u8>,
+    head: Bytes,
     body: Bytes,
     opaque: i32,
     report_written: bool,
@@ -123,15 +176,18 @@ struct State {
     session: Box<Core>,
     /// Where frames are encoded (under the lock, by whoever flushes).
     buf: Vec<u8>,
+    /// Where encoded heads are kept until written: one allocation shared by many frames
+    /// (each a [`Bytes`] slice of it), not one per frame.
+    heads: BytesMut,
     /// A consumer's HEART_BEAT body (its subscriptions); `None` for a producer.
     heartbeat: Option<Vec<u8>>,
     /// A consumer's decisions and where its messages go; `None` for a producer.
     consumer: Option<(Box<Machine>, Deliver)>,
     /// [`Driver::close`] ran: no new connection.
     stopped: bool,
-    topics: HashMap<String, TopicId>,
-    sends: HashMap<u32, Pending>,
-    links: HashMap<Peer, Link>,
+    topics: FastMap<String, TopicId>,
+    sends: Sends,
+    links: FastMap<Peer, Link>,
     /// The last closed connection per peer (diagnostics).
     closed: HashMap<Peer, Arc<Conn>>,
     /// Why the last connection to a peer failed (cleared when one opens).
@@ -143,6 +199,17 @@ struct State {
 }
 
 impl State {
+    /// The first `n` bytes of `buf` (a frame just encoded), as a slice of `heads`.
+    fn head(&mut self, n: usize) -> Bytes {
+        let h = self.buf.get(..n).unwrap_or(&[]);
+        if self.heads.capacity() - self.heads.len() < h.len() {
+            // A fresh region (the old one lives on while its frames are queued).
+            self.heads = BytesMut::with_capacity(HEADS_CHUNK.max(h.len()));
+        }
+        self.heads.extend_from_slice(h);
+        self.heads.split().freeze()
+    }
+
     /// The earliest deadline of the session and the consumer.
     fn deadline(&self) -> Option<Instant> {
         let consumer = self.consumer.as_ref().and_then(|(c, _)| c.poll_timeout());
@@ -165,18 +232,18 @@ impl State {
 
 /// What the session borrows to write frames.
 struct Lend<'a> {
-    sends: &'a HashMap<u32, Pending>,
+    sends: &'a Sends,
     acl: Option<&'a crate::AclConfig>,
     heartbeat: Option<&'a [u8]>,
 }
 
 impl Outbound for Lend<'_> {
     fn properties(&self, id: SendId) -> &str {
-        self.sends.get(&id.0).map_or("", |p| p.properties.as_str())
+        self.sends.get(id.0).map_or("", |p| p.properties.as_str())
     }
 
     fn body(&self, id: SendId) -> &[u8] {
-        self.sends.get(&id.0).map_or(&[], |p| &p.body[..])
+        self.sends.get(id.0).map_or(&[], |p| &p.body[..])
     }
 
     fn credentials(&self) -> Option<Credentials<'_>> {
@@ -231,12 +298,13 @@ impl Driver {
             state: Mutex::new(State {
                 session,
                 buf: vec![0u8; TX_BUF],
+                heads: BytesMut::new(),
                 heartbeat: None,
                 consumer: None,
                 stopped: false,
-                topics: HashMap::new(),
-                sends: HashMap::new(),
-                links: HashMap::new(),
+                topics: FastMap::default(),
+                sends: Sends::default(),
+                links: FastMap::default(),
                 closed: HashMap::new(),
                 causes: HashMap::new(),
                 route_waiters: HashMap::new(),
@@ -308,7 +376,7 @@ impl Driver {
     pub(crate) fn reply(&self, peer: Peer, frame: Vec<u8>) {
         let mut st = lock(&self.inner.state);
         let f = Frame {
-            head: frame,
+            head: Bytes::from(frame),
             body: Bytes::new(),
             opaque: 0,
             report_written: false,
@@ -376,15 +444,13 @@ impl Driver {
             let t = topic_id(&mut st, topic)?;
             let now = clock::now();
             let id = st.session.send(now, t, &args).map_err(Refused::Session)?;
-            st.sends.insert(
-                id.0,
-                Pending {
-                    properties,
-                    body,
-                    done,
-                    _slot: slot,
-                },
-            );
+            st.sends.insert(Pending {
+                id: id.0,
+                properties,
+                body,
+                done,
+                _slot: slot,
+            });
             self.inner.events(&mut st);
             // Written from here, without a hop through the driver task, which only wakes when
             // this send brought a deadline earlier than the one it sleeps until (one wake-up
@@ -566,11 +632,11 @@ impl Inner {
             };
             let body = tx
                 .body
-                .and_then(|id| state.sends.get(&id.0))
+                .and_then(|id| state.sends.get(id.0))
                 .map(|p| p.body.clone())
                 .unwrap_or_default();
             let frame = Frame {
-                head: state.buf.get(..tx.len).unwrap_or(&[]).to_vec(),
+                head: state.head(tx.len),
                 body,
                 opaque: tx.opaque,
                 report_written: tx.report_written,
@@ -598,7 +664,7 @@ impl Inner {
                 break;
             };
             let frame = Frame {
-                head: state.buf.get(..tx.len).unwrap_or(&[]).to_vec(),
+                head: state.head(tx.len),
                 body: Bytes::new(),
                 opaque: tx.opaque,
                 report_written: false,
@@ -670,12 +736,12 @@ impl Inner {
         while let Some(e) = st.session.poll_event() {
             match e {
                 Event::SendDone { id, result } => {
-                    if let Some(p) = st.sends.remove(&id.0) {
+                    if let Some(p) = st.sends.remove(id.0) {
                         let broker = match &result {
                             Ok(r) => st.session.broker_name(r.broker).unwrap_or("").to_owned(),
                             Err(_) => String::new(),
                         };
-                        let _ = p.done.send((result, broker));
+                        let _ = p.done.send((result.map_err(Box::new), broker));
                     }
                 }
                 Event::Reconnect(peer) => {
@@ -820,7 +886,7 @@ impl PeerSink {
                 };
                 debug!(code, ?answer, "request from {:?}", self.peer);
                 if let admin::Answer::Write(n) = answer {
-                    let head = state.buf.get(..n).unwrap_or(&[]).to_vec();
+                    let head = state.head(n);
                     let f = Frame {
                         head,
                         body: Bytes::new(),

@@ -65,6 +65,7 @@ mod config;
 mod conn;
 pub mod consumer;
 mod driver;
+mod hash;
 mod message;
 pub mod metrics;
 mod producer;

@@ -6,6 +6,7 @@
 //! queue choice, retries within one deadline, heartbeats and the fault table are the
 //! session's.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
@@ -47,8 +48,10 @@ pub struct RouteInfo {
 }
 
 /// A message ready for the session: its properties, body and send-header fields.
-struct Prepared {
-    topic: String,
+struct Prepared<'m> {
+    /// Borrowed from the message of a single send (whose topic then moves into the result),
+    /// owned for a batch.
+    topic: Cow<'m, str>,
     body: Bytes,
     properties: String,
     sys_flag: i32,
@@ -476,8 +479,15 @@ impl Producer {
         .instrument(span)
         .await;
         self.count(&r, started);
-        // A failed send hands the message back.
-        r.map_err(|e| e.with_message(msg))
+        match r {
+            // The result names the topic with the message's own string (no copy).
+            Ok(mut res) => {
+                res.queue.topic = msg.topic;
+                Ok(res)
+            }
+            // A failed send hands the message back.
+            Err(e) => Err(e.with_message(msg)),
+        }
     }
 
     fn count<T>(&self, r: &Result<T, SendError>, started: std::time::Instant) {
@@ -538,15 +548,28 @@ impl Producer {
             MessageError::Invalid(v) => SendError::new(SendErrorKind::Validation(v), 0),
             MessageError::BufferTooSmall => SendError::new(SendErrorKind::Malformed, 0),
         };
-        let len = message_properties_len(&m.topic, &m.body, max, &fields, uniq).map_err(invalid)?;
-        let mut buf = vec![0u8; len];
-        let n = encode_message_properties(&m.topic, &m.body, max, &fields, uniq, &mut buf)
-            .map_err(invalid)?;
-        buf.truncate(n);
-        String::from_utf8(buf).map_err(|_| SendError::new(SendErrorKind::Malformed, 0))
+        // One pass into a stack buffer fits the usual properties (UNIQ_KEY, WAIT, a few
+        // tags or keys); only longer ones are measured first.
+        let mut small = [0u8; 512];
+        let bytes =
+            match encode_message_properties(&m.topic, &m.body, max, &fields, uniq, &mut small) {
+                Ok(n) => small.get(..n).unwrap_or(&[]).to_vec(),
+                Err(MessageError::BufferTooSmall) => {
+                    let len = message_properties_len(&m.topic, &m.body, max, &fields, uniq)
+                        .map_err(invalid)?;
+                    let mut buf = vec![0u8; len];
+                    let n =
+                        encode_message_properties(&m.topic, &m.body, max, &fields, uniq, &mut buf)
+                            .map_err(invalid)?;
+                    buf.truncate(n);
+                    buf
+                }
+                Err(e) => return Err(invalid(e)),
+            };
+        String::from_utf8(bytes).map_err(|_| SendError::new(SendErrorKind::Malformed, 0))
     }
 
-    fn prepare(&self, m: &Message) -> Result<Prepared, SendError> {
+    fn prepare<'m>(&self, m: &'m Message) -> Result<Prepared<'m>, SendError> {
         let born = clock::unix_millis();
         let uniq = self.next_uniq(born);
         let properties = self.message_props(m, Some(&uniq))?;
@@ -568,7 +591,7 @@ impl Producer {
             }
         }
         Ok(Prepared {
-            topic: m.topic.clone(),
+            topic: Cow::Borrowed(m.topic.as_str()),
             body,
             properties,
             sys_flag,
@@ -579,7 +602,7 @@ impl Producer {
         })
     }
 
-    fn prepare_batch(&self, msgs: Vec<Message>) -> Result<Prepared, SendError> {
+    fn prepare_batch(&self, msgs: Vec<Message>) -> Result<Prepared<'static>, SendError> {
         let bad = |why| SendError::new(SendErrorKind::InvalidBatch(why), 0);
         let first = msgs.first().ok_or_else(|| bad("empty batch"))?;
         let topic = first.topic.clone();
@@ -625,7 +648,7 @@ impl Producer {
             .map_err(|_| bad("batch encoding failed"))?;
         p.truncate(n);
         Ok(Prepared {
-            topic,
+            topic: Cow::Owned(topic),
             body: Bytes::from(body),
             properties: String::from_utf8(p).map_err(|_| bad("batch encoding failed"))?,
             sys_flag: 0,
@@ -684,7 +707,7 @@ impl Producer {
 
     async fn drive(
         &self,
-        p: Prepared,
+        p: Prepared<'_>,
         mode: SendMode,
         target: Target,
     ) -> Result<SendResult, SendError> {
@@ -721,7 +744,11 @@ impl Producer {
             msg_id: p.msg_id,
             offset_msg_id: receipt.offset_msg_id.as_str().to_owned(),
             queue: MessageQueue {
-                topic: p.topic,
+                // A single send's caller puts the message's topic here.
+                topic: match p.topic {
+                    Cow::Owned(t) => t,
+                    Cow::Borrowed(_) => String::new(),
+                },
                 broker_name,
                 queue_id: receipt.queue_id,
             },

@@ -111,8 +111,11 @@ macro_rules! ext_header {
         const KEYS: &[&str] = &[$($key),*];
         let mut slots: [Option<FieldStr<$lt>>; KEYS.len()] = [None; KEYS.len()];
         collect($h, KEYS, &mut slots);
+        ext_header!(@slots $name, slots, $scratch, $( $f = $key ),*)
+    }};
+    (@slots $name:ident, $slots:expr, $scratch:ident, $( $f:ident = $key:literal ),*) => {{
         #[allow(unused_mut, unused_variables)]
-        let mut it = slots.into_iter();
+        let mut it = $slots.into_iter();
         let _ = &$scratch;
         Ok($name { $( $f: FieldSlot::decode(it.next().flatten(), $scratch, $key)?, )* })
     }};
@@ -131,6 +134,10 @@ macro_rules! ext_header {
             }
         }
         impl<$lt> $name<$lt> {
+            /// The ext keys, in the fields' order (the slots of [`Self::from_slots`]).
+            #[allow(dead_code)]
+            pub(crate) const KEYS: [&'static str; [$($key),*].len()] = [$($key),*];
+
             /// Decodes from a parsed header's ext fields.
             ///
             /// # Errors
@@ -140,6 +147,16 @@ macro_rules! ext_header {
                 scratch: &mut Scratch<$lt>,
             ) -> Result<Self, FieldError> {
                 ext_header!(@decode $name, $lt, h, scratch, $( $f = $key ),*)
+            }
+
+            /// Decodes from the values of [`Self::KEYS`] collected while the header was
+            /// parsed ([`Collect`]).
+            #[allow(dead_code)]
+            pub(crate) fn from_slots(
+                slots: [Option<FieldStr<$lt>>; [$($key),*].len()],
+                scratch: &mut Scratch<$lt>,
+            ) -> Result<Self, FieldError> {
+                ext_header!(@slots $name, slots, scratch, $( $f = $key ),*)
             }
         }
     };
@@ -219,6 +236,70 @@ ext_header! {
         msg_region: Option<&'a str> = "MSG_REGION",
         /// Whether tracing is on.
         trace_on: Option<bool> = "TRACE_ON",
+    }
+}
+
+/// The values of [`SendMessageResponseHeader::KEYS`], collected while a frame's header is
+/// parsed ([`SendMessageResponseHeader::parse_collecting`]); nothing on 32-bit targets, which
+/// scan the ext fields again instead (less code in the firmware).
+#[cfg(target_pointer_width = "64")]
+pub(crate) type ResponseSlots<'a> =
+    [Option<FieldStr<'a>>; SendMessageResponseHeader::<'static>::KEYS.len()];
+/// See the 64-bit definition.
+#[cfg(not(target_pointer_width = "64"))]
+pub(crate) type ResponseSlots<'a> = core::marker::PhantomData<&'a ()>;
+
+impl<'a> SendMessageResponseHeader<'a> {
+    /// Parses `frame`'s header; on 64-bit targets the ext fields a send response carries are
+    /// collected in the same pass (the client reads every frame this way: most answers are
+    /// send responses).
+    ///
+    /// # Errors
+    /// As [`CommandHeader::parse`].
+    pub(crate) fn parse_collecting<T: AsRef<[u8]> + ?Sized>(
+        frame: &Frame<&'a T>,
+    ) -> Result<(CommandHeader<'a>, ResponseSlots<'a>), super::DecodeError> {
+        #[cfg(target_pointer_width = "64")]
+        {
+            let mut slots: ResponseSlots<'a> = [None; Self::KEYS.len()];
+            let h = CommandHeader::parse_bytes_into(
+                frame.serialize_type(),
+                frame.header_ref(),
+                &mut Collect::new(&Self::KEYS, &mut slots),
+            )?;
+            Ok((h, slots))
+        }
+        #[cfg(not(target_pointer_width = "64"))]
+        {
+            Ok((CommandHeader::parse(frame)?, core::marker::PhantomData))
+        }
+    }
+
+    /// Decodes the header [`Self::parse_collecting`] parsed, from what it collected.
+    ///
+    /// # Errors
+    /// As [`Self::decode`].
+    pub(crate) fn decode_collected(
+        h: &CommandHeader<'a>,
+        slots: ResponseSlots<'a>,
+        scratch: &mut Scratch<'a>,
+    ) -> Result<Self, FieldError> {
+        #[cfg(target_pointer_width = "64")]
+        {
+            // One UTF-8 check for all the string fields (see `decode_frame_with`).
+            if let Some(text) = h
+                .ext_fields()
+                .and_then(|e| core::str::from_utf8(e.raw()).ok())
+            {
+                scratch.set_utf8_base(text);
+            }
+            Self::from_slots(slots, scratch)
+        }
+        #[cfg(not(target_pointer_width = "64"))]
+        {
+            let _ = slots;
+            Self::decode(h, scratch)
+        }
     }
 }
 

@@ -705,3 +705,56 @@ proptest! {
             transaction_id: o2.as_deref(), offset_msg_id: Some(&s1), topic: None, bname: Some(&s2) });
     }
 }
+
+/// The client reads send responses in one pass (`parse_collecting` + `decode_collected`):
+/// the same header and the same fields (or the same error) as parsing, then decoding.
+#[test]
+fn send_response_single_pass_matches_two_passes() {
+    use super::headers::SendMessageResponseHeader as R;
+    let json: &[&[u8]] = &[
+        br#"{"code":0,"extFields":{"MSG_REGION":"DefaultRegion","TRACE_ON":"true","msgId":"0A00000500002A9F0000000000012345","queueId":"1","queueOffset":"37","transactionId":"C0A8"},"flag":1,"language":"JAVA","opaque":7,"serializeTypeCurrentRPC":"JSON","version":479}"#,
+        // Keys in any order, repeated (the last wins), escaped, numbers bare, nulls.
+        br#"{"opaque":8,"extFields":{"queueOffset":"1","msgId":"a","msgId":"b\u0041","queueId":2,"recallHandle":null,"queueOffset":"-9"},"code":10,"flag":1}"#,
+        // A later extFields replaces an earlier one.
+        br#"{"code":0,"opaque":9,"flag":1,"extFields":{"msgId":"x","queueId":"1","queueOffset":"2"},"extFields":{"msgId":"y","queueId":"3"}}"#,
+        // Tolerant JSON (whitespace, single quotes, bare keys): the slow parser.
+        br#" { opaque:10, 'flag':1, "extFields":{ 'msgId':'m', "queueId":"4", queueOffset:5 } } "#,
+        // Missing and invalid fields.
+        br#"{"code":0,"opaque":11,"flag":1,"extFields":{"msgId":"m","queueId":"x","queueOffset":"1"}}"#,
+        br#"{"code":0,"opaque":12,"flag":1,"extFields":{"msgId":"m"}}"#,
+        br#"{"code":0,"opaque":13,"flag":1}"#,
+    ];
+    let mut frames: Vec<std::vec::Vec<u8>> = json
+        .iter()
+        .map(|h| {
+            let mut f = std::vec::Vec::new();
+            f.extend_from_slice(&((4 + h.len()) as u32).to_be_bytes());
+            f.extend_from_slice(&(h.len() as u32).to_be_bytes());
+            f.extend_from_slice(h);
+            f
+        })
+        .collect();
+    // The same fields in the binary (ROCKETMQ) header.
+    let ext = [
+        ("msgId", "0A0B"),
+        ("queueId", "6"),
+        ("queueOffset", "77"),
+        ("msgId", "0A0C"),
+    ];
+    let cmd = CommandRepr::response(ResponseCode(0), 14, version::V5_3_3, Some(&ext[..]));
+    let mut buf = [0u8; 512];
+    let n = cmd
+        .emit_frame_prefix_and_header(SerializeType::ROCKETMQ, 0, &mut buf)
+        .unwrap();
+    frames.push(buf[..n].to_vec());
+    for bytes in &frames {
+        let f = Frame::new_checked(&bytes[..]).unwrap();
+        let h = CommandHeader::parse(&f).unwrap();
+        let (h1, slots) = R::parse_collecting(&f).unwrap();
+        assert_eq!(h1, h);
+        let (mut s1, mut s2) = ([0u8; 64], [0u8; 64]);
+        let two = R::decode(&h, &mut Scratch::new(&mut s1));
+        let one = R::decode_collected(&h1, slots, &mut Scratch::new(&mut s2));
+        assert_eq!(one, two, "{}", String::from_utf8_lossy(bytes));
+    }
+}
