@@ -1,12 +1,13 @@
 //! One TCP (or TLS) connection, driven by one task: a frame pipe for the client session.
 //!
 //! The task owns the socket (TCP_NODELAY on): it writes the frames queued with
-//! [`Conn::send_frame`] (each batch of queued frames with one flush), cuts incoming bytes into
-//! frames (each prefix checked by the core's [`check_prefix`] before the frame is buffered) and
-//! hands every frame to its [`FrameSink`] (the session driver, which correlates responses) as
-//! [`Bytes`] (see `RxBuf`): message bodies are slices of it, never copies. When the
-//! connection ends (EOF, reset, write error, malformed frame, or [`Conn::close`]) the sink
-//! hears it once, and the session fails everything in flight on it at once.
+//! [`Conn::send_frame`] (each batch of queued frames with one `writev`, bodies not copied),
+//! cuts incoming bytes into frames (each prefix checked by the core's [`check_prefix`] before
+//! the frame is buffered) and hands every frame to its [`FrameSink`] (the session driver,
+//! which correlates responses) as [`Bytes`] (see `RxBuf`): message bodies are slices of it,
+//! never copies. When the connection ends (EOF, reset, write error, malformed frame, or
+//! [`Conn::close`]) the sink hears it once, and the session fails everything in flight on it
+//! at once.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -13,6 +13,8 @@
 //! `broker-<i>/`, each with `home/` (`user.home` and `ROCKETMQ_HOME`: logs go to
 //! `home/logs/`), the properties file, `store/` (brokers), and `out-<k>.log` (stdout+stderr of
 //! the k-th start). `tools/` holds the outputs of mqadmin, Verifier and JavaProducer runs.
+//! When the cluster is dropped the brokers' `store/` directories are removed (not after a
+//! panic); the logs stay.
 //!
 //! **The 4.9 line is 4.9.7:** `rocketmq-namesrv`, `rocketmq-broker` and `rocketmq-filter` 4.9.8
 //! are not on Maven Central (404), so [`Version::V4_9`] runs 4.9.7 for every jar (server,
@@ -817,6 +819,14 @@ impl Drop for Cluster {
         }
         if let Some(mut jvm) = self.namesrv.jvm.take() {
             jvm.kill9();
+        }
+        // The stores are the bulk of a run (a benchmark leaves gigabytes, and a broker refuses
+        // writes once its disk is 90 % full); logs and tool outputs stay. After a panic the
+        // stores stay too, for the post-mortem.
+        if !panicking {
+            for b in &self.brokers {
+                let _ = fs::remove_dir_all(b.dir.join("store"));
+            }
         }
     }
 }
