@@ -143,6 +143,12 @@ impl SendId {
     fn new(slot: u16, generation: u16) -> Self {
         SendId(u32::from(generation) << 16 | u32::from(slot))
     }
+
+    /// The send's slot: below the session's `SENDS`, shared by the sends that used it before
+    /// (a runtime can index a table by it, checking the whole id).
+    pub const fn slot(self) -> usize {
+        (self.0 & 0xFFFF) as usize
+    }
 }
 
 /// What the runtime lends [`Session::poll_transmit`]: the encoded properties and bodies of the

@@ -215,12 +215,11 @@ enum End {
 }
 
 impl Task {
-    async fn run<R, W>(self, mut rd: R, wr: W, mut rx: mpsc::UnboundedReceiver<Cmd>)
+    async fn run<R, W>(self, mut rd: R, mut wr: W, mut rx: mpsc::UnboundedReceiver<Cmd>)
     where
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin,
     {
-        let mut wr = wr;
         let mut rx_buf = RxBuf::default();
         // The frames of one write, and (for a stream without vectored writes) their bytes.
         let mut batch: Vec<Outgoing> = Vec::new();

@@ -114,9 +114,8 @@ struct Pending {
     _slot: OwnedSemaphorePermit,
 }
 
-/// The sends in flight, indexed by the slot half of their [`SendId`] (the core's ids are
-/// `generation << 16 | slot` with `slot < SENDS`): no hashing on the send path; an entry
-/// answers only to its whole id.
+/// The sends in flight, indexed by [`SendId::slot`] (below `SENDS`): no hashing on the send
+/// path; an entry answers only to its whole id.
 #[derive(Default)]
 struct Sends {
     slots: Vec<Option<Pending>>,
@@ -124,7 +123,7 @@ struct Sends {
 
 impl Sends {
     fn slot(id: u32) -> usize {
-        (id & 0xFFFF) as usize
+        SendId(id).slot()
     }
 
     fn get(&self, id: u32) -> Option<&Pending> {
