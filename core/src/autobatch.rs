@@ -2,25 +2,32 @@
 //! `ProduceAccumulator`, self-clocked. The runtime keeps the waiting messages (one batch per
 //! topic) and asks a [`BatchClock`] what to do:
 //!
-//! - a message [joins](BatchClock::join): while fewer than [`BatchLimits::max_in_flight`]
-//!   batches of the topic are in flight, or once the waiting batch reaches
-//!   [`BatchLimits::max_bytes`] or [`BatchLimits::max_messages`], the batch leaves now
-//!   ([`Join::Send`]); the first message to wait otherwise starts the hold timer ([`Join::Arm`]);
+//! - a message [joins](BatchClock::join): once the waiting batch reaches
+//!   [`BatchLimits::max_bytes`] or [`BatchLimits::max_messages`] it leaves now ([`Join::Send`]);
+//!   while fewer than [`BatchLimits::max_in_flight`] batches of the topic are in flight it
+//!   leaves *soon* ([`Join::Soon`]: the runtime lets the callers that are ready to send join
+//!   it first, e.g. by yielding once, then [takes](BatchClock::take) it); the first message to
+//!   wait otherwise starts the hold timer ([`Join::Arm`]);
 //! - the hold timer fires: the batch leaves if it is still the one the timer was armed for
 //!   ([`BatchClock::expire`]);
 //! - a batch ends (stored or failed): whatever waited leaves now ([`BatchClock::done`]).
 //!
-//! So a lone message is never delayed, and under load each round trip carries everything that
-//! arrived during the previous one. A fixed linger (wait the hold time unless the batch fills,
-//! as Java's accumulator does) made 64 sync senders of 128 B *slower* than no batching
-//! (BENCHMARKS.md "Auto-batching"): 64 × 128 B never fills 32 KiB, so every round waited.
+//! So a lone message is never delayed by a timer, and under load each round trip carries
+//! everything that arrived during the previous one. A fixed linger (wait the hold time unless
+//! the batch fills, as Java's accumulator does) made 64 sync senders of 128 B *slower* than no
+//! batching (BENCHMARKS.md "Auto-batching"): 64 × 128 B never fills 32 KiB, so every round
+//! waited. Leaving at once instead of soon made every other batch a batch of one: when a batch
+//! ends its callers are woken one after the other, and the first to send again found a free
+//! slot and left alone, the rest waiting a whole round trip behind it.
 //!
 //! ```
 //! use rmq_core::autobatch::{BatchClock, BatchLimits, Join};
 //!
 //! let limits = BatchLimits { max_bytes: 32 * 1024, max_messages: 256, max_in_flight: 1 };
 //! let mut clock = BatchClock::default();
-//! assert_eq!(clock.join(&limits, 100), Join::Send); // idle: leaves at once
+//! assert_eq!(clock.join(&limits, 100), Join::Soon); // idle: leaves once the ready ones joined
+//! assert_eq!(clock.join(&limits, 100), Join::Wait); // ready too: joins it
+//! assert!(clock.take()); // the runtime's turn: both leave together
 //! assert_eq!(clock.join(&limits, 100), Join::Arm(1)); // one in flight: waits, timer armed
 //! assert_eq!(clock.join(&limits, 100), Join::Wait);
 //! assert!(clock.done()); // the first ended: the two waiting leave together
@@ -44,6 +51,10 @@ pub enum Join {
     /// Send the waiting batch (this message included) now, then [`BatchClock::done`] when it
     /// ends.
     Send,
+    /// A batch slot is free: let the callers that are ready join, then call
+    /// [`BatchClock::take`] and send what it says (then [`BatchClock::done`] when it ends).
+    /// Until then every message joins this batch ([`Join::Wait`]) unless it fills it.
+    Soon,
     /// It is the first to wait: call [`BatchClock::expire`] with this generation after the
     /// hold time.
     Arm(u64),
@@ -61,6 +72,8 @@ pub struct BatchClock {
     /// does not send a later one early.
     generation: u64,
     in_flight: usize,
+    /// A [`Join::Soon`] was answered and its [`BatchClock::take`] has not come yet.
+    due: bool,
 }
 
 impl BatchClock {
@@ -69,9 +82,14 @@ impl BatchClock {
         self.bytes = self.bytes.saturating_add(bytes);
         self.waiting += 1;
         let full = self.bytes >= limits.max_bytes || self.waiting >= limits.max_messages;
-        if full || self.in_flight < limits.max_in_flight {
+        if full {
             self.leave();
             Join::Send
+        } else if self.due {
+            Join::Wait
+        } else if self.in_flight < limits.max_in_flight {
+            self.due = true;
+            Join::Soon
         } else if self.waiting == 1 {
             Join::Arm(self.generation)
         } else {
@@ -98,6 +116,17 @@ impl BatchClock {
         go
     }
 
+    /// The runtime's turn after a [`Join::Soon`]: whether the waiting batch leaves now (not
+    /// if it already left: full, or when a batch ended in between).
+    pub fn take(&mut self) -> bool {
+        let go = self.due && self.waiting > 0;
+        self.due = false;
+        if go {
+            self.leave();
+        }
+        go
+    }
+
     /// Messages waiting.
     pub fn waiting(&self) -> usize {
         self.waiting
@@ -109,6 +138,7 @@ impl BatchClock {
     }
 
     fn leave(&mut self) {
+        self.due = false;
         self.generation += 1;
         self.bytes = 0;
         self.waiting = 0;
@@ -128,7 +158,13 @@ mod tests {
             max_in_flight: 1,
         };
         let mut c = BatchClock::default();
-        assert_eq!(c.join(&l, 10), Join::Send, "idle: at once");
+        assert_eq!(
+            c.join(&l, 10),
+            Join::Soon,
+            "idle: as soon as the ready ones joined"
+        );
+        assert!(c.take());
+        assert!(!c.take(), "taken once");
         assert_eq!(c.join(&l, 10), Join::Arm(1));
         assert_eq!(c.join(&l, 10), Join::Wait);
         assert!(c.done(), "the two waiting leave when the first ends");
@@ -150,6 +186,57 @@ mod tests {
         assert!(!c.done() && !c.done() && !c.done() && !c.done());
         assert_eq!(c.in_flight(), 0);
         assert!(!c.done(), "never below zero");
-        assert_eq!(c.join(&l, 1), Join::Send, "idle again");
+        assert_eq!(c.join(&l, 1), Join::Soon, "idle again");
+        assert_eq!(c.join(&l, 1), Join::Wait);
+        assert_eq!(
+            c.join(&l, 1),
+            Join::Send,
+            "full before the runtime's turn: now"
+        );
+        assert!(!c.take(), "it left already");
+        assert_eq!(c.in_flight(), 1);
+    }
+
+    #[test]
+    fn a_batch_that_ended_does_not_leave_its_first_caller_alone() {
+        // 64 sync callers in two batches of 32 in flight. When one ends, its callers are
+        // woken one after the other and each sends again before the runtime's turn. Leaving at
+        // once (as before `Join::Soon`) sent the first of them alone every time and the other
+        // 31 a round trip later.
+        use std::collections::VecDeque;
+        let l = BatchLimits {
+            max_bytes: 1 << 20,
+            max_messages: 256,
+            max_in_flight: 2,
+        };
+        let mut c = BatchClock::default();
+        let mut flights = VecDeque::new();
+        for _ in 0..2 {
+            for _ in 0..32 {
+                assert_ne!(c.join(&l, 128), Join::Send);
+            }
+            assert!(c.take());
+            flights.push_back(32);
+        }
+        let mut waiting = 0;
+        let mut sizes = std::vec::Vec::new();
+        for _ in 0..20 {
+            let ended = flights.pop_front().expect("a batch in flight");
+            if c.done() {
+                sizes.push(core::mem::take(&mut waiting));
+                flights.push_back(*sizes.last().unwrap_or(&0));
+            }
+            for _ in 0..ended {
+                assert_ne!(c.join(&l, 128), Join::Send, "never full here");
+                waiting += 1;
+            }
+            if c.take() {
+                sizes.push(core::mem::take(&mut waiting));
+                flights.push_back(*sizes.last().unwrap_or(&0));
+            }
+        }
+        assert_eq!(sizes, [32; 20], "every batch carries a whole round");
+        assert_eq!(flights.iter().sum::<usize>() + waiting, 64, "nobody lost");
+        assert_eq!(c.in_flight(), flights.len());
     }
 }

@@ -56,6 +56,24 @@ struct Pending {
     clock: BatchClock,
 }
 
+impl Pending {
+    fn add(&mut self, limits: &BatchLimits, w: Waiter) -> Added {
+        let join = self.clock.join(limits, w.0.body.len());
+        // Only a caller that starts a task needs the name (an empty `String` allocates nothing).
+        let topic = match join {
+            Join::Wait => String::new(),
+            _ => w.0.topic.clone(),
+        };
+        self.waiters.push(w);
+        match join {
+            Join::Wait => Added::Joined,
+            Join::Soon => Added::Soon(topic),
+            Join::Arm(generation) => Added::Arm(topic, generation),
+            Join::Send => Added::Send(topic, mem::take(&mut self.waiters)),
+        }
+    }
+}
+
 /// The batches being gathered, by topic.
 #[derive(Default)]
 pub(crate) struct Batcher {
@@ -64,10 +82,14 @@ pub(crate) struct Batcher {
 
 /// What [`Batcher::add`] asks the caller to do.
 pub(crate) enum Added {
-    /// Send these now, then [`Batcher::done`] when they ended.
-    Send(Vec<Waiter>),
-    /// The first message to wait: [`Batcher::expire`] after the hold time (generation given).
-    Arm(u64),
+    /// Send these (of this topic) now, then [`Batcher::done`] when they ended.
+    Send(String, Vec<Waiter>),
+    /// A batch slot is free: let the callers that are ready join (yield once), then
+    /// [`Batcher::take`] this topic's batch and send that.
+    Soon(String),
+    /// The first message to wait: [`Batcher::expire`] after the hold time (topic and
+    /// generation given).
+    Arm(String, u64),
     /// Joined a batch that is already timed.
     Joined,
 }
@@ -80,19 +102,23 @@ impl Batcher {
             max_in_flight: cfg.max_in_flight,
         };
         let mut topics = self.topics.lock().unwrap_or_else(|p| p.into_inner());
-        let p = topics.entry(w.0.topic.clone()).or_default();
-        let join = p.clock.join(&limits, w.0.body.len());
-        p.waiters.push(w);
-        match join {
-            Join::Send => Added::Send(mem::take(&mut p.waiters)),
-            Join::Arm(generation) => Added::Arm(generation),
-            Join::Wait => Added::Joined,
+        // The topic's name is copied only for its first message and for the callers that
+        // start a task (a send, a timer), not for those that join.
+        if let Some(p) = topics.get_mut(&w.0.topic) {
+            return p.add(&limits, w);
         }
+        topics.entry(w.0.topic.clone()).or_default().add(&limits, w)
     }
 
     /// The batch of `topic` if its hold time (armed for `generation`) sends it.
     pub(crate) fn expire(&self, topic: &str, generation: u64) -> Vec<Waiter> {
         self.next(topic, |c| c.expire(generation))
+    }
+
+    /// The batch of `topic` after an [`Added::Soon`]: everyone who joined since, or nothing
+    /// (it left already).
+    pub(crate) fn take(&self, topic: &str) -> Vec<Waiter> {
+        self.next(topic, BatchClock::take)
     }
 
     /// A batch of `topic` ended: the callers that waited for it, to send now (then `done`
@@ -156,13 +182,17 @@ mod tests {
             ..AutoBatch::default()
         };
         let b = Batcher::default();
-        assert!(matches!(b.add(&cfg, waiter("A", 10).0), Added::Send(v) if v.len() == 1));
-        assert!(matches!(b.add(&cfg, waiter("A", 10).0), Added::Arm(1)));
+        assert!(matches!(b.add(&cfg, waiter("A", 10).0), Added::Soon(t) if t == "A"));
+        assert!(matches!(b.add(&cfg, waiter("A", 10).0), Added::Joined));
+        assert_eq!(b.take("A").len(), 2, "the ready ones leave together");
+        assert!(b.take("A").is_empty(), "once");
+        assert!(matches!(b.add(&cfg, waiter("A", 10).0), Added::Arm(_, 1)));
         assert!(matches!(b.add(&cfg, waiter("A", 10).0), Added::Joined));
         assert!(
-            matches!(b.add(&cfg, waiter("B", 10).0), Added::Send(_)),
+            matches!(b.add(&cfg, waiter("B", 10).0), Added::Soon(t) if t == "B"),
             "its own clock"
         );
+        assert_eq!(b.take("B").len(), 1);
         assert!(b.expire("A", 0).is_empty());
         assert_eq!(b.done("A").len(), 2);
         assert!(b.expire("A", 1).is_empty(), "already left");

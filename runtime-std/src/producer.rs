@@ -214,14 +214,24 @@ impl Producer {
     async fn send_batched(&self, msg: Message, ab: AutoBatch) -> Result<SendResult, SendError> {
         let _g = self.enter()?;
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let topic = msg.topic.clone();
         // Batches leave from their own task: a caller that stops waiting cancels nothing.
         match self.inner.batcher.add(&ab, (msg, tx)) {
-            Added::Send(batch) => {
+            Added::Send(topic, batch) => {
                 let this = self.clone();
                 tokio::spawn(async move { this.flush_all(&topic, batch).await });
             }
-            Added::Arm(generation) => {
+            Added::Soon(topic) => {
+                // The callers woken with the batch that just ended send again one after the
+                // other: they join this one before it leaves (a yield runs after every task
+                // that is ready).
+                let this = self.clone();
+                tokio::spawn(async move {
+                    tokio::task::yield_now().await;
+                    let batch = this.inner.batcher.take(&topic);
+                    this.flush_all(&topic, batch).await;
+                });
+            }
+            Added::Arm(topic, generation) => {
                 let this = self.clone();
                 tokio::spawn(async move {
                     tokio::time::sleep(ab.hold).await;
@@ -254,8 +264,10 @@ impl Producer {
             return;
         }
         let started = std::time::Instant::now();
-        let msgs: Vec<Message> = batch.iter().map(|(m, _)| m.clone()).collect();
-        let Ok(p) = self.prepare_batch(msgs) else {
+        let msgs: Vec<&Message> = batch.iter().map(|(m, _)| m).collect();
+        let prepared = self.prepare_batch(&msgs);
+        drop(msgs);
+        let Ok(p) = prepared else {
             // Refused before any byte was sent (an invalid message): each alone, so that
             // only the invalid one fails.
             for (m, tx) in batch {
@@ -369,7 +381,7 @@ impl Producer {
     pub async fn send_batch(&self, msgs: Vec<Message>) -> Result<SendResult, SendError> {
         let _g = self.enter()?;
         let started = std::time::Instant::now();
-        let r = match self.prepare_batch(msgs) {
+        let r = match self.prepare_batch(&msgs) {
             Ok(p) => {
                 let span = info_span!("send_batch", topic = %p.topic);
                 self.drive(p, SendMode::Sync, Target::Select)
@@ -602,15 +614,19 @@ impl Producer {
         })
     }
 
-    fn prepare_batch(&self, msgs: Vec<Message>) -> Result<Prepared<'static>, SendError> {
+    fn prepare_batch<M: std::borrow::Borrow<Message>>(
+        &self,
+        msgs: &[M],
+    ) -> Result<Prepared<'static>, SendError> {
         let bad = |why| SendError::new(SendErrorKind::InvalidBatch(why), 0);
-        let first = msgs.first().ok_or_else(|| bad("empty batch"))?;
+        let first = msgs.first().ok_or_else(|| bad("empty batch"))?.borrow();
         let topic = first.topic.clone();
         let wait = first.wait_store_msg_ok;
         let born = clock::unix_millis();
         let mut ids = Vec::with_capacity(msgs.len());
         let mut props = Vec::with_capacity(msgs.len());
-        for m in &msgs {
+        for m in msgs {
+            let m = m.borrow();
             if m.topic != topic {
                 return Err(bad("messages of a batch must share one topic"));
             }
@@ -626,8 +642,8 @@ impl Producer {
         }
         let records = || {
             msgs.iter().zip(&props).map(|(m, p)| BatchMessage {
-                flag: m.flag,
-                body: &m.body,
+                flag: m.borrow().flag,
+                body: &m.borrow().body,
                 properties: Preencoded(p.as_bytes()),
             })
         };
