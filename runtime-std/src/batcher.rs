@@ -4,7 +4,7 @@
 //! plus its position) or a copy of the batch's error.
 //!
 //! When a batch leaves is the core's decision ([`rmq_core::autobatch::BatchClock`]:
-//! self-clocked, a lone message is never delayed); this module keeps the waiting callers.
+//! self-clocked, a lone message never waits for a timer); this module keeps the waiting callers.
 //!
 //! What is not batched (sent as usual): messages with a delay level, bodies at or above the
 //! compression threshold or `max_bytes` (a batch is never compressed), and sends other than
