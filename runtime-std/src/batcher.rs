@@ -12,7 +12,6 @@
 //! invalid message) is not sent as such: each of its messages is then sent alone, so only the
 //! invalid one fails.
 
-use std::collections::HashMap;
 use std::mem;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -20,6 +19,7 @@ use std::time::Duration;
 use rmq_core::autobatch::{BatchClock, BatchLimits, Join};
 use tokio::sync::oneshot;
 
+use crate::hash::FastMap;
 use crate::message::{Message, SendError, SendResult};
 
 /// Auto-batching settings ([`ProducerBuilder::auto_batch`](crate::ProducerBuilder::auto_batch)).
@@ -77,7 +77,8 @@ impl Pending {
 /// The batches being gathered, by topic.
 #[derive(Default)]
 pub(crate) struct Batcher {
-    topics: Mutex<HashMap<String, Pending>>,
+    /// Keys are the application's topic names (never network bytes): the small hasher.
+    topics: Mutex<FastMap<String, Pending>>,
 }
 
 /// What [`Batcher::add`] asks the caller to do.
@@ -140,18 +141,18 @@ impl Batcher {
     }
 }
 
-/// Each caller's result from the batch's: its own msgId (`ids[i]`), queue offset `first + i`,
-/// and its offsetMsgId when the broker's comma-joined list reached the producer whole (the
-/// session keeps its first 56 characters: the first message's, and for IPv4 brokers nothing
-/// more).
-pub(crate) fn split(r: &SendResult, ids: &[&str]) -> Vec<SendResult> {
+/// Each caller's result from the batch's: its own msgId (`ids[i]`, moved in), queue offset
+/// `first + i`, and its offsetMsgId when the broker's comma-joined list reached the producer
+/// whole (the session keeps its first 56 characters: the first message's, and for IPv4
+/// brokers nothing more).
+pub(crate) fn split(r: &SendResult, ids: Vec<String>) -> Vec<SendResult> {
     let mut offset_ids = r.offset_msg_id.split(',');
     let first_len = r.offset_msg_id.split(',').next().map_or(0, str::len);
-    ids.iter()
+    ids.into_iter()
         .enumerate()
         .map(|(i, id)| SendResult {
             status: r.status,
-            msg_id: (*id).to_owned(),
+            msg_id: id,
             offset_msg_id: offset_ids
                 .next()
                 .filter(|o| o.len() == first_len)
@@ -213,7 +214,7 @@ mod tests {
             queue_offset: 40,
             attempts: 1,
         };
-        let each = split(&r, &["A", "B", "C"]);
+        let each = split(&r, ["A", "B", "C"].map(String::from).to_vec());
         assert_eq!(each.len(), 3);
         assert_eq!((each[2].msg_id.as_str(), each[2].queue_offset), ("C", 42));
         assert_eq!(each[0].offset_msg_id, "7F".repeat(16));

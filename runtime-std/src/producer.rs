@@ -267,7 +267,7 @@ impl Producer {
         let msgs: Vec<&Message> = batch.iter().map(|(m, _)| m).collect();
         let prepared = self.prepare_batch(&msgs);
         drop(msgs);
-        let Ok(p) = prepared else {
+        let Ok((p, ids)) = prepared else {
             // Refused before any byte was sent (an invalid message): each alone, so that
             // only the invalid one fails.
             for (m, tx) in batch {
@@ -278,7 +278,6 @@ impl Producer {
             }
             return;
         };
-        let ids = p.msg_id.clone();
         let span = info_span!("auto_batch", topic = %p.topic, messages = batch.len());
         let r = self
             .drive(p, SendMode::Sync, Target::Select)
@@ -286,8 +285,7 @@ impl Producer {
             .await;
         match r {
             Ok(res) => {
-                let ids: Vec<&str> = ids.split(',').collect();
-                for ((_, tx), each) in batch.into_iter().zip(split(&res, &ids)) {
+                for ((_, tx), each) in batch.into_iter().zip(split(&res, ids)) {
                     let each = Ok(each);
                     self.count(&each, started);
                     let _ = tx.send(each);
@@ -382,7 +380,8 @@ impl Producer {
         let _g = self.enter()?;
         let started = std::time::Instant::now();
         let r = match self.prepare_batch(&msgs) {
-            Ok(p) => {
+            Ok((mut p, ids)) => {
+                p.msg_id = ids.join(",");
                 let span = info_span!("send_batch", topic = %p.topic);
                 self.drive(p, SendMode::Sync, Target::Select)
                     .instrument(span)
@@ -547,6 +546,18 @@ impl Producer {
 
     /// The properties string of `m` (validated by the core, as every runtime does).
     fn message_props(&self, m: &Message, uniq: Option<&str>) -> Result<String, SendError> {
+        let mut bytes = Vec::new();
+        self.message_props_into(m, uniq, &mut bytes)?;
+        String::from_utf8(bytes).map_err(|_| SendError::new(SendErrorKind::Malformed, 0))
+    }
+
+    /// The properties of `m` appended to `out` (validated by the core, as every runtime does).
+    fn message_props_into(
+        &self,
+        m: &Message,
+        uniq: Option<&str>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), SendError> {
         let keys = m.keys.join(keys::KEY_SEPARATOR);
         let fields = MessageFields {
             tags: m.tags.as_deref(),
@@ -563,22 +574,27 @@ impl Producer {
         // One pass into a stack buffer fits the usual properties (UNIQ_KEY, WAIT, a few
         // tags or keys); only longer ones are measured first.
         let mut small = [0u8; 512];
-        let bytes =
-            match encode_message_properties(&m.topic, &m.body, max, &fields, uniq, &mut small) {
-                Ok(n) => small.get(..n).unwrap_or(&[]).to_vec(),
-                Err(MessageError::BufferTooSmall) => {
-                    let len = message_properties_len(&m.topic, &m.body, max, &fields, uniq)
-                        .map_err(invalid)?;
-                    let mut buf = vec![0u8; len];
-                    let n =
-                        encode_message_properties(&m.topic, &m.body, max, &fields, uniq, &mut buf)
-                            .map_err(invalid)?;
-                    buf.truncate(n);
-                    buf
-                }
-                Err(e) => return Err(invalid(e)),
-            };
-        String::from_utf8(bytes).map_err(|_| SendError::new(SendErrorKind::Malformed, 0))
+        match encode_message_properties(&m.topic, &m.body, max, &fields, uniq, &mut small) {
+            Ok(n) => out.extend_from_slice(small.get(..n).unwrap_or(&[])),
+            Err(MessageError::BufferTooSmall) => {
+                let len = message_properties_len(&m.topic, &m.body, max, &fields, uniq)
+                    .map_err(invalid)?;
+                let at = out.len();
+                out.resize(at + len, 0);
+                let n = encode_message_properties(
+                    &m.topic,
+                    &m.body,
+                    max,
+                    &fields,
+                    uniq,
+                    out.get_mut(at..).unwrap_or(&mut []),
+                )
+                .map_err(invalid)?;
+                out.truncate(at + n);
+            }
+            Err(e) => return Err(invalid(e)),
+        }
+        Ok(())
     }
 
     fn prepare<'m>(&self, m: &'m Message) -> Result<Prepared<'m>, SendError> {
@@ -614,17 +630,20 @@ impl Producer {
         })
     }
 
+    /// The batch of `msgs` (its result's `msg_id` left empty) and each message's UNIQ_KEY.
     fn prepare_batch<M: std::borrow::Borrow<Message>>(
         &self,
         msgs: &[M],
-    ) -> Result<Prepared<'static>, SendError> {
+    ) -> Result<(Prepared<'static>, Vec<String>), SendError> {
         let bad = |why| SendError::new(SendErrorKind::InvalidBatch(why), 0);
         let first = msgs.first().ok_or_else(|| bad("empty batch"))?.borrow();
         let topic = first.topic.clone();
         let wait = first.wait_store_msg_ok;
         let born = clock::unix_millis();
         let mut ids = Vec::with_capacity(msgs.len());
-        let mut props = Vec::with_capacity(msgs.len());
+        // Every message's properties in one buffer: (end offset) per message.
+        let mut props = Vec::with_capacity(msgs.len() * 64);
+        let mut ends = Vec::with_capacity(msgs.len());
         for m in msgs {
             let m = m.borrow();
             if m.topic != topic {
@@ -637,15 +656,19 @@ impl Producer {
                 return Err(bad("messages of a batch must share waitStoreMsgOK"));
             }
             let id = self.next_uniq(born);
-            props.push(self.message_props(m, Some(&id))?);
+            self.message_props_into(m, Some(&id), &mut props)?;
+            ends.push(props.len());
             ids.push(id);
         }
         let records = || {
-            msgs.iter().zip(&props).map(|(m, p)| BatchMessage {
-                flag: m.borrow().flag,
-                body: &m.borrow().body,
-                properties: Preencoded(p.as_bytes()),
-            })
+            let starts = core::iter::once(0).chain(ends.iter().copied());
+            msgs.iter()
+                .zip(starts.zip(ends.iter().copied()))
+                .map(|(m, (a, b))| BatchMessage {
+                    flag: m.borrow().flag,
+                    body: &m.borrow().body,
+                    properties: Preencoded(props.get(a..b).unwrap_or(&[])),
+                })
         };
         let len = rmq_core::message::batch::batch_encoded_len(records())
             .map_err(|_| bad("batch too large"))?;
@@ -663,16 +686,17 @@ impl Producer {
             .encode(&mut p)
             .map_err(|_| bad("batch encoding failed"))?;
         p.truncate(n);
-        Ok(Prepared {
+        let prepared = Prepared {
             topic: Cow::Owned(topic),
             body: Bytes::from(body),
             properties: String::from_utf8(p).map_err(|_| bad("batch encoding failed"))?,
             sys_flag: 0,
             flag: 0,
             batch: true,
-            msg_id: ids.join(","),
+            msg_id: String::new(),
             born,
-        })
+        };
+        Ok((prepared, ids))
     }
 
     /// The queue a target names, once the topic has a route (`None` to select).
