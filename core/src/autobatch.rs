@@ -222,17 +222,20 @@ mod tests {
         let mut sizes = std::vec::Vec::new();
         for _ in 0..20 {
             let ended = flights.pop_front().expect("a batch in flight");
+            let mut leave = |waiting: &mut usize| {
+                let n = core::mem::take(waiting);
+                sizes.push(n);
+                flights.push_back(n);
+            };
             if c.done() {
-                sizes.push(core::mem::take(&mut waiting));
-                flights.push_back(*sizes.last().unwrap_or(&0));
+                leave(&mut waiting);
             }
             for _ in 0..ended {
                 assert_ne!(c.join(&l, 128), Join::Send, "never full here");
                 waiting += 1;
             }
             if c.take() {
-                sizes.push(core::mem::take(&mut waiting));
-                flights.push_back(*sizes.last().unwrap_or(&0));
+                leave(&mut waiting);
             }
         }
         assert_eq!(sizes, [32; 20], "every batch carries a whole round");

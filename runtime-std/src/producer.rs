@@ -236,9 +236,7 @@ impl Producer {
                 tokio::spawn(async move {
                     tokio::time::sleep(ab.hold).await;
                     let batch = this.inner.batcher.expire(&topic, generation);
-                    if !batch.is_empty() {
-                        this.flush_all(&topic, batch).await;
-                    }
+                    this.flush_all(&topic, batch).await;
                 });
             }
             Added::Joined => {}
@@ -247,7 +245,8 @@ impl Producer {
             .unwrap_or_else(|_| Err(SendError::new(SendErrorKind::Shutdown, 0)))
     }
 
-    /// Sends `batch`, then whatever waited for it to end, until nothing waits.
+    /// Sends `batch`, then whatever waited for it to end, until nothing waits (an empty
+    /// `batch` sends nothing).
     async fn flush_all(&self, topic: &str, mut batch: Vec<Waiter>) {
         while !batch.is_empty() {
             self.flush(batch).await;
