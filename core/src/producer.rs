@@ -286,6 +286,29 @@ fn send_response_with<'a>(
     }
 }
 
+/// The members of a stored batch, in order (a SEND_BATCH_MESSAGE answer describes the
+/// first): message `i`'s queue offset is the batch's plus `i`, and its offsetMsgId is the
+/// `i`-th entry of the broker's comma-joined list when that entry reached the client whole
+/// (as long as the first; the session keeps [`crate::session::MAX_MSG_ID`] characters of the
+/// list, so past the first entry they are usually cut), else `""`. Endless: zip it with the
+/// batch's messages.
+///
+/// ```
+/// let ids = "0A0000050000270F0000000000000100,0A0000050000270F0000000000000180";
+/// let mut m = rmq_core::producer::batch_members(ids, 40);
+/// assert_eq!(m.next(), Some((40, "0A0000050000270F0000000000000100")));
+/// assert_eq!(m.next(), Some((41, "0A0000050000270F0000000000000180")));
+/// assert_eq!(m.next(), Some((42, "")), "past the list");
+/// ```
+pub fn batch_members(offset_msg_ids: &str, queue_offset: i64) -> impl Iterator<Item = (i64, &str)> {
+    let first_len = offset_msg_ids.split(',').next().map_or(0, str::len);
+    let mut ids = offset_msg_ids.split(',');
+    (0i64..).map(move |i| {
+        let id = ids.next().filter(|o| o.len() == first_len).unwrap_or("");
+        (queue_offset.saturating_add(i), id)
+    })
+}
+
 /// Whether a broker's answer refuses the request's ACL credentials: code 1 (SYSTEM_ERROR, how
 /// 4.9 reports an `AclException`) or 16 (NO_PERMISSION, 5.x), with a remark naming the
 /// signature, the access key or the user. Such a refusal is the same on every broker, so a
@@ -651,6 +674,24 @@ mod tests {
     use super::*;
     use crate::wire::{CommandRepr, Frame, ResponseCode, SerializeType, version};
     use core::net::Ipv4Addr;
+
+    #[test]
+    fn batch_members_take_whole_entries_only() {
+        let a = "7F".repeat(16);
+        let cut = format!("{a},{}", "7E".repeat(11));
+        let m: std::vec::Vec<_> = batch_members(&cut, 40).take(3).collect();
+        assert_eq!(
+            m,
+            [(40, a.as_str()), (41, ""), (42, "")],
+            "the cut entry is not handed out"
+        );
+        let m: std::vec::Vec<_> = batch_members("", -1).take(2).collect();
+        assert_eq!(
+            m,
+            [(-1, ""), (0, "")],
+            "no list: offsets only, as the broker gave them"
+        );
+    }
 
     #[test]
     fn error_refresh_is_rate_limited() {

@@ -141,25 +141,18 @@ impl Batcher {
     }
 }
 
-/// Each caller's result from the batch's: its own msgId (`ids[i]`, moved in), queue offset
-/// `first + i`, and its offsetMsgId when the broker's comma-joined list reached the producer
-/// whole (the session keeps its first 56 characters: the first message's, and for IPv4
-/// brokers nothing more).
+/// Each caller's result from the batch's: its own msgId (`ids[i]`, moved in), and its queue
+/// offset and offsetMsgId as the core reads them ([`rmq_core::producer::batch_members`]).
 pub(crate) fn split(r: &SendResult, ids: Vec<String>) -> Vec<SendResult> {
-    let mut offset_ids = r.offset_msg_id.split(',');
-    let first_len = r.offset_msg_id.split(',').next().map_or(0, str::len);
+    let members = rmq_core::producer::batch_members(&r.offset_msg_id, r.queue_offset);
     ids.into_iter()
-        .enumerate()
-        .map(|(i, id)| SendResult {
+        .zip(members)
+        .map(|(id, (queue_offset, offset_msg_id))| SendResult {
             status: r.status,
             msg_id: id,
-            offset_msg_id: offset_ids
-                .next()
-                .filter(|o| o.len() == first_len)
-                .unwrap_or("")
-                .to_owned(),
+            offset_msg_id: offset_msg_id.to_owned(),
             queue: r.queue.clone(),
-            queue_offset: r.queue_offset + i as i64,
+            queue_offset,
             attempts: r.attempts,
         })
         .collect()
