@@ -1,0 +1,205 @@
+//! Encoding a request into the transmit buffer (one header encoder for every request),
+//! signed with the lent ACL credentials.
+
+use super::*;
+
+/// Every request the session writes has one header type, so that the header encoders are
+/// compiled once (flash matters on a gateway); the runtime's and the consumer's calls
+/// ([`Session::call`]) come in as [`Header::Call`].
+pub(super) enum Header<'a> {
+    Route(GetRouteInfoRequestHeader<'a>),
+    Heartbeat(Option<HeartbeatRequestHeader>),
+    Unregister(UnregisterClientRequestHeader<'a>),
+    Send(crate::wire::headers::SendMessageRequestHeaderV2<'a>),
+    Call(&'a dyn CallFields),
+}
+
+/// A call's header fields behind a pointer (object safe, unlike [`crate::wire::ExtFields`]),
+/// so that the calls of every header type share one encoder: 1.8 KB less flash on the
+/// downlink gateway.
+pub(super) trait CallFields {
+    fn visit(&self, v: &mut dyn crate::wire::ExtVisitor);
+}
+
+impl<E: crate::wire::ExtFields> CallFields for E {
+    fn visit(&self, v: &mut dyn crate::wire::ExtVisitor) {
+        self.visit_fields(v);
+    }
+}
+
+/// Hands the fields of [`Header::Call`] on to the encoder's visitor.
+pub(super) struct Forward<'v, V: ?Sized>(&'v mut V);
+
+impl<V: crate::wire::ExtVisitor + ?Sized> crate::wire::ExtVisitor for Forward<'_, V> {
+    fn field(&mut self, key: &str, value: crate::wire::ExtValue<'_>) {
+        self.0.field(key, value);
+    }
+}
+
+impl crate::wire::ExtFields for Header<'_> {
+    fn visit_fields<V: crate::wire::ExtVisitor + ?Sized>(&self, v: &mut V) {
+        match self {
+            Header::Route(h) => h.visit_fields(v),
+            Header::Heartbeat(h) => h.visit_fields(v),
+            Header::Unregister(h) => h.visit_fields(v),
+            Header::Send(h) => h.visit_fields(v),
+            Header::Call(h) => h.visit(&mut Forward(v)),
+        }
+    }
+}
+
+impl<
+    const TOPICS: usize,
+    const BROKERS: usize,
+    const QUEUES: usize,
+    const REQUESTS: usize,
+    const SENDS: usize,
+    const ROUTE_STR: usize,
+    F: Features,
+> Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F>
+{
+    /// Encodes request `r` into `buf` (signed when the runtime lends credentials).
+    pub(super) fn encode<M: Outbound + ?Sized>(
+        &self,
+        r: Req,
+        opaque: i32,
+        buf: &mut [u8],
+        out: &M,
+    ) -> Result<Transmit, Ending> {
+        let mut tx = Transmit {
+            peer: r.peer,
+            len: 0,
+            opaque,
+            body: None,
+            body_len: 0,
+            report_written: false,
+        };
+        let too_small = Ending::Encode(EncodeError::BufferTooSmall);
+        // A small body (heartbeat) is written into `buf` too: first at its front, then moved
+        // to the end, and after the header once its length is known.
+        let mut inline_body = 0;
+        let version = self.cfg.version;
+        let (code, header) = match r.kind {
+            ReqKind::Route { topic, default } => {
+                let name = if default {
+                    DEFAULT_TOPIC
+                } else {
+                    self.topics
+                        .get(usize::from(topic))
+                        .map_or("", |t| t.name.as_str())
+                };
+                let hdr = GetRouteInfoRequestHeader {
+                    topic: name,
+                    accept_standard_json_only: None,
+                };
+                (RequestCode::GET_ROUTEINFO_BY_TOPIC, Header::Route(hdr))
+            }
+            ReqKind::Heartbeat | ReqKind::Unregister if !F::HEARTBEATS => return Err(too_small),
+            ReqKind::Call => return Err(too_small),
+            ReqKind::Heartbeat => {
+                let flavor = if version >= version::V5_0_0 {
+                    HeartbeatFlavor::V5
+                } else {
+                    HeartbeatFlavor::V4
+                };
+                let n = match out.heartbeat_body(buf) {
+                    Some(n) => n,
+                    None => write_heartbeat(&self.client_id, &[self.group.as_str()], flavor, buf)
+                        .map_err(|_| too_small)?,
+                };
+                let total = buf.len();
+                buf.copy_within(..n, total - n);
+                inline_body = n;
+                let ext = (flavor == HeartbeatFlavor::V5).then_some(HeartbeatRequestHeader {});
+                (RequestCode::HEART_BEAT, Header::Heartbeat(ext))
+            }
+            ReqKind::Unregister => {
+                let hdr = UnregisterClientRequestHeader {
+                    client_id: &self.client_id,
+                    producer_group: (!self.consumer).then_some(self.group.as_str()),
+                    consumer_group: self.consumer.then_some(self.group.as_str()),
+                };
+                (RequestCode::UNREGISTER_CLIENT, Header::Unregister(hdr))
+            }
+            ReqKind::Send { send } => {
+                let slot = self.sends.get(usize::from(send)).ok_or(too_small)?;
+                let att = slot
+                    .plan
+                    .as_ref()
+                    .and_then(SendPlan::current)
+                    .ok_or(too_small)?;
+                let id = SendId::new(send, slot.generation);
+                let topic = self
+                    .topics
+                    .get(usize::from(slot.topic))
+                    .map_or("", |t| t.name.as_str());
+                let req = SendRequest::new(
+                    &self.group,
+                    topic,
+                    att.queue.queue_id,
+                    self.broker_name(att.queue.broker).unwrap_or(""),
+                    out.properties(id),
+                    slot.born,
+                )
+                .flag(slot.flag)
+                .sys_flag(slot.sys_flag)
+                .batch(slot.batch)
+                .reconsume(slot.reconsume);
+                tx.body = Some(id);
+                tx.body_len = slot.body_len;
+                tx.report_written = slot.mode == SendMode::Oneway;
+                (req.code(), Header::Send(req.header()))
+            }
+        };
+        let total = buf.len();
+        let body_len = inline_body.max(tx.body_len);
+        let flag = if tx.report_written { flag::ONEWAY } else { 0 };
+        let (head, tail) = buf.split_at_mut(total - inline_body);
+        let body: &[u8] = match tx.body {
+            Some(id) => out.body(id),
+            None => tail,
+        };
+        let h = self.emit(code, opaque, Some(header), flag, body, body_len, head, out)?;
+        buf.copy_within(total - inline_body.., h);
+        tx.len = h + inline_body;
+        Ok(tx)
+    }
+
+    /// Writes the prefix and header of a request into `head` (signed over `body` when the
+    /// runtime lends credentials); the frame counts `body_len` body bytes after it.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn emit<E: crate::wire::ExtFields, M: Outbound + ?Sized>(
+        &self,
+        code: RequestCode,
+        opaque: i32,
+        ext: E,
+        flag: i32,
+        body: &[u8],
+        body_len: usize,
+        head: &mut [u8],
+        out: &M,
+    ) -> Result<usize, Ending> {
+        let ty = if F::ROCKETMQ_HEADERS {
+            self.cfg.serialize_type
+        } else {
+            SerializeType::JSON
+        };
+        let version = self.cfg.version;
+        match out.credentials() {
+            None => {
+                let mut repr = CommandRepr::request(code, opaque, version, Some(ext));
+                repr.language = self.cfg.language;
+                repr.flag = flag;
+                repr.emit_frame_prefix_and_header(ty, body_len, head)
+            }
+            Some(creds) => {
+                let signed = SignedFields::sign(&creds, ext, body).map_err(Ending::Acl)?;
+                let mut repr = CommandRepr::request(code, opaque, version, Some(signed));
+                repr.language = self.cfg.language;
+                repr.flag = flag;
+                repr.emit_frame_prefix_and_header(ty, body_len, head)
+            }
+        }
+        .map_err(Ending::Encode)
+    }
+}

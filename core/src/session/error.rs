@@ -1,0 +1,185 @@
+//! Why the session refuses a command, a frame or a call, and why a send failed.
+
+use super::*;
+
+/// Why the session refused a command (resource errors: nothing was changed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum SubmitError {
+    /// Every send slot is in use (a finished send frees its slot when its event is polled).
+    TooManySends,
+    /// The topic table is full.
+    TooManyTopics,
+    /// The topic name is longer than [`MAX_TOPIC_LEN`].
+    TopicTooLong,
+    /// No such topic (a stale [`TopicId`]).
+    UnknownTopic,
+    /// The send's fault profile ([`RetryConfig::profile`]) is left out of this session's
+    /// [`Features`] ([`Features::PROFILE_JAVA5`], [`Features::PROFILE_ADAPTIVE`]).
+    ProfileLeftOut,
+}
+
+impl fmt::Display for SubmitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SubmitError::TooManySends => "too many sends in flight",
+            SubmitError::TooManyTopics => "too many topics",
+            SubmitError::TopicTooLong => "topic name is too long",
+            SubmitError::UnknownTopic => "unknown topic id",
+            SubmitError::ProfileLeftOut => "fault profile not compiled into this session",
+        })
+    }
+}
+
+impl core::error::Error for SubmitError {}
+
+/// A frame the peer sent that cannot be read: the runtime closes that connection (and then
+/// calls [`Session::handle_closed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum FrameError {
+    /// The length words are inconsistent.
+    Framing(crate::wire::FrameError),
+    /// The header cannot be decoded.
+    Header(crate::wire::DecodeError),
+}
+
+impl fmt::Display for FrameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FrameError::Framing(e) => write!(f, "malformed frame: {e}"),
+            FrameError::Header(e) => write!(f, "malformed header: {e}"),
+        }
+    }
+}
+
+impl core::error::Error for FrameError {}
+
+/// Why a send failed. Exhaustive on purpose: a runtime's mapping of it must name every case.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SendFailure {
+    /// The retry plan gave up (no route, broker codes, transport failures, timeout).
+    Plan {
+        /// The plan's error.
+        error: SendError,
+        /// The remark of the broker's last rejecting response (empty if none).
+        remark: String<MAX_REMARK>,
+        /// The broker of the last attempt (`None` when no attempt was made), so that a runtime
+        /// can attach what it knows about that connection's failure.
+        broker: Option<BrokerId>,
+    },
+    /// The request header did not fit the transmit buffer.
+    Encode(EncodeError),
+    /// The request could not be signed with the ACL credentials.
+    Acl(AclError),
+    /// The broker refused the credentials (ACL): not retried, since every broker refuses them
+    /// alike.
+    Authentication {
+        /// The response code.
+        code: i32,
+        /// Attempts made.
+        attempts: u8,
+        /// The broker's remark.
+        remark: String<MAX_REMARK>,
+    },
+    /// A status response without msgId, queueId or queueOffset.
+    MalformedResponse {
+        /// Attempts made.
+        attempts: u8,
+    },
+    /// The request table was full.
+    TooManyRequests,
+}
+
+impl SendFailure {
+    /// The broker of the last attempt, when the retry plan made one.
+    pub fn broker(&self) -> Option<BrokerId> {
+        match self {
+            SendFailure::Plan { broker, .. } => *broker,
+            SendFailure::Encode(_)
+            | SendFailure::Acl(_)
+            | SendFailure::Authentication { .. }
+            | SendFailure::MalformedResponse { .. }
+            | SendFailure::TooManyRequests => None,
+        }
+    }
+
+    /// Whether sending the same message again later may succeed (what a store-and-forward
+    /// outbox keeps it for, [`crate::outbox::Verdict::Retry`]): the retry plan's retryable
+    /// errors (transport failures, timeouts, no route, broker codes in the retry set) and a
+    /// full request table. Refused credentials, a header that does not fit and a malformed
+    /// answer (the broker may have stored the message) are final.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            SendFailure::Plan { error, .. } => error.is_retryable(),
+            SendFailure::TooManyRequests => true,
+            SendFailure::Encode(_)
+            | SendFailure::Acl(_)
+            | SendFailure::Authentication { .. }
+            | SendFailure::MalformedResponse { .. } => false,
+        }
+    }
+
+    /// Attempts made before the failure.
+    pub fn attempts(&self) -> u8 {
+        match self {
+            SendFailure::Plan { error, .. } => error.attempts(),
+            SendFailure::MalformedResponse { attempts }
+            | SendFailure::Authentication { attempts, .. } => *attempts,
+            SendFailure::Encode(_) | SendFailure::Acl(_) | SendFailure::TooManyRequests => 0,
+        }
+    }
+}
+
+impl fmt::Display for SendFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendFailure::Plan { error, remark, .. } if remark.is_empty() => {
+                fmt::Display::fmt(error, f)
+            }
+            SendFailure::Plan { error, remark, .. } => write!(f, "{error}: {remark}"),
+            SendFailure::Encode(e) => write!(f, "cannot encode the request: {e}"),
+            SendFailure::Acl(e) => write!(f, "cannot sign the request: {e}"),
+            SendFailure::Authentication { code, remark, .. } => {
+                write!(
+                    f,
+                    "the broker refused the credentials (code {code}): {remark}"
+                )
+            }
+            SendFailure::MalformedResponse { .. } => {
+                f.write_str("send response without msgId, queueId or queueOffset")
+            }
+            SendFailure::TooManyRequests => f.write_str("too many requests in flight"),
+        }
+    }
+}
+
+impl core::error::Error for SendFailure {}
+
+/// Why [`Session::call`] refused a request (nothing was registered).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallError {
+    /// Every request slot is in use.
+    TooManyRequests,
+    /// The request does not fit the buffer (or a frame).
+    Encode(EncodeError),
+    /// The request cannot be signed.
+    Acl(AclError),
+    /// This session was built without [`Features::CONSUMER`].
+    Unsupported,
+}
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::TooManyRequests => f.write_str("too many requests in flight"),
+            CallError::Encode(e) => write!(f, "cannot encode the request: {e}"),
+            CallError::Acl(e) => write!(f, "cannot sign the request: {e}"),
+            CallError::Unsupported => f.write_str("runtime calls are not compiled in"),
+        }
+    }
+}
+
+impl core::error::Error for CallError {}

@@ -1,0 +1,399 @@
+//! The sends: one retry plan each ([`SendPlan`]) within one total deadline, their slots,
+//! what the broker answered, and how each send ends ([`Event::SendDone`]).
+
+use super::*;
+
+/// What a send needs besides its properties and body (which the runtime keeps).
+#[derive(Clone, Copy, Debug)]
+pub struct SendArgs {
+    /// Retry settings; `retry.mode` is the send mode.
+    pub retry: RetryConfig,
+    /// Body length in bytes (after compression, as sent).
+    pub body_len: usize,
+    /// `Message.flag`.
+    pub flag: i32,
+    /// sysFlag bits (compression).
+    pub sys_flag: i32,
+    /// A SEND_BATCH_MESSAGE body.
+    pub batch: bool,
+    /// `bornTimestamp` (Unix ms, from the runtime's wall clock).
+    pub born_timestamp: i64,
+    /// A fixed queue (send-to-queue, ordered sends: one attempt), or `None` to select.
+    pub queue: Option<PublishQueue<BrokerId>>,
+    /// A consumed message resent to `%RETRY%<group>`: `(reconsumeTimes, maxReconsumeTimes)`
+    /// of the send header ([`crate::send_back::RetryProperties::reconsume`]).
+    pub reconsume: Option<(i32, i32)>,
+}
+
+impl SendArgs {
+    /// A selected-queue send of `body_len` bytes.
+    pub fn new(retry: RetryConfig, body_len: usize, born_timestamp: i64) -> Self {
+        SendArgs {
+            retry,
+            body_len,
+            flag: 0,
+            sys_flag: 0,
+            batch: false,
+            born_timestamp,
+            queue: None,
+            reconsume: None,
+        }
+    }
+}
+
+/// A stored message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SendReceipt {
+    /// Store status.
+    pub status: SendStatus,
+    /// The broker that stored it.
+    pub broker: BrokerId,
+    /// Queue id written (from the response; the chosen queue for ONEWAY).
+    pub queue_id: i32,
+    /// Consume-queue offset (`None` for ONEWAY).
+    pub queue_offset: Option<i64>,
+    /// offsetMsgId (empty for ONEWAY).
+    pub offset_msg_id: String<MAX_MSG_ID>,
+    /// Attempts made.
+    pub attempts: u8,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum SendState {
+    Free,
+    /// Waiting for the topic's route.
+    Route,
+    /// An attempt's request is queued or in flight.
+    Attempt,
+    /// Finished; the event is waiting in `done`.
+    Done,
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct Stored {
+    pub(super) attempt: u8,
+    pub(super) queue_id: i32,
+    pub(super) queue_offset: i64,
+    pub(super) msg_id: String<MAX_MSG_ID>,
+}
+
+/// How a send ended (the remark, if any, waits in its slot).
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Ending {
+    Plan(Result<Sent<BrokerId>, SendError>),
+    Encode(EncodeError),
+    Acl(AclError),
+    Authentication { code: i32, attempts: u8 },
+    TooManyRequests,
+}
+
+#[derive(Debug)]
+pub(super) struct SendSlot<P> {
+    pub(super) generation: u16,
+    pub(super) state: SendState,
+    pub(super) topic: u16,
+    pub(super) mode: SendMode,
+    pub(super) body_len: usize,
+    pub(super) flag: i32,
+    pub(super) sys_flag: i32,
+    pub(super) batch: bool,
+    pub(super) born: i64,
+    pub(super) reconsume: Option<(i32, i32)>,
+    pub(super) plan: Option<SendPlan<BrokerId, P>>,
+    pub(super) req: Option<u16>,
+    pub(super) stored: Option<Stored>,
+    pub(super) remark: String<MAX_REMARK>,
+    pub(super) ending: Option<Ending>,
+}
+
+impl<P> SendSlot<P> {
+    pub(super) const EMPTY: Self = SendSlot {
+        generation: 0,
+        state: SendState::Free,
+        topic: 0,
+        mode: SendMode::Sync,
+        body_len: 0,
+        flag: 0,
+        sys_flag: 0,
+        batch: false,
+        born: 0,
+        reconsume: None,
+        plan: None,
+        req: None,
+        stored: None,
+        remark: String::new(),
+        ending: None,
+    };
+}
+
+impl<
+    const TOPICS: usize,
+    const BROKERS: usize,
+    const QUEUES: usize,
+    const REQUESTS: usize,
+    const SENDS: usize,
+    const ROUTE_STR: usize,
+    F: Features,
+> Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F>
+{
+    /// Starts a send to topic `t`; its properties come from [`Outbound`] and its body from the
+    /// runtime when the frame is written. The result comes as [`Event::SendDone`].
+    ///
+    /// # Errors
+    /// [`SubmitError::TooManySends`], [`SubmitError::UnknownTopic`], or
+    /// [`SubmitError::ProfileLeftOut`].
+    pub fn send(
+        &mut self,
+        now: Instant,
+        t: TopicId,
+        args: &SendArgs,
+    ) -> Result<SendId, SubmitError> {
+        if usize::from(t.0) >= self.topics.len() {
+            return Err(SubmitError::UnknownTopic);
+        }
+        if !F::carries(args.retry.profile) {
+            return Err(SubmitError::ProfileLeftOut);
+        }
+        let s = self.send_free.pop().ok_or(SubmitError::TooManySends)?;
+        let Some(slot) = self.sends.get_mut(usize::from(s)) else {
+            return Err(SubmitError::TooManySends);
+        };
+        let plan = match args.queue {
+            Some(q) => SendPlan::carrying(now, args.retry).fixed_to(q),
+            None => SendPlan::carrying(now, args.retry),
+        };
+        let deadline = now.saturating_add(args.retry.send_timeout);
+        *slot = SendSlot {
+            generation: slot.generation,
+            state: SendState::Route,
+            topic: t.0,
+            mode: args.retry.mode,
+            body_len: args.body_len,
+            flag: args.flag,
+            sys_flag: args.sys_flag,
+            batch: args.batch,
+            born: args.born_timestamp,
+            reconsume: args.reconsume,
+            plan: Some(plan),
+            ..SendSlot::EMPTY
+        };
+        let id = SendId::new(s, slot.generation);
+        let has_route = self
+            .topics
+            .get(usize::from(t.0))
+            .is_some_and(|t| !t.queues.is_empty());
+        if has_route || args.queue.is_some() {
+            self.start_send(now, s);
+        } else {
+            self.route_waits.set(s, deadline);
+            self.lookup(now, t.0, false);
+        }
+        Ok(id)
+    }
+}
+
+impl<
+    const TOPICS: usize,
+    const BROKERS: usize,
+    const QUEUES: usize,
+    const REQUESTS: usize,
+    const SENDS: usize,
+    const ROUTE_STR: usize,
+    F: Features,
+> Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F>
+{
+    /// Starts (or ends, when there is still no route) the sends waiting for topic `t`.
+    pub(super) fn wake_waiting(&mut self, now: Instant, t: u16) {
+        for s in 0..self.sends.len() {
+            let slot = &self.sends[s];
+            if slot.state == SendState::Route && slot.topic == t {
+                self.route_waits.remove(s as u16);
+                self.start_send(now, s as u16);
+            }
+        }
+    }
+
+    pub(super) fn start_send(&mut self, now: Instant, s: u16) {
+        self.route_waits.remove(s);
+        let step = self.plan_call(s, |p, env| p.start(now, env));
+        self.apply(now, s, step);
+    }
+
+    /// Runs one plan transition of send `s` with the client's fault table and counter.
+    pub(super) fn plan_call(
+        &mut self,
+        s: u16,
+        f: impl FnOnce(
+            &mut SendPlan<BrokerId, F>,
+            &mut SendEnv<'_, BrokerId, BROKERS>,
+        ) -> Step<BrokerId>,
+    ) -> Step<BrokerId> {
+        let entropy = self.next_random();
+        let Some(slot) = self.sends.get_mut(usize::from(s)) else {
+            return Step::Wait;
+        };
+        let Some(plan) = slot.plan.as_mut() else {
+            return Step::Wait;
+        };
+        let queues = self
+            .topics
+            .get(usize::from(slot.topic))
+            .map_or(&[][..], |t| t.queues.as_slice());
+        let mut env = SendEnv {
+            queues,
+            table: &mut self.faults,
+            counter: &mut self.counter,
+            entropy,
+        };
+        f(plan, &mut env)
+    }
+
+    /// Carries out plan steps of send `s` until it waits or ends.
+    pub(super) fn apply(&mut self, now: Instant, s: u16, mut step: Step<BrokerId>) {
+        // Each round consumes an attempt, so this ends within the plan's attempt budget.
+        for _ in 0..=u8::MAX {
+            match step {
+                Step::Wait => return,
+                Step::Done(r) => return self.finish(now, s, Ending::Plan(r)),
+                Step::Send(att) => {
+                    self.stats.attempts = self.stats.attempts.wrapping_add(1);
+                    if att.number > 1 {
+                        self.stats.retries = self.stats.retries.wrapping_add(1);
+                    }
+                    let b = att.queue.broker;
+                    if self.broker_addr(b).is_none() {
+                        step = self.plan_call(s, |p, env| {
+                            p.handle_outcome(
+                                now,
+                                AttemptOutcome::Transport(TransportError::BrokerNotFound),
+                                env,
+                            )
+                        });
+                        continue;
+                    }
+                    let Some(r) =
+                        self.alloc_req(Peer::Broker(b), ReqKind::Send { send: s }, att.deadline)
+                    else {
+                        return self.finish(now, s, Ending::TooManyRequests);
+                    };
+                    if let Some(slot) = self.sends.get_mut(usize::from(s)) {
+                        slot.state = SendState::Attempt;
+                        slot.req = Some(r);
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    pub(super) fn finish(&mut self, now: Instant, s: u16, ending: Ending) {
+        let Some(slot) = self.sends.get_mut(usize::from(s)) else {
+            return;
+        };
+        if matches!(slot.state, SendState::Free | SendState::Done) {
+            return;
+        }
+        // A send that failed on a broker (not for want of a route) refreshes the route.
+        let failed = matches!(&ending, Ending::Plan(Err(e)) if e.attempts() > 0);
+        let t = slot.topic;
+        slot.state = SendState::Done;
+        slot.ending = Some(ending);
+        if let Some(r) = slot.req.take()
+            && self
+                .reqs
+                .get(usize::from(r))
+                .is_some_and(|q| q.kind == ReqKind::Send { send: s } && q.state != ReqState::Free)
+        {
+            let _ = self.free_req(r);
+        }
+        self.route_waits.remove(s);
+        let _ = self.done.push_back(s);
+        // A failed send refreshes its topic's route, at most once a second (the periodic
+        // refresh runs regardless).
+        if let Some(topic) = self.topics.get_mut(usize::from(t))
+            && failed
+            && error_refresh_due(topic.error_refresh, now)
+        {
+            topic.error_refresh = Some(now);
+            self.lookup(now, t, false);
+        }
+    }
+
+    pub(super) fn send_response<'a>(
+        &mut self,
+        now: Instant,
+        s: u16,
+        h: &CommandHeader<'a>,
+        resp: ResponseSlots<'a>,
+    ) {
+        let mut sbuf = [0u8; MAX_REMARK];
+        let mut scratch = Scratch::new(&mut sbuf);
+        let parsed = parse_send_response_collected(h, resp, &mut scratch);
+        let Some(slot) = self.sends.get_mut(usize::from(s)) else {
+            return;
+        };
+        slot.req = None;
+        let attempt = slot.plan.as_ref().map_or(0, |p| p.attempts_made());
+        let code = match parsed {
+            Ok(SendResponse::Stored {
+                code,
+                offset_msg_id,
+                queue_id,
+                queue_offset,
+                ..
+            }) => {
+                slot.stored = Some(Stored {
+                    attempt,
+                    queue_id,
+                    queue_offset,
+                    msg_id: copy_cut(offset_msg_id),
+                });
+                code
+            }
+            Ok(SendResponse::Rejected { code }) if F::BROKER_REMARKS => {
+                slot.remark = h
+                    .remark()
+                    .and_then(|r| {
+                        r.as_str()
+                            .or_else(|| r.unescape_into(&mut sbuf).ok())
+                            .map(copy_cut)
+                    })
+                    .unwrap_or_default();
+                if is_auth_failure(code, Some(slot.remark.as_str())) {
+                    // The same credentials fail the same way on every broker: no retry.
+                    return self.finish(
+                        now,
+                        s,
+                        Ending::Authentication {
+                            code,
+                            attempts: attempt,
+                        },
+                    );
+                }
+                code
+            }
+            Ok(SendResponse::Rejected { code }) => code,
+            Err(_) => {
+                slot.stored = None;
+                h.code()
+            }
+        };
+        self.outcome(now, s, AttemptOutcome::Response(code));
+    }
+
+    /// The attempt of send `s` ended with `outcome`; counts a broker the fault table isolates.
+    pub(super) fn outcome(&mut self, now: Instant, s: u16, outcome: AttemptOutcome) {
+        let broker = self
+            .sends
+            .get(usize::from(s))
+            .and_then(|x| x.plan.as_ref())
+            .and_then(SendPlan::current)
+            .map(|a| a.queue.broker);
+        let before = broker.is_some_and(|b| self.faults.is_available(now, b));
+        let step = self.plan_call(s, |p, env| p.handle_outcome(now, outcome, env));
+        if before && broker.is_some_and(|b| !self.faults.is_available(now, b)) {
+            self.stats.brokers_isolated = self.stats.brokers_isolated.wrapping_add(1);
+        }
+        self.apply(now, s, step);
+    }
+}
