@@ -72,5 +72,6 @@ pub mod route;
 pub mod select;
 pub mod send_back;
 pub mod session;
+pub mod store;
 pub mod time;
 pub mod wire;

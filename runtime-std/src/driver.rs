@@ -39,6 +39,7 @@ use crate::clock;
 use crate::config::SecurityConfig;
 use crate::conn::{self, Conn, ConnStats, FrameSink};
 use crate::hash::FastMap;
+use crate::heap::Heap;
 use crate::message::ConnectionError;
 use crate::shared::Counters;
 use crate::sync::{Mutex, MutexGuard, lock};
@@ -60,7 +61,8 @@ const HEADS_CHUNK: usize = 64 * 1024;
 /// Room for one request's prefix and header (the properties travel in the header).
 const TX_BUF: usize = 256 * 1024;
 
-pub(crate) type Core = Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR>;
+pub(crate) type Core =
+    Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, session::Full, Heap>;
 
 /// Subscriptions per consumer.
 const SUBS: usize = 64;
@@ -74,7 +76,7 @@ const CALLS: usize = 1024;
 const CIDS: usize = 1024;
 
 /// A consumer's decisions (the core's).
-pub(crate) type Machine = PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS, QUEUES, CALLS>;
+pub(crate) type Machine = PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS, QUEUES, CALLS, Heap>;
 
 /// Where a consumer's messages and the outcomes of its send-backs go.
 pub(crate) trait Sink: Send {
@@ -291,8 +293,8 @@ impl Driver {
         max_sends: usize,
         counters: Arc<Counters>,
     ) -> Result<Driver, session::ConfigError> {
-        let session = on_big_stack(|| Core::new(cfg, clock::now()).map(Box::new))
-            .unwrap_or(Err(session::ConfigError::NameServers))?;
+        cfg.check()?;
+        let session = Box::new(Core::build(cfg, clock::now()));
         let inner = Arc::new(Inner {
             state: Mutex::new(State {
                 session,
@@ -331,8 +333,8 @@ impl Driver {
         deliver: Deliver,
     ) -> Result<(), PullConfigError> {
         let now = clock::now();
-        let mut c = on_big_stack(|| Machine::new(pull, now).map(Box::new))
-            .unwrap_or(Err(PullConfigError::Name))?;
+        pull.check()?;
+        let mut c = Box::new(Machine::build(pull, now));
         let mut st = lock(&self.inner.state);
         for (topic, expression) in subscriptions {
             c.subscribe(now, &mut *st.session, topic, expression)?;
@@ -556,20 +558,6 @@ impl Driver {
     pub(crate) fn counters(&self) -> &Arc<Counters> {
         &self.inner.counters
     }
-}
-
-/// Runs `f` on a thread with a stack large enough for the core's tables (a session is a few
-/// hundred KiB, a consumer a few MiB, before they reach the heap); `None` if no such thread
-/// could run.
-fn on_big_stack<T: Send>(f: impl FnOnce() -> T + Send) -> Option<T> {
-    std::thread::scope(|s| {
-        std::thread::Builder::new()
-            .stack_size(32 << 20)
-            .spawn_scoped(s, f)
-            .ok()?
-            .join()
-            .ok()
-    })
 }
 
 fn topic_id(st: &mut State, topic: &str) -> Result<TopicId, Refused> {

@@ -66,6 +66,7 @@ mod conn;
 pub mod consumer;
 mod driver;
 mod hash;
+mod heap;
 mod message;
 pub mod metrics;
 mod producer;

@@ -11,7 +11,8 @@ impl<
     const CIDS: usize,
     const QUEUES: usize,
     const BACKS: usize,
-> PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS, QUEUES, BACKS>
+    St: Store,
+> PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS, QUEUES, BACKS, St>
 {
     /// A request a broker sent on one of our connections: `true` when it was for the consumer
     /// (NOTIFY_CONSUMER_IDS_CHANGED starts a rebalance at once).
@@ -48,7 +49,7 @@ impl<
             })
         };
         let mut queues: Vec<(MessageQueue<'_>, ProcessQueueInfo), OWNED> = Vec::new();
-        for o in &self.owned {
+        for o in self.owned.iter() {
             let (Some(topic), Some(broker)) = (
                 session.topic_name(o.key.topic),
                 session.broker_name(o.key.broker),

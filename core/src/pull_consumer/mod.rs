@@ -72,6 +72,7 @@ use crate::send_back::{
     origin_topic, retry_topic,
 };
 use crate::session::{BrokerId, CallError, Client, Features, Outbound, Peer, TopicId, Transmit};
+use crate::store::{Fixed, Store, Table};
 use crate::time::{Duration, Instant};
 use crate::wire::headers::{
     ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader,
@@ -414,6 +415,7 @@ pub struct PullConsumer<
     const CIDS: usize,
     const QUEUES: usize,
     const BACKS: usize = 16,
+    St: Store = Fixed,
 > {
     group: String<MAX_NAME>,
     client_id: String<MAX_NAME>,
@@ -446,9 +448,9 @@ pub struct PullConsumer<
     subs: Vec<Sub, SUBS>,
     /// Nacked messages waiting for (or in) their CONSUMER_SEND_MSG_BACK: each holds its topic
     /// and msgId (~330 bytes), so a gateway that never nacks keeps few.
-    backs: Vec<Back, BACKS>,
+    backs: St::Vec<Back, BACKS>,
     events: heapless::Deque<PullEvent, CALLS>,
-    owned: Vec<Owned<TRACK>, OWNED>,
+    owned: St::Vec<Owned<TRACK>, OWNED>,
     /// Offsets of revoked queues still to commit.
     revoked: Vec<(QueueKey, i64), OWNED>,
     calls: Calls<CALLS>,
@@ -473,7 +475,8 @@ impl<
     const CIDS: usize,
     const QUEUES: usize,
     const BACKS: usize,
-> PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS, QUEUES, BACKS>
+    St: Store,
+> PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS, QUEUES, BACKS, St>
 {
     /// A consumer with no subscription yet; its first rebalance is due at once.
     ///
@@ -531,9 +534,9 @@ impl<
             unlocked_all: false,
             rng: cfg.seed.max(1),
             subs: Vec::new(),
-            backs: Vec::new(),
+            backs: Table::new(),
             events: heapless::Deque::new(),
-            owned: Vec::new(),
+            owned: Table::new(),
             revoked: Vec::new(),
             calls: Calls(Vec::new()),
             next_lease: 1,
@@ -728,7 +731,7 @@ impl<
             let stale = |at: Option<Instant>| {
                 at.is_none_or(|at| now.saturating_duration_since(at) >= self.persist_interval)
             };
-            for o in &mut self.owned {
+            for o in self.owned.iter_mut() {
                 if matches!(o.state, QState::Ready(_)) && stale(o.max_at) && stale(o.last_pull) {
                     o.measure = true;
                 }
@@ -736,7 +739,7 @@ impl<
         }
         if self.orderly && now >= self.lock_at {
             self.lock_at = now.saturating_add(LOCK_INTERVAL);
-            for o in &mut self.owned {
+            for o in self.owned.iter_mut() {
                 if o.state != QState::Lock && o.lock == LockStep::Idle {
                     o.lock = LockStep::Wanted;
                 }
@@ -878,7 +881,7 @@ impl<
                 }) || !self.revoked.is_empty();
             if !committing {
                 self.unlocked_all = true;
-                for o in &self.owned {
+                for o in self.owned.iter() {
                     if o.locked_at.is_some() {
                         let _ = self.unlocks.push(o.key);
                     }

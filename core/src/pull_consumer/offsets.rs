@@ -12,7 +12,8 @@ impl<
     const CIDS: usize,
     const QUEUES: usize,
     const BACKS: usize,
-> PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS, QUEUES, BACKS>
+    St: Store,
+> PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS, QUEUES, BACKS, St>
 {
     /// Broadcasting: the stored offset of `queue` asked for by [`PullEvent::LoadOffset`]
     /// (`None`: there is none, `consume_from` applies). `false` when the queue is not
@@ -88,7 +89,7 @@ impl<
 
     /// Commits every owned queue whose offset moved, now.
     pub fn commit_now(&mut self) {
-        for o in &mut self.owned {
+        for o in self.owned.iter_mut() {
             o.commit = true;
         }
     }

@@ -11,7 +11,8 @@ impl<
     const CIDS: usize,
     const QUEUES: usize,
     const BACKS: usize,
-> PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS, QUEUES, BACKS>
+    St: Store,
+> PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS, QUEUES, BACKS, St>
 {
     /// Orderly: whether the application may process messages of `queue` now (one batch at a
     /// time); `true` marks it busy until [`end`](Self::end). It must be owned under `lease`,
@@ -175,7 +176,7 @@ impl<
             .key
             .broker;
         let mut these: Vec<QueueKey, OWNED> = Vec::new();
-        for o in &self.owned {
+        for o in self.owned.iter() {
             if o.key.broker == broker && o.lock == LockStep::Wanted {
                 let _ = these.push(o.key);
             }
@@ -185,7 +186,7 @@ impl<
         match &r {
             Ok((_, n)) => {
                 let sent = &these[..(*n).min(these.len())];
-                for o in &mut self.owned {
+                for o in self.owned.iter_mut() {
                     if sent.contains(&o.key) {
                         o.lock = LockStep::Sent;
                     }
@@ -194,7 +195,7 @@ impl<
             Err(CallError::TooManyRequests) => {}
             Err(_) => {
                 // Cannot be encoded: as if refused.
-                for o in &mut self.owned {
+                for o in self.owned.iter_mut() {
                     if these.contains(&o.key) {
                         o.lock = LockStep::Sent;
                     }

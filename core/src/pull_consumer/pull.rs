@@ -11,7 +11,8 @@ impl<
     const CIDS: usize,
     const QUEUES: usize,
     const BACKS: usize,
-> PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS, QUEUES, BACKS>
+    St: Store,
+> PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS, QUEUES, BACKS, St>
 {
     /// Applies a pull answer to owned queue `i`.
     pub(super) fn pulled<S: Client>(

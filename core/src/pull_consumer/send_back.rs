@@ -10,7 +10,8 @@ impl<
     const CIDS: usize,
     const QUEUES: usize,
     const BACKS: usize,
-> PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS, QUEUES, BACKS>
+    St: Store,
+> PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS, QUEUES, BACKS, St>
 {
     /// Room for an event other than a send-back outcome (those always have theirs).
     pub(super) fn room(&self) -> bool {

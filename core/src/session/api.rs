@@ -48,7 +48,8 @@ impl<
     const SENDS: usize,
     const ROUTE_STR: usize,
     F: Features,
-> Client for Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F>
+    St: Store,
+> Client for Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F, St>
 {
     type Features = F;
     fn topic(&mut self, now: Instant, topic: &str) -> Result<TopicId, SubmitError> {

@@ -56,7 +56,8 @@ impl<
     const SENDS: usize,
     const ROUTE_STR: usize,
     F: Features,
-> Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F>
+    St: Store,
+> Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F, St>
 {
     /// Encodes request `r` into `buf` (signed when the runtime lends credentials).
     pub(super) fn encode<M: Outbound + ?Sized>(

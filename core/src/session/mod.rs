@@ -81,6 +81,7 @@ use crate::retry::{
 };
 use crate::route::{MASTER_ID, PublishQueueRef, TopicRoute};
 use crate::select::{ProfileSet, PublishQueue, QueueCounter};
+use crate::store::{Fixed, Slots, Store, Table};
 use crate::time::{Duration, Instant};
 use crate::wire::headers::{
     GetRouteInfoRequestHeader, HeartbeatRequestHeader, ResponseSlots, SendMessageResponseHeader,
@@ -318,7 +319,6 @@ fn copy_exact<const N: usize>(s: &str) -> Option<String<N>> {
 /// - `F`: what is compiled in ([`Features`]; [`Full`] by default).
 ///
 /// See the [module docs](self) for the call order.
-#[derive(Debug)]
 pub struct Session<
     const TOPICS: usize,
     const BROKERS: usize,
@@ -327,6 +327,7 @@ pub struct Session<
     const SENDS: usize,
     const ROUTE_STR: usize,
     F: Features = Full,
+    St: Store = Fixed,
 > {
     features: core::marker::PhantomData<F>,
     cfg: Settings,
@@ -335,7 +336,7 @@ pub struct Session<
     consumer: bool,
     client_id: String<MAX_CLIENT_ID_LEN>,
     namesrv: NamesrvCursor,
-    topics: Vec<Topic<QUEUES>, TOPICS>,
+    topics: St::Vec<Topic<QUEUES>, TOPICS>,
     brokers: Vec<Broker, BROKERS>,
     faults: FaultTable<BrokerId, BROKERS>,
     counter: QueueCounter,
@@ -344,7 +345,8 @@ pub struct Session<
     req_free: Vec<u16, REQUESTS>,
     queued: Deque<u16, REQUESTS>,
     req_deadlines: DeadlineHeap<REQUESTS>,
-    sends: [SendSlot<F>; SENDS],
+    /// Slots `0..sends.len()` have been used; a free one's index waits in `send_free`.
+    sends: St::Slots<SendSlot<F>, SENDS>,
     send_free: Vec<u16, SENDS>,
     route_waits: DeadlineHeap<SENDS>,
     done: Deque<u16, SENDS>,
@@ -365,7 +367,31 @@ impl<
     const SENDS: usize,
     const ROUTE_STR: usize,
     F: Features,
-> Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F>
+    St: Store,
+> fmt::Debug for Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F, St>
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Session")
+            .field("group", &self.group)
+            .field("client_id", &self.client_id)
+            .field("topics", &self.topics.len())
+            .field("brokers", &self.brokers.len())
+            .field("pending_requests", &self.pending_requests())
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<
+    const TOPICS: usize,
+    const BROKERS: usize,
+    const QUEUES: usize,
+    const REQUESTS: usize,
+    const SENDS: usize,
+    const ROUTE_STR: usize,
+    F: Features,
+    St: Store,
+> Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F, St>
 {
     /// A session started at `now`: the first route refresh is due one refresh period later,
     /// the first heartbeat [`FIRST_HEARTBEAT`] later.
@@ -427,7 +453,7 @@ impl<
             consumer,
             client_id,
             namesrv: NamesrvCursor::new(seed >> 8),
-            topics: Vec::new(),
+            topics: Table::new(),
             brokers: Vec::new(),
             faults: FaultTable::new(cfg.fault_rule),
             counter: QueueCounter::new(seed),
@@ -436,7 +462,7 @@ impl<
             req_free,
             queued: Deque::new(),
             req_deadlines: DeadlineHeap::new(),
-            sends: [const { SendSlot::EMPTY }; SENDS],
+            sends: Slots::filled(|| SendSlot::EMPTY),
             send_free,
             route_waits: DeadlineHeap::new(),
             done: Deque::new(),
@@ -684,7 +710,8 @@ impl<
     const SENDS: usize,
     const ROUTE_STR: usize,
     F: Features,
-> Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F>
+    St: Store,
+> Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F, St>
 {
     // ----- inputs --------------------------------------------------------------------------
 
@@ -985,7 +1012,8 @@ impl<
     const SENDS: usize,
     const ROUTE_STR: usize,
     F: Features,
-> Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F>
+    St: Store,
+> Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F, St>
 {
     // ----- internals -----------------------------------------------------------------------
 

@@ -65,7 +65,8 @@ impl<
     const SENDS: usize,
     const ROUTE_STR: usize,
     F: Features,
-> Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F>
+    St: Store,
+> Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F, St>
 {
     /// Queues UNREGISTER_CLIENT (this producer group) to every broker with a known address,
     /// as Java's `shutdown` does; returns how many were queued. Heartbeats stop.
@@ -180,7 +181,8 @@ impl<
     const SENDS: usize,
     const ROUTE_STR: usize,
     F: Features,
-> Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F>
+    St: Store,
+> Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F, St>
 {
     /// Generations per slot so that `generation * REQUESTS + slot` stays a non-negative `i32`.
     pub(super) fn generations() -> u32 {
@@ -317,7 +319,8 @@ impl<
     const SENDS: usize,
     const ROUTE_STR: usize,
     F: Features,
-> Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F>
+    St: Store,
+> Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F, St>
 {
     /// How many broker nodes [`node`](Self::node) numbers: masters, and slaves for consumers.
     pub(super) fn nodes(&self) -> usize {

@@ -134,7 +134,8 @@ impl<
     const SENDS: usize,
     const ROUTE_STR: usize,
     F: Features,
-> Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F>
+    St: Store,
+> Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F, St>
 {
     /// Starts a send to topic `t`; its properties come from [`Outbound`] and its body from the
     /// runtime when the frame is written. The result comes as [`Event::SendDone`].
@@ -200,7 +201,8 @@ impl<
     const SENDS: usize,
     const ROUTE_STR: usize,
     F: Features,
-> Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F>
+    St: Store,
+> Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F, St>
 {
     /// Starts (or ends, when there is still no route) the sends waiting for topic `t`.
     pub(super) fn wake_waiting(&mut self, now: Instant, t: u16) {
