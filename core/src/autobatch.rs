@@ -45,6 +45,25 @@ pub struct BatchLimits {
     pub max_in_flight: usize,
 }
 
+impl BatchLimits {
+    /// Whether a message may wait for others rather than go alone: a body under
+    /// [`max_bytes`](Self::max_bytes) and under the compression threshold `compress_over` (a
+    /// batch body is never compressed, so a body that would be goes alone, compressed), and
+    /// no delay level (a batch cannot carry one, Java's `MessageBatch` rule).
+    ///
+    /// ```
+    /// # use rmq_core::autobatch::BatchLimits;
+    /// let l = BatchLimits { max_bytes: 1024, max_messages: 8, max_in_flight: 1 };
+    /// assert!(l.admits(100, 4096, false));
+    /// assert!(!l.admits(100, 4096, true), "delayed");
+    /// assert!(!l.admits(2000, 4096, false), "too large for a batch");
+    /// assert!(!l.admits(100, 64, false), "would be compressed");
+    /// ```
+    pub const fn admits(&self, body_len: usize, compress_over: usize, delayed: bool) -> bool {
+        !delayed && body_len < self.max_bytes && body_len < compress_over
+    }
+}
+
 /// What a message joining the waiting batch asks of the runtime.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Join {

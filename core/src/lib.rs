@@ -56,6 +56,7 @@ extern crate self as rmq_core;
 pub mod acl;
 pub mod admin;
 pub mod autobatch;
+pub mod client;
 pub mod consumer;
 pub mod fault;
 pub mod json;

@@ -216,6 +216,7 @@ mod tests {
             body: None,
             body_len: 2,
             report_written: false,
+            answer: false,
         };
         let mut o = Outgoing::new(tx, t(0));
         let (head, body) = (&b"abc"[..], &b"de"[..]);

@@ -379,6 +379,16 @@ pub struct SendError {
 }
 
 impl SendError {
+    /// The total deadline passed after `attempts` attempts (a send that waited for its route
+    /// or its queue until then).
+    pub(crate) const fn call_timeout(attempts: u8) -> Self {
+        SendError {
+            kind: SendErrorKind::CallTimeout,
+            attempts,
+            retryable: true,
+        }
+    }
+
     /// The cause.
     pub fn kind(&self) -> SendErrorKind {
         self.kind

@@ -357,8 +357,14 @@ pub fn select_by_sharding_key<K: Copy>(
     queues: &[PublishQueue<K>],
     key: &str,
 ) -> Option<PublishQueue<K>> {
+    select_by_hash(queues, java_string_hash(key))
+}
+
+/// The queue `|hash % len|` ([`select_by_sharding_key`] of a key whose
+/// [`java_string_hash`] is `hash`).
+pub fn select_by_hash<K: Copy>(queues: &[PublishQueue<K>], hash: i32) -> Option<PublishQueue<K>> {
     let len = i32::try_from(queues.len()).ok()?;
-    let v = java_string_hash(key).checked_rem(len)?.unsigned_abs();
+    let v = hash.checked_rem(len)?.unsigned_abs();
     queues.get(usize::try_from(v).ok()?).copied()
 }
 

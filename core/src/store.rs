@@ -41,10 +41,16 @@ pub trait Table<T>: Deref<Target = [T]> + DerefMut {
     fn clear(&mut self);
 }
 
+/// A value a slot starts as (and returns to when freed).
+pub trait Empty {
+    /// The empty slot.
+    const EMPTY: Self;
+}
+
 /// A fixed number of slots, all there from the start (indexed by a slot number).
-pub trait Slots<T>: Deref<Target = [T]> + DerefMut {
-    /// `N` slots, each `make()`.
-    fn filled(make: impl FnMut() -> T) -> Self;
+pub trait Slots<T: Empty>: Deref<Target = [T]> + DerefMut {
+    /// `N` empty slots.
+    fn new() -> Self;
 }
 
 /// Where a core value keeps its large tables.
@@ -52,7 +58,7 @@ pub trait Store {
     /// A table of at most `N` values of `T`.
     type Vec<T, const N: usize>: Table<T>;
     /// `N` slots of `T`.
-    type Slots<T, const N: usize>: Slots<T>;
+    type Slots<T: Empty, const N: usize>: Slots<T>;
 }
 
 /// Tables inside the value (`heapless::Vec`): no allocator, the size known at build time.
@@ -61,7 +67,7 @@ pub struct Fixed;
 
 impl Store for Fixed {
     type Vec<T, const N: usize> = heapless::Vec<T, N>;
-    type Slots<T, const N: usize> = Inline<T, N>;
+    type Slots<T: Empty, const N: usize> = Inline<T, N>;
 }
 
 /// `N` slots inside the value ([`Fixed`]'s [`Store::Slots`]).
@@ -83,10 +89,10 @@ impl<T, const N: usize> DerefMut for Inline<T, N> {
     }
 }
 
-impl<T, const N: usize> Slots<T> for Inline<T, N> {
+impl<T: Empty, const N: usize> Slots<T> for Inline<T, N> {
     #[inline(always)]
-    fn filled(mut make: impl FnMut() -> T) -> Self {
-        Inline(core::array::from_fn(|_| make()))
+    fn new() -> Self {
+        Inline([const { T::EMPTY }; N])
     }
 }
 

@@ -9,7 +9,7 @@
 //!   (`x`), an offset `x`, a pull with code `CODES[c]`, next offset `x` and `k % 6` records
 //!   (tags alternate), or a commit with code `CODES[c]`;
 //! - `2 i n bytes…`: `n` raw bytes from the `i`-th request's broker (an error closes it; a
-//!   request is answered by `answer_request`);
+//!   request is acted on as the core client does);
 //! - `3 i`: the `i`-th request in flight gets no answer (`CallFailed`);
 //! - `4 i`: acknowledge the `i`-th delivered message;
 //! - `5`: NOTIFY_CONSUMER_IDS_CHANGED;
@@ -32,7 +32,6 @@
 use std::collections::HashSet;
 
 use libfuzzer_sys::fuzz_target;
-use rmq_core::admin::Answer;
 use rmq_core::consumer::MessageModel;
 use rmq_core::message::stored::MessageVersion;
 use rmq_core::message::{StoredMessage, SysFlag};
@@ -161,16 +160,23 @@ impl World {
             Err(_) => self
                 .s
                 .handle_closed(self.now, peer, TransportError::Malformed),
-            Ok(Incoming::Request { .. }) => {
-                // Whatever a broker asks (running info, offset resets, unknown codes): an
-                // answer that is a whole frame, or none.
+            Ok(Incoming::Request { code, .. }) => {
+                // Whatever a broker asks (running info, offset resets, unknown codes): what
+                // the core client does with each (rmq_core::client), never a panic.
                 let mut buf = [0u8; 8192];
                 let extra = [("k", "v")];
-                let a = self
-                    .c
-                    .answer_request(self.now, 1, &self.s, frame, &extra, 5, &mut buf);
-                if let Answer::Write(n) = a {
-                    assert!(rmq_core::wire::Frame::new_checked(&buf[..n]).is_ok());
+                match RequestCode(code) {
+                    RequestCode::NOTIFY_CONSUMER_IDS_CHANGED => self.c.notify_ids_changed(self.now),
+                    RequestCode::RESET_CONSUMER_CLIENT_OFFSET => {
+                        if let Ok(f) = rmq_core::wire::Frame::new_checked(frame) {
+                            self.c.reset_offsets(self.now, &self.s, f.body_ref());
+                        }
+                    }
+                    _ => {
+                        let _ = self
+                            .c
+                            .running_info(self.now, 1, &self.s, &extra, 5, &mut buf);
+                    }
                 }
             }
             Ok(_) => {}
@@ -335,8 +341,7 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
             5 => {
-                let _ =
-                    w.c.handle_broker_request(w.now, RequestCode::NOTIFY_CONSUMER_IDS_CHANGED.0);
+                w.c.notify_ids_changed(w.now);
             }
             6 => w.c.commit_now(),
             8 => {

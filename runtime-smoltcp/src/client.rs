@@ -58,6 +58,8 @@ impl Features for GatewayConsumer {
     // The fault profiles Plain and Java 4.9 only (3 KB less than all four).
     const PROFILE_JAVA5: bool = false;
     const PROFILE_ADAPTIVE: bool = false;
+    // No sends to a chosen queue (a gateway lets the session select).
+    const TARGETS: bool = false;
 }
 
 /// Two topics: the one consumed and the one published to.
@@ -433,7 +435,9 @@ impl<const B: usize, const Q: usize, const S: usize, const OWNED: usize, const T
             // NOTIFY_CONSUMER_IDS_CHANGED: a rebalance now. Admin requests (running info,
             // consume directly) are not answered by a gateway.
             Ok(Incoming::Request { code, .. }) => {
-                self.pull.handle_broker_request(now, code);
+                if code == rmq_core::wire::RequestCode::NOTIFY_CONSUMER_IDS_CHANGED.0 {
+                    self.pull.notify_ids_changed(now);
+                }
                 true
             }
             Ok(Incoming::Handled) => true,

@@ -268,6 +268,8 @@ pub enum SubmitError {
     EmptyBatch,
     /// This [`Client`] was configured without a topic to publish to.
     NoTopic,
+    /// The batch breaks the core's batch rules (a `%RETRY%` topic).
+    Batch(rmq_core::message::batch_rules::RuleError),
 }
 
 impl fmt::Display for SubmitError {
@@ -279,6 +281,7 @@ impl fmt::Display for SubmitError {
             SubmitError::Session(e) => fmt::Display::fmt(e, f),
             SubmitError::EmptyBatch => f.write_str("a batch needs at least one message"),
             SubmitError::NoTopic => f.write_str("this client publishes to no topic"),
+            SubmitError::Batch(e) => fmt::Display::fmt(e, f),
         }
     }
 }

@@ -58,7 +58,12 @@ pub(crate) trait Core {
     fn is_live(&self, opaque: i32) -> bool;
     fn peer_addr(&self, peer: Peer) -> Option<&str>;
     fn topic(&mut self, now: Instant, name: &str) -> Result<TopicId, SubmitError>;
-    fn send(&mut self, now: Instant, t: TopicId, args: &SendArgs) -> Result<SendId, SubmitError>;
+    fn send(
+        &mut self,
+        now: Instant,
+        t: TopicId,
+        args: &SendArgs<'_>,
+    ) -> Result<SendId, SubmitError>;
     fn broker_name(&self, b: BrokerId) -> Option<&str>;
     fn publish_queue_count(&self, t: TopicId) -> usize;
 }
@@ -92,7 +97,12 @@ impl<
     fn topic(&mut self, now: Instant, name: &str) -> Result<TopicId, SubmitError> {
         Session::topic(self, now, name)
     }
-    fn send(&mut self, now: Instant, t: TopicId, args: &SendArgs) -> Result<SendId, SubmitError> {
+    fn send(
+        &mut self,
+        now: Instant,
+        t: TopicId,
+        args: &SendArgs<'_>,
+    ) -> Result<SendId, SubmitError> {
         Session::send(self, now, t, args)
     }
     fn broker_name(&self, b: BrokerId) -> Option<&str> {

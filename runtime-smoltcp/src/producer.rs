@@ -37,6 +37,8 @@ impl Features for Gateway {
     // The fault profiles Plain and Java 4.9 only (3 KB of flash less than all four).
     const PROFILE_JAVA5: bool = false;
     const PROFILE_ADAPTIVE: bool = false;
+    // No sends to a chosen queue (a gateway lets the session select).
+    const TARGETS: bool = false;
 }
 
 /// The session of a gateway producer: one topic, one send at a time.

@@ -5,8 +5,8 @@
 
 use heapless::String;
 use rmq_core::message::UniqKeyGenerator;
+use rmq_core::message::batch_rules::BatchRules;
 use rmq_core::message::validate::DEFAULT_MAX_MESSAGE_SIZE;
-use rmq_core::message::{EncodeProperties, PropertiesEncoder, keys};
 use rmq_core::producer::{
     MessageError, MessageFields, encode_batch_record, encode_message_properties,
 };
@@ -209,9 +209,12 @@ impl<'a, 'b> Sender<'a, 'b> {
             return Err(SubmitError::EmptyBatch);
         }
         let born = self.clock.unix_millis(now);
-        // The request's own properties: WAIT only (Java's MessageBatch).
-        let wait = PropertiesEncoder::new([(keys::WAIT_STORE_MSG_OK, "true")]);
-        let props_len = wait.encode(self.msg).map_err(|_| SubmitError::TooLarge)?;
+        // The core's batch rules (every message here shares the topic and waits for the
+        // store); the request's own properties are WAIT only.
+        let rules = BatchRules::new(topic, true).map_err(SubmitError::Batch)?;
+        let props_len = rules
+            .write_properties(self.msg)
+            .map_err(|_| SubmitError::TooLarge)?;
         let (mut end, mut first) = (props_len, String::new());
         for m in msgs {
             let hex = self.uniq.next_id_at(born, 0).to_hex();

@@ -35,6 +35,17 @@ pub struct AutoBatch {
     pub max_in_flight: usize,
 }
 
+impl AutoBatch {
+    /// The core's limits of a batch.
+    pub(crate) const fn limits(&self) -> BatchLimits {
+        BatchLimits {
+            max_bytes: self.max_bytes,
+            max_messages: self.max_messages,
+            max_in_flight: self.max_in_flight,
+        }
+    }
+}
+
 impl Default for AutoBatch {
     fn default() -> Self {
         AutoBatch {
@@ -97,11 +108,7 @@ pub(crate) enum Added {
 
 impl Batcher {
     pub(crate) fn add(&self, cfg: &AutoBatch, w: Waiter) -> Added {
-        let limits = BatchLimits {
-            max_bytes: cfg.max_bytes,
-            max_messages: cfg.max_messages,
-            max_in_flight: cfg.max_in_flight,
-        };
+        let limits = cfg.limits();
         let mut topics = self.topics.lock().unwrap_or_else(|p| p.into_inner());
         // The topic's name is copied only for its first message and for the callers that
         // start a task (a send, a timer), not for those that join.

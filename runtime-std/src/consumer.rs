@@ -76,7 +76,7 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use bytes::Bytes;
-use rmq_core::admin::{self, prop};
+use rmq_core::admin::prop;
 pub use rmq_core::consumer::{AllocateStrategy, ConsumeFromWhere, FlowLimits, MessageModel};
 use rmq_core::consumer::{
     BROKER_SUSPEND_MAX_TIME, MessageQueue as CoreQueue, OFFSET_RPC_TIMEOUT,
@@ -97,7 +97,7 @@ use tracing::{debug, warn};
 use crate::client::{client_id, local_ip};
 use crate::clock;
 use crate::config::{SecurityConfig, security_knobs, setters};
-use crate::driver::{Core, Driver, Machine, Sink};
+use crate::driver::{Driver, Machine, Session, Sink};
 use crate::message::MessageQueue;
 use crate::metrics::{ConsumerMetrics, QueueMetrics};
 use crate::shared::Counters;
@@ -488,7 +488,7 @@ struct Inner {
     rate: Arc<RateWindow>,
     cfg: ConsumerConfig,
     client_id: String,
-    driver: Driver,
+    driver: Driver<Machine>,
     rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<ConsumedMessage>>,
     /// Messages handed out again (both the send-back and its fallback failed).
     again: mpsc::UnboundedSender<ConsumedMessage>,
@@ -508,21 +508,18 @@ struct Feed {
     rate: Arc<RateWindow>,
     backs: Backs,
     store: Option<LocalStore>,
-    /// The runtime's running-info properties, and the handler times.
-    props: Vec<(String, String)>,
-    handler: Arc<AtomicHistogram>,
     /// CONSUME_MESSAGE_DIRECTLY requests, to the task that runs them.
-    directs: mpsc::UnboundedSender<(Peer, i32, Option<ConsumedMessage>)>,
+    directs: mpsc::UnboundedSender<(Peer, i32, ConsumedMessage)>,
 }
 
-impl Sink for Feed {
+impl Sink<Machine> for Feed {
     fn message(&mut self, frame: &Bytes, d: Delivery<'_, '_>) {
         self.rate.add(clock::now(), 1);
         crate::metrics::delivered(1);
         let _ = self.tx.send(to_message(frame, &d));
     }
 
-    fn event(&mut self, e: PullEvent, c: &mut Machine, s: &Core) {
+    fn event(&mut self, e: PullEvent, c: &mut Machine, s: &Session) {
         let name = |q: QueueKey| Some((s.topic_name(q.topic)?, s.broker_name(q.broker)?));
         match (e, self.store.as_mut()) {
             (PullEvent::LoadOffset { queue, lease }, store) => {
@@ -562,32 +559,8 @@ impl Sink for Feed {
         }
     }
 
-    fn direct(&mut self, peer: Peer, opaque: i32, frame: &Bytes) {
-        let m = admin::direct_message(frame).map(|(m, broker_name)| {
-            // Not in flight: acknowledging or nacking it does nothing.
-            let queue = QueueKey {
-                topic: session::TopicId(u16::MAX),
-                broker: session::BrokerId(u16::MAX),
-                queue_id: m.queue_id,
-            };
-            to_message(
-                frame,
-                &Delivery {
-                    queue,
-                    lease: 0,
-                    topic: send_back::origin_topic(&m),
-                    queue_topic: m.topic,
-                    broker_name,
-                    message: &m,
-                },
-            )
-        });
-        let _ = self.directs.send((peer, opaque, m));
-    }
-
-    fn running_extra(&self) -> (Vec<(String, String)>, u64) {
-        // Microseconds to hundredths of a millisecond.
-        (self.props.clone(), self.handler.summary().mean / 10)
+    fn direct(&mut self, peer: Peer, opaque: i32, frame: &Bytes, d: Delivery<'_, '_>) {
+        let _ = self.directs.send((peer, opaque, to_message(frame, &d)));
     }
 }
 
@@ -602,7 +575,7 @@ pub struct Consumer {
     _life: Arc<Lifeline>,
 }
 
-struct Lifeline(Driver);
+struct Lifeline(Driver<Machine>);
 
 impl Drop for Lifeline {
     fn drop(&mut self) {
@@ -634,15 +607,6 @@ impl Consumer {
         sc.language = cfg.language;
         sc.heartbeat = Some(clock::to_core(cfg.heartbeat_interval));
         sc.seed = clock::random_u32();
-        let counters = Arc::new(Counters::new());
-        let driver = Driver::start(
-            &sc,
-            cfg.namesrv_addr.clone(),
-            cfg.security.clone(),
-            16,
-            counters,
-        )
-        .map_err(ConsumerConfigError::Session)?;
         let mut pull = PullConfig::new(&cfg.group, &client_id);
         pull.strategy = cfg.strategy;
         pull.consume_from = cfg.consume_from;
@@ -659,6 +623,16 @@ impl Consumer {
         pull.max_reconsume_times = cfg.max_reconsumes();
         pull.orderly = cfg.orderly;
         pull.model = cfg.model;
+        pull.check().map_err(ConsumerConfigError::Subscription)?;
+        let driver = Driver::start(
+            &sc,
+            Machine::build(&pull, clock::now()),
+            cfg.namesrv_addr.clone(),
+            cfg.security.clone(),
+            16,
+            Arc::new(Counters::new()),
+        )
+        .map_err(ConsumerConfigError::Session)?;
         let store = (cfg.model == MessageModel::Broadcasting).then(|| {
             let path = cfg.offset_store.clone();
             LocalStore::open(path.unwrap_or_else(|| default_path(&cfg.instance_name, &cfg.group)))
@@ -692,13 +666,26 @@ impl Consumer {
             rate: rate.clone(),
             backs: backs.clone(),
             store,
-            props: props.map(|(k, v)| (k.to_owned(), v)).into(),
-            handler: handler.clone(),
         });
+        let running: Vec<(String, String)> = props.map(|(k, v)| (k.to_owned(), v)).into();
         let life = Arc::new(Lifeline(driver.clone()));
-        driver
-            .attach_consumer(&pull, &cfg.subscriptions, deliver)
-            .map_err(ConsumerConfigError::Subscription)?;
+        let subscribed = driver.attach(deliver, |c, s, extras| {
+            let now = clock::now();
+            for (topic, expression) in &cfg.subscriptions {
+                c.subscribe(now, s, topic, expression)?;
+            }
+            let mut body = vec![0u8; 4096];
+            while c.heartbeat_body(s, &mut body).is_none() && body.len() < (1 << 24) {
+                body.resize(body.len() * 2, 0);
+            }
+            let n = c.heartbeat_body(s, &mut body).unwrap_or(0);
+            body.truncate(n);
+            extras.heartbeat = Some(body);
+            extras.running = running;
+            extras.handler = Some(handler.clone());
+            Ok(())
+        });
+        subscribed.map_err(ConsumerConfigError::Subscription)?;
         let c = Consumer {
             inner: Arc::new(Inner {
                 handler,
@@ -742,8 +729,8 @@ impl Consumer {
         &self.inner.cfg
     }
 
-    fn with<R>(&self, wake: bool, f: impl FnOnce(&mut Machine, &Core) -> R) -> Option<R> {
-        self.inner.driver.consumer(wake, f)
+    fn with<R>(&self, wake: bool, f: impl FnOnce(&mut Machine, &Session) -> R) -> Option<R> {
+        Some(self.inner.driver.consumer(wake, f))
     }
 
     /// Counters.
@@ -835,7 +822,7 @@ impl Consumer {
     }
 
     fn on_queue(&self, q: &MessageQueue, f: impl FnOnce(&mut Machine, QueueKey) -> bool) -> bool {
-        let g = |c: &mut Machine, s: &Core| key_of(c, s, q).is_some_and(|k| f(c, k));
+        let g = |c: &mut Machine, s: &Session| key_of(c, s, q).is_some_and(|k| f(c, k));
         self.with(true, g).unwrap_or(false)
     }
 
@@ -849,7 +836,7 @@ impl Consumer {
             let keys: Vec<QueueKey> = queues.iter().filter_map(|q| key_of(c, s, q)).collect();
             c.assign_queues(&keys)
         });
-        let started = |c: &mut Machine, _: &Core| c.starting() == 0;
+        let started = |c: &mut Machine, _: &Session| c.starting() == 0;
         self.wait(clock::to_std(CLIENT_API_TIMEOUT), started).await;
         n.unwrap_or(0)
     }
@@ -873,7 +860,7 @@ impl Consumer {
                 }
             }
             let now = std::time::Instant::now();
-            let current = |c: &mut Machine, _: &Core| {
+            let current = |c: &mut Machine, _: &Session| {
                 batch
                     .into_iter()
                     .filter(|m| c.is_current(m.key, m.lease))
@@ -939,13 +926,13 @@ impl Consumer {
         }) else {
             return;
         };
-        let done = |c: &mut Machine, _: &Core| {
+        let done = |c: &mut Machine, _: &Session| {
             c.stats().rebalances > before && !c.rebalancing() && c.starting() == 0
         };
         self.wait(clock::to_std(CLIENT_API_TIMEOUT) * 2, done).await;
     }
 
-    async fn wait(&self, limit: StdDuration, mut done: impl FnMut(&mut Machine, &Core) -> bool) {
+    async fn wait(&self, limit: StdDuration, mut done: impl FnMut(&mut Machine, &Session) -> bool) {
         let end = tokio::time::Instant::now() + limit;
         while !self.with(false, &mut done).unwrap_or(true) && tokio::time::Instant::now() < end {
             tokio::time::sleep(StdDuration::from_millis(5)).await;
@@ -956,7 +943,7 @@ impl Consumer {
     /// the answers.
     pub async fn commit_all(&self) {
         self.with(true, |c, _| c.commit_now());
-        let idle = |c: &mut Machine, _: &Core| c.commits_pending() == 0;
+        let idle = |c: &mut Machine, _: &Session| c.commits_pending() == 0;
         self.wait(clock::to_std(OFFSET_RPC_TIMEOUT), idle).await;
     }
 
@@ -967,7 +954,7 @@ impl Consumer {
             return;
         }
         self.with(true, |c, _| c.stop());
-        let idle = |c: &mut Machine, _: &Core| c.commits_pending() == 0;
+        let idle = |c: &mut Machine, _: &Session| c.commits_pending() == 0;
         self.wait(clock::to_std(OFFSET_RPC_TIMEOUT), idle).await;
         self.inner
             .driver
@@ -977,7 +964,7 @@ impl Consumer {
 }
 
 /// The key of queue `q` of a subscribed topic.
-fn key_of(c: &Machine, s: &Core, q: &MessageQueue) -> Option<QueueKey> {
+fn key_of(c: &Machine, s: &Session, q: &MessageQueue) -> Option<QueueKey> {
     c.queue_key(s, &q.topic, &q.broker_name, q.queue_id)
 }
 

@@ -1,17 +1,16 @@
-//! The tokio driver of the core client session ([`rmq_core::session`]).
+//! The tokio driver of the core client ([`rmq_core::client::Client`]).
 //!
-//! Every protocol decision (NameServer failover, routes and the TBW102 fallback, queue
-//! selection, retries within one deadline, request correlation, heartbeats, ACL signing) is
-//! the session's. This module owns what the core cannot: sockets, the clock, and the waiters.
+//! Every protocol decision is the core's: NameServer failover, routes and the TBW102 fallback,
+//! queue selection, retries within one deadline, request correlation, heartbeats, ACL signing,
+//! the consumer's schedules, and what every request a broker sends gets for an answer. This
+//! module owns what the core cannot: sockets, the clock, and the waiters.
 //!
-//! - One [`Driver`] per client holds the session behind one lock, the encoded properties and
-//!   bodies of the sends in flight, one connection per [`Peer`], and for a consumer's client
-//!   the core `PullConsumer` (its requests go out in `flush` beside the session's, its answers
-//!   and failed calls are handed to it, its deadlines join the session's).
+//! - One [`Driver`] per client holds the core client behind one lock, the encoded properties
+//!   and bodies of the sends in flight, and one connection per [`Peer`].
 //! - A driver task (quinn's `ConnectionDriver` shape) runs `handle_timeout`, drains
-//!   `poll_transmit` into the connections, hands out events and sleeps until
-//!   `poll_timeout` or a wake-up.
-//! - Each connection's task hands every frame it reads to the session (`handle_frame`) and
+//!   `poll_transmit` into the connections, hands out events and sleeps until `poll_timeout`
+//!   or a wake-up.
+//! - Each connection's task hands every frame it reads to the client (`handle_frame`) and
 //!   reports its end (`handle_closed`); completions are handed out right there.
 //! - Connections open lazily, the first time a transmit names a peer; frames queue while the
 //!   connection opens. A failed connect, a lost connection or a malformed frame fails what was
@@ -23,12 +22,12 @@ use std::sync::{Arc, Weak};
 
 use bytes::{Bytes, BytesMut};
 use rmq_core::acl::Credentials;
-use rmq_core::admin;
-use rmq_core::pull_consumer::{Delivery, PullConfig, PullConfigError, PullConsumer, PullEvent};
+use rmq_core::client::{Attached, Client, DirectOutcome, Event, Inbound, NoConsumer};
+use rmq_core::metrics::AtomicHistogram;
+use rmq_core::pull_consumer::{Delivery, PullConsumer, PullEvent};
 use rmq_core::retry::TransportError;
 use rmq_core::session::{
-    self, Event, Incoming, Outbound, Peer, SendArgs, SendFailure, SendId, SendReceipt, Session,
-    SubmitError, TopicId,
+    self, Outbound, Peer, SendArgs, SendFailure, SendId, SendReceipt, SubmitError, TopicId,
 };
 use rmq_core::time::Instant;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot};
@@ -61,9 +60,6 @@ const HEADS_CHUNK: usize = 64 * 1024;
 /// Room for one request's prefix and header (the properties travel in the header).
 const TX_BUF: usize = 256 * 1024;
 
-pub(crate) type Core =
-    Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, session::Full, Heap>;
-
 /// Subscriptions per consumer.
 const SUBS: usize = 64;
 /// Queues a consumer owns at once.
@@ -77,24 +73,25 @@ const CIDS: usize = 1024;
 
 /// A consumer's decisions (the core's).
 pub(crate) type Machine = PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS, QUEUES, CALLS, Heap>;
+/// The client session.
+pub(crate) type Session =
+    session::Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, session::Full, Heap>;
+/// The core client with consumer `C`.
+pub(crate) type Core<C> =
+    Client<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, session::Full, Heap, C>;
 
-/// Where a consumer's messages and the outcomes of its send-backs go.
-pub(crate) trait Sink: Send {
+/// Where a consumer's messages and events go.
+pub(crate) trait Sink<C>: Send {
     /// A message of a pull answer; its slices borrow `frame`, which they may share.
     fn message(&mut self, frame: &Bytes, d: Delivery<'_, '_>);
-    /// An outcome or request of the consumer (it may answer on `c`).
-    fn event(&mut self, e: PullEvent, c: &mut Machine, s: &Core);
+    /// CONSUME_MESSAGE_DIRECTLY from `peer`: run the handler, answer with
+    /// [`Driver::answer_direct`].
+    fn direct(&mut self, peer: Peer, opaque: i32, frame: &Bytes, d: Delivery<'_, '_>);
+    /// An event of the consumer (it may act on `c`).
+    fn event(&mut self, e: PullEvent, c: &mut C, s: &Session);
     /// After a run of events.
     fn flush(&mut self);
-    /// The runtime's part of GET_CONSUMER_RUNNING_INFO: properties, and the mean processing
-    /// time (hundredths of ms).
-    fn running_extra(&self) -> (Vec<(String, String)>, u64);
-    /// CONSUME_MESSAGE_DIRECTLY (`frame`) from `peer`: run the handler, answer with
-    /// [`Driver::reply`].
-    fn direct(&mut self, peer: Peer, opaque: i32, frame: &Bytes);
 }
-
-pub(crate) type Deliver = Box<dyn Sink>;
 
 /// How a send ended.
 ///
@@ -107,11 +104,16 @@ pub(crate) type Outcome = Result<SendReceipt, Box<SendFailure>>;
 /// the lock that hands the outcome out, so the sender needs no second one.
 pub(crate) type Done = (Outcome, String);
 
+/// A queue selector: given the topic's queue count, the index of the queue to send to.
+pub(crate) type Chooser = Box<dyn FnOnce(usize) -> usize + Send>;
+
 struct Pending {
     /// The session's whole id (its slot's generation included).
     id: u32,
     properties: String,
     body: Bytes,
+    /// Asked when the session wants the queue chosen ([`Event::ChooseQueue`]).
+    choose: Option<Chooser>,
     done: oneshot::Sender<Done>,
     _slot: OwnedSemaphorePermit,
 }
@@ -124,19 +126,22 @@ struct Sends {
 }
 
 impl Sends {
-    fn slot(id: u32) -> usize {
-        SendId(id).slot()
-    }
-
     fn get(&self, id: u32) -> Option<&Pending> {
         self.slots
-            .get(Self::slot(id))?
+            .get(SendId(id).slot())?
             .as_ref()
             .filter(|p| p.id == id)
     }
 
+    fn get_mut(&mut self, id: u32) -> Option<&mut Pending> {
+        self.slots
+            .get_mut(SendId(id).slot())?
+            .as_mut()
+            .filter(|p| p.id == id)
+    }
+
     fn insert(&mut self, p: Pending) {
-        let i = Self::slot(p.id);
+        let i = SendId(p.id).slot();
         if self.slots.len() <= i {
             self.slots.resize_with(i + 1, || None);
         }
@@ -146,16 +151,12 @@ impl Sends {
     }
 
     fn remove(&mut self, id: u32) -> Option<Pending> {
-        let s = self.slots.get_mut(Self::slot(id))?;
+        let s = self.slots.get_mut(SendId(id).slot())?;
         if s.as_ref().is_some_and(|p| p.id == id) {
             s.take()
         } else {
             None
         }
-    }
-
-    fn clear(&mut self) {
-        self.slots.clear();
     }
 }
 
@@ -173,17 +174,25 @@ enum Link {
     Up(Arc<Conn>),
 }
 
-struct State {
-    session: Box<Core>,
+/// What a consumer's client lends besides the sends: its heartbeat body and the running
+/// info's properties and handler times.
+#[derive(Default)]
+pub(crate) struct Extras {
+    pub(crate) heartbeat: Option<Vec<u8>>,
+    pub(crate) running: Vec<(String, String)>,
+    pub(crate) handler: Option<Arc<AtomicHistogram>>,
+}
+
+struct State<C: Attached> {
+    client: Box<Core<C>>,
     /// Where frames are encoded (under the lock, by whoever flushes).
     buf: Vec<u8>,
     /// Where encoded heads are kept until written: one allocation shared by many frames
     /// (each a [`Bytes`] slice of it), not one per frame.
     heads: BytesMut,
-    /// A consumer's HEART_BEAT body (its subscriptions); `None` for a producer.
-    heartbeat: Option<Vec<u8>>,
-    /// A consumer's decisions and where its messages go; `None` for a producer.
-    consumer: Option<(Box<Machine>, Deliver)>,
+    extras: Extras,
+    /// Where a consumer's messages go; `None` for a producer.
+    sink: Option<Box<dyn Sink<C>>>,
     /// [`Driver::close`] ran: no new connection.
     stopped: bool,
     topics: FastMap<String, TopicId>,
@@ -194,12 +203,15 @@ struct State {
     /// Why the last connection to a peer failed (cleared when one opens).
     causes: HashMap<Peer, ConnectionError>,
     route_waiters: HashMap<u16, Vec<oneshot::Sender<bool>>>,
+    /// Who waits for the heartbeats, or the unregisters, to be answered.
+    heartbeat_waiters: Vec<oneshot::Sender<()>>,
+    unregister_waiters: Vec<oneshot::Sender<()>>,
     /// The deadline the driver task sleeps until (set by its last step; `None`: no deadline,
     /// or the task has not run yet). A send whose deadlines are all later needs no wake-up.
     armed: Option<Instant>,
 }
 
-impl State {
+impl<C: Attached> State<C> {
     /// The first `n` bytes of `buf` (a frame just encoded), as a slice of `heads`.
     fn head(&mut self, n: usize) -> Bytes {
         let h = self.buf.get(..n).unwrap_or(&[]);
@@ -211,19 +223,10 @@ impl State {
         self.heads.split().freeze()
     }
 
-    /// The earliest deadline of the session and the consumer.
-    fn deadline(&self) -> Option<Instant> {
-        let consumer = self.consumer.as_ref().and_then(|(c, _)| c.poll_timeout());
-        match (self.session.poll_timeout(), consumer) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
     /// Whether the driver task must wake to re-arm its timer: something is due before the
     /// deadline it sleeps until.
     fn wake_needed(&self) -> bool {
-        match (self.armed, self.deadline()) {
+        match (self.armed, self.client.poll_timeout()) {
             (Some(armed), Some(d)) => d < armed,
             (None, Some(_)) => true,
             (_, None) => false,
@@ -231,11 +234,11 @@ impl State {
     }
 }
 
-/// What the session borrows to write frames.
+/// What the client borrows to write frames.
 struct Lend<'a> {
     sends: &'a Sends,
     acl: Option<&'a crate::AclConfig>,
-    heartbeat: Option<&'a [u8]>,
+    extras: &'a Extras,
 }
 
 impl Outbound for Lend<'_> {
@@ -252,14 +255,31 @@ impl Outbound for Lend<'_> {
     }
 
     fn heartbeat_body(&self, buf: &mut [u8]) -> Option<usize> {
-        let h = self.heartbeat?;
+        let h = self.extras.heartbeat.as_deref()?;
         buf.get_mut(..h.len())?.copy_from_slice(h);
         Some(h.len())
     }
+
+    fn unix_millis(&self) -> i64 {
+        clock::unix_millis()
+    }
+
+    fn running_prop(&self, i: usize) -> Option<(&str, &str)> {
+        let (k, v) = self.extras.running.get(i)?;
+        Some((k, v))
+    }
+
+    fn consume_rt(&self) -> u64 {
+        // Microseconds to hundredths of a millisecond.
+        self.extras
+            .handler
+            .as_ref()
+            .map_or(0, |h| h.summary().mean / 10)
+    }
 }
 
-pub(crate) struct Inner {
-    state: Mutex<State>,
+pub(crate) struct Inner<C: Attached> {
+    state: Mutex<State<C>>,
     wake: Notify,
     slots: Arc<Semaphore>,
     counters: Arc<Counters>,
@@ -269,10 +289,17 @@ pub(crate) struct Inner {
     task: Mutex<Option<JoinHandle<()>>>,
 }
 
-/// A handle on one client session and its driver task (cheap to clone).
-#[derive(Clone)]
-pub(crate) struct Driver {
-    inner: Arc<Inner>,
+/// A handle on one core client and its driver task (cheap to clone).
+pub(crate) struct Driver<C: Attached = NoConsumer> {
+    inner: Arc<Inner<C>>,
+}
+
+impl<C: Attached> Clone for Driver<C> {
+    fn clone(&self) -> Self {
+        Driver {
+            inner: self.inner.clone(),
+        }
+    }
 }
 
 /// Why a command was refused before it reached the session's plans.
@@ -284,24 +311,28 @@ pub(crate) enum Refused {
     Stopped,
 }
 
-impl Driver {
-    /// Starts a session with `cfg` and its driver task.
+impl<C: Attached + Send + 'static> Driver<C> {
+    /// Starts a client of a session configured by `cfg` and `consumer`, and its driver task.
     pub(crate) fn start(
         cfg: &session::Config<'_>,
+        consumer: C,
         namesrv_addr: Vec<String>,
         security: SecurityConfig,
         max_sends: usize,
         counters: Arc<Counters>,
-    ) -> Result<Driver, session::ConfigError> {
+    ) -> Result<Self, session::ConfigError> {
         cfg.check()?;
-        let session = Box::new(Core::build(cfg, clock::now()));
+        let client = Box::new(Client::from_parts(
+            Session::build(cfg, clock::now()),
+            consumer,
+        ));
         let inner = Arc::new(Inner {
             state: Mutex::new(State {
-                session,
+                client,
                 buf: vec![0u8; TX_BUF],
                 heads: BytesMut::new(),
-                heartbeat: None,
-                consumer: None,
+                extras: Extras::default(),
+                sink: None,
                 stopped: false,
                 topics: FastMap::default(),
                 sends: Sends::default(),
@@ -309,6 +340,8 @@ impl Driver {
                 closed: HashMap::new(),
                 causes: HashMap::new(),
                 route_waiters: HashMap::new(),
+                heartbeat_waiters: Vec::new(),
+                unregister_waiters: Vec::new(),
                 armed: None,
             }),
             wake: Notify::new(),
@@ -324,70 +357,47 @@ impl Driver {
         Ok(Driver { inner })
     }
 
-    /// Makes this client a consumer of `subscriptions` (topic, TAG expression) deciding as
-    /// `pull` says and handing every message to `deliver`; its first rebalance is due now.
-    pub(crate) fn attach_consumer(
+    /// Runs `f` on the client (its consumer and session) and hands the consumer's messages
+    /// to `sink` from now on, with `extras` lent to the frames.
+    pub(crate) fn attach<R>(
         &self,
-        pull: &PullConfig<'_>,
-        subscriptions: &[(String, String)],
-        deliver: Deliver,
-    ) -> Result<(), PullConfigError> {
-        let now = clock::now();
-        pull.check()?;
-        let mut c = Box::new(Machine::build(pull, now));
+        sink: Box<dyn Sink<C>>,
+        f: impl FnOnce(&mut C, &mut Session, &mut Extras) -> R,
+    ) -> R {
         let mut st = lock(&self.inner.state);
-        for (topic, expression) in subscriptions {
-            c.subscribe(now, &mut *st.session, topic, expression)?;
-        }
-        let mut body = vec![0u8; 4096];
-        while c.heartbeat_body(&*st.session, &mut body).is_none() && body.len() < (1 << 24) {
-            body.resize(body.len() * 2, 0);
-        }
-        let n = c.heartbeat_body(&*st.session, &mut body).unwrap_or(0);
-        body.truncate(n);
-        st.heartbeat = Some(body);
-        st.consumer = Some((c, deliver));
-        drop(st);
+        let st = &mut *st;
+        let (c, s) = st.client.consumer_mut();
+        let r = f(c, s, &mut st.extras);
+        st.sink = Some(sink);
         self.inner.wake.notify_one();
-        Ok(())
+        r
     }
 
-    /// Runs `f` on the consumer's decisions (with the session, to name things); `wake` lets the
-    /// driver act on what `f` changed at once.
-    pub(crate) fn consumer<R>(
-        &self,
-        wake: bool,
-        f: impl FnOnce(&mut Machine, &Core) -> R,
-    ) -> Option<R> {
+    /// Runs `f` on the consumer (with the session, to name things); `wake` lets the driver
+    /// act on what `f` changed at once.
+    pub(crate) fn consumer<R>(&self, wake: bool, f: impl FnOnce(&mut C, &Session) -> R) -> R {
         let mut st = lock(&self.inner.state);
-        let state = &mut *st;
-        let r = state.consumer.as_mut().map(|(c, _)| {
-            let r = f(c, &state.session);
-            // An ack that let a flow-controlled queue pull again wakes the driver too.
-            (r, c.take_wake())
-        });
+        let (c, s) = st.client.consumer_mut();
+        let r = f(c, s);
+        // An ack that let a flow-controlled queue pull again wakes the driver too.
+        let woken = st.client.has_work();
         drop(st);
-        if wake || r.as_ref().is_some_and(|r| r.1) {
+        if wake || woken {
             self.inner.wake.notify_one();
         }
-        r.map(|r| r.0)
+        r
     }
 
-    /// Writes `frame` (an answer to a broker's request) to `peer`'s connection.
-    pub(crate) fn reply(&self, peer: Peer, frame: Vec<u8>) {
+    /// The answer to a CONSUME_MESSAGE_DIRECTLY of `peer`.
+    pub(crate) fn answer_direct(&self, peer: Peer, opaque: i32, o: DirectOutcome, spent: u64) {
         let mut st = lock(&self.inner.state);
-        let f = Frame {
-            head: Bytes::from(frame),
-            body: Bytes::new(),
-            opaque: 0,
-            report_written: false,
-        };
-        self.inner.dispatch(&mut st, peer, f);
+        st.client.answer_direct(peer, opaque, o, spent);
+        self.inner.flush(&mut st, clock::now());
     }
 
     /// Runs `f` on the session (read-only work: getters, stats).
-    pub(crate) fn with<R>(&self, f: impl FnOnce(&Core) -> R) -> R {
-        f(&lock(&self.inner.state).session)
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&Session) -> R) -> R {
+        f(lock(&self.inner.state).client.session())
     }
 
     /// The topic's id, registering it (and starting its lookup) when new.
@@ -412,10 +422,10 @@ impl Driver {
             let Ok(t) = topic_id(&mut st, topic) else {
                 return false;
             };
-            if !refresh && !st.session.publish_queues(t).is_empty() {
+            if !refresh && !st.client.session().publish_queues(t).is_empty() {
                 return true;
             }
-            st.session.refresh_route(clock::now(), t);
+            st.client.session_mut().refresh_route(clock::now(), t);
             let (tx, rx) = oneshot::channel();
             st.route_waiters.entry(t.0).or_default().push(tx);
             rx
@@ -428,10 +438,11 @@ impl Driver {
     pub(crate) async fn send(
         &self,
         topic: &str,
-        args: SendArgs,
+        args: SendArgs<'_>,
         properties: String,
         body: Bytes,
-    ) -> Result<(TopicId, Done), Refused> {
+        choose: Option<Chooser>,
+    ) -> Result<Done, Refused> {
         let slot = self
             .inner
             .slots
@@ -440,15 +451,20 @@ impl Driver {
             .await
             .map_err(|_| Refused::Stopped)?;
         let (done, rx) = oneshot::channel();
-        let (t, wake) = {
+        let wake = {
             let mut st = lock(&self.inner.state);
             let t = topic_id(&mut st, topic)?;
             let now = clock::now();
-            let id = st.session.send(now, t, &args).map_err(Refused::Session)?;
+            let id = st
+                .client
+                .session_mut()
+                .send(now, t, &args)
+                .map_err(Refused::Session)?;
             st.sends.insert(Pending {
                 id: id.0,
                 properties,
                 body,
+                choose,
                 done,
                 _slot: slot,
             });
@@ -457,28 +473,26 @@ impl Driver {
             // this send brought a deadline earlier than the one it sleeps until (one wake-up
             // per send otherwise: a measurable share of the CPU per message).
             self.inner.flush(&mut st, now);
-            (t, st.wake_needed())
+            st.wake_needed()
         };
         if wake {
             self.inner.wake.notify_one();
         }
-        rx.await.map(|o| (t, o)).map_err(|_| Refused::Stopped)
+        rx.await.map_err(|_| Refused::Stopped)
     }
 
     /// Sends the HEART_BEAT to every known master now; waits up to `timeout` for the answers.
     pub(crate) async fn heartbeat(&self, timeout: std::time::Duration) {
-        {
+        let rx = {
             let mut st = lock(&self.inner.state);
-            st.session.heartbeat_now(clock::now());
+            let (tx, rx) = oneshot::channel();
+            st.heartbeat_waiters.push(tx);
+            st.client.session_mut().heartbeat_now(clock::now());
             self.inner.flush(&mut st, clock::now());
-        }
+            rx
+        };
         self.inner.wake.notify_one();
-        let end = tokio::time::Instant::now() + timeout;
-        while lock(&self.inner.state).session.heartbeats_pending() > 0
-            && tokio::time::Instant::now() < end
-        {
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
+        let _ = tokio::time::timeout(timeout, rx).await;
     }
 
     /// Stops the driver task and closes every connection at once (no unregister). Whatever is
@@ -497,27 +511,23 @@ impl Driver {
             }
         }
         // Dropping the waiters ends their futures (Shutdown / ConnectionClosed).
-        st.sends.clear();
+        st.sends = Sends::default();
         st.route_waiters.clear();
     }
 
     /// Unregisters from every broker (waiting up to `timeout` for the answers), then stops the
     /// driver and closes every connection.
     pub(crate) async fn shutdown(&self, timeout: std::time::Duration) {
-        let queued = {
+        let rx = {
             let mut st = lock(&self.inner.state);
-            let n = st.session.unregister_all(clock::now());
+            let (tx, rx) = oneshot::channel();
+            st.unregister_waiters.push(tx);
+            st.client.session_mut().unregister_all(clock::now());
             self.inner.flush(&mut st, clock::now());
-            n
+            rx
         };
         self.inner.wake.notify_one();
-        let end = tokio::time::Instant::now() + timeout;
-        while queued > 0
-            && lock(&self.inner.state).session.pending_requests() > 0
-            && tokio::time::Instant::now() < end
-        {
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
+        let _ = tokio::time::timeout(timeout, rx).await;
         self.close();
     }
 
@@ -535,7 +545,7 @@ impl Driver {
         up.chain(closed)
             .map(|(peer, c)| {
                 let mut s = c.stats();
-                s.in_flight = st.session.in_flight(*peer);
+                s.in_flight = st.client.session().in_flight(*peer);
                 s
             })
             .collect()
@@ -560,12 +570,13 @@ impl Driver {
     }
 }
 
-fn topic_id(st: &mut State, topic: &str) -> Result<TopicId, Refused> {
+fn topic_id<C: Attached>(st: &mut State<C>, topic: &str) -> Result<TopicId, Refused> {
     if let Some(t) = st.topics.get(topic) {
         return Ok(*t);
     }
     let t = st
-        .session
+        .client
+        .session_mut()
         .topic(clock::now(), topic)
         .map_err(Refused::Session)?;
     st.topics.insert(topic.to_owned(), t);
@@ -574,7 +585,7 @@ fn topic_id(st: &mut State, topic: &str) -> Result<TopicId, Refused> {
 
 /// The driver task: timeouts, transmits, events; then sleep until the next deadline or a
 /// wake-up.
-async fn run(weak: Weak<Inner>) {
+async fn run<C: Attached + Send + 'static>(weak: Weak<Inner<C>>) {
     loop {
         let Some(inner) = weak.upgrade() else { return };
         let deadline = inner.step();
@@ -591,30 +602,27 @@ async fn run(weak: Weak<Inner>) {
     }
 }
 
-impl Inner {
+impl<C: Attached + Send + 'static> Inner<C> {
     fn step(self: &Arc<Self>) -> Option<Instant> {
         let mut st = lock(&self.state);
         let now = clock::now();
-        st.session.handle_timeout(now);
-        if let Some((c, _)) = st.consumer.as_mut() {
-            c.handle_timeout(now);
-        }
+        st.client.handle_timeout(now);
         self.events(&mut st);
         self.flush(&mut st, now);
-        st.armed = st.deadline();
+        st.armed = st.client.poll_timeout();
         st.armed
     }
 
     /// Moves every queued transmit to its connection.
-    fn flush(self: &Arc<Self>, st: &mut MutexGuard<'_, State>, now: Instant) {
+    fn flush(self: &Arc<Self>, st: &mut MutexGuard<'_, State<C>>, now: Instant) {
         loop {
             let state = &mut **st;
             let lend = Lend {
                 sends: &state.sends,
                 acl: self.security.acl.as_ref(),
-                heartbeat: state.heartbeat.as_deref(),
+                extras: &state.extras,
             };
-            let Some(tx) = state.session.poll_transmit(now, &mut state.buf, &lend) else {
+            let Some(tx) = state.client.poll_transmit(now, &mut state.buf, &lend) else {
                 break;
             };
             let body = tx
@@ -632,37 +640,10 @@ impl Inner {
             // A failed encode or a connection that failed at once may have ended sends.
             self.events(st);
         }
-        // The consumer's requests (offsets, pulls, commits, consumer lists).
-        loop {
-            let state = &mut **st;
-            let Some((c, _)) = state.consumer.as_mut() else {
-                break;
-            };
-            let lend = Lend {
-                sends: &state.sends,
-                acl: self.security.acl.as_ref(),
-                heartbeat: None,
-            };
-            let Some(tx) = c.poll_call(now, &mut *state.session, &mut state.buf, &lend) else {
-                // What it decided without a request (stored offsets) may make requests due.
-                if self.consumer_events(st) {
-                    continue;
-                }
-                break;
-            };
-            let frame = Frame {
-                head: state.head(tx.len),
-                body: Bytes::new(),
-                opaque: tx.opaque,
-                report_written: false,
-            };
-            self.dispatch(st, tx.peer, frame);
-            self.events(st);
-        }
     }
 
     /// Hands `frame` to the connection to `peer`, opening one if there is none.
-    fn dispatch(self: &Arc<Self>, st: &mut MutexGuard<'_, State>, peer: Peer, frame: Frame) {
+    fn dispatch(self: &Arc<Self>, st: &mut MutexGuard<'_, State<C>>, peer: Peer, frame: Frame) {
         match st.links.get_mut(&peer) {
             Some(Link::Opening(_, q)) => q.push(frame),
             Some(Link::Up(c)) if !c.is_closed() => {
@@ -677,12 +658,12 @@ impl Inner {
                 st.links.insert(peer, Link::Opening(id, vec![frame]));
                 let addr = match peer {
                     Peer::NameServer(i) => self.namesrv_addr.get(usize::from(i)).cloned(),
-                    p => st.session.peer_addr(p).map(str::to_owned),
+                    p => st.client.session().peer_addr(p).map(str::to_owned),
                 };
                 let Some(addr) = addr else {
                     st.links.remove(&peer);
                     let now = clock::now();
-                    st.session
+                    st.client
                         .handle_closed(now, peer, TransportError::BrokerNotFound);
                     return;
                 };
@@ -693,7 +674,7 @@ impl Inner {
 
     fn write(
         self: &Arc<Self>,
-        st: &mut MutexGuard<'_, State>,
+        st: &mut MutexGuard<'_, State<C>>,
         peer: Peer,
         c: &Arc<Conn>,
         f: Frame,
@@ -705,7 +686,7 @@ impl Inner {
                 // A failed write closes the connection, which reports it.
                 if let (true, Some(inner)) = (ok, weak.upgrade()) {
                     let mut st = lock(&inner.state);
-                    st.session.handle_written(clock::now(), opaque);
+                    st.client.handle_written(clock::now(), opaque);
                     inner.events(&mut st);
                 }
             }) as conn::OnWritten
@@ -713,21 +694,23 @@ impl Inner {
         if !c.send_frame(f.head, f.body, on_written) {
             st.links.remove(&peer);
             st.closed.insert(peer, c.clone());
-            st.session
+            st.client
                 .handle_closed(clock::now(), peer, TransportError::ConnectionClosed);
         }
     }
 
     /// Hands out every pending event.
-    fn events(&self, st: &mut State) {
-        while let Some(e) = st.session.poll_event() {
+    fn events(&self, st: &mut State<C>) {
+        let mut consumer_events = false;
+        while let Some(e) = st.client.poll_event() {
             match e {
                 Event::SendDone { id, result } => {
                     if let Some(p) = st.sends.remove(id.0) {
                         let broker = match &result {
-                            Ok(r) => st.session.broker_name(r.broker).unwrap_or("").to_owned(),
-                            Err(_) => String::new(),
+                            Ok(r) => st.client.session().broker_name(r.broker),
+                            Err(_) => None,
                         };
+                        let broker = broker.unwrap_or("").to_owned();
                         let _ = p.done.send((result.map_err(Box::new), broker));
                     }
                 }
@@ -738,16 +721,8 @@ impl Inner {
                             c.close();
                             st.closed.insert(peer, c);
                         }
-                        st.session.handle_closed(
-                            clock::now(),
-                            peer,
-                            TransportError::ConnectionClosed,
-                        );
-                    }
-                }
-                Event::CallFailed { opaque, .. } => {
-                    if let Some((c, _)) = st.consumer.as_mut() {
-                        c.handle_call_failed(clock::now(), opaque);
+                        let cause = TransportError::ConnectionClosed;
+                        st.client.handle_closed(clock::now(), peer, cause);
                     }
                 }
                 Event::RouteUpdated(t) | Event::RouteFailed(t) => {
@@ -756,31 +731,42 @@ impl Inner {
                         let _ = w.send(ok);
                     }
                 }
+                Event::ChooseQueue { id, queues } => {
+                    let choose = st.sends.get_mut(id.0).and_then(|p| p.choose.take());
+                    let index = choose.map_or(0, |f| f(queues));
+                    st.client
+                        .session_mut()
+                        .choose_queue(clock::now(), id, index);
+                }
+                Event::HeartbeatsDone => st.heartbeat_waiters.drain(..).for_each(|w| {
+                    let _ = w.send(());
+                }),
+                Event::Unregistered => st.unregister_waiters.drain(..).for_each(|w| {
+                    let _ = w.send(());
+                }),
+                Event::Consumer(pe) => {
+                    if let Some(sink) = st.sink.as_mut() {
+                        let (c, s) = st.client.consumer_mut();
+                        sink.event(pe, c, s);
+                        consumer_events = true;
+                    }
+                }
                 _ => {}
             }
         }
-        self.consumer_events(st);
-    }
-
-    /// Hands the consumer's events to its sink; `true` when there were any.
-    fn consumer_events(&self, st: &mut State) -> bool {
-        let Some((c, sink)) = st.consumer.as_mut() else {
-            return false;
-        };
-        let mut any = false;
-        while let Some(e) = c.poll_event() {
-            sink.event(e, c, &st.session);
-            any = true;
-        }
-        if any {
+        if let (true, Some(sink)) = (consumer_events, st.sink.as_mut()) {
             sink.flush();
         }
-        any
     }
 }
 
 /// Opens the connection for `peer` and sends what queued meanwhile.
-async fn open(weak: Weak<Inner>, peer: Peer, id: u32, addr: String) {
+async fn open<C: Attached + Send + 'static>(
+    weak: Weak<Inner<C>>,
+    peer: Peer,
+    id: u32,
+    addr: String,
+) {
     let Some(inner) = weak.upgrade() else { return };
     let tls = inner.security.tls_for(matches!(peer, Peer::NameServer(_)));
     let sink = Arc::new(PeerSink {
@@ -814,7 +800,7 @@ async fn open(weak: Weak<Inner>, peer: Peer, id: u32, addr: String) {
         }
         Err(e) => {
             debug!(?peer, %e, "connect failed");
-            st.session
+            st.client
                 .handle_closed(clock::now(), peer, e.transport(true));
             st.causes.insert(peer, e);
         }
@@ -824,72 +810,14 @@ async fn open(weak: Weak<Inner>, peer: Peer, id: u32, addr: String) {
     inner.wake.notify_one();
 }
 
-/// Hands a connection's frames to the session.
-struct PeerSink {
-    inner: Weak<Inner>,
+/// Hands a connection's frames to the client.
+struct PeerSink<C: Attached> {
+    inner: Weak<Inner<C>>,
     peer: Peer,
     id: u32,
 }
 
-impl PeerSink {
-    /// One frame, under the lock: to the session, a response's messages to the consumer, a
-    /// broker's request answered.
-    fn frame(
-        &self,
-        inner: &Arc<Inner>,
-        st: &mut MutexGuard<'_, State>,
-        now: Instant,
-        bytes: &Bytes,
-    ) -> Result<(), String> {
-        let frame = &bytes[..];
-        let r = st.session.handle_frame(now, self.peer, frame);
-        let state = &mut **st;
-        match (r, state.consumer.as_mut()) {
-            (Ok(Incoming::Response(opaque)), Some((c, deliver))) => {
-                c.handle_response(now, &*state.session, opaque, frame, &mut |d| {
-                    deliver.message(bytes, d);
-                });
-            }
-            (Ok(Incoming::Request { code, .. }), consumer) => {
-                let buf = &mut state.buf;
-                let version = state.session.config_version();
-                let answer = match consumer {
-                    Some((c, sink)) => {
-                        let (props, rt) = sink.running_extra();
-                        let extra: Vec<(&str, &str)> = props
-                            .iter()
-                            .map(|(k, v)| (k.as_str(), v.as_str()))
-                            .collect();
-                        let unix = clock::unix_millis();
-                        let a =
-                            c.answer_request(now, unix, &*state.session, frame, &extra, rt, buf);
-                        if let admin::Answer::ConsumeDirectly { opaque } = a {
-                            sink.direct(self.peer, opaque, bytes);
-                        }
-                        a
-                    }
-                    None => admin::answer_not_served(frame, version, buf)
-                        .map_or(admin::Answer::Nothing, admin::Answer::Write),
-                };
-                debug!(code, ?answer, "request from {:?}", self.peer);
-                if let admin::Answer::Write(n) = answer {
-                    let head = state.head(n);
-                    let f = Frame {
-                        head,
-                        body: Bytes::new(),
-                        opaque: 0,
-                        report_written: false,
-                    };
-                    inner.dispatch(st, self.peer, f);
-                }
-            }
-            _ => {}
-        }
-        r.map(|_| ()).map_err(|e| e.to_string())
-    }
-}
-
-impl FrameSink for PeerSink {
+impl<C: Attached + Send + 'static> FrameSink for PeerSink<C> {
     fn frames(&self, frames: &[Bytes]) -> Result<(), String> {
         let Some(inner) = self.inner.upgrade() else {
             return Ok(());
@@ -899,7 +827,25 @@ impl FrameSink for PeerSink {
         let now = clock::now();
         let mut r = Ok(());
         for bytes in frames {
-            r = self.frame(&inner, &mut st, now, bytes);
+            let state = &mut *st;
+            let sink = &mut state.sink;
+            r = state
+                .client
+                .handle_frame(now, self.peer, bytes, &mut |i| match (i, sink.as_mut()) {
+                    (Inbound::Message(d), Some(s)) => s.message(bytes, d),
+                    (
+                        Inbound::Direct {
+                            peer,
+                            opaque,
+                            message,
+                        },
+                        Some(s),
+                    ) => {
+                        s.direct(peer, opaque, bytes, message);
+                    }
+                    (_, None) => {}
+                })
+                .map_err(|e| e.to_string());
             if r.is_err() {
                 break;
             }
@@ -929,7 +875,7 @@ impl FrameSink for PeerSink {
             let cause = lost
                 .as_ref()
                 .map_or(TransportError::ConnectionClosed, |e| e.transport(false));
-            st.session.handle_closed(clock::now(), self.peer, cause);
+            st.client.handle_closed(clock::now(), self.peer, cause);
             if let Some(e) = lost {
                 st.causes.insert(self.peer, e);
             }

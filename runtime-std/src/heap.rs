@@ -5,7 +5,7 @@
 
 use std::ops::{Deref, DerefMut};
 
-use rmq_core::store::{Slots, Store, Table};
+use rmq_core::store::{Empty, Slots, Store, Table};
 
 /// rmq-std's [`Store`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -13,7 +13,7 @@ pub(crate) struct Heap;
 
 impl Store for Heap {
     type Vec<T, const N: usize> = HeapVec<T, N>;
-    type Slots<T, const N: usize> = HeapSlots<T, N>;
+    type Slots<T: Empty, const N: usize> = HeapSlots<T, N>;
 }
 
 /// At most `N` values, allocated as they come.
@@ -75,9 +75,9 @@ impl<T, const N: usize> DerefMut for HeapSlots<T, N> {
     }
 }
 
-impl<T, const N: usize> Slots<T> for HeapSlots<T, N> {
-    fn filled(mut make: impl FnMut() -> T) -> Self {
-        HeapSlots((0..N).map(|_| make()).collect())
+impl<T: Empty, const N: usize> Slots<T> for HeapSlots<T, N> {
+    fn new() -> Self {
+        HeapSlots((0..N).map(|_| T::EMPTY).collect())
     }
 }
 
@@ -94,7 +94,11 @@ mod tests {
         assert_eq!(v.swap_remove(0), 1);
         v.retain(|x| *x != 2);
         assert!(v.is_empty());
-        let s: HeapSlots<u8, 3> = Slots::filled(|| 7);
-        assert_eq!(&s[..], &[7, 7, 7]);
+        struct Seven(u8);
+        impl Empty for Seven {
+            const EMPTY: Self = Seven(7);
+        }
+        let s: HeapSlots<Seven, 3> = Slots::new();
+        assert!(s.iter().all(|x| x.0 == 7) && s.len() == 3);
     }
 }

@@ -12,15 +12,16 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use bytes::Bytes;
-use rmq_core::message::properties::{EncodeProperties, Preencoded};
+use rmq_core::message::batch_rules::{BatchRules, RuleError};
+use rmq_core::message::properties::Preencoded;
 use rmq_core::message::validate::ValidationError;
-use rmq_core::message::{BatchMessage, PropertiesEncoder, UniqKeyGenerator, encode_batch, keys};
+use rmq_core::message::{BatchMessage, UniqKeyGenerator, encode_batch, keys};
 use rmq_core::producer::{
     CLIENT_API_TIMEOUT, MessageError, MessageFields, compression_flags, encode_message_properties,
     message_properties_len,
 };
 use rmq_core::retry::{SendErrorKind as CoreKind, SendMode, TransportError};
-use rmq_core::select::{PublishQueue, select_by_index, select_by_sharding_key};
+use rmq_core::select::java_string_hash;
 use rmq_core::session::{self, SendArgs, SendFailure, SubmitError};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -138,6 +139,7 @@ impl Producer {
         sc.seed = clock::random_u32();
         let driver = Driver::start(
             &sc,
+            rmq_core::client::NoConsumer,
             cfg.namesrv_addr.clone(),
             cfg.security.clone(),
             cfg.max_requests_in_flight,
@@ -200,10 +202,12 @@ impl Producer {
     /// its hold time for others to the same topic and leave with them in one
     /// SEND_BATCH_MESSAGE; the result is still this message's own ([`crate::AutoBatch`]).
     pub async fn send(&self, msg: Message) -> Result<SendResult, SendError> {
-        if let Some(ab) = self.inner.cfg.auto_batch
-            && msg.delay_level.is_none()
-            && msg.body.len() < ab.max_bytes
-            && msg.body.len() < self.inner.cfg.compress_msg_body_over_howmuch
+        let cfg = &self.inner.cfg;
+        let delayed = msg.delay_level.is_some();
+        if let Some(ab) = cfg.auto_batch
+            && ab
+                .limits()
+                .admits(msg.body.len(), cfg.compress_msg_body_over_howmuch, delayed)
         {
             return self.send_batched(msg, ab).await;
         }
@@ -635,9 +639,9 @@ impl Producer {
         msgs: &[M],
     ) -> Result<(Prepared<'static>, Vec<String>), SendError> {
         let bad = |why| SendError::new(SendErrorKind::InvalidBatch(why), 0);
-        let first = msgs.first().ok_or_else(|| bad("empty batch"))?.borrow();
-        let topic = first.topic.clone();
-        let wait = first.wait_store_msg_ok;
+        let rule = |e: RuleError| bad(e.as_str());
+        let first = msgs.first().ok_or(rule(RuleError::Empty))?.borrow();
+        let rules = BatchRules::new(&first.topic, first.wait_store_msg_ok).map_err(rule)?;
         let born = clock::unix_millis();
         let mut ids = Vec::with_capacity(msgs.len());
         // Every message's properties in one buffer: (end offset) per message.
@@ -645,15 +649,10 @@ impl Producer {
         let mut ends = Vec::with_capacity(msgs.len());
         for m in msgs {
             let m = m.borrow();
-            if m.topic != topic {
-                return Err(bad("messages of a batch must share one topic"));
-            }
-            if m.delay_level.is_some() {
-                return Err(bad("delay levels are not supported in a batch"));
-            }
-            if m.wait_store_msg_ok != wait {
-                return Err(bad("messages of a batch must share waitStoreMsgOK"));
-            }
+            let delayed = m.delay_level.is_some();
+            rules
+                .check(&m.topic, delayed, m.wait_store_msg_ok)
+                .map_err(rule)?;
             let id = self.next_uniq(born);
             self.message_props_into(m, Some(&id), &mut props)?;
             ends.push(props.len());
@@ -678,15 +677,11 @@ impl Producer {
         let mut body = vec![0u8; len];
         let n = encode_batch(records(), &mut body).map_err(|_| bad("batch encoding failed"))?;
         body.truncate(n);
-        let wait = [(keys::WAIT_STORE_MSG_OK, if wait { "true" } else { "false" })];
-        let enc = PropertiesEncoder::new(wait.iter().copied());
-        let mut p = vec![0u8; enc.encoded_len()];
-        let n = enc
-            .encode(&mut p)
-            .map_err(|_| bad("batch encoding failed"))?;
+        let mut p = vec![0u8; rules.properties_len()];
+        let n = rules.write_properties(&mut p).map_err(rule)?;
         p.truncate(n);
         let prepared = Prepared {
-            topic: Cow::Owned(topic),
+            topic: Cow::Owned(rules.topic().to_owned()),
             body: Bytes::from(body),
             properties: String::from_utf8(p).map_err(|_| bad("batch encoding failed"))?,
             sys_flag: 0,
@@ -698,74 +693,44 @@ impl Producer {
         Ok((prepared, ids))
     }
 
-    /// The queue a target names, once the topic has a route (`None` to select).
-    async fn queue(
-        &self,
-        topic: &str,
-        target: Target,
-    ) -> Result<Option<PublishQueue<rmq_core::session::BrokerId>>, SendError> {
-        if matches!(target, Target::Select) {
-            return Ok(None);
-        }
-        let d = &self.inner.driver;
-        let t = d.topic(topic).map_err(refused)?;
-        let has_route = d.with(|s| !s.publish_queues(t).is_empty());
-        if !has_route {
-            let wait = self.inner.cfg.send_msg_timeout;
-            if !d.route(topic, false, wait).await {
-                let unreachable = d.with(|s| s.route_unreachable(t));
-                let kind = if unreachable {
-                    SendErrorKind::NoNameServer
-                } else {
-                    SendErrorKind::NoRoute
-                };
-                return Err(SendError::new(kind, 0));
-            }
-        }
-        d.with(|s| {
-            let queues = s.publish_queues(t);
-            let no_route = || SendError::new(SendErrorKind::NoRoute, 0);
-            match target {
-                Target::Select => Ok(None),
-                Target::Queue(name, queue_id) => match s.find_broker(&name) {
-                    Some(broker) => Ok(Some(PublishQueue { broker, queue_id })),
-                    None => Err(SendError::new(
-                        SendErrorKind::Transport(TransportError::BrokerNotFound),
-                        0,
-                    )),
-                },
-                Target::Index(f) => select_by_index(queues, f(queues.len()))
-                    .map(Some)
-                    .ok_or_else(no_route),
-                Target::Key(k) => select_by_sharding_key(queues, &k)
-                    .map(Some)
-                    .ok_or_else(no_route),
-            }
-        })
-    }
-
     async fn drive(
         &self,
         p: Prepared<'_>,
         mode: SendMode,
         target: Target,
     ) -> Result<SendResult, SendError> {
-        let queue = self.queue(&p.topic, target).await?;
         let mut args = SendArgs::new(self.inner.cfg.retry_config(mode), p.body.len(), p.born);
         args.flag = p.flag;
         args.sys_flag = p.sys_flag;
         args.batch = p.batch;
-        args.queue = queue;
+        // The session waits for the route (within the send's one deadline) and fixes the
+        // queue; a selector is asked once it knows how many queues there are.
+        let mut choose = None;
+        let name;
+        args.target = match target {
+            Target::Select => session::Target::Select,
+            Target::Queue(broker, queue_id) => {
+                name = broker;
+                session::Target::Queue {
+                    broker: &name,
+                    queue_id,
+                }
+            }
+            Target::Key(k) => session::Target::Hash(java_string_hash(&k)),
+            Target::Index(f) => {
+                choose = Some(f);
+                session::Target::Choose
+            }
+        };
         let d = &self.inner.driver;
-        let (t, (outcome, broker_name)) = d
-            .send(&p.topic, args, p.properties, p.body)
+        let (outcome, broker_name) = d
+            .send(&p.topic, args, p.properties, p.body, choose)
             .await
             .map_err(refused)?;
         let receipt = match outcome {
             Ok(r) => r,
             Err(f) => {
-                let unreachable = d.with(|s| s.route_unreachable(t));
-                let mut e = send_error(&f, unreachable);
+                let mut e = send_error(&f);
                 // What the last attempt's connection (or the NameServers) failed with.
                 e.cause = if let (Some(b), SendErrorKind::Transport(_)) = (f.broker(), e.kind()) {
                     d.cause(Some(session::Peer::Broker(b)))
@@ -807,9 +772,8 @@ fn refused(r: Refused) -> SendError {
     }
 }
 
-/// The session's failure as rmq-std reports it (`unreachable`: the topic's last lookup found
-/// no NameServer).
-fn send_error(f: &SendFailure, unreachable: bool) -> SendError {
+/// The session's failure as rmq-std reports it.
+fn send_error(f: &SendFailure) -> SendError {
     let attempts = f.attempts();
     let remark = |r: &heapless::String<{ session::MAX_REMARK }>| {
         (!r.is_empty()).then(|| r.as_str().to_owned())
@@ -819,9 +783,6 @@ fn send_error(f: &SendFailure, unreachable: bool) -> SendError {
             error, remark: r, ..
         } => {
             let kind = match error.kind() {
-                CoreKind::NoRoute | CoreKind::CallTimeout if attempts == 0 && unreachable => {
-                    SendErrorKind::NoNameServer
-                }
                 CoreKind::NoRoute => SendErrorKind::NoRoute,
                 CoreKind::Broker { code } => SendErrorKind::Broker {
                     code,
@@ -832,6 +793,11 @@ fn send_error(f: &SendFailure, unreachable: bool) -> SendError {
             };
             (kind, Some(error.is_retryable()))
         }
+        SendFailure::NoNameServer => (SendErrorKind::NoNameServer, Some(true)),
+        SendFailure::NoSuchBroker => (
+            SendErrorKind::Transport(TransportError::BrokerNotFound),
+            Some(false),
+        ),
         SendFailure::Authentication {
             code, remark: r, ..
         } => (

@@ -25,6 +25,7 @@
 use core::fmt;
 
 pub mod batch;
+pub mod batch_rules;
 mod codec;
 mod hex;
 pub mod keys;

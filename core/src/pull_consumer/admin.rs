@@ -14,17 +14,40 @@ impl<
     St: Store,
 > PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS, QUEUES, BACKS, St>
 {
-    /// A request a broker sent on one of our connections: `true` when it was for the consumer
-    /// (NOTIFY_CONSUMER_IDS_CHANGED starts a rebalance at once).
-    pub fn handle_broker_request(&mut self, now: Instant, code: i32) -> bool {
-        if code != RequestCode::NOTIFY_CONSUMER_IDS_CHANGED.0 {
-            return false;
-        }
+    /// NOTIFY_CONSUMER_IDS_CHANGED: a member joined or left the group; a rebalance round
+    /// starts at once (unless the queues were assigned by hand).
+    pub fn notify_ids_changed(&mut self, now: Instant) {
         self.stats.notifications = self.stats.notifications.wrapping_add(1);
         if !self.manual {
             self.rebalance_now(now);
         }
-        true
+    }
+
+    /// The consumer group.
+    pub fn group(&self) -> &str {
+        &self.group
+    }
+
+    /// Whether this consumer consumes orderly (CONSUME_MESSAGE_DIRECTLY's answer says so).
+    pub fn is_orderly(&self) -> bool {
+        self.orderly
+    }
+
+    /// RESET_CONSUMER_CLIENT_OFFSET (`mqadmin resetOffsetByTime` through a 4.9 broker, a
+    /// oneway request whose `body` lists queues and offsets): each listed owned queue restarts
+    /// at its offset, which is committed (5.x brokers reset on their side and answer the next
+    /// pull with PULL_OFFSET_MOVED instead).
+    pub fn reset_offsets<S: SessionApi>(&mut self, now: Instant, session: &S, body: &[u8]) {
+        let mut reset: Vec<(QueueKey, i64), OWNED> = Vec::new();
+        parse_reset_offsets(body, |q, offset| {
+            let key = self.queue_key(session, q.topic, q.broker_name, q.queue_id);
+            if let Some(k) = key.filter(|k| self.owned.iter().any(|o| o.key == *k)) {
+                let _ = reset.push((k, offset));
+            }
+        });
+        for (k, offset) in reset {
+            self.seek(now, k, Position::Offset(offset));
+        }
     }
 
     /// The `ConsumerRunningInfo` body of GET_CONSUMER_RUNNING_INFO (see [`crate::admin`]):
@@ -33,7 +56,7 @@ impl<
     /// processing time `consume_rt`, hundredths of ms, from the runtime), and the
     /// subscriptions. `unix_now` is the wall clock at `now`. `None` when it does not fit.
     #[allow(clippy::too_many_arguments)]
-    pub fn running_info<S: Client>(
+    pub fn running_info<S: SessionApi>(
         &mut self,
         now: Instant,
         unix_now: i64,
@@ -128,88 +151,9 @@ impl<
         write_running_info(&mut queues, &props, &mut status, &mut subs, buf).ok()
     }
 
-    /// A request a broker sent (`frame`, whose code and opaque the session reported): applies
-    /// it and writes the answer into `buf`, if one is due (see [`crate::admin`]).
-    /// NOTIFY_CONSUMER_IDS_CHANGED starts a rebalance; GET_CONSUMER_RUNNING_INFO is answered
-    /// with [`running_info`](Self::running_info) (or SYSTEM_ERROR for another group);
-    /// RESET_CONSUMER_CLIENT_OFFSET seeks the listed queues; CONSUME_MESSAGE_DIRECTLY is the
-    /// runtime's ([`Answer::ConsumeDirectly`]); a code this consumer does not serve gets
-    /// REQUEST_CODE_NOT_SUPPORTED unless it was oneway.
-    #[allow(clippy::too_many_arguments)]
-    pub fn answer_request<S: Client>(
-        &mut self,
-        now: Instant,
-        unix_now: i64,
-        session: &S,
-        frame: &[u8],
-        extra: &[(&str, &str)],
-        consume_rt: u64,
-        buf: &mut [u8],
-    ) -> Answer {
-        let Some(f) = Frame::new_checked(frame).ok() else {
-            return Answer::Nothing;
-        };
-        let Some(h) = CommandHeader::parse(&f).ok() else {
-            return Answer::Nothing;
-        };
-        let (code, opaque) = (h.code(), h.opaque());
-        let written = |n: Option<usize>| n.map_or(Answer::Nothing, Answer::Write);
-        if self.handle_broker_request(now, code) {
-            return Answer::Nothing;
-        }
-        if code == RequestCode::CONSUME_MESSAGE_DIRECTLY.0 {
-            return Answer::ConsumeDirectly { opaque };
-        }
-        if code == RequestCode::GET_CONSUMER_RUNNING_INFO.0 {
-            let ours = GetConsumerRunningInfoRequestHeader::decode(&h, &mut Scratch::default())
-                .is_ok_and(|r| r.consumer_group == self.group.as_str());
-            if !ours {
-                let mut remark: String<320> = String::new();
-                let _ = core::fmt::write(
-                    &mut remark,
-                    format_args!(
-                        "The Consumer Group <{}> not exist in this consumer",
-                        self.group
-                    ),
-                );
-                return written(
-                    write_response(1, opaque, self.version, Some(&remark), &[], buf).ok(),
-                );
-            }
-            // The body is written behind room for the header, then moved up to it.
-            let start = buf.len().min(1024);
-            let (head, tail) = buf.split_at_mut(start);
-            let Some(n) = self.running_info(now, unix_now, session, extra, consume_rt, tail) else {
-                return Answer::Nothing;
-            };
-            let Ok(h) = write_response_head(0, opaque, self.version, None, n, head) else {
-                return Answer::Nothing;
-            };
-            buf.copy_within(start..start + n, h);
-            return Answer::Write(h + n);
-        }
-        if code == RequestCode::RESET_CONSUMER_CLIENT_OFFSET.0 {
-            // Oneway (`mqadmin resetOffsetByTime` through a 4.9 broker): each listed owned
-            // queue restarts at its offset, which is committed (5.x brokers reset on their
-            // side and answer the next pull with PULL_OFFSET_MOVED instead).
-            let mut reset: Vec<(QueueKey, i64), OWNED> = Vec::new();
-            parse_reset_offsets(f.body_ref(), |q, offset| {
-                let key = self.queue_key(session, q.topic, q.broker_name, q.queue_id);
-                if let Some(k) = key.filter(|k| self.owned.iter().any(|o| o.key == *k)) {
-                    let _ = reset.push((k, offset));
-                }
-            });
-            for (k, offset) in reset {
-                self.seek(now, k, Position::Offset(offset));
-            }
-            return Answer::Nothing;
-        }
-        written(answer_not_served(frame, self.version, buf))
-    }
-
     /// Writes the HEART_BEAT body announcing this consumer (its subscriptions) into `buf`.
     /// `None` when it does not fit.
-    pub fn heartbeat_body<S: Client>(&self, session: &S, buf: &mut [u8]) -> Option<usize> {
+    pub fn heartbeat_body<S: SessionApi>(&self, session: &S, buf: &mut [u8]) -> Option<usize> {
         let mut subs: Vec<Subscription<'_>, SUBS> = Vec::new();
         for s in &self.subs {
             let topic = session.topic_name(s.topic)?;

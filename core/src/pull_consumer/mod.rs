@@ -41,7 +41,7 @@
 //! Capacities are const generics: `SUBS` subscriptions, `OWNED` queues owned at once, `TRACK`
 //! messages in flight per queue (flow control never pulls more than the free slots), `CALLS`
 //! requests in flight, `CIDS` consumers per group, `QUEUES` queues per topic
-//! route (the session's). It talks to the session through [`Client`], which every
+//! route (the session's). It talks to the session through [`SessionApi`], which every
 //! [`Session`](crate::session::Session) implements.
 
 use core::fmt;
@@ -49,8 +49,7 @@ use core::fmt;
 use heapless::{String, Vec};
 
 use crate::admin::{
-    Answer, ConsumeStatus, ProcessQueueInfo, answer_not_served, parse_reset_offsets, prop,
-    write_response, write_response_head, write_running_info,
+    ConsumeStatus, ProcessQueueInfo, parse_reset_offsets, prop, write_running_info,
 };
 use crate::consumer::{
     AllocateStrategy, BROKER_SUSPEND_MAX_TIME, ConsumeFromWhere, ConsumeType, ConsumerData,
@@ -71,15 +70,16 @@ use crate::send_back::{
     MAX_MSG_ID, MAX_RECONSUME_TIMES, Nack, NackError, RETRY_TOPIC_PREFIX, SEND_BACK_TIMEOUT,
     origin_topic, retry_topic,
 };
-use crate::session::{BrokerId, CallError, Client, Features, Outbound, Peer, TopicId, Transmit};
+use crate::session::{
+    BrokerId, CallError, Features, Outbound, Peer, SessionApi, TopicId, Transmit,
+};
 use crate::store::{Fixed, Store, Table};
 use crate::time::{Duration, Instant};
 use crate::wire::headers::{
     ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader,
-    GetConsumerRunningInfoRequestHeader, GetMaxOffsetRequestHeader, GetMaxOffsetResponseHeader,
-    GetMinOffsetRequestHeader, HeartbeatRequestHeader, QueryConsumerOffsetRequestHeader,
-    QueryConsumerOffsetResponseHeader, SearchOffsetRequestHeader,
-    UpdateConsumerOffsetRequestHeader,
+    GetMaxOffsetRequestHeader, GetMaxOffsetResponseHeader, GetMinOffsetRequestHeader,
+    HeartbeatRequestHeader, QueryConsumerOffsetRequestHeader, QueryConsumerOffsetResponseHeader,
+    SearchOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
 };
 use crate::wire::{CommandHeader, ExtFields, Frame, RequestCode, ResponseCode, Scratch, version};
 
@@ -767,7 +767,7 @@ impl<
     /// The next request to write, encoded into `buf` through [`Session::call`](crate::session::Session::call) (write it to
     /// the transmit's peer at once); `None` when nothing is due, or the session's request
     /// table is full (try again after a response).
-    pub fn poll_call<S: Client, M: Outbound + ?Sized>(
+    pub fn poll_call<S: SessionApi, M: Outbound + ?Sized>(
         &mut self,
         now: Instant,
         session: &mut S,
@@ -954,7 +954,7 @@ impl<
 
     /// An answer to one of this consumer's calls (`false` when `opaque` is not one): applies
     /// it, handing each delivered message to `deliver`.
-    pub fn handle_response<S: Client>(
+    pub fn handle_response<S: SessionApi>(
         &mut self,
         now: Instant,
         session: &S,
@@ -1119,12 +1119,12 @@ impl<
 
     /// Orderly consumption, when the session `S` compiles it in (a constant `false`
     /// otherwise, so that the locking paths are left out of the image).
-    fn orderly<S: Client>(&self) -> bool {
+    fn orderly<S: SessionApi>(&self) -> bool {
         S::Features::ORDERLY && self.orderly
     }
 
     /// Broadcasting, when the session `S` compiles it in (as [`Self::orderly`]).
-    fn broadcasting<S: Client>(&self) -> bool {
+    fn broadcasting<S: SessionApi>(&self) -> bool {
         S::Features::BROADCASTING && self.model == MessageModel::Broadcasting
     }
 
@@ -1144,7 +1144,7 @@ impl<
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn call<E: ExtFields, S: Client, M: Outbound + ?Sized>(
+    fn call<E: ExtFields, S: SessionApi, M: Outbound + ?Sized>(
         calls: &mut Calls<CALLS>,
         now: Instant,
         session: &mut S,

@@ -149,7 +149,7 @@ impl<
     }
 
     /// GET_MAX_OFFSET of a queue whose lag is wanted (see `Owned::measure`).
-    pub(super) fn measure_call<S: Client, M: Outbound + ?Sized>(
+    pub(super) fn measure_call<S: SessionApi, M: Outbound + ?Sized>(
         &mut self,
         now: Instant,
         session: &mut S,
@@ -246,7 +246,7 @@ impl<
     }
 
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn commit_call<S: Client, M: Outbound + ?Sized>(
+    pub(super) fn commit_call<S: SessionApi, M: Outbound + ?Sized>(
         &mut self,
         now: Instant,
         session: &mut S,

@@ -87,7 +87,7 @@ impl<
     /// LOCK_BATCH_MQ (or UNLOCK_BATCH_MQ) of `queues` on `broker`, as many as fit half of
     /// `buf` (the body is written in the other half); returns how many went.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn lock_call<S: Client, M: Outbound + ?Sized>(
+    pub(super) fn lock_call<S: SessionApi, M: Outbound + ?Sized>(
         &mut self,
         now: Instant,
         session: &mut S,
@@ -137,7 +137,7 @@ impl<
     }
 
     /// The next lock or unlock request, if one is due.
-    pub(super) fn lock_calls<S: Client, M: Outbound + ?Sized>(
+    pub(super) fn lock_calls<S: SessionApi, M: Outbound + ?Sized>(
         &mut self,
         now: Instant,
         session: &mut S,

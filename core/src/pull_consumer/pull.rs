@@ -15,7 +15,7 @@ impl<
 > PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS, QUEUES, BACKS, St>
 {
     /// Applies a pull answer to owned queue `i`.
-    pub(super) fn pulled<S: Client>(
+    pub(super) fn pulled<S: SessionApi>(
         &mut self,
         now: Instant,
         session: &S,
@@ -108,7 +108,7 @@ impl<
     }
 
     /// The next request of owned queue `i`, if it needs one now.
-    pub(super) fn queue_call<S: Client, M: Outbound + ?Sized>(
+    pub(super) fn queue_call<S: SessionApi, M: Outbound + ?Sized>(
         &mut self,
         now: Instant,
         session: &mut S,

@@ -19,7 +19,7 @@ impl<
     ///
     /// # Errors
     /// [`PullConfigError`].
-    pub fn subscribe<S: Client>(
+    pub fn subscribe<S: SessionApi>(
         &mut self,
         now: Instant,
         session: &mut S,
@@ -108,7 +108,7 @@ impl<
 
     /// The key of queue `queue_id` of `broker_name` in subscribed topic `topic`, if its route
     /// has it.
-    pub fn queue_key<S: Client>(
+    pub fn queue_key<S: SessionApi>(
         &self,
         session: &S,
         topic: &str,
@@ -138,7 +138,7 @@ impl<
     }
 
     /// Applies an allocation round of topic `t` with the (unsorted) consumer ids `ids`.
-    pub(super) fn assign<S: Client>(&mut self, session: &S, t: TopicId, ids: &mut [&str]) {
+    pub(super) fn assign<S: SessionApi>(&mut self, session: &S, t: TopicId, ids: &mut [&str]) {
         let Some(topic) = session.topic_name(t) else {
             return;
         };
@@ -251,7 +251,7 @@ impl<
         }
     }
 
-    pub(super) fn list_call<S: Client, M: Outbound + ?Sized>(
+    pub(super) fn list_call<S: SessionApi, M: Outbound + ?Sized>(
         &mut self,
         now: Instant,
         session: &mut S,

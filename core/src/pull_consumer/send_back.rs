@@ -102,7 +102,7 @@ impl<
         let _ = self.events.push_back(event);
     }
 
-    pub(super) fn back_call<S: Client, M: Outbound + ?Sized>(
+    pub(super) fn back_call<S: SessionApi, M: Outbound + ?Sized>(
         &mut self,
         now: Instant,
         session: &mut S,

@@ -352,7 +352,7 @@ fn rebalance_moves_queues_and_voids_the_old_lease() {
     assert!(w.c.ack(w.now, q(0), lease, 0));
     let _ = w.out();
     // Another consumer joins; the broker says so.
-    assert!(w.c.handle_broker_request(w.now, RequestCode::NOTIFY_CONSUMER_IDS_CHANGED.0));
+    w.c.notify_ids_changed(w.now);
     let l = one(w.out());
     w.consumers(&l, &[OTHER, ME]);
     // We keep queue 0 (first id); queue 1 is revoked. Queue 0's offset moved (1): it keeps
@@ -360,7 +360,7 @@ fn rebalance_moves_queues_and_voids_the_old_lease() {
     assert_eq!(w.c.owned().map(|o| o.queue).collect::<StdVec<_>>(), [q(0)]);
     assert!(w.c.is_current(q(0), lease));
     // Now we are second: queue 0 goes, its offset is committed first.
-    assert!(w.c.handle_broker_request(w.now, RequestCode::NOTIFY_CONSUMER_IDS_CHANGED.0));
+    w.c.notify_ids_changed(w.now);
     let l = one(w.out());
     w.consumers(&l, &["10.0.0.1@first", ME]);
     assert!(!w.c.is_current(q(0), lease), "revoked");
@@ -385,7 +385,7 @@ fn rebalance_moves_queues_and_voids_the_old_lease() {
 fn late_pull_answers_of_revoked_queues_deliver_nothing() {
     let mut w = World::new(1);
     let pull = start(&mut w, &[ME], 0, 0);
-    assert!(w.c.handle_broker_request(w.now, RequestCode::NOTIFY_CONSUMER_IDS_CHANGED.0));
+    w.c.notify_ids_changed(w.now);
     let l = one(w.out());
     w.consumers(&l, &["10.0.0.1@first", ME]);
     assert_eq!(w.c.owned().count(), 0);
@@ -753,7 +753,7 @@ fn assigned_queues_are_owned_without_rebalancing() {
     let ids: StdVec<_> = queries.iter().map(|r| r.ext["queueId"].clone()).collect();
     assert_eq!(ids, ["1", "3"]);
     // No rebalance round any more: neither the timer nor a notification asks for consumers.
-    assert!(w.c.handle_broker_request(w.now, RequestCode::NOTIFY_CONSUMER_IDS_CHANGED.0));
+    w.c.notify_ids_changed(w.now);
     w.now = t(60_000);
     let later = w.out();
     assert!(

@@ -4,7 +4,7 @@ use super::*;
 
 /// What a layer on top of the client session (the pull consumer) asks of it; every
 /// [`Session`] implements it, so such a layer needs none of the session's type parameters.
-pub trait Client {
+pub trait SessionApi {
     /// What the session compiles in (the pull consumer leaves out the paths it does not).
     type Features: Features;
     /// [`Session::topic`].
@@ -49,7 +49,7 @@ impl<
     const ROUTE_STR: usize,
     F: Features,
     St: Store,
-> Client for Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F, St>
+> SessionApi for Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F, St>
 {
     type Features = F;
     fn topic(&mut self, now: Instant, topic: &str) -> Result<TopicId, SubmitError> {

@@ -53,6 +53,10 @@ pub trait Features {
     /// ([`SubmitError::ProfileLeftOut`]). [`Profile::Plain`](crate::select::Profile::Plain)
     /// and [`Profile::Java49`](crate::select::Profile::Java49) are always there.
     const PROFILE_ADAPTIVE: bool = true;
+    /// Sends to a chosen queue ([`Target`](super::Target) other than `Select`: send-to-queue,
+    /// ordered and sharded sends); `false` leaves them out (such a send is refused with
+    /// [`SubmitError::TargetLeftOut`](super::SubmitError::TargetLeftOut)).
+    const TARGETS: bool = true;
 }
 
 /// A session's features are the set of its sends' fault profiles.

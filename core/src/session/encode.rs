@@ -74,6 +74,7 @@ impl<
             body: None,
             body_len: 0,
             report_written: false,
+            answer: false,
         };
         let too_small = Ending::Encode(EncodeError::BufferTooSmall);
         // A small body (heartbeat) is written into `buf` too: first at its front, then moved

@@ -18,6 +18,11 @@ pub enum SubmitError {
     /// The send's fault profile ([`RetryConfig::profile`]) is left out of this session's
     /// [`Features`] ([`Features::PROFILE_JAVA5`], [`Features::PROFILE_ADAPTIVE`]).
     ProfileLeftOut,
+    /// The send names its queue ([`Target`](super::Target)) and the session's [`Features`]
+    /// leave targeted sends out ([`Features::TARGETS`]).
+    TargetLeftOut,
+    /// A target's broker name is longer than [`MAX_BROKER_NAME`](super::MAX_BROKER_NAME).
+    BrokerNameTooLong,
 }
 
 impl fmt::Display for SubmitError {
@@ -28,6 +33,10 @@ impl fmt::Display for SubmitError {
             SubmitError::TopicTooLong => "topic name is too long",
             SubmitError::UnknownTopic => "unknown topic id",
             SubmitError::ProfileLeftOut => "fault profile not compiled into this session",
+            SubmitError::TargetLeftOut => {
+                "sends to a chosen queue are not compiled into this session"
+            }
+            SubmitError::BrokerNameTooLong => "broker name is too long",
         })
     }
 }
@@ -91,6 +100,12 @@ pub enum SendFailure {
     },
     /// The request table was full.
     TooManyRequests,
+    /// No NameServer answered the lookups of the send's topic before its deadline (Java's
+    /// "No name server address" / connect failures), so it has no route.
+    NoNameServer,
+    /// The send's [`Target::Queue`](super::Target::Queue) names a broker the topic's route
+    /// does not (Java's "The broker[..] not exist").
+    NoSuchBroker,
 }
 
 impl SendFailure {
@@ -98,7 +113,9 @@ impl SendFailure {
     pub fn broker(&self) -> Option<BrokerId> {
         match self {
             SendFailure::Plan { broker, .. } => *broker,
-            SendFailure::Encode(_)
+            SendFailure::NoNameServer
+            | SendFailure::NoSuchBroker
+            | SendFailure::Encode(_)
             | SendFailure::Acl(_)
             | SendFailure::Authentication { .. }
             | SendFailure::MalformedResponse { .. }
@@ -114,7 +131,8 @@ impl SendFailure {
     pub fn is_retryable(&self) -> bool {
         match self {
             SendFailure::Plan { error, .. } => error.is_retryable(),
-            SendFailure::TooManyRequests => true,
+            SendFailure::TooManyRequests | SendFailure::NoNameServer => true,
+            SendFailure::NoSuchBroker => false,
             SendFailure::Encode(_)
             | SendFailure::Acl(_)
             | SendFailure::Authentication { .. }
@@ -128,7 +146,11 @@ impl SendFailure {
             SendFailure::Plan { error, .. } => error.attempts(),
             SendFailure::MalformedResponse { attempts }
             | SendFailure::Authentication { attempts, .. } => *attempts,
-            SendFailure::Encode(_) | SendFailure::Acl(_) | SendFailure::TooManyRequests => 0,
+            SendFailure::Encode(_)
+            | SendFailure::Acl(_)
+            | SendFailure::TooManyRequests
+            | SendFailure::NoNameServer
+            | SendFailure::NoSuchBroker => 0,
         }
     }
 }
@@ -152,11 +174,22 @@ impl fmt::Display for SendFailure {
                 f.write_str("send response without msgId, queueId or queueOffset")
             }
             SendFailure::TooManyRequests => f.write_str("too many requests in flight"),
+            SendFailure::NoNameServer => f.write_str("no name server answered: no route"),
+            SendFailure::NoSuchBroker => f.write_str("the broker is not in the topic's route"),
         }
     }
 }
 
-impl core::error::Error for SendFailure {}
+impl core::error::Error for SendFailure {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            SendFailure::Plan { error, .. } => Some(error),
+            SendFailure::Encode(e) => Some(e),
+            SendFailure::Acl(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 /// Why [`Session::call`] refused a request (nothing was registered).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -76,8 +76,8 @@ use crate::producer::{
     is_auth_failure, parse_send_response_collected, write_heartbeat,
 };
 use crate::retry::{
-    AttemptOutcome, RetryConfig, SendEnv, SendError, SendMode, SendPlan, SendStatus, Sent, Step,
-    TransportError,
+    AttemptOutcome, RetryConfig, SendEnv, SendError, SendErrorKind, SendMode, SendPlan, SendStatus,
+    Sent, Step, TransportError,
 };
 use crate::route::{MASTER_ID, PublishQueueRef, TopicRoute};
 use crate::select::{ProfileSet, PublishQueue, QueueCounter};
@@ -100,10 +100,10 @@ mod requests;
 mod routes;
 mod sends;
 
-pub use api::Client;
+pub use api::SessionApi;
 pub use config::{Config, ConfigError, Features, Full, seed_or_default};
 pub use error::{CallError, FrameError, SendFailure, SubmitError};
-pub use sends::{SendArgs, SendReceipt};
+pub use sends::{SendArgs, SendReceipt, Target};
 
 use config::Settings;
 use encode::Header;
@@ -196,6 +196,24 @@ pub trait Outbound {
         let _ = buf;
         None
     }
+
+    /// The wall clock now, Unix ms (a consumer's running info reports its timestamps in it).
+    fn unix_millis(&self) -> i64 {
+        0
+    }
+
+    /// Property `i` the runtime adds to a consumer's running info (NameServer addresses,
+    /// start time, threads, version), `None` past the last.
+    fn running_prop(&self, i: usize) -> Option<(&str, &str)> {
+        let _ = i;
+        None
+    }
+
+    /// The application's mean processing time per message, hundredths of ms (a consumer's
+    /// running info reports it).
+    fn consume_rt(&self) -> u64 {
+        0
+    }
 }
 
 /// A frame to write: `len` bytes of the caller's buffer, then (when `body` is set) the body of
@@ -216,6 +234,9 @@ pub struct Transmit {
     /// Call [`Session::handle_written`] with `opaque` once the whole frame is written (ONEWAY
     /// sends end there).
     pub report_written: bool,
+    /// An answer to a request a broker sent (`opaque` is the broker's): no request of ours
+    /// waits for it, so it is written whatever [`Session::is_live`] says.
+    pub answer: bool,
 }
 
 /// Something the runtime must act on.
@@ -238,7 +259,21 @@ pub enum Event {
     RouteUpdated(TopicId),
     /// A lookup of this topic, which has no route, failed (it is retried with back-off).
     RouteFailed(TopicId),
-    /// A request of [`Session::call`] got no answer.
+    /// Send `id` ([`Target::Choose`]) has its route: choose one of its `queues` publish
+    /// queues with [`Session::choose_queue`] (within the send's deadline).
+    ChooseQueue {
+        /// Which send.
+        id: SendId,
+        /// How many publish queues the topic has.
+        queues: usize,
+    },
+    /// Every heartbeat sent (the periodic round's, or [`Session::heartbeat_now`]'s) was
+    /// answered or failed: none is in flight any more.
+    HeartbeatsDone,
+    /// Every UNREGISTER_CLIENT of [`Session::unregister_all`] was answered or failed.
+    Unregistered,
+    /// A request of [`Session::call`] got no answer (unless [`Session::poll_call_failed`]
+    /// took it first).
     CallFailed {
         /// Its opaque.
         opaque: i32,
@@ -350,10 +385,18 @@ pub struct Session<
     send_free: Vec<u16, SENDS>,
     route_waits: DeadlineHeap<SENDS>,
     done: Deque<u16, SENDS>,
+    /// Sends waiting for [`Session::choose_queue`] whose [`Event::ChooseQueue`] waits.
+    choices: Deque<u16, SENDS>,
     moved: Deque<BrokerId, BROKERS>,
     slave_moved: Deque<BrokerId, BROKERS>,
     ns_close: Deque<u8, 4>,
     call_failures: Deque<u16, REQUESTS>,
+    /// Heartbeats and unregisters queued or in flight, and whether their "all done" events
+    /// wait to be polled.
+    heartbeats: u16,
+    unregisters: u16,
+    heartbeats_done: bool,
+    unregistered: bool,
     route_events: Deque<u16, TOPICS>,
     timers: [Option<Instant>; TIMERS],
     stats: Stats,
@@ -462,14 +505,19 @@ impl<
             req_free,
             queued: Deque::new(),
             req_deadlines: DeadlineHeap::new(),
-            sends: Slots::filled(|| SendSlot::EMPTY),
+            sends: Slots::new(),
             send_free,
             route_waits: DeadlineHeap::new(),
             done: Deque::new(),
+            choices: Deque::new(),
             moved: Deque::new(),
             slave_moved: Deque::new(),
             ns_close: Deque::new(),
             call_failures: Deque::new(),
+            heartbeats: 0,
+            unregisters: 0,
+            heartbeats_done: false,
+            unregistered: false,
             route_events: Deque::new(),
             timers,
             stats: Stats::default(),
@@ -671,7 +719,7 @@ impl<
         }
         for (i, s) in self.sends.iter().enumerate() {
             let waits = self.route_waits.get(i as u16).is_some();
-            if waits != (s.state == SendState::Route) {
+            if waits != matches!(s.state, SendState::Route | SendState::Choose) {
                 return Err("a route wait for a send not waiting for its route");
             }
             if s.state == SendState::Attempt {
@@ -827,6 +875,16 @@ impl<
             self.fail_req(now, i, TransportError::TimedOut, true);
         }
         while let Some(s) = self.route_waits.pop_expired(now) {
+            if self
+                .sends
+                .get(usize::from(s))
+                .is_some_and(|x| x.state == SendState::Choose)
+            {
+                // Not chosen in time.
+                let e = SendError::call_timeout(0);
+                self.finish(now, s, Ending::Plan(Err(e)));
+                continue;
+            }
             // No route in time: the plan ends the send (NoRoute or a call timeout).
             self.start_send(now, s);
         }
@@ -918,18 +976,14 @@ impl<
         d
     }
 
-    /// The next event, or `None`.
-    pub fn poll_event(&mut self) -> Option<Event> {
-        if let Some(b) = self.moved.pop_front() {
-            return Some(Event::Reconnect(Peer::Broker(b)));
+    /// The next [`Session::call`] that got no answer (its opaque, and why), taken before
+    /// [`Session::poll_event`] would report it as [`Event::CallFailed`]: a layer on top (the
+    /// client's consumer) learns of its failed calls at once.
+    pub fn poll_call_failed(&mut self) -> Option<(i32, TransportError)> {
+        if !F::CONSUMER {
+            return None;
         }
-        if let Some(b) = self.slave_moved.pop_front().filter(|_| F::CONSUMER) {
-            return Some(Event::Reconnect(Peer::Slave(b)));
-        }
-        if let Some(i) = self.ns_close.pop_front() {
-            return Some(Event::Reconnect(Peer::NameServer(i)));
-        }
-        while let Some(i) = self.call_failures.pop_front().filter(|_| F::CONSUMER) {
+        while let Some(i) = self.call_failures.pop_front() {
             let Some(&Req {
                 state: ReqState::Failed(error),
                 ..
@@ -942,7 +996,44 @@ impl<
                 r.state = ReqState::Free;
             }
             let _ = self.req_free.push(i);
+            return Some((opaque, error));
+        }
+        None
+    }
+
+    /// The next event, or `None`.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        if let Some(b) = self.moved.pop_front() {
+            return Some(Event::Reconnect(Peer::Broker(b)));
+        }
+        if let Some(b) = self.slave_moved.pop_front().filter(|_| F::CONSUMER) {
+            return Some(Event::Reconnect(Peer::Slave(b)));
+        }
+        if let Some(i) = self.ns_close.pop_front() {
+            return Some(Event::Reconnect(Peer::NameServer(i)));
+        }
+        if let Some((opaque, error)) = self.poll_call_failed() {
             return Some(Event::CallFailed { opaque, error });
+        }
+        if F::TARGETS {
+            while let Some(s) = self.choices.pop_front().filter(|_| F::TARGETS) {
+                let Some(slot) = self
+                    .sends
+                    .get(usize::from(s))
+                    .filter(|x| x.state == SendState::Choose)
+                else {
+                    continue;
+                };
+                let queues = self.publish_queues(TopicId(slot.topic)).len();
+                let id = SendId::new(s, slot.generation);
+                return Some(Event::ChooseQueue { id, queues });
+            }
+        }
+        if F::HEARTBEATS && core::mem::take(&mut self.heartbeats_done) {
+            return Some(Event::HeartbeatsDone);
+        }
+        if F::HEARTBEATS && core::mem::take(&mut self.unregistered) {
+            return Some(Event::Unregistered);
         }
         if let Some(t) = self.route_events.pop_front() {
             let ok = self
@@ -993,6 +1084,8 @@ impl<
                 remark: core::mem::take(&mut slot.remark),
             }),
             Some(Ending::Encode(e)) => Err(SendFailure::Encode(e)),
+            Some(Ending::NoNameServer) => Err(SendFailure::NoNameServer),
+            Some(Ending::NoSuchBroker) => Err(SendFailure::NoSuchBroker),
             Some(Ending::Acl(e)) => Err(SendFailure::Acl(e)),
             Some(Ending::TooManyRequests) | None => Err(SendFailure::TooManyRequests),
         };

@@ -86,16 +86,20 @@ impl<
             }
             n += 1;
         }
+        // Nothing to unregister from: done at once.
+        self.unregistered |= F::HEARTBEATS && self.unregisters == 0;
         n
     }
 
     /// Sends the heartbeats now (a consumer announces itself before it rebalances) and then on
-    /// the usual period.
+    /// the usual period; [`Event::HeartbeatsDone`] follows when every one is answered (at
+    /// once when there is no broker to send one to, or no heartbeats).
     pub fn heartbeat_now(&mut self, now: Instant) {
         if self.cfg.heartbeat.is_some() {
             self.timers[Timer::Heartbeat as usize] = Some(now);
             self.handle_timeout(now);
         }
+        self.heartbeats_done |= F::HEARTBEATS && self.heartbeats == 0;
     }
 
     /// A request the runtime writes itself (consumer pulls, offsets, ...): encodes `code` with
@@ -169,6 +173,7 @@ impl<
             body: None,
             body_len: body.len(),
             report_written: false,
+            answer: false,
         })
     }
 }
@@ -219,6 +224,13 @@ impl<
         r.state = ReqState::Queued;
         r.peer = peer;
         r.kind = kind;
+        if F::HEARTBEATS {
+            match kind {
+                ReqKind::Heartbeat => self.heartbeats += 1,
+                ReqKind::Unregister => self.unregisters += 1,
+                _ => {}
+            }
+        }
         let _ = self.queued.push_back(i);
         self.req_deadlines.set(i, deadline);
         Some(i)
@@ -246,6 +258,19 @@ impl<
         }
         self.req_deadlines.remove(i);
         let _ = self.req_free.push(i);
+        if F::HEARTBEATS {
+            match kind {
+                ReqKind::Heartbeat => {
+                    self.heartbeats = self.heartbeats.saturating_sub(1);
+                    self.heartbeats_done |= self.heartbeats == 0;
+                }
+                ReqKind::Unregister => {
+                    self.unregisters = self.unregisters.saturating_sub(1);
+                    self.unregistered |= self.unregisters == 0;
+                }
+                _ => {}
+            }
+        }
         Some(kind)
     }
 

@@ -3,9 +3,34 @@
 
 use super::*;
 
+/// Which queue a send goes to. Every target waits for the topic's route within the send's
+/// one deadline (`retry.send_timeout` from [`Session::send`]); a fixed queue gets one attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target<'a> {
+    /// The retry plan selects a queue (and another for each retry).
+    Select,
+    /// Queue `queue_id` of broker `broker` (Java `send(msg, mq)`); a broker the route does not
+    /// name ends the send with [`SendFailure::NoSuchBroker`].
+    Queue {
+        /// Broker name.
+        broker: &'a str,
+        /// Queue id.
+        queue_id: i32,
+    },
+    /// The publish queue at `index` modulo their count.
+    Index(usize),
+    /// The queue `|hash % count|` (Java `SelectMessageQueueByHash`: `hash` is the sharding
+    /// key's [`java_string_hash`](crate::select::java_string_hash)).
+    Hash(i32),
+    /// The runtime chooses once the route is known (a `MessageQueueSelector`):
+    /// [`Event::ChooseQueue`] says how many queues there are, [`Session::choose_queue`]
+    /// answers.
+    Choose,
+}
+
 /// What a send needs besides its properties and body (which the runtime keeps).
 #[derive(Clone, Copy, Debug)]
-pub struct SendArgs {
+pub struct SendArgs<'a> {
     /// Retry settings; `retry.mode` is the send mode.
     pub retry: RetryConfig,
     /// Body length in bytes (after compression, as sent).
@@ -18,14 +43,14 @@ pub struct SendArgs {
     pub batch: bool,
     /// `bornTimestamp` (Unix ms, from the runtime's wall clock).
     pub born_timestamp: i64,
-    /// A fixed queue (send-to-queue, ordered sends: one attempt), or `None` to select.
-    pub queue: Option<PublishQueue<BrokerId>>,
+    /// The queue ([`Target::Select`] unless the application names one).
+    pub target: Target<'a>,
     /// A consumed message resent to `%RETRY%<group>`: `(reconsumeTimes, maxReconsumeTimes)`
     /// of the send header ([`crate::send_back::RetryProperties::reconsume`]).
     pub reconsume: Option<(i32, i32)>,
 }
 
-impl SendArgs {
+impl SendArgs<'_> {
     /// A selected-queue send of `body_len` bytes.
     pub fn new(retry: RetryConfig, body_len: usize, born_timestamp: i64) -> Self {
         SendArgs {
@@ -35,7 +60,7 @@ impl SendArgs {
             sys_flag: 0,
             batch: false,
             born_timestamp,
-            queue: None,
+            target: Target::Select,
             reconsume: None,
         }
     }
@@ -63,6 +88,8 @@ pub(super) enum SendState {
     Free,
     /// Waiting for the topic's route.
     Route,
+    /// Waiting for [`Session::choose_queue`] ([`Target::Choose`]).
+    Choose,
     /// An attempt's request is queued or in flight.
     Attempt,
     /// Finished; the event is waiting in `done`.
@@ -83,8 +110,25 @@ pub(super) enum Ending {
     Plan(Result<Sent<BrokerId>, SendError>),
     Encode(EncodeError),
     Acl(AclError),
-    Authentication { code: i32, attempts: u8 },
+    Authentication {
+        code: i32,
+        attempts: u8,
+    },
     TooManyRequests,
+    /// No NameServer answered the lookups of the send's topic.
+    NoNameServer,
+    /// The target's broker is not in the route.
+    NoSuchBroker,
+}
+
+/// A send's target while it waits for its route (the broker name copied).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Aim {
+    Select,
+    Queue(String<MAX_BROKER_NAME>, i32),
+    Index(usize),
+    Hash(i32),
+    Choose,
 }
 
 #[derive(Debug)]
@@ -100,14 +144,15 @@ pub(super) struct SendSlot<P> {
     pub(super) born: i64,
     pub(super) reconsume: Option<(i32, i32)>,
     pub(super) plan: Option<SendPlan<BrokerId, P>>,
+    pub(super) aim: Aim,
     pub(super) req: Option<u16>,
     pub(super) stored: Option<Stored>,
     pub(super) remark: String<MAX_REMARK>,
     pub(super) ending: Option<Ending>,
 }
 
-impl<P> SendSlot<P> {
-    pub(super) const EMPTY: Self = SendSlot {
+impl<P> crate::store::Empty for SendSlot<P> {
+    const EMPTY: Self = SendSlot {
         generation: 0,
         state: SendState::Free,
         topic: 0,
@@ -119,6 +164,7 @@ impl<P> SendSlot<P> {
         born: 0,
         reconsume: None,
         plan: None,
+        aim: Aim::Select,
         req: None,
         stored: None,
         remark: String::new(),
@@ -141,13 +187,14 @@ impl<
     /// runtime when the frame is written. The result comes as [`Event::SendDone`].
     ///
     /// # Errors
-    /// [`SubmitError::TooManySends`], [`SubmitError::UnknownTopic`], or
-    /// [`SubmitError::ProfileLeftOut`].
+    /// [`SubmitError::TooManySends`], [`SubmitError::UnknownTopic`],
+    /// [`SubmitError::ProfileLeftOut`], [`SubmitError::TargetLeftOut`], or
+    /// [`SubmitError::BrokerNameTooLong`].
     pub fn send(
         &mut self,
         now: Instant,
         t: TopicId,
-        args: &SendArgs,
+        args: &SendArgs<'_>,
     ) -> Result<SendId, SubmitError> {
         if usize::from(t.0) >= self.topics.len() {
             return Err(SubmitError::UnknownTopic);
@@ -155,14 +202,22 @@ impl<
         if !F::carries(args.retry.profile) {
             return Err(SubmitError::ProfileLeftOut);
         }
+        let aim = match args.target {
+            Target::Select => Aim::Select,
+            _ if !F::TARGETS => return Err(SubmitError::TargetLeftOut),
+            Target::Queue { broker, queue_id } => Aim::Queue(
+                copy_exact(broker).ok_or(SubmitError::BrokerNameTooLong)?,
+                queue_id,
+            ),
+            Target::Index(i) => Aim::Index(i),
+            Target::Hash(h) => Aim::Hash(h),
+            Target::Choose => Aim::Choose,
+        };
         let s = self.send_free.pop().ok_or(SubmitError::TooManySends)?;
         let Some(slot) = self.sends.get_mut(usize::from(s)) else {
             return Err(SubmitError::TooManySends);
         };
-        let plan = match args.queue {
-            Some(q) => SendPlan::carrying(now, args.retry).fixed_to(q),
-            None => SendPlan::carrying(now, args.retry),
-        };
+        let plan = SendPlan::carrying(now, args.retry);
         let deadline = now.saturating_add(args.retry.send_timeout);
         *slot = SendSlot {
             generation: slot.generation,
@@ -176,14 +231,15 @@ impl<
             born: args.born_timestamp,
             reconsume: args.reconsume,
             plan: Some(plan),
-            ..SendSlot::EMPTY
+            aim,
+            ..<SendSlot<F> as crate::store::Empty>::EMPTY
         };
         let id = SendId::new(s, slot.generation);
         let has_route = self
             .topics
             .get(usize::from(t.0))
             .is_some_and(|t| !t.queues.is_empty());
-        if has_route || args.queue.is_some() {
+        if has_route {
             self.start_send(now, s);
         } else {
             self.route_waits.set(s, deadline);
@@ -209,16 +265,79 @@ impl<
         for s in 0..self.sends.len() {
             let slot = &self.sends[s];
             if slot.state == SendState::Route && slot.topic == t {
-                self.route_waits.remove(s as u16);
+                // (`start_send` ends its route wait, unless it now waits for a choice.)
                 self.start_send(now, s as u16);
             }
         }
     }
 
     pub(super) fn start_send(&mut self, now: Instant, s: u16) {
+        if F::TARGETS && !self.aim(now, s) {
+            return;
+        }
         self.route_waits.remove(s);
         let step = self.plan_call(s, |p, env| p.start(now, env));
         self.apply(now, s, step);
+    }
+
+    /// Fixes the queue of a targeted send `s` once its topic has a route: `false` when it
+    /// does not start now (waiting for [`Session::choose_queue`], or ended).
+    fn aim(&mut self, now: Instant, s: u16) -> bool {
+        let Some(slot) = self.sends.get_mut(usize::from(s)) else {
+            return false;
+        };
+        let queues = self
+            .topics
+            .get(usize::from(slot.topic))
+            .map_or(&[][..], |t| t.queues.as_slice());
+        if queues.is_empty() || slot.aim == Aim::Select {
+            // No route (the plan ends the send: NoRoute), or nothing to fix.
+            return true;
+        }
+        let q = match &slot.aim {
+            Aim::Queue(name, queue_id) => {
+                let b = self.brokers.iter().position(|b| b.name == *name);
+                let Some(b) = b.and_then(|b| u16::try_from(b).ok()) else {
+                    self.finish(now, s, Ending::NoSuchBroker);
+                    return false;
+                };
+                Some(PublishQueue {
+                    broker: BrokerId(b),
+                    queue_id: *queue_id,
+                })
+            }
+            Aim::Index(i) => crate::select::select_by_index(queues, *i),
+            Aim::Hash(h) => crate::select::select_by_hash(queues, *h),
+            Aim::Select | Aim::Choose => None,
+        };
+        let Some(q) = q else {
+            // Choose: the runtime picks; the send's deadline still runs.
+            if slot.state != SendState::Choose {
+                slot.state = SendState::Choose;
+                let _ = self.choices.push_back(s);
+            }
+            return false;
+        };
+        slot.aim = Aim::Select;
+        slot.plan = slot.plan.take().map(|p| p.fixed_to(q));
+        true
+    }
+
+    /// Answers [`Event::ChooseQueue`]: send `id` goes to the publish queue at `index` (modulo
+    /// their count). `false` when the send does not wait for a choice.
+    pub fn choose_queue(&mut self, now: Instant, id: SendId, index: usize) -> bool {
+        let s = id.slot();
+        let Some(slot) = self
+            .sends
+            .get_mut(s)
+            .filter(|x| x.state == SendState::Choose && SendId::new(s as u16, x.generation) == id)
+        else {
+            return false;
+        };
+        slot.aim = Aim::Index(index);
+        slot.state = SendState::Route;
+        self.start_send(now, s as u16);
+        true
     }
 
     /// Runs one plan transition of send `s` with the client's fault table and counter.
@@ -298,6 +417,16 @@ impl<
         // A send that failed on a broker (not for want of a route) refreshes the route.
         let failed = matches!(&ending, Ending::Plan(Err(e)) if e.attempts() > 0);
         let t = slot.topic;
+        // No route because no NameServer answered: say so (Java's "No name server address").
+        let unrouted = matches!(&ending, Ending::Plan(Err(e))
+            if e.attempts() == 0 && matches!(e.kind(), SendErrorKind::NoRoute | SendErrorKind::CallTimeout));
+        let ending = match self.topics.get(usize::from(t)) {
+            Some(topic) if unrouted && topic.unreachable => Ending::NoNameServer,
+            _ => ending,
+        };
+        let Some(slot) = self.sends.get_mut(usize::from(s)) else {
+            return;
+        };
         slot.state = SendState::Done;
         slot.ending = Some(ending);
         if let Some(r) = slot.req.take()

@@ -357,14 +357,9 @@ fn no_name_server_answering_fails_the_waiting_sends_at_once() {
     assert_ne!(r2.peer, r.peer);
     w.s.handle_closed(w.now, r2.peer, TransportError::ConnectFailed);
     w.drain();
-    // Both failed in this round: the send ends now (Java: "No route info of this topic").
-    match w.done(id) {
-        Some(Err(SendFailure::Plan { error, .. })) => {
-            assert_eq!(error.kind(), SendErrorKind::NoRoute);
-            assert_eq!(error.attempts(), 0);
-        }
-        other => panic!("{other:?}"),
-    }
+    // Both failed in this round: the send ends now, and says why there is no route (Java:
+    // "No route info of this topic", from connect failures to every NameServer).
+    assert_eq!(w.done(id), Some(Err(SendFailure::NoNameServer)));
     assert!(w.s.route_unreachable(tid));
     assert!(w.events.contains(&Event::RouteFailed(tid)));
     // Lookups go on with back-off (two failures: 2 s).
@@ -960,5 +955,137 @@ fn sends_with_a_profile_left_out_are_refused() {
     // Nothing was taken by the refusals: both of the lean session's slots are free.
     for kept in [RetryConfig::plain, RetryConfig::java49] {
         assert!(lean.send(t(0), lt, &args(kept(SendMode::Sync))).is_ok());
+    }
+}
+
+impl World {
+    fn send_to(&mut self, topic: &str, target: Target<'_>) -> SendId {
+        let tid = self.s.topic(self.now, topic).unwrap();
+        let mut args = SendArgs::new(RetryConfig::java49(SendMode::Sync), 5, 1_700_000_000_000);
+        args.target = target;
+        self.s.send(self.now, tid, &args).unwrap()
+    }
+}
+
+#[test]
+fn a_targeted_send_without_a_route_fails_within_one_send_timeout() {
+    // Two NameServers that never answer: the lookups fail over, and the send (3 s budget,
+    // Java 4.9) ends when its budget is spent, not a second budget later.
+    let mut w = World::new(2);
+    let target = Target::Queue {
+        broker: "broker-a",
+        queue_id: 1,
+    };
+    let id = w.send_to("T", target);
+    let r = one(w.out());
+    assert_eq!(r.code, RequestCode::GET_ROUTEINFO_BY_TOPIC.0);
+    w.advance_to(t(2999));
+    assert!(w.done(id).is_none(), "nothing at t-1");
+    w.advance_to(t(3000));
+    assert_eq!(w.done(id), Some(Err(SendFailure::NoNameServer)));
+    // The second NameServer is still asked (for later sends).
+    assert_eq!(one(w.out()).code, RequestCode::GET_ROUTEINFO_BY_TOPIC.0);
+}
+
+#[test]
+fn a_targeted_send_whose_route_comes_late_keeps_the_deadline_it_started_with() {
+    let mut w = World::new(1);
+    let id = w.send_to("T", Target::Index(0));
+    let r = one(w.out());
+    w.advance_to(t(2500));
+    w.reply(&r, 0, &[], route(&[A], 4).as_bytes());
+    let s = one(w.out());
+    assert_eq!(s.ext["e"], "0");
+    // The attempt may run until 3 s after the send started, not 3 s after the route came.
+    assert_eq!(w.s.poll_timeout(), Some(t(3000)));
+    w.advance_to(t(3000));
+    match w.done(id) {
+        Some(Err(SendFailure::Plan { error, .. })) => {
+            assert_eq!(
+                error.kind(),
+                SendErrorKind::Transport(TransportError::TimedOut)
+            );
+            assert_eq!(error.attempts(), 1, "a fixed queue gets one attempt");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn targets_are_resolved_on_the_route_when_it_arrives() {
+    let mut w = World::new(1);
+    let to_b = w.send_to(
+        "T",
+        Target::Queue {
+            broker: "broker-b",
+            queue_id: 1,
+        },
+    );
+    let by_index = w.send_to("T", Target::Index(6));
+    let key = crate::select::java_string_hash("order-42");
+    let by_key = w.send_to("T", Target::Hash(key));
+    let nowhere = w.send_to(
+        "T",
+        Target::Queue {
+            broker: "broker-x",
+            queue_id: 0,
+        },
+    );
+    let r = one(w.out());
+    w.reply(&r, 0, &[], route(&[A, B], 2).as_bytes());
+    assert_eq!(w.done(nowhere), Some(Err(SendFailure::NoSuchBroker)));
+    let tid = w.s.topic(w.now, "T").unwrap();
+    let queues: StdVec<(u16, i32)> =
+        w.s.publish_queues(tid)
+            .iter()
+            .map(|q| (q.broker.0, q.queue_id))
+            .collect();
+    let sent = w.out();
+    assert_eq!(sent.len(), 3);
+    let queue_of = |s: &Sent| {
+        let Peer::Broker(b) = s.peer else {
+            panic!("{s:?}")
+        };
+        (b.0, s.ext["e"].parse::<i32>().unwrap())
+    };
+    let b = w.s.find_broker("broker-b").unwrap();
+    assert_eq!(queue_of(&sent[0]), (b.0, 1));
+    assert_eq!(queue_of(&sent[1]), queues[6 % 4]);
+    let h = usize::try_from((key % 4).unsigned_abs()).unwrap();
+    assert_eq!(queue_of(&sent[2]), queues[h]);
+    for (s, id) in sent.iter().zip([to_b, by_index, by_key]) {
+        w.stored(s, 1);
+        assert!(w.done(id).unwrap().is_ok());
+    }
+}
+
+#[test]
+fn a_chosen_queue_is_asked_for_once_the_route_is_known_within_the_deadline() {
+    let mut w = World::new(1);
+    let id = w.send_to("T", Target::Choose);
+    let late = w.send_to("T", Target::Choose);
+    let r = one(w.out());
+    w.reply(&r, 0, &[], route(&[A], 4).as_bytes());
+    assert!(w.events.contains(&Event::ChooseQueue { id, queues: 4 }));
+    assert!(w.events.contains(&Event::ChooseQueue {
+        id: late,
+        queues: 4
+    }));
+    assert!(w.out().is_empty(), "nothing is sent before the choice");
+    assert!(w.s.choose_queue(w.now, id, 7));
+    assert!(!w.s.choose_queue(w.now, id, 1), "chosen once");
+    let s = one(w.out());
+    assert_eq!(s.ext["e"], "3");
+    w.stored(&s, 1);
+    assert!(w.done(id).unwrap().is_ok());
+    // The other is never chosen: it ends at its deadline.
+    w.advance_to(t(2999));
+    assert!(w.done(late).is_none());
+    w.advance_to(t(3000));
+    match w.done(late) {
+        Some(Err(SendFailure::Plan { error, .. })) => {
+            assert_eq!(error.kind(), SendErrorKind::CallTimeout);
+        }
+        other => panic!("{other:?}"),
     }
 }

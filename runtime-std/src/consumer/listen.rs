@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::time::Duration as StdDuration;
 
-use rmq_core::admin::{CmResult, write_direct_result, write_response};
+use rmq_core::client::DirectOutcome;
 use rmq_core::message::properties::EncodeProperties;
 use rmq_core::retry::{RetryConfig, SendMode};
 use rmq_core::send_back::{
@@ -20,7 +20,7 @@ use tokio::sync::{Semaphore, oneshot};
 
 use super::{ConsumedMessage, Consumer};
 use crate::clock;
-use crate::driver::{Core, Machine};
+use crate::driver::{Machine, Session};
 use crate::sync::{Ordering, lock};
 use rmq_core::pull_consumer::QueueKey;
 use std::collections::HashMap;
@@ -76,43 +76,28 @@ pub(crate) type Direct = Arc<
 >;
 
 /// Runs CONSUME_MESSAGE_DIRECTLY requests (`mqadmin queryMsgById … -d <clientId>`) on the
-/// registered handler and answers each; without a handler (a poll-only consumer), or with a
-/// message that does not decode, SYSTEM_ERROR with a remark that says so.
+/// registered handler and has the core answer each (without a handler, a poll-only consumer,
+/// the core answers that there is none).
 pub(crate) async fn serve_directs(
     weak: Weak<super::Inner>,
-    mut rx: mpsc::UnboundedReceiver<(Peer, i32, Option<ConsumedMessage>)>,
+    mut rx: mpsc::UnboundedReceiver<(Peer, i32, ConsumedMessage)>,
 ) {
     while let Some((peer, opaque, m)) = rx.recv().await {
         let Some(inner) = weak.upgrade() else { return };
         let handler = lock(&inner.direct).clone();
         tokio::spawn(async move {
-            let (version, order) = (inner.cfg.version, inner.cfg.orderly);
-            let mut buf = vec![0u8; 4096];
             let t0 = std::time::Instant::now();
-            let n = match (handler, m) {
-                (Some(h), Some(m)) => {
-                    let (result, remark) = match tokio::spawn(h(m)).await {
-                        Ok(ConsumeResult::Success) => (CmResult::Success, None),
-                        Ok(ConsumeResult::Partial(n)) if n > 0 => (CmResult::Success, None),
-                        Ok(_) => (CmResult::Later, None),
-                        Err(_) => (CmResult::ThrowException, Some("the handler panicked")),
-                    };
-                    let spent = u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX);
-                    write_direct_result(opaque, version, order, result, remark, spent, &mut buf)
-                }
-                (None, _) => {
-                    let remark = "this consumer has no handler (Consumer::run registers one)";
-                    write_response(1, opaque, version, Some(remark), &[], &mut buf)
-                }
-                (_, None) => {
-                    let remark = "the message does not decode";
-                    write_response(1, opaque, version, Some(remark), &[], &mut buf)
-                }
+            let outcome = match handler {
+                Some(h) => match tokio::spawn(h(m)).await {
+                    Ok(ConsumeResult::Success) => DirectOutcome::Success,
+                    Ok(ConsumeResult::Partial(n)) if n > 0 => DirectOutcome::Success,
+                    Ok(_) => DirectOutcome::Later,
+                    Err(_) => DirectOutcome::Failed,
+                },
+                None => DirectOutcome::NoHandler,
             };
-            if let Ok(n) = n {
-                buf.truncate(n);
-                inner.driver.reply(peer, buf);
-            }
+            let spent = u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX);
+            inner.driver.answer_direct(peer, opaque, outcome, spent);
         });
     }
 }
@@ -191,8 +176,11 @@ impl Consumer {
         let mut args = SendArgs::new(retry, m.body.len(), clock::unix_millis());
         args.flag = m.flag;
         args.reconsume = Some(p.reconsume());
-        let sent = self.inner.driver.send(&topic, args, props, m.body.clone());
-        matches!(sent.await, Ok((_, (Ok(_), _))))
+        let sent = self
+            .inner
+            .driver
+            .send(&topic, args, props, m.body.clone(), None);
+        matches!(sent.await, Ok((Ok(_), _)))
     }
 
     /// Runs `handler` on every message until [`Consumer::shutdown`]: up to
@@ -336,7 +324,7 @@ impl Consumer {
             while !batch.is_empty() {
                 loop {
                     let now = clock::now();
-                    let turn = |c: &mut Machine, _: &Core| {
+                    let turn = |c: &mut Machine, _: &Session| {
                         (c.is_current(queue, lease), c.begin(now, queue, lease))
                     };
                     match self.with(false, turn) {

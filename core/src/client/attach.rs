@@ -1,0 +1,194 @@
+//! What the client asks of the consumer attached to it: the [`PullConsumer`], or
+//! [`NoConsumer`] for a producer (whose client then compiles none of the consumer's code).
+//!
+//! The client correlates, times out and routes; the consumer decides. Every method here is
+//! called by [`Client`](super::Client) only, in the order its docs give.
+
+use crate::pull_consumer::{Delivery, PullConsumer, PullEvent};
+use crate::session::{Outbound, SessionApi, Transmit};
+use crate::store::Store;
+use crate::time::Instant;
+
+/// A consumer the client drives (see the [module docs](self)).
+pub trait Attached {
+    /// Whether a consumer is there: `false` answers the brokers' consumer requests with
+    /// REQUEST_CODE_NOT_SUPPORTED, as a Java producer does.
+    const ATTACHED: bool;
+    /// Runs its schedules (rebalance, commits, locks).
+    fn handle_timeout(&mut self, now: Instant);
+    /// When [`handle_timeout`](Self::handle_timeout) or [`poll_call`](Self::poll_call) has
+    /// work next.
+    fn poll_timeout(&self) -> Option<Instant>;
+    /// Its next request, encoded through the session's `call`.
+    fn poll_call<S: SessionApi, M: Outbound + ?Sized>(
+        &mut self,
+        now: Instant,
+        session: &mut S,
+        buf: &mut [u8],
+        lend: &M,
+    ) -> Option<Transmit>;
+    /// The answer to one of its calls (`false`: not one of them).
+    fn handle_response<S: SessionApi>(
+        &mut self,
+        now: Instant,
+        session: &S,
+        opaque: i32,
+        frame: &[u8],
+        deliver: &mut dyn FnMut(Delivery<'_, '_>),
+    ) -> bool;
+    /// One of its calls got no answer (`false`: not one of them).
+    fn handle_call_failed(&mut self, now: Instant, opaque: i32) -> bool;
+    /// Its next event.
+    fn poll_event(&mut self) -> Option<PullEvent>;
+    /// Whether something it was told since the last call made a request due now.
+    fn take_wake(&mut self) -> bool;
+    /// NOTIFY_CONSUMER_IDS_CHANGED.
+    fn notify_ids_changed(&mut self, now: Instant);
+    /// RESET_CONSUMER_CLIENT_OFFSET's body.
+    fn reset_offsets<S: SessionApi>(&mut self, now: Instant, session: &S, body: &[u8]);
+    /// The consumer group (GET_CONSUMER_RUNNING_INFO names one).
+    fn group(&self) -> &str;
+    /// Orderly consumption (CONSUME_MESSAGE_DIRECTLY's answer says so).
+    fn orderly(&self) -> bool;
+    /// The `ConsumerRunningInfo` body, written into `buf`.
+    #[allow(clippy::too_many_arguments)]
+    fn running_info<S: SessionApi>(
+        &mut self,
+        now: Instant,
+        unix_now: i64,
+        session: &S,
+        extra: &[(&str, &str)],
+        consume_rt: u64,
+        buf: &mut [u8],
+    ) -> Option<usize>;
+}
+
+/// No consumer: a producer's client.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoConsumer;
+
+impl Attached for NoConsumer {
+    const ATTACHED: bool = false;
+    fn handle_timeout(&mut self, _: Instant) {}
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+    fn poll_call<S: SessionApi, M: Outbound + ?Sized>(
+        &mut self,
+        _: Instant,
+        _: &mut S,
+        _: &mut [u8],
+        _: &M,
+    ) -> Option<Transmit> {
+        None
+    }
+    fn handle_response<S: SessionApi>(
+        &mut self,
+        _: Instant,
+        _: &S,
+        _: i32,
+        _: &[u8],
+        _: &mut dyn FnMut(Delivery<'_, '_>),
+    ) -> bool {
+        false
+    }
+    fn handle_call_failed(&mut self, _: Instant, _: i32) -> bool {
+        false
+    }
+    fn poll_event(&mut self) -> Option<PullEvent> {
+        None
+    }
+    fn take_wake(&mut self) -> bool {
+        false
+    }
+    fn notify_ids_changed(&mut self, _: Instant) {}
+    fn reset_offsets<S: SessionApi>(&mut self, _: Instant, _: &S, _: &[u8]) {}
+    fn group(&self) -> &str {
+        ""
+    }
+    fn orderly(&self) -> bool {
+        false
+    }
+    fn running_info<S: SessionApi>(
+        &mut self,
+        _: Instant,
+        _: i64,
+        _: &S,
+        _: &[(&str, &str)],
+        _: u64,
+        _: &mut [u8],
+    ) -> Option<usize> {
+        None
+    }
+}
+
+impl<
+    const SUBS: usize,
+    const OWNED: usize,
+    const TRACK: usize,
+    const CALLS: usize,
+    const CIDS: usize,
+    const QUEUES: usize,
+    const BACKS: usize,
+    St: Store,
+> Attached for PullConsumer<SUBS, OWNED, TRACK, CALLS, CIDS, QUEUES, BACKS, St>
+{
+    const ATTACHED: bool = true;
+    fn handle_timeout(&mut self, now: Instant) {
+        PullConsumer::handle_timeout(self, now);
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        PullConsumer::poll_timeout(self)
+    }
+    fn poll_call<S: SessionApi, M: Outbound + ?Sized>(
+        &mut self,
+        now: Instant,
+        session: &mut S,
+        buf: &mut [u8],
+        lend: &M,
+    ) -> Option<Transmit> {
+        PullConsumer::poll_call(self, now, session, buf, lend)
+    }
+    fn handle_response<S: SessionApi>(
+        &mut self,
+        now: Instant,
+        session: &S,
+        opaque: i32,
+        frame: &[u8],
+        deliver: &mut dyn FnMut(Delivery<'_, '_>),
+    ) -> bool {
+        PullConsumer::handle_response(self, now, session, opaque, frame, deliver)
+    }
+    fn handle_call_failed(&mut self, now: Instant, opaque: i32) -> bool {
+        PullConsumer::handle_call_failed(self, now, opaque)
+    }
+    fn poll_event(&mut self) -> Option<PullEvent> {
+        PullConsumer::poll_event(self)
+    }
+    fn take_wake(&mut self) -> bool {
+        PullConsumer::take_wake(self)
+    }
+    fn notify_ids_changed(&mut self, now: Instant) {
+        PullConsumer::notify_ids_changed(self, now);
+    }
+    fn reset_offsets<S: SessionApi>(&mut self, now: Instant, session: &S, body: &[u8]) {
+        PullConsumer::reset_offsets(self, now, session, body);
+    }
+    fn group(&self) -> &str {
+        PullConsumer::group(self)
+    }
+    fn orderly(&self) -> bool {
+        self.is_orderly()
+    }
+    fn running_info<S: SessionApi>(
+        &mut self,
+        now: Instant,
+        unix_now: i64,
+        session: &S,
+        extra: &[(&str, &str)],
+        consume_rt: u64,
+        buf: &mut [u8],
+    ) -> Option<usize> {
+        PullConsumer::running_info(self, now, unix_now, session, extra, consume_rt, buf)
+    }
+}

@@ -1,0 +1,487 @@
+//! The client: one sans-IO value per client instance (Java's `MQClientInstance`) that owns the
+//! [`Session`] and every machine attached to it (the [`PullConsumer`](crate::pull_consumer),
+//! and the transaction, request-reply and POP machines to come), in quinn-proto's
+//! `Connection` shape. It is what runtimes drive: they move bytes and time, and never look at
+//! a request code or choose which machine a frame is for.
+//!
+//! ## What the client joins
+//!
+//! - **Frames**: [`Client::handle_frame`] hands a response to whoever issued the request (the
+//!   session's own, or the consumer's calls, correlated by the session's one request table)
+//!   and dispatches every request a broker sends ([`answer`]: NOTIFY_CONSUMER_IDS_CHANGED,
+//!   RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY, and
+//!   REQUEST_CODE_NOT_SUPPORTED for the rest).
+//! - **Transmits**: [`Client::poll_transmit`] gives answers to brokers first, then the
+//!   session's requests (routes, sends, heartbeats), then the consumer's (pulls, offsets,
+//!   locks, send-backs).
+//! - **Time**: [`Client::handle_timeout`] runs every machine's schedule; calls that timed out
+//!   (or died with their connection) reach the consumer at once.
+//! - **Events**: [`Client::poll_event`] reports what callers wait for ([`Event`]).
+//!
+//! ## Call order
+//!
+//! On every wake-up: the `handle_*` inputs, then application commands (on
+//! [`Client::session_mut`] and [`Client::consumer_mut`], or [`Client::answer_direct`]), then
+//! [`Client::poll_transmit`] until `None`, [`Client::poll_event`] until `None`, and sleep until
+//! [`Client::poll_timeout`] or the next input. Time is monotonic and passed in; an early or
+//! extra [`Client::handle_timeout`] is a no-op.
+//!
+//! ```
+//! use rmq_core::client::{Client, Inbound, NoConsumer};
+//! use rmq_core::session::{Config, Outbound, Peer, SendId, Session};
+//! use rmq_core::time::Instant;
+//! use rmq_core::wire::{CommandRepr, RequestCode, SerializeType, headers::HeartbeatRequestHeader};
+//!
+//! struct Lend;
+//! impl Outbound for Lend {
+//!     fn properties(&self, _: SendId) -> &str { "" }
+//! }
+//! let cfg = Config::new(1, "pg", "10.0.0.2@gw");
+//! let mut c: Client<4, 4, 16, 8, 2, 2048> =
+//!     Client::from_parts(Session::build(&cfg, Instant::ZERO), NoConsumer);
+//! // A broker asks a producer for its running info (`mqadmin consumerStatus`).
+//! let mut req = [0u8; 256];
+//! let repr = CommandRepr::<HeartbeatRequestHeader>::request(
+//!     RequestCode::GET_CONSUMER_RUNNING_INFO, 7, 0, None);
+//! let n = repr.emit_frame_prefix_and_header(SerializeType::JSON, 0, &mut req).unwrap();
+//! let peer = Peer::NameServer(0);
+//! c.handle_frame(Instant::ZERO, peer, &req[..n], &mut |_: Inbound<'_, '_>| {}).unwrap();
+//! // The client answers it itself: REQUEST_CODE_NOT_SUPPORTED, as a Java producer does.
+//! let mut buf = [0u8; 512];
+//! let tx = c.poll_transmit(Instant::ZERO, &mut buf, &Lend).unwrap();
+//! assert!(tx.answer && tx.opaque == 7 && tx.peer == peer);
+//! ```
+
+mod answer;
+mod attach;
+
+use heapless::{Deque, Vec};
+
+pub use answer::DirectOutcome;
+pub use attach::{Attached, NoConsumer};
+
+use answer::{ANSWERS, Answer};
+
+use crate::admin::{direct_message, is_oneway};
+use crate::pull_consumer::{Delivery, PullEvent, QueueKey};
+use crate::retry::TransportError;
+use crate::session::{
+    self, BrokerId, Features, FrameError, Full, Incoming, Outbound, Peer, SendFailure, SendId,
+    SendReceipt, Session, TopicId, Transmit,
+};
+use crate::store::{Fixed, Store};
+use crate::time::Instant;
+use crate::wire::headers::GetConsumerRunningInfoRequestHeader;
+use crate::wire::{CommandHeader, Frame, RequestCode, Scratch};
+
+/// Something a caller of the client waits for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// A send ended (its slot is free again).
+    SendDone {
+        /// Which send.
+        id: SendId,
+        /// Its result.
+        result: Result<SendReceipt, SendFailure>,
+    },
+    /// Close the connection to this peer and report it with [`Client::handle_closed`]; the
+    /// next transmit opens a new one (see [`session::Event::Reconnect`]).
+    Reconnect(Peer),
+    /// A route of this topic was applied.
+    RouteUpdated(TopicId),
+    /// A lookup of this topic, which has no route, failed (it is retried with back-off).
+    RouteFailed(TopicId),
+    /// Send `id` waits for the runtime's choice of one of its `queues` publish queues
+    /// ([`session::Target::Choose`], answered with `Session::choose_queue`).
+    ChooseQueue {
+        /// Which send.
+        id: SendId,
+        /// How many publish queues the topic has.
+        queues: usize,
+    },
+    /// Every heartbeat sent was answered or failed.
+    HeartbeatsDone,
+    /// Every UNREGISTER_CLIENT was answered or failed.
+    Unregistered,
+    /// What the consumer reports (send-backs, broadcasting offsets).
+    Consumer(PullEvent),
+}
+
+/// What a frame hands the application (through [`Client::handle_frame`]'s closure).
+#[derive(Clone, Copy, Debug)]
+pub enum Inbound<'a, 'm> {
+    /// A pulled message: acknowledge it through the consumer.
+    Message(Delivery<'a, 'm>),
+    /// CONSUME_MESSAGE_DIRECTLY (`mqadmin queryMsgById … -d <clientId>`): run the
+    /// application's handler on `message` (not in flight: acknowledging it does nothing),
+    /// then answer with [`Client::answer_direct`]`(peer, opaque, ..)`.
+    Direct {
+        /// The broker that asked.
+        peer: Peer,
+        /// Its request's opaque.
+        opaque: i32,
+        /// The message.
+        message: Delivery<'a, 'm>,
+    },
+}
+
+/// Counters of the client's own work (the session's and the consumer's have theirs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ClientStats {
+    /// Answers written to brokers' requests.
+    pub answered: u32,
+    /// Answers dropped: too many waiting, or one that does not fit the transmit buffer.
+    pub answers_dropped: u32,
+}
+
+/// The client (see the [module docs](self)): a [`Session`] with these capacities, features and
+/// store, and the consumer `C` ([`NoConsumer`] for a producer).
+pub struct Client<
+    const TOPICS: usize,
+    const BROKERS: usize,
+    const QUEUES: usize,
+    const REQUESTS: usize,
+    const SENDS: usize,
+    const ROUTE_STR: usize,
+    F: Features = Full,
+    St: Store = Fixed,
+    C: Attached = NoConsumer,
+> {
+    session: Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F, St>,
+    consumer: C,
+    answers: Deque<Answer, ANSWERS>,
+    stats: ClientStats,
+    /// The latest `now` an input brought.
+    now: Instant,
+}
+
+impl<
+    const TOPICS: usize,
+    const BROKERS: usize,
+    const QUEUES: usize,
+    const REQUESTS: usize,
+    const SENDS: usize,
+    const ROUTE_STR: usize,
+    F: Features,
+    St: Store,
+    C: Attached,
+> Client<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F, St, C>
+{
+    /// The client of `session` and `consumer`. Inlined, so that
+    /// `Client::from_parts(Session::build(..), PullConsumer::build(..))` builds both where the
+    /// client lives (a gateway's client is kilobytes: no copy through the stack).
+    #[inline(always)]
+    pub fn from_parts(
+        session: Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F, St>,
+        consumer: C,
+    ) -> Self {
+        Client {
+            session,
+            consumer,
+            answers: Deque::new(),
+            stats: ClientStats::default(),
+            now: Instant::ZERO,
+        }
+    }
+
+    // ----- getters -------------------------------------------------------------------------
+
+    /// The session (routes, brokers, sends, counters).
+    pub fn session(&self) -> &Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F, St> {
+        &self.session
+    }
+
+    /// The consumer.
+    pub fn consumer(&self) -> &C {
+        &self.consumer
+    }
+
+    /// The client's counters.
+    pub fn stats(&self) -> ClientStats {
+        self.stats
+    }
+
+    /// Whether `tx` must still be written: an answer always; a request while the session
+    /// waits for it (a runtime that holds a frame of a request given up on drops it).
+    pub fn is_live(&self, tx: &Transmit) -> bool {
+        tx.answer || self.session.is_live(tx.opaque)
+    }
+
+    /// Whether work is due now without waiting for [`Client::poll_timeout`] (answers or
+    /// requests queued, a queue an acknowledgement unblocked).
+    pub fn has_work(&mut self) -> bool {
+        !self.answers.is_empty() || self.session.has_transmit() || self.consumer.take_wake()
+    }
+
+    // ----- commands ------------------------------------------------------------------------
+
+    /// The session, for its commands (topics, sends, routes, heartbeats, unregistering).
+    pub fn session_mut(
+        &mut self,
+    ) -> &mut Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F, St> {
+        &mut self.session
+    }
+
+    /// The consumer, for its commands (acks, seeks, pauses, nacks, stop), with the session to
+    /// name things.
+    pub fn consumer_mut(
+        &mut self,
+    ) -> (
+        &mut C,
+        &mut Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F, St>,
+    ) {
+        (&mut self.consumer, &mut self.session)
+    }
+
+    /// The application's handler ran the message of [`Inbound::Direct`] in `spent_ms`: the
+    /// answer to that CONSUME_MESSAGE_DIRECTLY goes out with the next transmits.
+    pub fn answer_direct(
+        &mut self,
+        peer: Peer,
+        opaque: i32,
+        outcome: DirectOutcome,
+        spent_ms: u64,
+    ) {
+        self.answer(Answer::Direct {
+            peer,
+            opaque,
+            outcome: Some(outcome),
+            spent_ms,
+        });
+    }
+
+    // ----- inputs --------------------------------------------------------------------------
+
+    /// A whole frame arrived from `peer`. Responses go to whoever asked (a pull answer's
+    /// messages to `inbound`); a broker's request is acted on, and answered with the next
+    /// transmits.
+    ///
+    /// # Errors
+    /// [`FrameError`] when the frame cannot be read: close that connection and report it with
+    /// [`Client::handle_closed`].
+    pub fn handle_frame(
+        &mut self,
+        now: Instant,
+        peer: Peer,
+        frame: &[u8],
+        inbound: &mut dyn FnMut(Inbound<'_, '_>),
+    ) -> Result<(), FrameError> {
+        self.now = now;
+        match self.session.handle_frame(now, peer, frame)? {
+            Incoming::Handled => {}
+            Incoming::Response(opaque) => {
+                let deliver = &mut |d: Delivery<'_, '_>| inbound(Inbound::Message(d));
+                let _ = self
+                    .consumer
+                    .handle_response(now, &self.session, opaque, frame, deliver);
+            }
+            Incoming::Request { code, opaque } => {
+                self.request(now, peer, code, opaque, frame, inbound);
+            }
+        }
+        Ok(())
+    }
+
+    /// The connection to `peer` is gone (or could not be opened): what was written to it
+    /// fails at once.
+    pub fn handle_closed(&mut self, now: Instant, peer: Peer, cause: TransportError) {
+        self.session.handle_closed(now, peer, cause);
+        self.settle(now);
+    }
+
+    /// The frame of `opaque` was written completely (when [`Transmit::report_written`] was
+    /// set).
+    pub fn handle_written(&mut self, now: Instant, opaque: i32) {
+        self.session.handle_written(now, opaque);
+    }
+
+    /// Runs every schedule due at `now` (request deadlines, routes, heartbeats, the
+    /// consumer's rebalance, commits and locks). An early or extra call is a no-op.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.session.handle_timeout(now);
+        self.consumer.handle_timeout(now);
+        self.settle(now);
+    }
+
+    // ----- outputs -------------------------------------------------------------------------
+
+    /// The next frame to write, encoded into `buf`: answers to brokers first, then the
+    /// session's requests, then the consumer's.
+    pub fn poll_transmit<M: Outbound + ?Sized>(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        lend: &M,
+    ) -> Option<Transmit> {
+        while let Some(a) = self.answers.pop_front() {
+            if let Some(tx) = self.write_answer(now, a, buf, lend) {
+                return Some(tx);
+            }
+        }
+        if let Some(tx) = self.session.poll_transmit(now, buf, lend) {
+            return Some(tx);
+        }
+        self.consumer.poll_call(now, &mut self.session, buf, lend)
+    }
+
+    /// When [`Client::handle_timeout`] must be called next.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match (self.session.poll_timeout(), self.consumer.poll_timeout()) {
+            (Some(a), Some(b)) => Some(if a <= b { a } else { b }),
+            (a, None) => a,
+            (None, b) => b,
+        }
+    }
+
+    /// The next event, or `None`.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        loop {
+            let e = match self.session.poll_event() {
+                Some(e) => e,
+                None => return self.consumer.poll_event().map(Event::Consumer),
+            };
+            return Some(match e {
+                session::Event::SendDone { id, result } => Event::SendDone { id, result },
+                session::Event::Reconnect(p) => Event::Reconnect(p),
+                session::Event::RouteUpdated(t) => Event::RouteUpdated(t),
+                session::Event::RouteFailed(t) => Event::RouteFailed(t),
+                session::Event::ChooseQueue { id, queues } => Event::ChooseQueue { id, queues },
+                session::Event::HeartbeatsDone => Event::HeartbeatsDone,
+                session::Event::Unregistered => Event::Unregistered,
+                session::Event::CallFailed { opaque, .. } => {
+                    // The consumer's (taken by `settle` unless it came since).
+                    self.consumer.handle_call_failed(self.now, opaque);
+                    continue;
+                }
+            });
+        }
+    }
+
+    // ----- internals -----------------------------------------------------------------------
+
+    /// Hands the calls that got no answer to the consumer.
+    fn settle(&mut self, now: Instant) {
+        self.now = now;
+        if C::ATTACHED {
+            while let Some((opaque, _)) = self.session.poll_call_failed() {
+                self.consumer.handle_call_failed(now, opaque);
+            }
+        }
+    }
+
+    fn answer(&mut self, a: Answer) {
+        if self.answers.push_back(a).is_err() {
+            self.stats.answers_dropped = self.stats.answers_dropped.wrapping_add(1);
+        }
+    }
+
+    /// A request `peer` sent (see [`answer`]).
+    fn request(
+        &mut self,
+        now: Instant,
+        peer: Peer,
+        code: i32,
+        opaque: i32,
+        frame: &[u8],
+        inbound: &mut dyn FnMut(Inbound<'_, '_>),
+    ) {
+        // The session read the header already: this cannot fail.
+        let Some(f) = Frame::new_checked(frame).ok() else {
+            return;
+        };
+        let Some(h) = CommandHeader::parse(&f).ok() else {
+            return;
+        };
+        let c = RequestCode(code);
+        if C::ATTACHED && c == RequestCode::NOTIFY_CONSUMER_IDS_CHANGED {
+            self.consumer.notify_ids_changed(now);
+        } else if C::ATTACHED && c == RequestCode::RESET_CONSUMER_CLIENT_OFFSET {
+            self.consumer
+                .reset_offsets(now, &self.session, f.body_ref());
+        } else if C::ATTACHED && c == RequestCode::GET_CONSUMER_RUNNING_INFO {
+            let group = self.consumer.group();
+            let ours = GetConsumerRunningInfoRequestHeader::decode(&h, &mut Scratch::default())
+                .is_ok_and(|r| r.consumer_group == group);
+            self.answer(Answer::RunningInfo { peer, opaque, ours });
+        } else if C::ATTACHED && c == RequestCode::CONSUME_MESSAGE_DIRECTLY {
+            match direct_message(frame) {
+                Some((m, broker_name)) => {
+                    // Not in flight: acknowledging or nacking it does nothing.
+                    let queue = QueueKey {
+                        topic: TopicId(u16::MAX),
+                        broker: BrokerId(u16::MAX),
+                        queue_id: m.queue_id,
+                    };
+                    let message = Delivery {
+                        queue,
+                        lease: 0,
+                        topic: crate::send_back::origin_topic(&m),
+                        queue_topic: m.topic,
+                        broker_name,
+                        message: &m,
+                    };
+                    inbound(Inbound::Direct {
+                        peer,
+                        opaque,
+                        message,
+                    });
+                }
+                None => self.answer(Answer::Direct {
+                    peer,
+                    opaque,
+                    outcome: None,
+                    spent_ms: 0,
+                }),
+            }
+        } else if !is_oneway(&h) {
+            self.answer(Answer::NotServed { peer, opaque, code });
+        }
+    }
+
+    /// Encodes answer `a` into `buf`.
+    fn write_answer<M: Outbound + ?Sized>(
+        &mut self,
+        now: Instant,
+        a: Answer,
+        buf: &mut [u8],
+        lend: &M,
+    ) -> Option<Transmit> {
+        let version = self.session.config_version();
+        let (consumer, session) = (&mut self.consumer, &self.session);
+        let group = consumer.group();
+        let orderly = consumer.orderly();
+        let mut name = heapless::String::<{ crate::pull_consumer::MAX_NAME }>::new();
+        let _ = name.push_str(group);
+        let n = a.write(version, &name, orderly, buf, |tail| {
+            let mut extra: Vec<(&str, &str), 32> = Vec::new();
+            let mut i = 0;
+            while let Some(p) = lend.running_prop(i) {
+                if extra.push(p).is_err() {
+                    break;
+                }
+                i += 1;
+            }
+            let unix = lend.unix_millis();
+            consumer.running_info(now, unix, session, &extra, lend.consume_rt(), tail)
+        });
+        let Some(len) = n else {
+            self.stats.answers_dropped = self.stats.answers_dropped.wrapping_add(1);
+            return None;
+        };
+        self.stats.answered = self.stats.answered.wrapping_add(1);
+        Some(Transmit {
+            peer: a.peer(),
+            len,
+            opaque: a.opaque(),
+            body: None,
+            body_len: 0,
+            report_written: false,
+            answer: true,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;
