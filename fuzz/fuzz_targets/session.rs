@@ -17,8 +17,9 @@
 //!
 //! Invariants: no panic; the session's bookkeeping holds after every operation
 //! (`check_invariants`); every send and every call ends exactly once (a call: its response
-//! handed back by `handle_frame`, or `CallFailed`); once the clock passes every deadline (and
-//! transmits are drained unanswered), every send and call has ended.
+//! handed back by `handle_frame`, or `CallFailed`); a send never makes more attempts than its
+//! retry budget; once the clock passes every deadline (and transmits are drained unanswered),
+//! every send and call has ended.
 #![no_main]
 
 use std::collections::HashSet;
@@ -76,6 +77,8 @@ fn cause(c: u8) -> TransportError {
 struct World {
     s: S,
     now: Instant,
+    /// The retry budget of every send (`RetryConfig::max_attempts`).
+    max_attempts: u8,
     written: Vec<Transmit>,
     started: HashSet<u32>,
     ended: HashSet<u32>,
@@ -100,9 +103,14 @@ impl World {
     fn events(&mut self) {
         while let Some(e) = self.s.poll_event() {
             match e {
-                Event::SendDone { id, .. } => {
+                Event::SendDone { id, result } => {
                     assert!(self.started.contains(&id.0), "an unknown send ended");
                     assert!(self.ended.insert(id.0), "a send ended twice");
+                    let attempts = match &result {
+                        Ok(r) => r.attempts,
+                        Err(f) => f.attempts(),
+                    };
+                    assert!(attempts <= self.max_attempts, "attempts over the budget");
                 }
                 Event::CallFailed { opaque, .. } => {
                     assert!(
@@ -163,6 +171,7 @@ fuzz_target!(|data: &[u8]| {
     let mut w = World {
         s,
         now: Instant::ZERO,
+        max_attempts: retry.max_attempts(),
         written: Vec::new(),
         started: HashSet::new(),
         ended: HashSet::new(),
