@@ -18,7 +18,7 @@
 //!   message (PULL body) decoding and client-side validation.
 //! - [`route`]: TopicRouteData parsing and the producer's publish-queue list.
 //! - [`acl`]: ACL 1.0 request signing (HMAC-SHA1), streamed without allocating.
-//! - [`pending`]: the in-flight request table keyed by opaque, with deadlines.
+//! - [`deadline`]: the deadline heap behind the session's request timeouts and route waits.
 //! - [`fault`], [`select`], [`retry`]: latency fault tolerance, queue selection and the send
 //!   retry plan (Java 4.9 and 5.x profiles plus our `Adaptive` profile).
 //! - [`producer`]: runtime-neutral producer pieces shared by both runtimes: the send request
@@ -57,6 +57,7 @@ pub mod acl;
 pub mod admin;
 pub mod autobatch;
 pub mod consumer;
+pub mod deadline;
 pub mod fault;
 pub mod json;
 pub mod link;
@@ -64,7 +65,6 @@ pub mod lock;
 pub mod message;
 pub mod metrics;
 pub mod outbox;
-pub mod pending;
 pub mod producer;
 pub mod pull_consumer;
 pub mod retry;

@@ -68,8 +68,8 @@ use core::fmt;
 use heapless::{Deque, String, Vec};
 
 use crate::acl::{AclError, Credentials, SignedFields};
+use crate::deadline::DeadlineHeap;
 use crate::fault::{FaultTable, UpdateRule};
-use crate::pending::DeadlineHeap;
 use crate::producer::{
     Backoff, CLIENT_API_TIMEOUT, DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, HeartbeatFlavor,
     NamesrvCursor, POLL_NAME_SERVER_INTERVAL, SendRequest, SendResponse, error_refresh_due,
