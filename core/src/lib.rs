@@ -21,6 +21,8 @@
 //! - [`deadline`]: the deadline heap behind the session's request timeouts and route waits.
 //! - [`fault`], [`select`], [`retry`]: latency fault tolerance, queue selection and the send
 //!   retry plan (Java 4.9 and 5.x profiles plus our `Adaptive` profile).
+//! - [`transport`]: the failures below the protocol that runtimes report
+//!   ([`transport::TransportError`]).
 //! - [`producer`]: runtime-neutral producer pieces shared by both runtimes: the send request
 //!   and response mapping, compression flags, heartbeat body, client id, NameServer cursor and
 //!   reconnect back-off.
@@ -73,4 +75,5 @@ pub mod select;
 pub mod send_back;
 pub mod session;
 pub mod time;
+pub mod transport;
 pub mod wire;

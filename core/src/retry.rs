@@ -44,6 +44,7 @@ use core::marker::PhantomData;
 use crate::fault::{AdaptiveConfig, AdaptiveSample, FaultTable, IsolationPolicy};
 use crate::select::{AllProfiles, Profile, ProfileSet, PublishQueue, QueueCounter, select};
 use crate::time::{Duration, Instant};
+use crate::transport::TransportError;
 use crate::wire::ResponseCode;
 
 /// How the caller sends.
@@ -83,25 +84,6 @@ impl SendStatus {
             _ => None,
         }
     }
-}
-
-/// A failure below the protocol.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum TransportError {
-    /// TCP connect failed or was refused.
-    ConnectFailed,
-    /// Writing the request failed.
-    WriteFailed,
-    /// No answer before the attempt's deadline.
-    TimedOut,
-    /// The connection closed with the request pending.
-    ConnectionClosed,
-    /// The runtime has no address for this broker (Java "The broker\[x\] not exist").
-    BrokerNotFound,
-    /// The peer sent bytes that are not a valid frame or header; the runtime closed the
-    /// connection and everything in flight on it failed with this.
-    Malformed,
 }
 
 /// What happened to the attempt in flight.

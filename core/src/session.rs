@@ -77,11 +77,11 @@ use crate::producer::{
 };
 use crate::retry::{
     AttemptOutcome, RetryConfig, SendEnv, SendError, SendMode, SendPlan, SendStatus, Sent, Step,
-    TransportError,
 };
 use crate::route::{MASTER_ID, PublishQueueRef, TopicRoute};
 use crate::select::{ProfileSet, PublishQueue, QueueCounter};
 use crate::time::{Duration, Instant};
+use crate::transport::TransportError;
 use crate::wire::headers::{
     GetRouteInfoRequestHeader, HeartbeatRequestHeader, ResponseSlots, SendMessageResponseHeader,
     UnregisterClientRequestHeader,

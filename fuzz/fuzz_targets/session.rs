@@ -25,12 +25,13 @@
 use std::collections::HashSet;
 
 use libfuzzer_sys::fuzz_target;
-use rmq_core::retry::{RetryConfig, SendMode, TransportError};
+use rmq_core::retry::{RetryConfig, SendMode};
 use rmq_core::select::PublishQueue;
 use rmq_core::session::{
     BrokerId, Config, Event, Incoming, Outbound, Peer, SendArgs, SendId, Session, TopicId, Transmit,
 };
 use rmq_core::time::{Duration, Instant};
+use rmq_core::transport::TransportError;
 use rmq_core::wire::RequestCode;
 use rmq_fuzz::{next_byte as next, response};
 

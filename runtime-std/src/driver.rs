@@ -25,12 +25,12 @@ use bytes::{Bytes, BytesMut};
 use rmq_core::acl::Credentials;
 use rmq_core::admin;
 use rmq_core::pull_consumer::{Delivery, PullConfig, PullConfigError, PullConsumer, PullEvent};
-use rmq_core::retry::TransportError;
 use rmq_core::session::{
     self, Event, Incoming, Outbound, Peer, SendArgs, SendFailure, SendId, SendReceipt, Session,
     SubmitError, TopicId,
 };
 use rmq_core::time::Instant;
+use rmq_core::transport::TransportError;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
