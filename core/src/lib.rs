@@ -20,7 +20,8 @@
 //! - [`acl`]: ACL 1.0 request signing (HMAC-SHA1), streamed without allocating.
 //! - [`deadline`]: the deadline heap behind the session's request timeouts and route waits.
 //! - [`fault`], [`select`], [`retry`]: latency fault tolerance, queue selection and the send
-//!   retry plan (Java 4.9 and 5.x profiles plus our `Adaptive` profile).
+//!   retry plan (Java 4.9 and 5.x profiles plus our `Adaptive` profile); [`counter`]: the
+//!   round-robin queue counter they share.
 //! - [`transport`]: the failures below the protocol that runtimes report
 //!   ([`transport::TransportError`]).
 //! - [`producer`]: runtime-neutral producer pieces shared by both runtimes: the send request
@@ -59,6 +60,7 @@ pub mod acl;
 pub mod admin;
 pub mod autobatch;
 pub mod consumer;
+pub mod counter;
 pub mod deadline;
 pub mod fault;
 pub mod json;

@@ -41,8 +41,9 @@
 use core::fmt;
 use core::marker::PhantomData;
 
+use crate::counter::QueueCounter;
 use crate::fault::{AdaptiveConfig, AdaptiveSample, FaultTable, IsolationPolicy};
-use crate::select::{AllProfiles, Profile, ProfileSet, PublishQueue, QueueCounter, select};
+use crate::select::{AllProfiles, Profile, ProfileSet, PublishQueue, select};
 use crate::time::{Duration, Instant};
 use crate::transport::TransportError;
 use crate::wire::ResponseCode;

@@ -68,6 +68,7 @@ use core::fmt;
 use heapless::{Deque, String, Vec};
 
 use crate::acl::{AclError, Credentials, SignedFields};
+use crate::counter::QueueCounter;
 use crate::deadline::DeadlineHeap;
 use crate::fault::{FaultTable, UpdateRule};
 use crate::producer::{
@@ -79,7 +80,7 @@ use crate::retry::{
     AttemptOutcome, RetryConfig, SendEnv, SendError, SendMode, SendPlan, SendStatus, Sent, Step,
 };
 use crate::route::{MASTER_ID, PublishQueueRef, TopicRoute};
-use crate::select::{ProfileSet, PublishQueue, QueueCounter};
+use crate::select::{ProfileSet, PublishQueue};
 use crate::time::{Duration, Instant};
 use crate::transport::TransportError;
 use crate::wire::headers::{
