@@ -30,7 +30,7 @@
 
 use core::fmt;
 
-use crate::select::QueueCounter;
+use crate::counter::QueueCounter;
 use crate::time::{Duration, Instant};
 
 /// How an update changes an existing isolation window.

@@ -18,9 +18,12 @@
 //!   message (PULL body) decoding and client-side validation.
 //! - [`route`]: TopicRouteData parsing and the producer's publish-queue list.
 //! - [`acl`]: ACL 1.0 request signing (HMAC-SHA1), streamed without allocating.
-//! - [`pending`]: the in-flight request table keyed by opaque, with deadlines.
+//! - [`deadline`]: the deadline heap behind the session's request timeouts and route waits.
 //! - [`fault`], [`select`], [`retry`]: latency fault tolerance, queue selection and the send
-//!   retry plan (Java 4.9 and 5.x profiles plus our `Adaptive` profile).
+//!   retry plan (Java 4.9 and 5.x profiles plus our `Adaptive` profile); [`counter`]: the
+//!   round-robin queue counter they share.
+//! - [`transport`]: the failures below the protocol that runtimes report
+//!   ([`transport::TransportError`]).
 //! - [`producer`]: runtime-neutral producer pieces shared by both runtimes: the send request
 //!   and response mapping, compression flags, heartbeat body, client id, NameServer cursor and
 //!   reconnect back-off.
@@ -58,6 +61,8 @@ pub mod admin;
 pub mod autobatch;
 pub mod client;
 pub mod consumer;
+pub mod counter;
+pub mod deadline;
 pub mod fault;
 pub mod json;
 pub mod link;
@@ -65,7 +70,6 @@ pub mod lock;
 pub mod message;
 pub mod metrics;
 pub mod outbox;
-pub mod pending;
 pub mod producer;
 pub mod pull_consumer;
 pub mod retry;
@@ -75,4 +79,5 @@ pub mod send_back;
 pub mod session;
 pub mod store;
 pub mod time;
+pub mod transport;
 pub mod wire;

@@ -10,9 +10,9 @@
 //!     └──────────── reset() ◄──────────────┴─────── Failed(cause) ◄─────────┘ unacked too long
 //! ```
 
-use crate::retry::TransportError;
 use crate::session::{Peer, Transmit};
 use crate::time::{Duration, Instant};
+use crate::transport::TransportError;
 
 /// Where a [`Link`] is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

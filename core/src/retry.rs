@@ -41,49 +41,12 @@
 use core::fmt;
 use core::marker::PhantomData;
 
+use crate::counter::QueueCounter;
 use crate::fault::{AdaptiveConfig, AdaptiveSample, FaultTable, IsolationPolicy};
-use crate::select::{AllProfiles, Profile, ProfileSet, PublishQueue, QueueCounter, select};
+use crate::select::{AllProfiles, Profile, ProfileSet, PublishQueue, select};
 use crate::time::{Duration, Instant};
-
-/// Response codes the plan needs (docs/protocol/STRATEGY.md §0).
-pub mod code {
-    /// SUCCESS.
-    pub const SUCCESS: i32 = 0;
-    /// SYSTEM_ERROR.
-    pub const SYSTEM_ERROR: i32 = 1;
-    /// SYSTEM_BUSY.
-    pub const SYSTEM_BUSY: i32 = 2;
-    /// FLUSH_DISK_TIMEOUT.
-    pub const FLUSH_DISK_TIMEOUT: i32 = 10;
-    /// SLAVE_NOT_AVAILABLE.
-    pub const SLAVE_NOT_AVAILABLE: i32 = 11;
-    /// FLUSH_SLAVE_TIMEOUT.
-    pub const FLUSH_SLAVE_TIMEOUT: i32 = 12;
-    /// MESSAGE_ILLEGAL.
-    pub const MESSAGE_ILLEGAL: i32 = 13;
-    /// SERVICE_NOT_AVAILABLE.
-    pub const SERVICE_NOT_AVAILABLE: i32 = 14;
-    /// NO_PERMISSION.
-    pub const NO_PERMISSION: i32 = 16;
-    /// TOPIC_NOT_EXIST.
-    pub const TOPIC_NOT_EXIST: i32 = 17;
-    /// NO_BUYER_ID.
-    pub const NO_BUYER_ID: i32 = 204;
-    /// NOT_IN_CURRENT_UNIT.
-    pub const NOT_IN_CURRENT_UNIT: i32 = 205;
-    /// FLOW_CONTROL.
-    pub const FLOW_CONTROL: i32 = 215;
-    /// GO_AWAY (5.x).
-    pub const GO_AWAY: i32 = 1500;
-    /// Client-side CONNECT_BROKER_EXCEPTION.
-    pub const CONNECT_BROKER_EXCEPTION: i32 = 10001;
-    /// Client-side ACCESS_BROKER_TIMEOUT.
-    pub const ACCESS_BROKER_TIMEOUT: i32 = 10002;
-    /// Client-side BROKER_NOT_EXIST_EXCEPTION.
-    pub const BROKER_NOT_EXIST_EXCEPTION: i32 = 10003;
-    /// Client-side NOT_FOUND_TOPIC_EXCEPTION.
-    pub const NOT_FOUND_TOPIC_EXCEPTION: i32 = 10005;
-}
+use crate::transport::TransportError;
+use crate::wire::ResponseCode;
 
 /// How the caller sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,33 +77,14 @@ pub enum SendStatus {
 impl SendStatus {
     /// Java `processSendResponse`: the status for `code`, or `None` (an `MQBrokerException`).
     pub fn from_code(c: i32) -> Option<Self> {
-        match c {
-            code::SUCCESS => Some(SendStatus::SendOk),
-            code::FLUSH_DISK_TIMEOUT => Some(SendStatus::FlushDiskTimeout),
-            code::FLUSH_SLAVE_TIMEOUT => Some(SendStatus::FlushSlaveTimeout),
-            code::SLAVE_NOT_AVAILABLE => Some(SendStatus::SlaveNotAvailable),
+        match ResponseCode(c) {
+            ResponseCode::SUCCESS => Some(SendStatus::SendOk),
+            ResponseCode::FLUSH_DISK_TIMEOUT => Some(SendStatus::FlushDiskTimeout),
+            ResponseCode::FLUSH_SLAVE_TIMEOUT => Some(SendStatus::FlushSlaveTimeout),
+            ResponseCode::SLAVE_NOT_AVAILABLE => Some(SendStatus::SlaveNotAvailable),
             _ => None,
         }
     }
-}
-
-/// A failure below the protocol.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum TransportError {
-    /// TCP connect failed or was refused.
-    ConnectFailed,
-    /// Writing the request failed.
-    WriteFailed,
-    /// No answer before the attempt's deadline.
-    TimedOut,
-    /// The connection closed with the request pending.
-    ConnectionClosed,
-    /// The runtime has no address for this broker (Java "The broker\[x\] not exist").
-    BrokerNotFound,
-    /// The peer sent bytes that are not a valid frame or header; the runtime closed the
-    /// connection and everything in flight on it failed with this.
-    Malformed,
 }
 
 /// What happened to the attempt in flight.
@@ -180,12 +124,12 @@ impl fmt::Display for RetryCodesFull {
 impl core::error::Error for RetryCodesFull {}
 
 const J49_CODES: [i32; 6] = [
-    code::TOPIC_NOT_EXIST,
-    code::SERVICE_NOT_AVAILABLE,
-    code::SYSTEM_ERROR,
-    code::NO_PERMISSION,
-    code::NO_BUYER_ID,
-    code::NOT_IN_CURRENT_UNIT,
+    ResponseCode::TOPIC_NOT_EXIST.0,
+    ResponseCode::SERVICE_NOT_AVAILABLE.0,
+    ResponseCode::SYSTEM_ERROR.0,
+    ResponseCode::NO_PERMISSION.0,
+    ResponseCode::NO_BUYER_ID.0,
+    ResponseCode::NOT_IN_CURRENT_UNIT.0,
 ];
 
 impl RetryCodes {
@@ -212,7 +156,7 @@ impl RetryCodes {
         J49_CODES[3],
         J49_CODES[4],
         J49_CODES[5],
-        code::SYSTEM_BUSY,
+        ResponseCode::SYSTEM_BUSY.0,
     ]);
     /// 5.3.1 … 5.3.3: adds SYSTEM_BUSY (2) and GO_AWAY (1500).
     pub const JAVA_533: RetryCodes = RetryCodes::from_list(&[
@@ -222,8 +166,8 @@ impl RetryCodes {
         J49_CODES[3],
         J49_CODES[4],
         J49_CODES[5],
-        code::SYSTEM_BUSY,
-        code::GO_AWAY,
+        ResponseCode::SYSTEM_BUSY.0,
+        ResponseCode::GO_AWAY.0,
     ]);
 
     /// `addRetryResponseCode`: this set plus `c`.
@@ -410,13 +354,15 @@ impl SendError {
         match self.kind {
             SendErrorKind::Broker { code } => Some(code),
             SendErrorKind::Transport(TransportError::ConnectFailed) => {
-                Some(code::CONNECT_BROKER_EXCEPTION)
+                Some(ResponseCode::CONNECT_BROKER_EXCEPTION.0)
             }
-            SendErrorKind::Transport(TransportError::TimedOut) => Some(code::ACCESS_BROKER_TIMEOUT),
+            SendErrorKind::Transport(TransportError::TimedOut) => {
+                Some(ResponseCode::ACCESS_BROKER_TIMEOUT.0)
+            }
             SendErrorKind::Transport(TransportError::BrokerNotFound) => {
-                Some(code::BROKER_NOT_EXIST_EXCEPTION)
+                Some(ResponseCode::BROKER_NOT_EXIST_EXCEPTION.0)
             }
-            SendErrorKind::NoRoute => Some(code::NOT_FOUND_TOPIC_EXCEPTION),
+            SendErrorKind::NoRoute => Some(ResponseCode::NOT_FOUND_TOPIC_EXCEPTION.0),
             _ => None,
         }
     }
@@ -959,12 +905,12 @@ mod tests {
             let _ = send(p.start(t(0), &mut w.env()));
             let _ = send(p.handle_outcome(
                 t(1),
-                AttemptOutcome::Response(code::TOPIC_NOT_EXIST),
+                AttemptOutcome::Response(ResponseCode::TOPIC_NOT_EXIST.0),
                 &mut w.env(),
             ));
             let s = p.handle_outcome(
                 t(2),
-                AttemptOutcome::Response(code::SYSTEM_BUSY),
+                AttemptOutcome::Response(ResponseCode::SYSTEM_BUSY.0),
                 &mut w.env(),
             );
             assert_eq!(matches!(s, Step::Send(_)), busy_retried);
@@ -975,10 +921,10 @@ mod tests {
                 assert_eq!(e.attempts(), 2);
             }
         }
-        assert!(RetryCodes::JAVA_533.contains(code::GO_AWAY));
-        assert!(!RetryCodes::JAVA_530.contains(code::GO_AWAY));
-        assert!(RetryCodes::JAVA_530.contains(code::SYSTEM_BUSY));
-        assert!(!RetryCodes::JAVA_49.contains(code::MESSAGE_ILLEGAL));
+        assert!(RetryCodes::JAVA_533.contains(ResponseCode::GO_AWAY.0));
+        assert!(!RetryCodes::JAVA_530.contains(ResponseCode::GO_AWAY.0));
+        assert!(RetryCodes::JAVA_530.contains(ResponseCode::SYSTEM_BUSY.0));
+        assert!(!RetryCodes::JAVA_49.contains(ResponseCode::MESSAGE_ILLEGAL.0));
         let c = RetryCodes::JAVA_49.with(215).unwrap();
         assert!(c.contains(215));
         let mut full = RetryCodes::JAVA_533;
@@ -1058,7 +1004,7 @@ mod tests {
         let _ = send(p.start(t(0), &mut w.env()));
         let e = done(p.handle_outcome(
             t(1),
-            AttemptOutcome::Response(code::SYSTEM_ERROR),
+            AttemptOutcome::Response(ResponseCode::SYSTEM_ERROR.0),
             &mut w.env(),
         ))
         .unwrap_err();
@@ -1149,7 +1095,7 @@ mod tests {
         assert_eq!(b.deadline, t(1600));
         let c = send(p.handle_outcome(
             t(900),
-            AttemptOutcome::Response(code::SYSTEM_ERROR),
+            AttemptOutcome::Response(ResponseCode::SYSTEM_ERROR.0),
             &mut w.env(),
         ));
         assert!(

@@ -36,10 +36,10 @@ use rmq_core::consumer::MessageModel;
 use rmq_core::message::stored::MessageVersion;
 use rmq_core::message::{StoredMessage, SysFlag};
 use rmq_core::pull_consumer::{Delivery, PullConfig, PullConsumer, PullEvent, QueueKey};
-use rmq_core::retry::TransportError;
 use rmq_core::send_back::Nack;
 use rmq_core::session::{Config, Incoming, Outbound, Peer, SendId, Session, Transmit};
 use rmq_core::time::{Duration, Instant};
+use rmq_core::transport::TransportError;
 use rmq_core::wire::RequestCode;
 use rmq_fuzz::{next_byte as next, response};
 

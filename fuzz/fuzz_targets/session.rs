@@ -17,19 +17,21 @@
 //!
 //! Invariants: no panic; the session's bookkeeping holds after every operation
 //! (`check_invariants`); every send and every call ends exactly once (a call: its response
-//! handed back by `handle_frame`, or `CallFailed`); once the clock passes every deadline (and
-//! transmits are drained unanswered), every send and call has ended.
+//! handed back by `handle_frame`, or `CallFailed`); a send never makes more attempts than its
+//! retry budget; once the clock passes every deadline (and transmits are drained unanswered),
+//! every send and call has ended.
 #![no_main]
 
 use std::collections::HashSet;
 
 use libfuzzer_sys::fuzz_target;
-use rmq_core::retry::{RetryConfig, SendMode, TransportError};
-use rmq_core::select::PublishQueue;
+use rmq_core::retry::{RetryConfig, SendMode};
 use rmq_core::session::{
-    BrokerId, Config, Event, Incoming, Outbound, Peer, SendArgs, SendId, Session, TopicId, Transmit,
+    BrokerId, Config, Event, Incoming, Outbound, Peer, SendArgs, SendId, Session, Target, TopicId,
+    Transmit,
 };
 use rmq_core::time::{Duration, Instant};
+use rmq_core::transport::TransportError;
 use rmq_core::wire::RequestCode;
 use rmq_fuzz::{next_byte as next, response};
 
@@ -76,6 +78,8 @@ fn cause(c: u8) -> TransportError {
 struct World {
     s: S,
     now: Instant,
+    /// The retry budget of every send (`RetryConfig::max_attempts`).
+    max_attempts: u8,
     written: Vec<Transmit>,
     started: HashSet<u32>,
     ended: HashSet<u32>,
@@ -100,9 +104,24 @@ impl World {
     fn events(&mut self) {
         while let Some(e) = self.s.poll_event() {
             match e {
-                Event::SendDone { id, .. } => {
+                Event::SendDone { id, result } => {
                     assert!(self.started.contains(&id.0), "an unknown send ended");
                     assert!(self.ended.insert(id.0), "a send ended twice");
+                    let attempts = match &result {
+                        Ok(r) => r.attempts,
+                        Err(f) => f.attempts(),
+                    };
+                    assert!(attempts <= self.max_attempts, "attempts over the budget");
+                }
+                Event::ChooseQueue { id, queues } => {
+                    // A selector's choice, any index (taken modulo the queues; a route that
+                    // lost its queues meanwhile ends the send with NoRoute).
+                    let _ = queues;
+                    assert!(self.s.choose_queue(
+                        self.now,
+                        id,
+                        usize::from(self.now.millis() as u8)
+                    ));
                 }
                 Event::CallFailed { opaque, .. } => {
                     assert!(
@@ -163,6 +182,7 @@ fuzz_target!(|data: &[u8]| {
     let mut w = World {
         s,
         now: Instant::ZERO,
+        max_attempts: retry.max_attempts(),
         written: Vec::new(),
         started: HashSet::new(),
         ended: HashSet::new(),
@@ -182,12 +202,19 @@ fuzz_target!(|data: &[u8]| {
                 let q = next(&mut ops);
                 let topic = topics.get(usize::from(t) % topics.len().max(1)).copied();
                 let mut args = SendArgs::new(retry, 5, 1);
-                if q & 1 == 1 {
-                    args.queue = Some(PublishQueue {
-                        broker: BrokerId(u16::from(q >> 6)),
-                        queue_id: i32::from((q >> 1) & 3),
-                    });
-                }
+                // A target now and then: a named queue (of a broker the route may not
+                // name), an index, a key's hash, or the runtime's choice.
+                let brokers = ["a", "b", "x", "c"];
+                args.target = match q & 7 {
+                    1 => Target::Queue {
+                        broker: brokers[usize::from(q >> 6)],
+                        queue_id: i32::from((q >> 3) & 3),
+                    },
+                    3 => Target::Index(usize::from(q >> 3)),
+                    5 => Target::Hash(i32::from(q) - 128),
+                    7 => Target::Choose,
+                    _ => Target::Select,
+                };
                 if let Some(t) = topic
                     && let Ok(id) = w.s.send(w.now, t, &args)
                 {

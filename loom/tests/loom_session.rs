@@ -15,11 +15,12 @@ use std::collections::HashMap;
 
 use loom::sync::Arc;
 use loom::thread;
-use rmq_core::retry::{RetryConfig, SendMode, TransportError};
+use rmq_core::retry::{RetryConfig, SendMode};
 use rmq_core::session::{
     BrokerId, Config, Event, Incoming, Outbound, Peer, SendArgs, SendId, Session, TopicId,
 };
 use rmq_core::time::Instant;
+use rmq_core::transport::TransportError;
 use rmq_core::wire::{CommandRepr, ResponseCode, SerializeType, version};
 use rmq_loom::sync::{Mutex, lock};
 

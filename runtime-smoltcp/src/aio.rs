@@ -25,9 +25,10 @@ use embassy_futures::select::{Either, select, select_array};
 use embedded_io_async::{Read, Write};
 use embedded_nal_async::TcpConnect;
 use rmq_core::pull_consumer::{Delivery, PullStats};
-use rmq_core::retry::{SendMode, TransportError};
+use rmq_core::retry::SendMode;
 use rmq_core::session::{Peer, Transmit};
 use rmq_core::time::{Duration, Instant};
+use rmq_core::transport::TransportError;
 use rmq_core::wire::{FrameReader, PREFIX_LEN};
 use smoltcp::wire::IpEndpoint;
 

@@ -10,11 +10,11 @@
 
 use rmq_core::link::{Link, LinkCheck, LinkState, Outgoing};
 use rmq_core::pull_consumer::Delivery;
-use rmq_core::retry::TransportError;
 use rmq_core::session::{
     BrokerId, Features, Peer, SendArgs, SendId, Session, SubmitError, TopicId, Transmit,
 };
 use rmq_core::time::{Duration, Instant};
+use rmq_core::transport::TransportError;
 use rmq_core::wire::{FrameReader, PREFIX_LEN};
 use smoltcp::iface::{Interface, SocketHandle, SocketSet};
 use smoltcp::phy::Device;

@@ -3,8 +3,9 @@
 
 mod support;
 
-use rmq_core::retry::{SendErrorKind, SendStatus, TransportError};
+use rmq_core::retry::{SendErrorKind, SendStatus};
 use rmq_core::time::Duration;
+use rmq_core::transport::TransportError;
 use rmq_smoltcp::SendFailure;
 use smoltcp::wire::{IpAddress, IpEndpoint};
 use support::{GwSizes, NS_PORT, PEER_IP, Sim, body};

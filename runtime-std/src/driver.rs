@@ -25,11 +25,11 @@ use rmq_core::acl::Credentials;
 use rmq_core::client::{Attached, Client, DirectOutcome, Event, Inbound, NoConsumer};
 use rmq_core::metrics::AtomicHistogram;
 use rmq_core::pull_consumer::{Delivery, PullConsumer, PullEvent};
-use rmq_core::retry::TransportError;
 use rmq_core::session::{
     self, Outbound, Peer, SendArgs, SendFailure, SendId, SendReceipt, SubmitError, TopicId,
 };
 use rmq_core::time::Instant;
+use rmq_core::transport::TransportError;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};

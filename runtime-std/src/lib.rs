@@ -88,7 +88,7 @@ pub use message::{ConnectionError, Message, MessageQueue, SendError, SendErrorKi
 pub use producer::{Producer, RouteInfo};
 pub use rmq_core as core;
 pub use rmq_core::message::CompressionType;
-pub use rmq_core::retry::{SendStatus, TransportError};
+pub use rmq_core::{retry::SendStatus, transport::TransportError};
 pub use shared::CountersSnapshot;
 #[cfg(feature = "tls")]
 pub use tls::{TlsConfig, TlsError};

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use rmq_core::message::validate::ValidationError;
-use rmq_core::retry::{SendStatus, TransportError};
+use rmq_core::retry::SendStatus;
+use rmq_core::transport::TransportError;
 
 /// A message to send. Build with [`Message::new`] and the `with_*` methods.
 ///

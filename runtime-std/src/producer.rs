@@ -20,9 +20,10 @@ use rmq_core::producer::{
     CLIENT_API_TIMEOUT, MessageError, MessageFields, compression_flags, encode_message_properties,
     message_properties_len,
 };
-use rmq_core::retry::{SendErrorKind as CoreKind, SendMode, TransportError};
+use rmq_core::retry::{SendErrorKind as CoreKind, SendMode};
 use rmq_core::select::java_string_hash;
 use rmq_core::session::{self, SendArgs, SendFailure, SubmitError};
+use rmq_core::transport::TransportError;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tracing::{Instrument, info_span, warn};

@@ -64,13 +64,13 @@ use answer::{ANSWERS, Answer};
 
 use crate::admin::{direct_message, is_oneway};
 use crate::pull_consumer::{Delivery, PullEvent, QueueKey};
-use crate::retry::TransportError;
 use crate::session::{
     self, BrokerId, Features, FrameError, Full, Incoming, Outbound, Peer, SendFailure, SendId,
     SendReceipt, Session, TopicId, Transmit,
 };
 use crate::store::{Fixed, Store};
 use crate::time::Instant;
+use crate::transport::TransportError;
 use crate::wire::headers::GetConsumerRunningInfoRequestHeader;
 use crate::wire::{CommandHeader, Frame, RequestCode, Scratch};
 

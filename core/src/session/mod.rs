@@ -68,8 +68,9 @@ use core::fmt;
 use heapless::{Deque, String, Vec};
 
 use crate::acl::{AclError, Credentials, SignedFields};
+use crate::counter::QueueCounter;
+use crate::deadline::DeadlineHeap;
 use crate::fault::{FaultTable, UpdateRule};
-use crate::pending::DeadlineHeap;
 use crate::producer::{
     Backoff, CLIENT_API_TIMEOUT, DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, HeartbeatFlavor,
     NamesrvCursor, POLL_NAME_SERVER_INTERVAL, SendRequest, SendResponse, error_refresh_due,
@@ -77,12 +78,13 @@ use crate::producer::{
 };
 use crate::retry::{
     AttemptOutcome, RetryConfig, SendEnv, SendError, SendErrorKind, SendMode, SendPlan, SendStatus,
-    Sent, Step, TransportError,
+    Sent, Step,
 };
 use crate::route::{MASTER_ID, PublishQueueRef, TopicRoute};
-use crate::select::{ProfileSet, PublishQueue, QueueCounter};
+use crate::select::{ProfileSet, PublishQueue};
 use crate::store::{Fixed, Slots, Store, Table};
 use crate::time::{Duration, Instant};
+use crate::transport::TransportError;
 use crate::wire::headers::{
     GetRouteInfoRequestHeader, HeartbeatRequestHeader, ResponseSlots, SendMessageResponseHeader,
     UnregisterClientRequestHeader,

@@ -239,10 +239,11 @@ impl<
             .topics
             .get(usize::from(t.0))
             .is_some_and(|t| !t.queues.is_empty());
+        // Until it starts (the route, and for a chooser the choice): `start_send` ends it.
+        self.route_waits.set(s, deadline);
         if has_route {
             self.start_send(now, s);
         } else {
-            self.route_waits.set(s, deadline);
             self.lookup(now, t.0, false);
         }
         Ok(id)

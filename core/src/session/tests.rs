@@ -1089,3 +1089,19 @@ fn a_chosen_queue_is_asked_for_once_the_route_is_known_within_the_deadline() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn a_chooser_on_a_known_route_is_asked_at_once_and_still_bound_by_the_deadline() {
+    let mut w = World::new(1);
+    w.send("T");
+    let r = one(w.out());
+    w.reply(&r, 0, &[], route(&[A], 4).as_bytes());
+    let first = one(w.out());
+    w.stored(&first, 0);
+    let id = w.send_to("T", Target::Choose);
+    w.drain();
+    assert!(w.events.contains(&Event::ChooseQueue { id, queues: 4 }));
+    assert_eq!(w.s.poll_timeout(), Some(t(3000)));
+    w.advance_to(t(3000));
+    assert!(matches!(w.done(id), Some(Err(SendFailure::Plan { .. }))));
+}

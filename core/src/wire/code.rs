@@ -349,6 +349,15 @@ impl ResponseCode {
     pub const RPC_SEND_TO_CHANNEL_FAILED: ResponseCode = ResponseCode(-1004);
     /// Client-local: timed out.
     pub const RPC_TIME_OUT: ResponseCode = ResponseCode(-1006);
+    /// Client-local (Java `ClientErrorCode`, never on the wire): connecting to the broker
+    /// failed.
+    pub const CONNECT_BROKER_EXCEPTION: ResponseCode = ResponseCode(10001);
+    /// Client-local (`ClientErrorCode`): the broker did not answer in time.
+    pub const ACCESS_BROKER_TIMEOUT: ResponseCode = ResponseCode(10002);
+    /// Client-local (`ClientErrorCode`): no address for the broker.
+    pub const BROKER_NOT_EXIST_EXCEPTION: ResponseCode = ResponseCode(10003);
+    /// Client-local (`ClientErrorCode`): no route for the topic.
+    pub const NOT_FOUND_TOPIC_EXCEPTION: ResponseCode = ResponseCode(10005);
 }
 
 macro_rules! code_fmt {

@@ -20,12 +20,12 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fmt::Write as _;
 
+use rmq_core::counter::QueueCounter;
 use rmq_core::fault::FaultTable;
-use rmq_core::retry::{
-    AttemptOutcome, RetryConfig, SendEnv, SendMode, SendPlan, Step, TransportError,
-};
-use rmq_core::select::{PublishQueue, QueueCounter};
+use rmq_core::retry::{AttemptOutcome, RetryConfig, SendEnv, SendMode, SendPlan, Step};
+use rmq_core::select::PublishQueue;
 use rmq_core::time::Instant;
+use rmq_core::transport::TransportError;
 
 /// SplitMix64: small, seedable, stable across platforms and crate versions.
 #[derive(Clone, Debug)]
