@@ -175,7 +175,7 @@ fn parse_queue(obj: &[u8]) -> Option<MessageQueue<'_>> {
 }
 
 /// What a client does with a request a broker sent
-/// ([`PullConsumer::answer_request`](crate::pull_consumer::PullConsumer::answer_request)).
+/// (by [`Client::handle_frame`](crate::client::Client::handle_frame)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Answer {

@@ -118,7 +118,7 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
     loom::model(f);
 }
 
-fn one_attempt() -> SendArgs {
+fn one_attempt() -> SendArgs<'static> {
     let mut r = RetryConfig::java49(SendMode::Sync);
     r.retry_times_when_send_failed = 0;
     SendArgs::new(r, 5, 1)

@@ -9,7 +9,8 @@ use crate::session::{Outbound, SessionApi, Transmit};
 use crate::store::Store;
 use crate::time::Instant;
 
-/// A consumer the client drives (see the [module docs](self)).
+/// A consumer the client drives: the client correlates, times out and routes; the consumer
+/// decides.
 pub trait Attached {
     /// Whether a consumer is there: `false` answers the brokers' consumer requests with
     /// REQUEST_CODE_NOT_SUPPORTED, as a Java producer does.

@@ -8,7 +8,7 @@
 //!
 //! - **Frames**: [`Client::handle_frame`] hands a response to whoever issued the request (the
 //!   session's own, or the consumer's calls, correlated by the session's one request table)
-//!   and dispatches every request a broker sends ([`answer`]: NOTIFY_CONSUMER_IDS_CHANGED,
+//!   and dispatches every request a broker sends (NOTIFY_CONSUMER_IDS_CHANGED,
 //!   RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY, and
 //!   REQUEST_CODE_NOT_SUPPORTED for the rest).
 //! - **Transmits**: [`Client::poll_transmit`] gives answers to brokers first, then the

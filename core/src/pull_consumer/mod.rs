@@ -5,7 +5,7 @@
 //! One [`PullConsumer`] per consumer group member. It owns:
 //!
 //! - **rebalance rounds** every `rebalance_interval` and on [`PullConsumer::rebalance_now`]
-//!   (e.g. NOTIFY_CONSUMER_IDS_CHANGED, see [`PullConsumer::handle_broker_request`]):
+//!   (e.g. NOTIFY_CONSUMER_IDS_CHANGED, dispatched by [`Client`](crate::client::Client)):
 //!   GET_CONSUMER_LIST_BY_GROUP to a random broker of each subscribed topic's route, the
 //!   allocation on Java-sorted inputs ([`allocate`]), then revoked queues (their offset
 //!   committed) and new ones;
