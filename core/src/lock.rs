@@ -33,6 +33,16 @@ pub const SUSPEND_CURRENT_QUEUE_TIME: Duration = Duration::from_millis(1000);
 /// Java's orderly default for `maxReconsumeTimes`: retried in place without end.
 pub const MAX_RECONSUME_TIMES_ORDERLY: i32 = i32::MAX;
 
+/// Orderly consumption, after the application failed a batch (Java
+/// `ConsumeMessageOrderlyService.checkReconsumeTimes`): whether a message delivered
+/// `reconsume_times + 1` times is skipped, resent to `%RETRY%<group>` as a normal message
+/// ([`Client::resend`](crate::client::Client::resend)) and acknowledged once stored. Otherwise
+/// (or when that resend fails) it is processed again, with its batch, after
+/// [`SUSPEND_CURRENT_QUEUE_TIME`], counting one more reconsume time.
+pub fn orderly_skips(reconsume_times: i32, max_reconsume_times: i32) -> bool {
+    reconsume_times >= max_reconsume_times
+}
+
 /// Bytes one queue takes in a lock body (for sizing a batch).
 pub fn queue_len(q: &MessageQueue<'_>) -> usize {
     crate::json::json_str_len(q.topic) + crate::json::json_str_len(q.broker_name) + 48

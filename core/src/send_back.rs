@@ -85,6 +85,13 @@ pub struct Nack<'a> {
     /// 1..=18 picks one (`1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h`), -1
     /// sends it to the dead-letter queue at once.
     pub delay_level: i32,
+    /// Deliveries before the one that failed (its `reconsumeTimes`; the resend of the
+    /// fallback counts one more).
+    pub reconsume_times: i32,
+    /// Its body length as stored (the fallback resend sends it again).
+    pub body_len: usize,
+    /// Its `Message.flag`.
+    pub flag: i32,
 }
 
 /// Why [`PullConsumer::nack`](crate::pull_consumer::PullConsumer::nack) refused a message.

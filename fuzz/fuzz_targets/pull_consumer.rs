@@ -214,6 +214,18 @@ impl World {
                     }
                 }
                 PullEvent::Persist { .. } => {}
+                // Milestones are reported when reached, never early.
+                PullEvent::Rebalanced => {
+                    assert!(
+                        !self.c.rebalancing() && self.c.starting() == 0,
+                        "early round"
+                    );
+                }
+                PullEvent::Committed => assert_eq!(self.c.commits_pending(), 0, "early commit"),
+                PullEvent::Locked { queue, lease } => assert!(
+                    self.c.owned().any(|o| o.queue == queue && o.lease == lease),
+                    "a lock of a queue not owned"
+                ),
             }
         }
         assert_eq!(self.nacked.len(), self.c.sends_back_pending());
@@ -354,6 +366,9 @@ fuzz_target!(|data: &[u8]| {
                         msg_id: "ID",
                         topic: "T",
                         delay_level: level,
+                        reconsume_times: 0,
+                        body_len: 2,
+                        flag: 0,
                     };
                     if w.c.nack(q, l, &n).is_ok() {
                         assert!(w.nacked.insert((q, l, o)), "accepted twice");

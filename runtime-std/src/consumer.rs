@@ -71,12 +71,13 @@
 //! # Ok(()) }
 //! ```
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use bytes::Bytes;
 use rmq_core::admin::prop;
+use rmq_core::client::NackKey;
 pub use rmq_core::consumer::{AllocateStrategy, ConsumeFromWhere, FlowLimits, MessageModel};
 use rmq_core::consumer::{
     BROKER_SUSPEND_MAX_TIME, MessageQueue as CoreQueue, OFFSET_RPC_TIMEOUT,
@@ -91,17 +92,17 @@ pub use rmq_core::send_back::NackError;
 use rmq_core::session::{self, Peer};
 use rmq_core::wire::{LanguageCode, SerializeType, version};
 use rmq_core::{lock, send_back};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
 use crate::client::{client_id, local_ip};
 use crate::clock;
 use crate::config::{SecurityConfig, security_knobs, setters};
-use crate::driver::{Driver, Machine, Session, Sink};
+use crate::driver::{Driver, Machine, Session, Sink, Wait};
 use crate::message::MessageQueue;
 use crate::metrics::{ConsumerMetrics, QueueMetrics};
 use crate::shared::Counters;
-use crate::sync::{AtomicBool, Mutex, Ordering, lock};
+use crate::sync::{AtomicBool, Mutex, Ordering};
 use rmq_core::metrics::{AtomicHistogram, RateWindow};
 
 /// The settled configuration of a [`Consumer`].
@@ -393,6 +394,14 @@ pub struct ConsumedMessage {
 }
 
 impl ConsumedMessage {
+    /// Its key in the core's nacks.
+    pub(crate) fn nack_key(&self) -> NackKey {
+        NackKey {
+            queue: self.key,
+            lease: self.lease,
+            offset: self.queue_offset,
+        }
+    }
     /// The `TAGS` property.
     pub fn tags(&self) -> Option<&str> {
         self.properties.get(keys::TAGS)
@@ -490,23 +499,16 @@ struct Inner {
     client_id: String,
     driver: Driver<Machine>,
     rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<ConsumedMessage>>,
-    /// Messages handed out again (both the send-back and its fallback failed).
-    again: mpsc::UnboundedSender<ConsumedMessage>,
-    backs: Backs,
     /// The handler [`Consumer::run`] runs, for CONSUME_MESSAGE_DIRECTLY.
     direct: Mutex<Option<listen::Direct>>,
     running: AtomicBool,
 }
 
-/// Who waits for which send-back: `true` when the broker took the message.
-type Backs = Arc<Mutex<HashMap<(QueueKey, u32, i64), oneshot::Sender<bool>>>>;
-
-/// The driver's side of a consumer: messages into the channel, send-back answers to waiters,
-/// broadcasting offsets to their file.
+/// The driver's side of a consumer: messages into the channel, broadcasting offsets to their
+/// file.
 struct Feed {
     tx: mpsc::UnboundedSender<ConsumedMessage>,
     rate: Arc<RateWindow>,
-    backs: Backs,
     store: Option<LocalStore>,
     /// CONSUME_MESSAGE_DIRECTLY requests, to the task that runs them.
     directs: mpsc::UnboundedSender<(Peer, i32, ConsumedMessage)>,
@@ -532,25 +534,12 @@ impl Sink<Machine> for Feed {
                     store.set(t, b, queue.queue_id, offset);
                 }
             }
-            (
-                PullEvent::SentBack {
-                    queue,
-                    lease,
-                    offset,
-                }
-                | PullEvent::SendBackFailed {
-                    queue,
-                    lease,
-                    offset,
-                },
-                _,
-            ) => {
-                if let Some(w) = lock(&self.backs).remove(&(queue, lease, offset)) {
-                    let _ = w.send(matches!(e, PullEvent::SentBack { .. }));
-                }
-            }
-            (PullEvent::Persist { .. }, None) => {}
+            _ => {}
         }
+    }
+
+    fn redeliver(&mut self, m: ConsumedMessage) {
+        let _ = self.tx.send(m);
     }
 
     fn flush(&mut self) {
@@ -639,8 +628,6 @@ impl Consumer {
         });
         let (tx, rx) = mpsc::unbounded_channel();
         let rate = Arc::new(RateWindow::default());
-        let backs = Backs::default();
-        let again = tx.clone();
         let handler = Arc::new(AtomicHistogram::new());
         let names: String = cfg.namesrv_addr.iter().map(|a| format!("{a};")).collect();
         let props = [
@@ -664,7 +651,6 @@ impl Consumer {
             directs,
             tx,
             rate: rate.clone(),
-            backs: backs.clone(),
             store,
         });
         let running: Vec<(String, String)> = props.map(|(k, v)| (k.to_owned(), v)).into();
@@ -694,28 +680,24 @@ impl Consumer {
                 client_id,
                 driver,
                 rx: tokio::sync::Mutex::new(rx),
-                again,
-                backs,
                 direct: Mutex::new(None),
                 running: AtomicBool::new(true),
             }),
             _life: life,
         };
         tokio::spawn(listen::serve_directs(Arc::downgrade(&c.inner), direct_rx));
-        // Routes first, then the heartbeat (the brokers learn the subscriptions), then the
-        // first rebalance, so that the queues are assigned when this returns.
-        let wait = clock::to_std(CLIENT_API_TIMEOUT);
-        for (topic, _) in &c.inner.cfg.subscriptions {
-            if !c.inner.driver.route(topic, true, wait).await {
-                debug!(topic, "no route yet");
-            }
+        // The core's start: routes, heartbeat, the retry topic's route, the first rebalance
+        // (each step bounded), so that the queues are assigned when this returns.
+        let limit = clock::to_std(CLIENT_API_TIMEOUT) * 6;
+        let now = clock::now();
+        let (_, started) = c
+            .inner
+            .driver
+            .wait(Wait::Started, limit, |cl| cl.start_consumer(now))
+            .await;
+        if !started {
+            debug!(group = c.inner.cfg.group, "start not confirmed in time");
         }
-        c.inner.driver.heartbeat(wait).await;
-        // The heartbeat made the brokers create `%RETRY%<group>`: its route exists now.
-        if let Some(retry) = send_back::retry_topic::<512>(&c.inner.cfg.group) {
-            c.inner.driver.route(&retry, true, wait).await;
-        }
-        c.rebalance().await;
         Ok(c)
     }
 
@@ -832,13 +814,17 @@ impl Consumer {
     /// in their route, are ignored. Returns how many queues are assigned, once they know
     /// their start offsets.
     pub async fn assign(&self, queues: &[MessageQueue]) -> usize {
-        let n = self.with(true, |c, s| {
+        let assign = |cl: &mut crate::driver::Core<Machine>| {
+            let (c, s) = cl.consumer_mut();
             let keys: Vec<QueueKey> = queues.iter().filter_map(|q| key_of(c, s, q)).collect();
             c.assign_queues(&keys)
-        });
-        let started = |c: &mut Machine, _: &Session| c.starting() == 0;
-        self.wait(clock::to_std(CLIENT_API_TIMEOUT), started).await;
-        n.unwrap_or(0)
+        };
+        let limit = clock::to_std(CLIENT_API_TIMEOUT);
+        self.inner
+            .driver
+            .wait(Wait::Rebalanced, limit, assign)
+            .await
+            .0
     }
 
     /// Waits up to `timeout` for messages and returns between 1 and `max` of them, or none at
@@ -920,31 +906,24 @@ impl Consumer {
     /// One rebalance round over every subscribed topic; returns when it is applied and the
     /// new queues know their start offsets (or after a few seconds).
     pub async fn rebalance(&self) {
-        let Some(before) = self.with(true, |c, _| {
-            c.rebalance_now(clock::now());
-            c.stats().rebalances
-        }) else {
-            return;
-        };
-        let done = |c: &mut Machine, _: &Session| {
-            c.stats().rebalances > before && !c.rebalancing() && c.starting() == 0
-        };
-        self.wait(clock::to_std(CLIENT_API_TIMEOUT) * 2, done).await;
+        let now = clock::now();
+        let limit = clock::to_std(CLIENT_API_TIMEOUT) * 2;
+        let round = |cl: &mut crate::driver::Core<Machine>| cl.rebalance_now(now);
+        self.inner.driver.wait(Wait::Rebalanced, limit, round).await;
     }
 
-    async fn wait(&self, limit: StdDuration, mut done: impl FnMut(&mut Machine, &Session) -> bool) {
-        let end = tokio::time::Instant::now() + limit;
-        while !self.with(false, &mut done).unwrap_or(true) && tokio::time::Instant::now() < end {
-            tokio::time::sleep(StdDuration::from_millis(5)).await;
-        }
+    /// Runs `f` on the consumer and waits (up to the offset timeout) until every commit it
+    /// asked for is answered.
+    async fn committed(&self, f: impl FnOnce(&mut Machine)) {
+        let limit = clock::to_std(OFFSET_RPC_TIMEOUT);
+        let commit = |cl: &mut crate::driver::Core<Machine>| f(cl.consumer_mut().0);
+        self.inner.driver.wait(Wait::Committed, limit, commit).await;
     }
 
     /// Commits the committable offset of every owned queue whose offset moved, and waits for
     /// the answers.
     pub async fn commit_all(&self) {
-        self.with(true, |c, _| c.commit_now());
-        let idle = |c: &mut Machine, _: &Session| c.commits_pending() == 0;
-        self.wait(clock::to_std(OFFSET_RPC_TIMEOUT), idle).await;
+        self.committed(Machine::commit_now).await;
     }
 
     /// Stops pulling, commits every owned queue's offset, unregisters from the brokers and
@@ -953,9 +932,7 @@ impl Consumer {
         if !self.inner.running.swap(false, Ordering::AcqRel) {
             return;
         }
-        self.with(true, |c, _| c.stop());
-        let idle = |c: &mut Machine, _: &Session| c.commits_pending() == 0;
-        self.wait(clock::to_std(OFFSET_RPC_TIMEOUT), idle).await;
+        self.committed(Machine::stop).await;
         self.inner
             .driver
             .shutdown(clock::to_std(CLIENT_API_TIMEOUT))

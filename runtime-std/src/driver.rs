@@ -22,9 +22,13 @@ use std::sync::{Arc, Weak};
 
 use bytes::{Bytes, BytesMut};
 use rmq_core::acl::Credentials;
-use rmq_core::client::{Attached, Client, DirectOutcome, Event, Inbound, NoConsumer};
+use rmq_core::client::{
+    Attached, Client, DirectOutcome, Event, Inbound, NackKey, NackOutcome, NackedMessage,
+    NoConsumer,
+};
 use rmq_core::metrics::AtomicHistogram;
-use rmq_core::pull_consumer::{Delivery, PullConsumer, PullEvent};
+use rmq_core::pull_consumer::{Delivery, PullConsumer, PullEvent, QueueKey};
+use rmq_core::send_back::{Nack, NackError};
 use rmq_core::session::{
     self, Outbound, Peer, SendArgs, SendFailure, SendId, SendReceipt, SubmitError, TopicId,
 };
@@ -37,6 +41,7 @@ use tracing::{debug, warn};
 use crate::clock;
 use crate::config::SecurityConfig;
 use crate::conn::{self, Conn, ConnStats, FrameSink};
+use crate::consumer::ConsumedMessage;
 use crate::hash::FastMap;
 use crate::heap::Heap;
 use crate::message::ConnectionError;
@@ -89,6 +94,8 @@ pub(crate) trait Sink<C>: Send {
     fn direct(&mut self, peer: Peer, opaque: i32, frame: &Bytes, d: Delivery<'_, '_>);
     /// An event of the consumer (it may act on `c`).
     fn event(&mut self, e: PullEvent, c: &mut C, s: &Session);
+    /// A nacked message handed out again ([`Event::Redeliver`]).
+    fn redeliver(&mut self, m: ConsumedMessage);
     /// After a run of events.
     fn flush(&mut self);
 }
@@ -174,6 +181,31 @@ enum Link {
     Up(Arc<Conn>),
 }
 
+/// What a caller waits for: the client's events that end a wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// A lookup of this topic ended (`true`: a route).
+    Route(TopicId),
+    /// Every heartbeat was answered or failed.
+    Heartbeats,
+    /// Every UNREGISTER_CLIENT was answered or failed.
+    Unregistered,
+    /// The consumer's start is done.
+    Started,
+    /// The rebalance round asked for is applied.
+    Rebalanced,
+    /// The commits asked for are answered.
+    Committed,
+    /// Orderly: the broker locked this queue (and lease) for us.
+    Locked(QueueKey, u32),
+}
+
+/// A nacked message kept until its nack ends (the client lends it for the resend).
+struct Kept {
+    msg: ConsumedMessage,
+    done: Option<oneshot::Sender<NackOutcome>>,
+}
+
 /// What a consumer's client lends besides the sends: its heartbeat body and the running
 /// info's properties and handler times.
 #[derive(Default)]
@@ -202,10 +234,10 @@ struct State<C: Attached> {
     closed: HashMap<Peer, Arc<Conn>>,
     /// Why the last connection to a peer failed (cleared when one opens).
     causes: HashMap<Peer, ConnectionError>,
-    route_waiters: HashMap<u16, Vec<oneshot::Sender<bool>>>,
-    /// Who waits for the heartbeats, or the unregisters, to be answered.
-    heartbeat_waiters: Vec<oneshot::Sender<()>>,
-    unregister_waiters: Vec<oneshot::Sender<()>>,
+    /// Who waits for which event (`true`: it happened as hoped).
+    waiters: Vec<(Wait, oneshot::Sender<bool>)>,
+    /// The nacked messages on their way.
+    nacked: FastMap<NackKey, Kept>,
     /// The deadline the driver task sleeps until (set by its last step; `None`: no deadline,
     /// or the task has not run yet). A send whose deadlines are all later needs no wake-up.
     armed: Option<Instant>,
@@ -232,13 +264,35 @@ impl<C: Attached> State<C> {
             (_, None) => false,
         }
     }
+
+    /// Ends every wait for `w`.
+    fn wake(&mut self, w: Wait, ok: bool) {
+        for (_, tx) in self.waiters.extract_if(.., |(x, _)| *x == w) {
+            let _ = tx.send(ok);
+        }
+    }
 }
 
 /// What the client borrows to write frames.
 struct Lend<'a> {
     sends: &'a Sends,
+    nacked: &'a FastMap<NackKey, Kept>,
     acl: Option<&'a crate::AclConfig>,
     extras: &'a Extras,
+}
+
+impl rmq_core::client::Lend for Lend<'_> {
+    fn nacked(&self, key: NackKey) -> Option<NackedMessage<'_>> {
+        let m = &self.nacked.get(&key)?.msg;
+        Some(NackedMessage {
+            properties: m.properties.as_raw(),
+            body: &m.body,
+            msg_id: &m.msg_id,
+            topic: &m.topic,
+            reconsume_times: m.reconsume_times,
+            flag: m.flag,
+        })
+    }
 }
 
 impl Outbound for Lend<'_> {
@@ -339,9 +393,8 @@ impl<C: Attached + Send + 'static> Driver<C> {
                 links: FastMap::default(),
                 closed: HashMap::new(),
                 causes: HashMap::new(),
-                route_waiters: HashMap::new(),
-                heartbeat_waiters: Vec::new(),
-                unregister_waiters: Vec::new(),
+                waiters: Vec::new(),
+                nacked: FastMap::default(),
                 armed: None,
             }),
             wake: Notify::new(),
@@ -426,12 +479,99 @@ impl<C: Attached + Send + 'static> Driver<C> {
                 return true;
             }
             st.client.session_mut().refresh_route(clock::now(), t);
-            let (tx, rx) = oneshot::channel();
-            st.route_waiters.entry(t.0).or_default().push(tx);
-            rx
+            self.inner.waiter(&mut st, Wait::Route(t))
         };
         self.inner.wake.notify_one();
         matches!(tokio::time::timeout(timeout, rx).await, Ok(Ok(true)))
+    }
+
+    /// Runs `f` on the client, then waits up to `timeout` for `w` (registered under the same
+    /// lock: it cannot be missed); `true` when it happened as hoped.
+    pub(crate) async fn wait<R>(
+        &self,
+        w: Wait,
+        timeout: std::time::Duration,
+        f: impl FnOnce(&mut Core<C>) -> R,
+    ) -> (R, bool) {
+        self.wait_if(w, timeout, f, |_| true).await
+    }
+
+    /// As [`Driver::wait`], when `needed` says so of what `f` returned (`false`: no wait).
+    pub(crate) async fn wait_if<R>(
+        &self,
+        w: Wait,
+        timeout: std::time::Duration,
+        f: impl FnOnce(&mut Core<C>) -> R,
+        needed: impl FnOnce(&R) -> bool,
+    ) -> (R, bool) {
+        let (r, rx) = {
+            let mut st = lock(&self.inner.state);
+            let r = f(&mut st.client);
+            let rx = needed(&r).then(|| self.inner.waiter(&mut st, w));
+            self.inner.events(&mut st);
+            self.inner.flush(&mut st, clock::now());
+            (r, rx)
+        };
+        self.inner.wake.notify_one();
+        let Some(rx) = rx else { return (r, false) };
+        (
+            r,
+            matches!(tokio::time::timeout(timeout, rx).await, Ok(Ok(true))),
+        )
+    }
+
+    /// Hands `m` back for a later retry at `delay_level` (see
+    /// [`rmq_core::client::Client::nack`]); `None`: orderly's skip past the reconsume limit,
+    /// straight to the resend ([`rmq_core::client::Client::resend`]). The receiver tells how
+    /// the nack ended.
+    pub(crate) fn nack(
+        &self,
+        m: &ConsumedMessage,
+        delay_level: Option<i32>,
+    ) -> Result<oneshot::Receiver<NackOutcome>, NackError> {
+        self.nack_with(m, |c, key| {
+            let n = Nack {
+                offset: m.queue_offset,
+                commit_log_offset: m.commit_log_offset,
+                msg_id: &m.msg_id,
+                topic: &m.topic,
+                delay_level: delay_level.unwrap_or(0),
+                reconsume_times: m.reconsume_times,
+                body_len: m.body.len(),
+                flag: m.flag,
+            };
+            match delay_level {
+                Some(_) => c.nack(key.queue, key.lease, &n),
+                None => c.resend(clock::now(), key.queue, key.lease, &n),
+            }
+        })
+    }
+
+    fn nack_with(
+        &self,
+        m: &ConsumedMessage,
+        f: impl FnOnce(&mut Core<C>, NackKey) -> Result<(), NackError>,
+    ) -> Result<oneshot::Receiver<NackOutcome>, NackError> {
+        let key = m.nack_key();
+        let (tx, rx) = oneshot::channel();
+        let mut st = lock(&self.inner.state);
+        // Kept first: a resend started at once lends it.
+        let kept = Kept {
+            msg: m.clone(),
+            done: Some(tx),
+        };
+        if st.nacked.insert(key, kept).is_some() {
+            return Err(NackError::Pending);
+        }
+        if let Err(e) = f(&mut st.client, key) {
+            st.nacked.remove(&key);
+            return Err(e);
+        }
+        self.inner.events(&mut st);
+        self.inner.flush(&mut st, clock::now());
+        drop(st);
+        self.inner.wake.notify_one();
+        Ok(rx)
     }
 
     /// Starts a send of `properties` + `body` to `topic` and waits for its end.
@@ -481,20 +621,6 @@ impl<C: Attached + Send + 'static> Driver<C> {
         rx.await.map_err(|_| Refused::Stopped)
     }
 
-    /// Sends the HEART_BEAT to every known master now; waits up to `timeout` for the answers.
-    pub(crate) async fn heartbeat(&self, timeout: std::time::Duration) {
-        let rx = {
-            let mut st = lock(&self.inner.state);
-            let (tx, rx) = oneshot::channel();
-            st.heartbeat_waiters.push(tx);
-            st.client.session_mut().heartbeat_now(clock::now());
-            self.inner.flush(&mut st, clock::now());
-            rx
-        };
-        self.inner.wake.notify_one();
-        let _ = tokio::time::timeout(timeout, rx).await;
-    }
-
     /// Stops the driver task and closes every connection at once (no unregister). Whatever is
     /// still waiting (sends past the shutdown drain, route waits) ends now: nothing
     /// would time it out any more.
@@ -512,22 +638,18 @@ impl<C: Attached + Send + 'static> Driver<C> {
         }
         // Dropping the waiters ends their futures (Shutdown / ConnectionClosed).
         st.sends = Sends::default();
-        st.route_waiters.clear();
+        st.waiters.clear();
+        st.nacked.clear();
     }
 
     /// Unregisters from every broker (waiting up to `timeout` for the answers), then stops the
     /// driver and closes every connection.
     pub(crate) async fn shutdown(&self, timeout: std::time::Duration) {
-        let rx = {
-            let mut st = lock(&self.inner.state);
-            let (tx, rx) = oneshot::channel();
-            st.unregister_waiters.push(tx);
-            st.client.session_mut().unregister_all(clock::now());
-            self.inner.flush(&mut st, clock::now());
-            rx
-        };
-        self.inner.wake.notify_one();
-        let _ = tokio::time::timeout(timeout, rx).await;
+        let now = clock::now();
+        self.wait(Wait::Unregistered, timeout, |c| {
+            c.session_mut().unregister_all(now);
+        })
+        .await;
         self.close();
     }
 
@@ -603,6 +725,17 @@ async fn run<C: Attached + Send + 'static>(weak: Weak<Inner<C>>) {
 }
 
 impl<C: Attached + Send + 'static> Inner<C> {
+    /// A waiter for `w` (its receiver fails at once once the driver stopped).
+    fn waiter(&self, st: &mut State<C>, w: Wait) -> oneshot::Receiver<bool> {
+        let (tx, rx) = oneshot::channel();
+        if !st.stopped {
+            // (Waits that timed out are forgotten here.)
+            st.waiters.retain(|(_, tx)| !tx.is_closed());
+            st.waiters.push((w, tx));
+        }
+        rx
+    }
+
     fn step(self: &Arc<Self>) -> Option<Instant> {
         let mut st = lock(&self.state);
         let now = clock::now();
@@ -619,17 +752,26 @@ impl<C: Attached + Send + 'static> Inner<C> {
             let state = &mut **st;
             let lend = Lend {
                 sends: &state.sends,
+                nacked: &state.nacked,
                 acl: self.security.acl.as_ref(),
                 extras: &state.extras,
             };
             let Some(tx) = state.client.poll_transmit(now, &mut state.buf, &lend) else {
                 break;
             };
-            let body = tx
-                .body
-                .and_then(|id| state.sends.get(id.0))
-                .map(|p| p.body.clone())
-                .unwrap_or_default();
+            let body = tx.body.and_then(|id| match state.sends.get(id.0) {
+                Some(p) => Some(p.body.clone()),
+                // A consumer's resend: the nacked message's body.
+                None => Some(
+                    state
+                        .nacked
+                        .get(&state.client.resend_of(id)?)?
+                        .msg
+                        .body
+                        .clone(),
+                ),
+            });
+            let body = body.unwrap_or_default();
             let frame = Frame {
                 head: state.head(tx.len),
                 body,
@@ -725,12 +867,8 @@ impl<C: Attached + Send + 'static> Inner<C> {
                         st.client.handle_closed(clock::now(), peer, cause);
                     }
                 }
-                Event::RouteUpdated(t) | Event::RouteFailed(t) => {
-                    let ok = matches!(e, Event::RouteUpdated(_));
-                    for w in st.route_waiters.remove(&t.0).unwrap_or_default() {
-                        let _ = w.send(ok);
-                    }
-                }
+                Event::RouteUpdated(t) => st.wake(Wait::Route(t), true),
+                Event::RouteFailed(t) => st.wake(Wait::Route(t), false),
                 Event::ChooseQueue { id, queues } => {
                     let choose = st.sends.get_mut(id.0).and_then(|p| p.choose.take());
                     let index = choose.map_or(0, |f| f(queues));
@@ -738,12 +876,31 @@ impl<C: Attached + Send + 'static> Inner<C> {
                         .session_mut()
                         .choose_queue(clock::now(), id, index);
                 }
-                Event::HeartbeatsDone => st.heartbeat_waiters.drain(..).for_each(|w| {
-                    let _ = w.send(());
-                }),
-                Event::Unregistered => st.unregister_waiters.drain(..).for_each(|w| {
-                    let _ = w.send(());
-                }),
+                Event::HeartbeatsDone => st.wake(Wait::Heartbeats, true),
+                Event::Unregistered => st.wake(Wait::Unregistered, true),
+                Event::Started => st.wake(Wait::Started, true),
+                Event::Consumer(PullEvent::Rebalanced) => st.wake(Wait::Rebalanced, true),
+                Event::Consumer(PullEvent::Committed) => st.wake(Wait::Committed, true),
+                Event::Consumer(PullEvent::Locked { queue, lease }) => {
+                    st.wake(Wait::Locked(queue, lease), true);
+                }
+                Event::Nacked { key, outcome } => {
+                    // Kept for its local redelivery; forgotten otherwise.
+                    let done = match outcome {
+                        NackOutcome::Local => st.nacked.get_mut(&key).and_then(|k| k.done.take()),
+                        _ => st.nacked.remove(&key).and_then(|k| k.done),
+                    };
+                    if let Some(d) = done {
+                        let _ = d.send(outcome);
+                    }
+                }
+                Event::Redeliver(key) => {
+                    if let (Some(mut k), Some(sink)) = (st.nacked.remove(&key), st.sink.as_mut()) {
+                        k.msg.reconsume_times = k.msg.reconsume_times.saturating_add(1);
+                        sink.redeliver(k.msg);
+                        consumer_events = true;
+                    }
+                }
                 Event::Consumer(pe) => {
                     if let Some(sink) = st.sink.as_mut() {
                         let (c, s) = st.client.consumer_mut();

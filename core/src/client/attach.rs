@@ -4,8 +4,9 @@
 //! The client correlates, times out and routes; the consumer decides. Every method here is
 //! called by [`Client`](super::Client) only, in the order its docs give.
 
-use crate::pull_consumer::{Delivery, PullConsumer, PullEvent};
-use crate::session::{Outbound, SessionApi, Transmit};
+use crate::pull_consumer::{Delivery, PullConsumer, PullEvent, QueueKey};
+use crate::send_back::{Nack, NackError};
+use crate::session::{Outbound, SessionApi, TopicId, Transmit};
 use crate::store::Store;
 use crate::time::Instant;
 
@@ -51,6 +52,21 @@ pub trait Attached {
     fn group(&self) -> &str;
     /// Orderly consumption (CONSUME_MESSAGE_DIRECTLY's answer says so).
     fn orderly(&self) -> bool;
+    /// Its subscribed topics.
+    fn topics(&self) -> impl Iterator<Item = TopicId> + '_;
+    /// A rebalance round now (reported by [`PullEvent::Rebalanced`]).
+    fn rebalance_now(&mut self, now: Instant);
+    /// No periodic round for a rebalance interval.
+    fn defer_rebalance(&mut self, now: Instant);
+    /// The send-back of a message the application could not process.
+    ///
+    /// # Errors
+    /// [`NackError`].
+    fn nack(&mut self, queue: QueueKey, lease: u32, nack: &Nack<'_>) -> Result<(), NackError>;
+    /// Acknowledges the message at `offset` (`false`: not in flight under `lease`).
+    fn ack(&mut self, now: Instant, queue: QueueKey, lease: u32, offset: i64) -> bool;
+    /// Deliveries of a message before it goes to the dead-letter queue.
+    fn max_reconsume(&self) -> i32;
     /// The `ConsumerRunningInfo` body, written into `buf`.
     #[allow(clippy::too_many_arguments)]
     fn running_info<S: SessionApi>(
@@ -109,6 +125,20 @@ impl Attached for NoConsumer {
     }
     fn orderly(&self) -> bool {
         false
+    }
+    fn topics(&self) -> impl Iterator<Item = TopicId> + '_ {
+        core::iter::empty()
+    }
+    fn rebalance_now(&mut self, _: Instant) {}
+    fn defer_rebalance(&mut self, _: Instant) {}
+    fn nack(&mut self, _: QueueKey, _: u32, _: &Nack<'_>) -> Result<(), NackError> {
+        Err(NackError::NotInFlight)
+    }
+    fn ack(&mut self, _: Instant, _: QueueKey, _: u32, _: i64) -> bool {
+        false
+    }
+    fn max_reconsume(&self) -> i32 {
+        0
     }
     fn running_info<S: SessionApi>(
         &mut self,
@@ -180,6 +210,24 @@ impl<
     }
     fn orderly(&self) -> bool {
         self.is_orderly()
+    }
+    fn topics(&self) -> impl Iterator<Item = TopicId> + '_ {
+        PullConsumer::topics(self)
+    }
+    fn rebalance_now(&mut self, now: Instant) {
+        PullConsumer::rebalance_now(self, now);
+    }
+    fn defer_rebalance(&mut self, now: Instant) {
+        PullConsumer::defer_rebalance(self, now);
+    }
+    fn nack(&mut self, queue: QueueKey, lease: u32, nack: &Nack<'_>) -> Result<(), NackError> {
+        PullConsumer::nack(self, queue, lease, nack)
+    }
+    fn ack(&mut self, now: Instant, queue: QueueKey, lease: u32, offset: i64) -> bool {
+        PullConsumer::ack(self, now, queue, lease, offset)
+    }
+    fn max_reconsume(&self) -> i32 {
+        self.max_reconsume_times()
     }
     fn running_info<S: SessionApi>(
         &mut self,

@@ -54,22 +54,31 @@
 
 mod answer;
 mod attach;
+pub mod nack;
+pub mod start;
 
 use heapless::{Deque, Vec};
 
 pub use answer::DirectOutcome;
 pub use attach::{Attached, NoConsumer};
+pub use nack::{Lend, NackKey, NackOutcome, NackedMessage};
 
 use answer::{ANSWERS, Answer};
+use nack::{Entry, Step, WithResends};
+use start::Start;
 
 use crate::admin::{direct_message, is_oneway};
 use crate::pull_consumer::{Delivery, PullEvent, QueueKey};
+use crate::retry::{RetryConfig, SendMode};
+use crate::send_back::{Nack, NackError, RETRY_TOPIC_PREFIX, retry_topic};
 use crate::session::{
-    self, BrokerId, Features, FrameError, Full, Incoming, Outbound, Peer, SendFailure, SendId,
+    self, BrokerId, Features, FrameError, Full, Incoming, Peer, SendArgs, SendFailure, SendId,
     SendReceipt, Session, TopicId, Transmit,
 };
+use crate::store::Table;
 use crate::store::{Fixed, Store};
 use crate::time::Instant;
+use crate::time::WallClock;
 use crate::transport::TransportError;
 use crate::wire::headers::GetConsumerRunningInfoRequestHeader;
 use crate::wire::{CommandHeader, Frame, RequestCode, Scratch};
@@ -104,7 +113,21 @@ pub enum Event {
     HeartbeatsDone,
     /// Every UNREGISTER_CLIENT was answered or failed.
     Unregistered,
-    /// What the consumer reports (send-backs, broadcasting offsets).
+    /// The consumer's start ([`Client::start_consumer`]) is done: routes, heartbeat, the
+    /// first rebalance (see [`start`]).
+    Started,
+    /// A nack ended ([`Client::nack`], [`Client::resend`]; see [`nack`]): the runtime may
+    /// forget the message unless the outcome is [`NackOutcome::Local`].
+    Nacked {
+        /// Which message.
+        key: NackKey,
+        /// How.
+        outcome: NackOutcome,
+    },
+    /// A message whose send-back and resend both failed is due again: hand it to the
+    /// application (one more reconsume time); it is still in flight.
+    Redeliver(NackKey),
+    /// What the consumer reports (milestones, broadcasting offsets, locks).
     Consumer(PullEvent),
 }
 
@@ -152,9 +175,14 @@ pub struct Client<
     session: Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F, St>,
     consumer: C,
     answers: Deque<Answer, ANSWERS>,
+    /// Nacks on their way (the consumer's send-backs, resends, local redeliveries).
+    nacks: St::Vec<Entry, SENDS>,
+    start: Start,
     stats: ClientStats,
     /// The latest `now` an input brought.
     now: Instant,
+    /// The wall clock, as the runtime lent it last (a resend's born timestamp).
+    wall: WallClock,
 }
 
 impl<
@@ -181,8 +209,11 @@ impl<
             session,
             consumer,
             answers: Deque::new(),
+            nacks: Table::new(),
+            start: Start::Idle,
             stats: ClientStats::default(),
             now: Instant::ZERO,
+            wall: WallClock::default(),
         }
     }
 
@@ -233,6 +264,74 @@ impl<
         &mut Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F, St>,
     ) {
         (&mut self.consumer, &mut self.session)
+    }
+
+    /// Starts the consumer (see [`start`]): [`Event::Started`] when its queues are assigned.
+    pub fn start_consumer(&mut self, now: Instant) {
+        self.now = now;
+        if !C::ATTACHED {
+            self.start = Start::Done;
+            return;
+        }
+        // The first round comes last (not on the consumer's own schedule).
+        self.consumer.defer_rebalance(now);
+        let session = &mut self.session;
+        for t in self.consumer.topics() {
+            if !is_retry(session.topic_name(t)) {
+                session.refresh_route(now, t);
+            }
+        }
+        self.start = Start::Routes(Start::step(now));
+        self.advance_start(now, None);
+    }
+
+    /// A rebalance round now; [`PullEvent::Rebalanced`] when it is applied.
+    pub fn rebalance_now(&mut self, now: Instant) {
+        self.consumer.rebalance_now(now);
+    }
+
+    /// Hands a message the application could not process back for a later retry (see
+    /// [`nack`]): [`Event::Nacked`] tells how it ended. `nack.body_len`, `flag` and
+    /// `reconsume_times` are the message's, for the resend.
+    ///
+    /// # Errors
+    /// [`NackError`] (nothing changed): not in flight, already nacked, tables full, too long.
+    pub fn nack(&mut self, queue: QueueKey, lease: u32, nack: &Nack<'_>) -> Result<(), NackError> {
+        let key = NackKey {
+            queue,
+            lease,
+            offset: nack.offset,
+        };
+        self.track(key, nack, Step::SendingBack)?;
+        if let Err(e) = self.consumer.nack(queue, lease, nack) {
+            let _ = self.untrack(key);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Orderly consumption's skip of a message past its reconsume limit (Java
+    /// `ConsumeMessageOrderlyService.checkReconsumeTimes`): no send-back, the resend to
+    /// `%RETRY%<group>` at once ([`Event::Nacked`]: `Resent`, its offset acknowledged, or
+    /// `Local`: keep it and retry).
+    ///
+    /// # Errors
+    /// As [`Client::nack`].
+    pub fn resend(
+        &mut self,
+        now: Instant,
+        queue: QueueKey,
+        lease: u32,
+        nack: &Nack<'_>,
+    ) -> Result<(), NackError> {
+        let key = NackKey {
+            queue,
+            lease,
+            offset: nack.offset,
+        };
+        self.track(key, nack, Step::SendingBack)?;
+        self.start_resend(now, key);
+        Ok(())
     }
 
     /// The application's handler ran the message of [`Inbound::Direct`] in `spent_ms`: the
@@ -303,59 +402,100 @@ impl<
         self.session.handle_timeout(now);
         self.consumer.handle_timeout(now);
         self.settle(now);
+        if C::ATTACHED && self.start.deadline().is_some_and(|d| d <= now) {
+            self.advance_start(now, None);
+        }
     }
 
     // ----- outputs -------------------------------------------------------------------------
 
     /// The next frame to write, encoded into `buf`: answers to brokers first, then the
     /// session's requests, then the consumer's.
-    pub fn poll_transmit<M: Outbound + ?Sized>(
+    pub fn poll_transmit<M: Lend + ?Sized>(
         &mut self,
         now: Instant,
         buf: &mut [u8],
         lend: &M,
     ) -> Option<Transmit> {
+        if C::ATTACHED {
+            self.wall.set(now, lend.unix_millis());
+        }
         while let Some(a) = self.answers.pop_front() {
             if let Some(tx) = self.write_answer(now, a, buf, lend) {
                 return Some(tx);
             }
         }
-        if let Some(tx) = self.session.poll_transmit(now, buf, lend) {
+        let with = WithResends {
+            inner: lend,
+            nacks: &self.nacks,
+            max_reconsume: self.consumer.max_reconsume(),
+        };
+        if let Some(tx) = self.session.poll_transmit(now, buf, &with) {
             return Some(tx);
         }
         self.consumer.poll_call(now, &mut self.session, buf, lend)
     }
 
+    /// The nack whose resend send `id` is, if it is one (a runtime that copies bodies into
+    /// its frames finds this one's in the message it keeps).
+    pub fn resend_of(&self, id: SendId) -> Option<NackKey> {
+        self.nacks
+            .iter()
+            .find(|e| e.step == Step::Resending(id))
+            .map(|e| e.key)
+    }
+
     /// When [`Client::handle_timeout`] must be called next.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        match (self.session.poll_timeout(), self.consumer.poll_timeout()) {
-            (Some(a), Some(b)) => Some(if a <= b { a } else { b }),
-            (a, None) => a,
-            (None, b) => b,
+        let mut d = self.session.poll_timeout();
+        let mut min = |t: Option<Instant>| {
+            if let Some(t) = t {
+                d = Some(d.map_or(t, |d| if d <= t { d } else { t }));
+            }
+        };
+        min(self.consumer.poll_timeout());
+        if C::ATTACHED {
+            min(self.start.deadline());
+            min(self.nacks.iter().filter_map(Entry::due).min());
         }
+        d
     }
 
     /// The next event, or `None`.
     pub fn poll_event(&mut self) -> Option<Event> {
+        let now = self.now;
         loop {
-            let e = match self.session.poll_event() {
-                Some(e) => e,
-                None => return self.consumer.poll_event().map(Event::Consumer),
-            };
-            return Some(match e {
-                session::Event::SendDone { id, result } => Event::SendDone { id, result },
-                session::Event::Reconnect(p) => Event::Reconnect(p),
-                session::Event::RouteUpdated(t) => Event::RouteUpdated(t),
-                session::Event::RouteFailed(t) => Event::RouteFailed(t),
-                session::Event::ChooseQueue { id, queues } => Event::ChooseQueue { id, queues },
-                session::Event::HeartbeatsDone => Event::HeartbeatsDone,
-                session::Event::Unregistered => Event::Unregistered,
-                session::Event::CallFailed { opaque, .. } => {
-                    // The consumer's (taken by `settle` unless it came since).
-                    self.consumer.handle_call_failed(self.now, opaque);
+            if let Some(e) = self.session.poll_event() {
+                if C::ATTACHED {
+                    if let Some(e) = self.consumer_view(now, e) {
+                        return Some(e);
+                    }
                     continue;
                 }
-            });
+                match client_event(e) {
+                    Some(e) => return Some(e),
+                    None => continue,
+                }
+            }
+            if let Some(pe) = self.consumer.poll_event() {
+                match self.pull_event(now, pe) {
+                    Some(e) => return Some(e),
+                    None => continue,
+                }
+            }
+            if !C::ATTACHED {
+                return None;
+            }
+            if self.start == Start::Done {
+                self.start = Start::Idle;
+                return Some(Event::Started);
+            }
+            let due = self
+                .nacks
+                .iter()
+                .position(|e| e.due().is_some_and(|d| d <= now))?;
+            let e = self.nacks.swap_remove(due);
+            return Some(Event::Redeliver(e.key));
         }
     }
 
@@ -369,6 +509,181 @@ impl<
                 self.consumer.handle_call_failed(now, opaque);
             }
         }
+    }
+
+    /// A session event of a consumer's client: the consumer's failed calls, its resends, and
+    /// its start's steps are the client's; the rest goes on to the runtime.
+    fn consumer_view(&mut self, now: Instant, e: session::Event) -> Option<Event> {
+        match e {
+            session::Event::CallFailed { opaque, .. } => {
+                // The consumer's (taken by `settle` unless it came since).
+                self.consumer.handle_call_failed(now, opaque);
+                None
+            }
+            session::Event::SendDone { id, result } => {
+                let Some(i) = self
+                    .nacks
+                    .iter()
+                    .position(|e| e.step == Step::Resending(id))
+                else {
+                    return Some(Event::SendDone { id, result });
+                };
+                let key = self.nacks[i].key;
+                let outcome = if result.is_ok() {
+                    let _ = self.nacks.swap_remove(i);
+                    let _ = self.consumer.ack(now, key.queue, key.lease, key.offset);
+                    NackOutcome::Resent
+                } else {
+                    self.nacks[i].local(now);
+                    NackOutcome::Local
+                };
+                Some(Event::Nacked { key, outcome })
+            }
+            e => {
+                if self.start != Start::Idle {
+                    self.advance_start(now, Some(&e));
+                }
+                client_event(e)
+            }
+        }
+    }
+
+    /// A consumer event: its send-backs' outcomes are the nacks'; its first rebalance ends
+    /// the start.
+    fn pull_event(&mut self, now: Instant, pe: PullEvent) -> Option<Event> {
+        match pe {
+            PullEvent::SentBack {
+                queue,
+                lease,
+                offset,
+            }
+            | PullEvent::SendBackFailed {
+                queue,
+                lease,
+                offset,
+            } => {
+                let key = NackKey {
+                    queue,
+                    lease,
+                    offset,
+                };
+                if !matches!(pe, PullEvent::SentBack { .. }) {
+                    return self.start_resend(now, key);
+                }
+                let _ = self.untrack(key);
+                Some(Event::Nacked {
+                    key,
+                    outcome: NackOutcome::SentBack,
+                })
+            }
+            PullEvent::Rebalanced if matches!(self.start, Start::Rebalance(_)) => {
+                self.start = Start::Done;
+                Some(Event::Consumer(pe))
+            }
+            pe => Some(Event::Consumer(pe)),
+        }
+    }
+
+    /// Records nack `key` on its way.
+    fn track(&mut self, key: NackKey, nack: &Nack<'_>, step: Step) -> Result<(), NackError> {
+        if self.nacks.iter().any(|e| e.key == key) {
+            return Err(NackError::Pending);
+        }
+        let e = Entry {
+            key,
+            body_len: nack.body_len,
+            flag: nack.flag,
+            reconsume_times: nack.reconsume_times,
+            step,
+        };
+        self.nacks.push(e).map_err(|_| NackError::Full)
+    }
+
+    fn untrack(&mut self, key: NackKey) -> Option<Entry> {
+        let i = self.nacks.iter().position(|e| e.key == key)?;
+        Some(self.nacks.swap_remove(i))
+    }
+
+    /// The resend of nack `key` to `%RETRY%<group>`; `Some` when it could not start (the
+    /// nack ends in a local redelivery).
+    fn start_resend(&mut self, now: Instant, key: NackKey) -> Option<Event> {
+        let i = self.nacks.iter().position(|e| e.key == key)?;
+        let e = self.nacks[i];
+        let name: Option<heapless::String<{ crate::pull_consumer::MAX_NAME + 8 }>> =
+            retry_topic(self.consumer.group());
+        let topic = name.and_then(|n| self.session.topic(now, &n).ok());
+        let mut args = SendArgs::new(
+            RetryConfig::plain(SendMode::Sync),
+            e.body_len,
+            self.wall.unix_millis(now),
+        );
+        args.flag = e.flag;
+        let max = self.consumer.max_reconsume();
+        args.reconsume = Some((e.reconsume_times.max(0).saturating_add(1), max));
+        match topic.map(|t| self.session.send(now, t, &args)) {
+            Some(Ok(id)) => {
+                self.nacks[i].step = Step::Resending(id);
+                None
+            }
+            _ => {
+                self.nacks[i].local(now);
+                Some(Event::Nacked {
+                    key,
+                    outcome: NackOutcome::Local,
+                })
+            }
+        }
+    }
+
+    /// Moves the consumer's start on after `e` (or at its step's deadline).
+    fn advance_start(&mut self, now: Instant, e: Option<&session::Event>) {
+        let expired = self.start.deadline().is_some_and(|d| d <= now);
+        match self.start {
+            Start::Routes(_) => {
+                let session = &self.session;
+                let routed = self
+                    .consumer
+                    .topics()
+                    .filter(|t| !is_retry(session.topic_name(*t)))
+                    .all(|t| !session.subscribe_queues(t).is_empty());
+                let failed = matches!(e, Some(session::Event::RouteFailed(_)));
+                if routed || failed || expired {
+                    self.start = Start::Heartbeat(Start::step(now));
+                    self.session.heartbeat_now(now);
+                }
+            }
+            Start::Heartbeat(_) => {
+                if expired || matches!(e, Some(session::Event::HeartbeatsDone)) {
+                    // The heartbeat made the brokers create `%RETRY%<group>`: its route
+                    // exists now.
+                    let session = &self.session;
+                    let retry = self
+                        .consumer
+                        .topics()
+                        .find(|t| is_retry(session.topic_name(*t)));
+                    match retry {
+                        Some(t) => {
+                            self.session.refresh_route(now, t);
+                            self.start = Start::RetryRoute(t, Start::step(now));
+                        }
+                        None => self.rebalance_start(now),
+                    }
+                }
+            }
+            Start::RetryRoute(t, _) => {
+                let routed = matches!(e, Some(session::Event::RouteUpdated(x) | session::Event::RouteFailed(x)) if *x == t);
+                if routed || expired {
+                    self.rebalance_start(now);
+                }
+            }
+            Start::Rebalance(_) if expired => self.start = Start::Done,
+            Start::Rebalance(_) | Start::Idle | Start::Done => {}
+        }
+    }
+
+    fn rebalance_start(&mut self, now: Instant) {
+        self.start = Start::rebalance(now);
+        self.consumer.rebalance_now(now);
     }
 
     fn answer(&mut self, a: Answer) {
@@ -441,7 +756,7 @@ impl<
     }
 
     /// Encodes answer `a` into `buf`.
-    fn write_answer<M: Outbound + ?Sized>(
+    fn write_answer<M: Lend + ?Sized>(
         &mut self,
         now: Instant,
         a: Answer,
@@ -481,6 +796,25 @@ impl<
             answer: true,
         })
     }
+}
+
+/// Whether a topic is a group's retry topic.
+fn is_retry(name: Option<&str>) -> bool {
+    name.is_some_and(|n| n.starts_with(RETRY_TOPIC_PREFIX))
+}
+
+/// A session event as the client reports it (`None`: a call's, which is the consumer's).
+fn client_event(e: session::Event) -> Option<Event> {
+    Some(match e {
+        session::Event::SendDone { id, result } => Event::SendDone { id, result },
+        session::Event::Reconnect(p) => Event::Reconnect(p),
+        session::Event::RouteUpdated(t) => Event::RouteUpdated(t),
+        session::Event::RouteFailed(t) => Event::RouteFailed(t),
+        session::Event::ChooseQueue { id, queues } => Event::ChooseQueue { id, queues },
+        session::Event::HeartbeatsDone => Event::HeartbeatsDone,
+        session::Event::Unregistered => Event::Unregistered,
+        session::Event::CallFailed { .. } => return None,
+    })
 }
 
 #[cfg(test)]

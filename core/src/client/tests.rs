@@ -8,7 +8,8 @@ use super::*;
 use crate::message::stored::MessageVersion;
 use crate::message::{StoredMessage, SysFlag};
 use crate::pull_consumer::{PullConfig, PullConsumer};
-use crate::session::Config;
+use crate::send_back::{Nack, NackError};
+use crate::session::{Config, Outbound};
 use crate::wire::headers::HeartbeatRequestHeader;
 use crate::wire::{CommandRepr, ResponseCode, SerializeType, flag, version};
 
@@ -19,8 +20,20 @@ type Producing = Client<4, 4, 16, 16, 4, 2048>;
 const ME: &str = "10.0.0.2@gw";
 const BROKER: Peer = Peer::Broker(BrokerId(0));
 
-struct Lend;
-impl Outbound for Lend {
+struct Lent;
+impl nack::Lend for Lent {
+    fn nacked(&self, key: NackKey) -> Option<NackedMessage<'_>> {
+        (key.offset == 7).then_some(NackedMessage {
+            properties: "TAGS\u{1}A\u{2}UNIQ_KEY\u{1}ID7\u{2}",
+            body: b"seven",
+            msg_id: "ID7",
+            topic: "T",
+            reconsume_times: 2,
+            flag: 0,
+        })
+    }
+}
+impl Outbound for Lent {
     fn properties(&self, _: SendId) -> &str {
         ""
     }
@@ -117,7 +130,7 @@ fn consumer() -> Consuming {
     let (pull, session) = c.consumer_mut();
     pull.subscribe(t(0), session, "T", "*").unwrap();
     let mut buf = [0u8; 2048];
-    let tx = c.poll_transmit(t(0), &mut buf, &Lend).unwrap();
+    let tx = c.poll_transmit(t(0), &mut buf, &Lent).unwrap();
     assert!(!tx.answer && tx.peer == Peer::NameServer(0));
     let f = response(0, tx.opaque, route().as_bytes());
     c.handle_frame(t(0), tx.peer, &f, &mut |_| {}).unwrap();
@@ -133,7 +146,7 @@ fn out<const T: usize, F: Features, C: Attached>(
     c.handle_timeout(now);
     let mut v = StdVec::new();
     let mut buf = [0u8; 8192];
-    while let Some(tx) = c.poll_transmit(now, &mut buf, &Lend) {
+    while let Some(tx) = c.poll_transmit(now, &mut buf, &Lent) {
         v.push(written(tx, &buf));
     }
     v
@@ -353,4 +366,355 @@ fn a_call_that_gets_no_answer_reaches_the_consumer_at_once() {
     c.handle_closed(t(20), BROKER, TransportError::ConnectionClosed);
     assert_eq!(c.consumer().owned().count(), 0);
     assert!(c.poll_event().is_none());
+}
+
+/// A consumer of `T` in group `cg` (the retry topic subscribed, heartbeats on), not started.
+fn unstarted() -> Consuming {
+    let mut cfg = Config::new(1, "", ME);
+    cfg.consumer_group = Some("cg");
+    let pc = PullConfig::new("cg", ME);
+    let mut c: Consuming = Client::from_parts(Session::build(&cfg, t(0)), Pc::build(&pc, t(0)));
+    let (pull, session) = c.consumer_mut();
+    pull.subscribe(t(0), session, "T", "*").unwrap();
+    c
+}
+
+/// The request codes (and route topics) written now, answering each route and heartbeat.
+fn answer_all(
+    c: &mut Consuming,
+    now: Instant,
+    events: &mut StdVec<Event>,
+) -> StdVec<(i32, StdString, Transmit)> {
+    let mut buf = [0u8; 8192];
+    let mut got = StdVec::new();
+    c.handle_timeout(now);
+    while let Some(tx) = c.poll_transmit(now, &mut buf, &Lent) {
+        let f = Frame::new_checked(&buf[..tx.len]).unwrap();
+        let h = CommandHeader::parse(&f).unwrap();
+        let mut vb = [0u8; 256];
+        let topic = h
+            .ext_iter()
+            .find(|(k, _)| k.eq_str("topic"))
+            .map(|(_, v)| v.unescape_into(&mut vb).unwrap().to_string())
+            .unwrap_or_default();
+        got.push((h.code(), topic.clone(), tx));
+        let answer = match RequestCode(h.code()) {
+            RequestCode::GET_ROUTEINFO_BY_TOPIC => Some(response(0, tx.opaque, route().as_bytes())),
+            RequestCode::HEART_BEAT => Some(response(0, tx.opaque, b"")),
+            RequestCode::GET_CONSUMER_LIST_BY_GROUP => {
+                let body = format!(r#"{{"consumerIdList":["{ME}"]}}"#);
+                Some(response(0, tx.opaque, body.as_bytes()))
+            }
+            RequestCode::QUERY_CONSUMER_OFFSET => {
+                let mut cmd = CommandRepr::response(
+                    ResponseCode(0),
+                    tx.opaque,
+                    version::V5_3_3,
+                    Some(&[("offset", "0")][..]),
+                );
+                cmd.remark = None;
+                let mut b = std::vec![0u8; 512];
+                let n = cmd
+                    .emit_frame_prefix_and_header(SerializeType::JSON, 0, &mut b)
+                    .unwrap();
+                b.truncate(n);
+                Some(b)
+            }
+            _ => None,
+        };
+        if let Some(a) = answer {
+            c.handle_frame(now, tx.peer, &a, &mut |_| {}).unwrap();
+        }
+        while let Some(e) = c.poll_event() {
+            events.push(e);
+        }
+    }
+    while let Some(e) = c.poll_event() {
+        events.push(e);
+    }
+    got
+}
+
+#[test]
+fn a_consumer_starts_with_routes_then_a_heartbeat_then_the_retry_route_then_a_rebalance() {
+    let mut c = unstarted();
+    let mut events = StdVec::new();
+    c.start_consumer(t(0));
+    let got = answer_all(&mut c, t(0), &mut events);
+    let codes: StdVec<(i32, &str)> = got.iter().map(|(c, t, _)| (*c, t.as_str())).collect();
+    let at = |code: RequestCode, topic: &str| {
+        codes
+            .iter()
+            .position(|x| *x == (code.0, topic))
+            .unwrap_or_else(|| panic!("{code:?} {topic} in {codes:?}"))
+    };
+    let last =
+        |code: RequestCode, topic: &str| codes.iter().rposition(|x| *x == (code.0, topic)).unwrap();
+    // (Subscribing looked both routes up; the retry topic's is asked again after the
+    // heartbeat, which creates it on the brokers.)
+    let heartbeat = at(RequestCode::HEART_BEAT, "");
+    assert!(
+        at(RequestCode::GET_ROUTEINFO_BY_TOPIC, "T") < heartbeat,
+        "{codes:?}"
+    );
+    let retry_route = last(RequestCode::GET_ROUTEINFO_BY_TOPIC, "%RETRY%cg");
+    assert!(heartbeat < retry_route, "{codes:?}");
+    let list = at(RequestCode::GET_CONSUMER_LIST_BY_GROUP, "");
+    assert!(retry_route < list, "the first round comes last: {codes:?}");
+    assert!(list < at(RequestCode::QUERY_CONSUMER_OFFSET, "T"));
+    assert!(events.contains(&Event::Started), "{events:?}");
+    assert_eq!(c.consumer().starting(), 0);
+    assert_eq!(c.consumer().owned().count(), 2);
+    assert!(events.iter().filter(|e| **e == Event::Started).count() == 1);
+}
+
+#[test]
+fn a_start_that_hears_nothing_moves_on_at_each_steps_deadline() {
+    let mut c = unstarted();
+    c.start_consumer(t(0));
+    let mut buf = [0u8; 4096];
+    let mut started = None;
+    // No NameServer answers: the routes' step ends at 3 s (no broker to heartbeat: that step
+    // ends at once), then the retry route's, and the round that follows finds no route.
+    for ms in (0..=15_000).step_by(250) {
+        c.handle_timeout(t(ms));
+        while c.poll_transmit(t(ms), &mut buf, &Lent).is_some() {}
+        while let Some(e) = c.poll_event() {
+            if e == Event::Started {
+                assert!(started.is_none(), "started twice");
+                started = Some(ms);
+            }
+        }
+    }
+    // (The retry topic's first lookup, from subscribing, fails at 3 s too: that ends its
+    // step as well.) Never more than the three steps' deadlines.
+    let started = started.expect("started");
+    assert!((3000..=9000).contains(&started), "{started}");
+}
+
+/// A started consumer (one queue of `T`, retry topic not subscribed) whose first pull
+/// delivered the message at offset 7; the client, its lease.
+fn delivered() -> (Consuming, u32) {
+    let mut c = consumer();
+    let mut events = StdVec::new();
+    let got = answer_all(&mut c, t(0), &mut events);
+    let tx = got
+        .iter()
+        .find(|(code, _, _)| *code == RequestCode::PULL_MESSAGE.0)
+        .expect("the pull")
+        .2;
+    let ext = [
+        ("suggestWhichBrokerId", "0"),
+        ("nextBeginOffset", "8"),
+        ("minOffset", "0"),
+        ("maxOffset", "8"),
+    ];
+    let mut cmd =
+        CommandRepr::response(ResponseCode(0), tx.opaque, version::V5_3_3, Some(&ext[..]));
+    cmd.remark = None;
+    let body = stored_at(0, 7);
+    let mut a = std::vec![0u8; 512];
+    let n = cmd
+        .emit_frame_prefix_and_header(SerializeType::JSON, body.len(), &mut a)
+        .unwrap();
+    a.truncate(n);
+    a.extend_from_slice(&body);
+    let mut lease = None;
+    c.handle_frame(t(1), tx.peer, &a, &mut |i| {
+        if let Inbound::Message(d) = i {
+            lease = Some(d.lease);
+        }
+    })
+    .unwrap();
+    (c, lease.expect("delivered"))
+}
+
+fn stored_at(queue_id: i32, offset: i64) -> StdVec<u8> {
+    let mut b = stored(offset);
+    // `stored` writes queue 3; the record's QUEUEID is at byte 12.
+    b[12..16].copy_from_slice(&queue_id.to_be_bytes());
+    b
+}
+
+fn nack7() -> Nack<'static> {
+    Nack {
+        offset: 7,
+        commit_log_offset: 99,
+        msg_id: "ID7",
+        topic: "T",
+        delay_level: 0,
+        reconsume_times: 2,
+        body_len: 5,
+        flag: 0,
+    }
+}
+
+#[test]
+fn a_refused_send_back_is_resent_to_the_retry_topic_then_handed_out_again_locally() {
+    let (mut c, lease) = delivered();
+    let queue = c.consumer().owned().next().unwrap().queue;
+    c.nack(queue, lease, &nack7()).unwrap();
+    assert_eq!(c.nack(queue, lease, &nack7()), Err(NackError::Pending));
+    let w = out(&mut c, t(2));
+    let back = w
+        .iter()
+        .find(|w| w.code == RequestCode::CONSUMER_SEND_MSG_BACK.0)
+        .expect("the send-back");
+    // Refused: the client resends it (after looking the retry topic's route up).
+    let refused = response(1, back.opaque, b"");
+    c.handle_frame(t(3), back.tx.peer, &refused, &mut |_| {})
+        .unwrap();
+    assert!(c.poll_event().is_none(), "on its way");
+    let w = out(&mut c, t(3));
+    let lookup = w
+        .iter()
+        .find(|w| w.code == RequestCode::GET_ROUTEINFO_BY_TOPIC.0)
+        .expect("the retry topic's route");
+    let r = route().replace("\"T\"", "\"%RETRY%cg\"");
+    c.handle_frame(
+        t(4),
+        lookup.tx.peer,
+        &response(0, lookup.opaque, r.as_bytes()),
+        &mut |_| {},
+    )
+    .unwrap();
+    while c.poll_event().is_some() {}
+    let mut buf = [0u8; 8192];
+    let tx = c.poll_transmit(t(4), &mut buf, &Lent).expect("the resend");
+    // The body the runtime writes after the head: the message's, lent back by the client.
+    let mut frame = buf[..tx.len].to_vec();
+    frame.extend_from_slice(b"seven");
+    let f = Frame::new_checked(&frame[..]).unwrap();
+    let h = CommandHeader::parse(&f).unwrap();
+    assert_eq!(h.code(), RequestCode::SEND_MESSAGE_V2.0);
+    let ext: StdVec<(StdString, StdString)> = h
+        .ext_iter()
+        .map(|(k, v)| {
+            let (mut kb, mut vb) = ([0u8; 64], [0u8; 512]);
+            (
+                k.unescape_into(&mut kb).unwrap().to_string(),
+                v.unescape_into(&mut vb).unwrap().to_string(),
+            )
+        })
+        .collect();
+    let get = |k: &str| ext.iter().find(|(x, _)| x == k).map(|(_, v)| v.as_str());
+    assert_eq!(get("b"), Some("%RETRY%cg"));
+    let props = get("i").unwrap();
+    assert!(props.contains("RETRY_TOPIC\u{1}T\u{2}"), "{props:?}");
+    assert!(
+        props.contains("ORIGIN_MESSAGE_ID\u{1}ID7\u{2}"),
+        "{props:?}"
+    );
+    assert!(
+        props.contains("DELAY\u{1}5\u{2}"),
+        "3 + reconsume times: {props:?}"
+    );
+    assert!(props.contains("TAGS\u{1}A\u{2}"), "{props:?}");
+    // One more reconsume time in the header, and the message's own body.
+    assert_eq!(get("j"), Some("3"));
+    assert_eq!(
+        (tx.body_len, c.resend_of(tx.body.unwrap()).map(|k| k.offset)),
+        (5, Some(7))
+    );
+    // The resend fails: the message is handed out again 5 s later.
+    let failed = response(13, tx.opaque, b""); // MESSAGE_ILLEGAL: not retried
+    c.handle_frame(t(5), tx.peer, &failed, &mut |_| {}).unwrap();
+    let key = NackKey {
+        queue,
+        lease,
+        offset: 7,
+    };
+    let mut seen = StdVec::new();
+    while let Some(e) = c.poll_event() {
+        seen.push(e);
+    }
+    assert!(
+        seen.contains(&Event::Nacked {
+            key,
+            outcome: NackOutcome::Local
+        }),
+        "{seen:?}"
+    );
+    c.handle_timeout(t(5004));
+    assert!(core::iter::from_fn(|| c.poll_event()).all(|e| e != Event::Redeliver(key)));
+    c.handle_timeout(t(5005));
+    let later: StdVec<Event> = core::iter::from_fn(|| c.poll_event()).collect();
+    assert!(later.contains(&Event::Redeliver(key)), "{later:?}");
+    // Still in flight: nothing committable past it.
+    assert_eq!(
+        c.consumer().owned().next().unwrap().tracker.committable(),
+        7
+    );
+}
+
+#[test]
+fn a_send_back_without_an_answer_is_resent_and_once_stored_counts_as_consumed() {
+    let (mut c, lease) = delivered();
+    let queue = c.consumer().owned().next().unwrap().queue;
+    c.nack(queue, lease, &nack7()).unwrap();
+    let w = out(&mut c, t(2));
+    let back = w
+        .iter()
+        .find(|w| w.code == RequestCode::CONSUMER_SEND_MSG_BACK.0)
+        .expect("the send-back");
+    // Its connection dies: the resend follows.
+    c.handle_closed(t(3), back.tx.peer, TransportError::ConnectionClosed);
+    assert!(c.poll_event().is_none());
+    // (The pull on that connection failed too: its topic's route is looked up again.)
+    for lookup in out(&mut c, t(3))
+        .iter()
+        .filter(|w| w.code == RequestCode::GET_ROUTEINFO_BY_TOPIC.0)
+    {
+        let answer = response(0, lookup.opaque, route().as_bytes());
+        c.handle_frame(t(4), lookup.tx.peer, &answer, &mut |_| {})
+            .unwrap();
+    }
+    // The failed send-back starts the resend, which looks the retry topic's route up first.
+    while c.poll_event().is_some() {}
+    let mut buf = [0u8; 8192];
+    let tx = loop {
+        let tx = c.poll_transmit(t(4), &mut buf, &Lent).expect("the resend");
+        if tx.body.is_some() {
+            break tx; // (its body follows the head: `written` cannot read it)
+        }
+        let w = written(tx, &buf);
+        assert_eq!(w.code, RequestCode::GET_ROUTEINFO_BY_TOPIC.0);
+        let answer = response(0, w.opaque, route().as_bytes());
+        c.handle_frame(t(4), tx.peer, &answer, &mut |_| {}).unwrap();
+        while c.poll_event().is_some() {}
+    };
+    let ext = [
+        ("msgId", "0A000001"),
+        ("queueId", "0"),
+        ("queueOffset", "3"),
+    ];
+    let mut cmd =
+        CommandRepr::response(ResponseCode(0), tx.opaque, version::V5_3_3, Some(&ext[..]));
+    cmd.remark = None;
+    let mut a = std::vec![0u8; 512];
+    let n = cmd
+        .emit_frame_prefix_and_header(SerializeType::JSON, 0, &mut a)
+        .unwrap();
+    a.truncate(n);
+    c.handle_frame(t(5), tx.peer, &a, &mut |_| {}).unwrap();
+    let key = NackKey {
+        queue,
+        lease,
+        offset: 7,
+    };
+    let seen: StdVec<Event> = core::iter::from_fn(|| c.poll_event()).collect();
+    assert!(
+        seen.contains(&Event::Nacked {
+            key,
+            outcome: NackOutcome::Resent
+        }),
+        "{seen:?}"
+    );
+    // Not the application's: the resend's SendDone is the client's.
+    assert!(!seen.iter().any(|e| matches!(e, Event::SendDone { .. })));
+    assert_eq!(
+        c.consumer().owned().next().unwrap().tracker.committable(),
+        8
+    );
+    assert_eq!(c.resend_of(tx.body.unwrap()), None);
 }

@@ -35,3 +35,14 @@ fn locked_set_is_read_in_any_key_order() {
     parse_locked(b"{}", |_| n += 1).unwrap();
     assert_eq!(n, 0);
 }
+
+#[test]
+fn orderly_skips_a_message_only_once_it_reached_the_reconsume_limit() {
+    // Java checkReconsumeTimes: `reconsumeTimes >= maxReconsumeTimes` goes to the retry topic.
+    assert!(!orderly_skips(0, 3));
+    assert!(!orderly_skips(2, 3));
+    assert!(orderly_skips(3, 3));
+    assert!(orderly_skips(4, 3));
+    // The orderly default has no end.
+    assert!(!orderly_skips(i32::MAX - 1, MAX_RECONSUME_TIMES_ORDERLY));
+}

@@ -28,6 +28,11 @@ impl<
         &self.group
     }
 
+    /// Deliveries of a message before the broker moves it to `%DLQ%<group>`.
+    pub fn max_reconsume_times(&self) -> i32 {
+        self.max_reconsume_times
+    }
+
     /// Whether this consumer consumes orderly (CONSUME_MESSAGE_DIRECTLY's answer says so).
     pub fn is_orderly(&self) -> bool {
         self.orderly

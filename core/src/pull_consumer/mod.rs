@@ -240,6 +240,21 @@ pub enum PullEvent {
         /// Its committable offset.
         offset: i64,
     },
+    /// The rebalance round (or assignment) asked for with
+    /// [`PullConsumer::rebalance_now`] or [`PullConsumer::assign_queues`] is applied, and
+    /// every queue it gave knows its start offset.
+    Rebalanced,
+    /// Every commit asked for with [`PullConsumer::commit_now`] or [`PullConsumer::stop`] is
+    /// answered (or failed), and nothing waits to be committed.
+    Committed,
+    /// Orderly: the broker locked `queue` for us (again): [`PullConsumer::begin`] may succeed
+    /// now.
+    Locked {
+        /// The queue.
+        queue: QueueKey,
+        /// Its lease.
+        lease: u32,
+    },
     /// The send-back failed: send the fallback copy to `%RETRY%<group>` (see
     /// [`crate::send_back`]) and [`ack`](PullConsumer::ack) it when stored, else hand the
     /// message out again after [`LOCAL_RETRY_DELAY`](crate::send_back::LOCAL_RETRY_DELAY).
@@ -304,6 +319,8 @@ struct Owned<const TRACK: usize> {
     locked_at: Option<Instant>,
     /// Orderly: where its lock request stands.
     lock: LockStep,
+    /// Orderly: locked since [`PullEvent::Locked`] was last reported.
+    lock_news: bool,
     /// Orderly: the application is processing it ([`PullConsumer::begin`]).
     busy: bool,
     /// Orderly: revoked while busy; dropped at [`PullConsumer::end`].
@@ -464,6 +481,10 @@ pub struct PullConsumer<
     /// An ack let a flow-controlled queue pull now ([`take_wake`](Self::take_wake)).
     wake: bool,
     stopping: bool,
+    /// Milestones a command asked to hear of: a round applied, commits drained, locks.
+    watch_round: bool,
+    watch_commits: bool,
+    lock_news: bool,
     stats: PullStats,
 }
 
@@ -546,6 +567,9 @@ impl<
             blocked: false,
             wake: false,
             stopping: false,
+            watch_round: false,
+            watch_commits: false,
+            lock_news: false,
             stats: PullStats::default(),
         }
     }
@@ -698,11 +722,35 @@ impl<
         self.commit_now();
     }
 
+    /// The next milestone a command asked for, when it is reached.
+    fn milestone(&mut self) -> Option<PullEvent> {
+        if core::mem::take(&mut self.lock_news) {
+            let mut news = self.owned.iter_mut().filter(|o| o.lock_news);
+            if let Some(o) = news.next() {
+                o.lock_news = false;
+                self.lock_news = news.next().is_some();
+                return Some(PullEvent::Locked {
+                    queue: o.key,
+                    lease: o.lease,
+                });
+            }
+        }
+        if self.watch_round && !self.rebalancing() && self.starting() == 0 {
+            self.watch_round = false;
+            return Some(PullEvent::Rebalanced);
+        }
+        if self.watch_commits && self.commits_pending() == 0 {
+            self.watch_commits = false;
+            return Some(PullEvent::Committed);
+        }
+        None
+    }
+
     /// The next outcome of a [`nack`](Self::nack); drain after every
     /// [`handle_response`](Self::handle_response) and
     /// [`handle_call_failed`](Self::handle_call_failed).
     pub fn poll_event(&mut self) -> Option<PullEvent> {
-        self.events.pop_front()
+        self.events.pop_front().or_else(|| self.milestone())
     }
 
     /// Whether an [`ack`](Self::ack) since the last call made a pull due now (a queue that
@@ -717,15 +765,11 @@ impl<
             return;
         }
         if now >= self.rebalance_at && !self.manual {
-            self.rebalance_at = now.saturating_add(self.rebalance_interval);
-            self.stats.rebalances = self.stats.rebalances.wrapping_add(1);
-            for s in &mut self.subs {
-                s.list = true;
-            }
+            self.start_round(now);
         }
         if now >= self.persist_at {
             self.persist_at = now.saturating_add(self.persist_interval);
-            self.commit_now();
+            self.mark_commits();
             // Lag of queues without a pull for a whole period comes from GET_MAX_OFFSET (a long
             // poll in flight answers within its suspend time by itself).
             let stale = |at: Option<Instant>| {

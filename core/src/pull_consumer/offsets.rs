@@ -89,6 +89,12 @@ impl<
 
     /// Commits every owned queue whose offset moved, now.
     pub fn commit_now(&mut self) {
+        self.watch_commits = true;
+        self.mark_commits();
+    }
+
+    /// Marks every owned queue to commit (the periodic commit, unwatched).
+    pub(super) fn mark_commits(&mut self) {
         for o in self.owned.iter_mut() {
             o.commit = true;
         }

@@ -61,6 +61,11 @@ impl<
             }
             let granted = o.lock == LockStep::Granted;
             o.lock = LockStep::Idle;
+            if granted {
+                // Heard of by a worker waiting for its turn ([`PullEvent::Locked`]).
+                o.lock_news = true;
+                self.lock_news = true;
+            }
             match (granted, o.state) {
                 (true, QState::Lock) => {
                     o.locked_at = Some(now);

@@ -84,7 +84,27 @@ impl<
 
     /// Starts a rebalance round now (NOTIFY_CONSUMER_IDS_CHANGED, or the application asks).
     pub fn rebalance_now(&mut self, now: Instant) {
-        self.rebalance_at = now;
+        self.watch_round = true;
+        if !self.manual && !self.stopping {
+            self.start_round(now);
+        }
+    }
+
+    /// Holds the periodic rounds back for a rebalance interval (a start that announces the
+    /// consumer first: [`Client::start_consumer`](crate::client::Client::start_consumer)
+    /// asks for the first round itself).
+    pub fn defer_rebalance(&mut self, now: Instant) {
+        self.rebalance_at = now.saturating_add(self.rebalance_interval);
+    }
+
+    /// A rebalance round: every subscription's consumer list is asked for (and the next
+    /// round is due a rebalance interval later).
+    pub(super) fn start_round(&mut self, now: Instant) {
+        self.rebalance_at = now.saturating_add(self.rebalance_interval);
+        self.stats.rebalances = self.stats.rebalances.wrapping_add(1);
+        for s in &mut self.subs {
+            s.list = true;
+        }
     }
 
     /// Owns exactly `queues` from now on, without rebalancing (Java lite pull `assign`):
@@ -94,6 +114,7 @@ impl<
     /// are owned.
     pub fn assign_queues(&mut self, queues: &[QueueKey]) -> usize {
         self.manual = true;
+        self.watch_round = true;
         for i in 0..self.subs.len() {
             let t = self.subs[i].topic;
             let mut wanted: Vec<QueueKey, QUEUES> = Vec::new();
@@ -214,6 +235,7 @@ impl<
                 paused: false,
                 locked_at: None,
                 lock,
+                lock_news: false,
                 busy: false,
                 leaving: false,
                 last_pull: None,

@@ -604,6 +604,9 @@ fn nack_of(w: &mut World, lease: u32, offset: i64) -> Result<(), NackError> {
         msg_id: "MSGID",
         topic: "T",
         delay_level: 0,
+        reconsume_times: 0,
+        body_len: 2,
+        flag: 0,
     };
     w.c.nack(q(0), lease, &n)
 }
@@ -816,6 +819,9 @@ fn broadcasting_owns_every_queue_and_keeps_offsets_with_the_runtime() {
         msg_id: "M",
         topic: "T",
         delay_level: 0,
+        reconsume_times: 0,
+        body_len: 2,
+        flag: 0,
     };
     assert_eq!(w.c.nack(q(0), lease, &n), Err(NackError::Broadcasting));
     // The persist tick hands the offset to the runtime instead of the broker.
@@ -1247,6 +1253,9 @@ fn paths_a_session_leaves_out_are_refused_or_fail_at_once() {
         msg_id: "MSGID",
         topic: "T",
         delay_level: 0,
+        reconsume_times: 0,
+        body_len: 2,
+        flag: 0,
     };
     c.nack(q(0), lease, &n).unwrap();
     now += Duration::from_millis(1);
@@ -1331,4 +1340,74 @@ fn fixed_queues_own_every_queue_with_no_consumer_list() {
     // Seeks: to a timestamp refused, to the beginning taken.
     assert!(!c.seek(t(0), q(1), Position::Timestamp(1)));
     assert!(c.seek(t(0), q(1), Position::Begin));
+}
+
+/// Every event the consumer has now.
+fn events(w: &mut World) -> StdVec<PullEvent> {
+    core::iter::from_fn(|| w.c.poll_event()).collect()
+}
+
+#[test]
+fn milestones_a_command_asked_for_are_reported_once_reached_and_only_then() {
+    let mut w = World::new(2);
+    // The periodic first round is nobody's command: no milestone for it.
+    let pull = start(&mut w, &[OTHER, ME], 0, 5);
+    assert!(events(&mut w).is_empty());
+    // A round asked for: reported once the list is answered and the new queues located.
+    w.now = t(100);
+    w.c.rebalance_now(w.now);
+    assert!(
+        events(&mut w).is_empty(),
+        "the consumer list is not even asked for"
+    );
+    let out = w.out();
+    let list = out
+        .iter()
+        .find(|r| r.code == RequestCode::GET_CONSUMER_LIST_BY_GROUP.0)
+        .expect("the round's list");
+    w.consumers(list, &[ME]);
+    assert!(
+        events(&mut w).is_empty(),
+        "queue 1 is new and still looks up its offset"
+    );
+    let query = w
+        .out()
+        .into_iter()
+        .find(|r| r.code == RequestCode::QUERY_CONSUMER_OFFSET.0)
+        .expect("queue 1's offset");
+    w.reply(&query, 0, &[("offset", "0")], b"");
+    assert_eq!(events(&mut w), [PullEvent::Rebalanced]);
+    assert!(events(&mut w).is_empty(), "once");
+    // Commits asked for: reported when answered; the periodic ones are not.
+    w.pull_answer(&pull, 6, &[(5, "TagA")]);
+    let lease = w.got[0].1;
+    assert!(w.c.ack(w.now, q(0), lease, 5));
+    w.c.commit_now();
+    assert!(events(&mut w).is_empty());
+    let commit = w
+        .out()
+        .into_iter()
+        .find(|r| r.code == RequestCode::UPDATE_CONSUMER_OFFSET.0)
+        .expect("the commit");
+    assert!(events(&mut w).is_empty(), "in flight");
+    w.reply(&commit, 0, &[], b"");
+    assert_eq!(events(&mut w), [PullEvent::Committed]);
+}
+
+#[test]
+fn orderly_a_granted_lock_is_reported_to_whoever_waits_for_its_turn() {
+    let mut w = World::configured(1, |c| c.orderly = true);
+    let l = one(w.out());
+    w.consumers(&l, &[ME]);
+    let (lock, _) = body_of(&mut w, RequestCode::LOCK_BATCH_MQ);
+    assert!(events(&mut w).is_empty());
+    w.reply(
+        &lock,
+        0,
+        &[],
+        br#"{"lockOKMQSet":[{"brokerName":"broker-a","queueId":0,"topic":"T"}]}"#,
+    );
+    let lease = w.c.owned().next().unwrap().lease;
+    assert_eq!(events(&mut w), [PullEvent::Locked { queue: q(0), lease }]);
+    assert!(events(&mut w).is_empty(), "once per grant");
 }

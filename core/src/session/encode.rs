@@ -77,10 +77,38 @@ impl<
             answer: false,
         };
         let too_small = Ending::Encode(EncodeError::BufferTooSmall);
-        // A small body (heartbeat) is written into `buf` too: first at its front, then moved
-        // to the end, and after the header once its length is known.
-        let mut inline_body = 0;
+        // A small body (heartbeat), or properties the runtime writes rather than lends (a
+        // consumer's resend), is written into `buf` too: first at its front, then moved to the
+        // end, where the header refers to it (properties) or after which it follows (body).
+        let mut inline = 0;
         let version = self.cfg.version;
+        let flavor = if version >= version::V5_0_0 {
+            HeartbeatFlavor::V5
+        } else {
+            HeartbeatFlavor::V4
+        };
+        match r.kind {
+            ReqKind::Heartbeat | ReqKind::Unregister if !F::HEARTBEATS => return Err(too_small),
+            ReqKind::Heartbeat => {
+                inline = match out.heartbeat_body(buf) {
+                    Some(n) => n,
+                    None => write_heartbeat(&self.client_id, &[self.group.as_str()], flavor, buf)
+                        .map_err(|_| too_small)?,
+                };
+            }
+            ReqKind::Send { send } if F::CONSUMER => {
+                let g = self
+                    .sends
+                    .get(usize::from(send))
+                    .map_or(0, |s| s.generation);
+                inline = out.write_properties(SendId::new(send, g), buf).unwrap_or(0);
+            }
+            _ => {}
+        }
+        let total = buf.len();
+        let inline = inline.min(total);
+        buf.copy_within(..inline, total - inline);
+        let (head, tail) = buf.split_at_mut(total - inline);
         let (code, header) = match r.kind {
             ReqKind::Route { topic, default } => {
                 let name = if default {
@@ -96,22 +124,8 @@ impl<
                 };
                 (RequestCode::GET_ROUTEINFO_BY_TOPIC, Header::Route(hdr))
             }
-            ReqKind::Heartbeat | ReqKind::Unregister if !F::HEARTBEATS => return Err(too_small),
             ReqKind::Call => return Err(too_small),
             ReqKind::Heartbeat => {
-                let flavor = if version >= version::V5_0_0 {
-                    HeartbeatFlavor::V5
-                } else {
-                    HeartbeatFlavor::V4
-                };
-                let n = match out.heartbeat_body(buf) {
-                    Some(n) => n,
-                    None => write_heartbeat(&self.client_id, &[self.group.as_str()], flavor, buf)
-                        .map_err(|_| too_small)?,
-                };
-                let total = buf.len();
-                buf.copy_within(..n, total - n);
-                inline_body = n;
                 let ext = (flavor == HeartbeatFlavor::V5).then_some(HeartbeatRequestHeader {});
                 (RequestCode::HEART_BEAT, Header::Heartbeat(ext))
             }
@@ -135,12 +149,16 @@ impl<
                     .topics
                     .get(usize::from(slot.topic))
                     .map_or("", |t| t.name.as_str());
+                let props = match inline {
+                    0 => out.properties(id),
+                    _ => core::str::from_utf8(tail).map_err(|_| too_small)?,
+                };
                 let req = SendRequest::new(
                     &self.group,
                     topic,
                     att.queue.queue_id,
                     self.broker_name(att.queue.broker).unwrap_or(""),
-                    out.properties(id),
+                    props,
                     slot.born,
                 )
                 .flag(slot.flag)
@@ -153,17 +171,19 @@ impl<
                 (req.code(), Header::Send(req.header()))
             }
         };
-        let total = buf.len();
-        let body_len = inline_body.max(tx.body_len);
+        // A heartbeat's body follows the header; written properties are part of it.
+        let (body_len, after) = match tx.body {
+            Some(_) => (tx.body_len, 0),
+            None => (inline, inline),
+        };
         let flag = if tx.report_written { flag::ONEWAY } else { 0 };
-        let (head, tail) = buf.split_at_mut(total - inline_body);
         let body: &[u8] = match tx.body {
             Some(id) => out.body(id),
             None => tail,
         };
         let h = self.emit(code, opaque, Some(header), flag, body, body_len, head, out)?;
-        buf.copy_within(total - inline_body.., h);
-        tx.len = h + inline_body;
+        buf.copy_within(total - after.., h);
+        tx.len = h + after;
         Ok(tx)
     }
 

@@ -199,6 +199,15 @@ pub trait Outbound {
         None
     }
 
+    /// Writes the properties of send `id` into `buf` when they are not lent as a string (a
+    /// consumer's resend of a message to `%RETRY%`, whose properties the client derives from
+    /// the original's); their length, or `None` (the default) to use
+    /// [`properties`](Self::properties).
+    fn write_properties(&self, id: SendId, buf: &mut [u8]) -> Option<usize> {
+        let _ = (id, buf);
+        None
+    }
+
     /// The wall clock now, Unix ms (a consumer's running info reports its timestamps in it).
     fn unix_millis(&self) -> i64 {
         0

@@ -1,33 +1,42 @@
 //! The listener API ([`Consumer::run`]) and retries ([`Consumer::nack`]) on top of `poll`/`ack`.
 //!
-//! What happens to a failed message is the core's ([`rmq_core::send_back`]): this module
-//! runs the handlers, waits for the send-back, sends the fallback copy and re-queues a message
-//! when both failed.
+//! What happens to a failed message is the core's ([`rmq_core::client::Client::nack`]: the
+//! send-back, the resend to `%RETRY%<group>`, the local redelivery; orderly's skip past the
+//! reconsume limit, [`rmq_core::lock::orderly_skips`]): this module runs the handlers and
+//! hands their results to it.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::time::Duration as StdDuration;
 
-use rmq_core::client::DirectOutcome;
-use rmq_core::message::properties::EncodeProperties;
-use rmq_core::retry::{RetryConfig, SendMode};
-use rmq_core::send_back::{
-    LOCAL_RETRY_DELAY, Nack, NackError, RetryProperties, TIMEOUT_DELAY_LEVEL, retry_topic,
-};
-use rmq_core::session::{Peer, SendArgs};
+use rmq_core::client::{DirectOutcome, NackOutcome};
+use rmq_core::lock::orderly_skips;
+use rmq_core::send_back::{NackError, TIMEOUT_DELAY_LEVEL};
+use rmq_core::session::Peer;
 use tokio::sync::{Semaphore, oneshot};
 
 use super::{ConsumedMessage, Consumer};
 use crate::clock;
-use crate::driver::{Machine, Session};
+use crate::driver::{Machine, Wait};
 use crate::sync::{Ordering, lock};
 use rmq_core::pull_consumer::QueueKey;
 use std::collections::HashMap;
 use tokio::sync::mpsc;
 
-/// How often an orderly worker looks again for its queue's lock.
-const LOCK_WAIT: StdDuration = StdDuration::from_millis(100);
+/// How long an orderly worker waits for its queue's lock ([`Wait::Locked`]) before it looks
+/// again whether the queue is still its own.
+const LOCK_WAIT: StdDuration = StdDuration::from_secs(1);
+
+/// How a nack ended (a driver that stopped meanwhile: handed out again, by whoever consumes
+/// the queue next).
+fn nacked(outcome: Result<NackOutcome, oneshot::error::RecvError>) -> Nacked {
+    match outcome {
+        Ok(NackOutcome::SentBack) => Nacked::SentBack,
+        Ok(NackOutcome::Resent) => Nacked::Resent,
+        Ok(NackOutcome::Local) | Err(_) => Nacked::Local,
+    }
+}
 
 /// What a [`Consumer::run`] handler says of the messages it was given.
 ///
@@ -112,75 +121,11 @@ impl Consumer {
     /// [`NackError::NotInFlight`] when it was acknowledged or nacked already, or its queue
     /// moved to another consumer; [`NackError::Full`] when too many send-backs are under way.
     pub async fn nack(&self, m: &ConsumedMessage, delay_level: i32) -> Result<Nacked, NackError> {
-        let n = Nack {
-            offset: m.queue_offset,
-            commit_log_offset: m.commit_log_offset,
-            msg_id: &m.msg_id,
-            topic: &m.topic,
-            delay_level,
-        };
-        let (tx, rx) = oneshot::channel();
-        let backs = &self.inner.backs;
-        let key = (m.key, m.lease, m.queue_offset);
-        let r = self.with(true, |c, _| {
-            c.nack(m.key, m.lease, &n)?;
-            lock(backs).insert(key, tx);
-            Ok(())
-        });
-        match r.unwrap_or(Err(NackError::NotInFlight)) {
-            Err(NackError::Broadcasting) if self.ack(m) => return Ok(Nacked::Dropped),
-            r => r?,
+        match self.inner.driver.nack(m, Some(delay_level)) {
+            Err(NackError::Broadcasting) if self.ack(m) => Ok(Nacked::Dropped),
+            Err(e) => Err(e),
+            Ok(rx) => Ok(nacked(rx.await)),
         }
-        if rx.await == Ok(true) {
-            return Ok(Nacked::SentBack);
-        }
-        if self.resend(m).await {
-            self.with(false, |c, _| {
-                c.ack(clock::now(), m.key, m.lease, m.queue_offset)
-            });
-            return Ok(Nacked::Resent);
-        }
-        let mut again = m.clone();
-        again.reconsume_times = again.reconsume_times.saturating_add(1);
-        let tx = self.inner.again.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(clock::to_std(LOCAL_RETRY_DELAY)).await;
-            let _ = tx.send(again);
-        });
-        Ok(Nacked::Local)
-    }
-
-    /// The fallback: `m` as a normal message to `%RETRY%<group>`; `true` when stored.
-    async fn resend(&self, m: &ConsumedMessage) -> bool {
-        let cfg = &self.inner.cfg;
-        let Some(topic) = retry_topic::<512>(&cfg.group) else {
-            return false;
-        };
-        let original = m.properties.iter();
-        let p = RetryProperties::new(
-            original,
-            &m.msg_id,
-            &m.topic,
-            m.reconsume_times,
-            cfg.max_reconsumes(),
-        );
-        let mut buf = vec![0u8; p.encoded_len()];
-        let Some(props) = p
-            .encode(&mut buf)
-            .ok()
-            .and_then(|_| String::from_utf8(buf).ok())
-        else {
-            return false;
-        };
-        let retry = RetryConfig::plain(SendMode::Sync);
-        let mut args = SendArgs::new(retry, m.body.len(), clock::unix_millis());
-        args.flag = m.flag;
-        args.reconsume = Some(p.reconsume());
-        let sent = self
-            .inner
-            .driver
-            .send(&topic, args, props, m.body.clone(), None);
-        matches!(sent.await, Ok((Ok(_), _)))
     }
 
     /// Runs `handler` on every message until [`Consumer::shutdown`]: up to
@@ -324,13 +269,17 @@ impl Consumer {
             while !batch.is_empty() {
                 loop {
                     let now = clock::now();
-                    let turn = |c: &mut Machine, _: &Session| {
+                    let turn = |cl: &mut crate::driver::Core<Machine>| {
+                        let c = cl.consumer_mut().0;
                         (c.is_current(queue, lease), c.begin(now, queue, lease))
                     };
-                    match self.with(false, turn) {
-                        Some((_, true)) => break,
-                        Some((true, false)) => tokio::time::sleep(LOCK_WAIT).await,
-                        _ => return,
+                    let locked = Wait::Locked(queue, lease);
+                    let wait = |r: &(bool, bool)| *r == (true, false);
+                    let driver = &self.inner.driver;
+                    match driver.wait_if(locked, LOCK_WAIT, turn, wait).await.0 {
+                        (_, true) => break,
+                        (true, false) => {}
+                        (false, false) => return,
                     }
                 }
                 let (h, msgs) = (handler.clone(), batch.clone());
@@ -344,10 +293,15 @@ impl Consumer {
                 batch.drain(..done);
                 let mut kept = Vec::new();
                 for mut m in std::mem::take(&mut batch) {
-                    // Past the limit: to the retry topic (then the dead-letter queue), skipped.
-                    if m.reconsume_times >= cfg.max_reconsumes() && self.resend(&m).await {
-                        self.ack(&m);
-                        continue;
+                    // Past the limit: to the retry topic (then the dead-letter queue), skipped
+                    // (the core acknowledges it once stored).
+                    if orderly_skips(m.reconsume_times, cfg.max_reconsumes()) {
+                        let resent = self.inner.driver.nack(&m, None).map_err(drop);
+                        if let Ok(rx) = resent
+                            && nacked(rx.await) == Nacked::Resent
+                        {
+                            continue;
+                        }
                     }
                     m.reconsume_times = m.reconsume_times.saturating_add(1);
                     kept.push(m);
