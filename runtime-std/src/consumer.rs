@@ -952,10 +952,7 @@ fn core_queue(q: &MessageQueue) -> CoreQueue<'_> {
 /// `part` of `frame` as a [`Bytes`] sharing the frame's buffer (a copy if it is not part of it).
 fn share(frame: &Bytes, part: &[u8]) -> Bytes {
     let (whole, p) = (frame.as_ptr_range(), part.as_ptr_range());
-    if std::env::var_os("RMQ_EXPERIMENT_COPY").is_none()
-        && whole.start <= p.start
-        && p.end <= whole.end
-    {
+    if whole.start <= p.start && p.end <= whole.end {
         frame.slice_ref(part)
     } else {
         Bytes::copy_from_slice(part)

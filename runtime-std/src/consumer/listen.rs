@@ -208,11 +208,12 @@ impl Consumer {
         let timeout = self.inner.cfg.consume_timeout;
         tokio::spawn(async move {
             let msgs = batch.clone();
-            // A panic is caught where the handler's future is polled: it fails the batch.
-            let call = CatchUnwind(Box::pin(async move { h(batch).await.into() }));
+            // Its own task: a panic fails the batch (JoinError), and past the timeout it keeps
+            // running (detached) while its messages are sent back.
+            let call = tokio::spawn(async move { h(batch).await.into() });
             let result = match tokio::time::timeout(timeout, call).await {
-                Ok(Some(r)) => r,
-                Ok(None) => ConsumeResult::Later(0),
+                Ok(Ok(r)) => r,
+                Ok(Err(_)) => ConsumeResult::Later(0),
                 Err(_) => ConsumeResult::Later(TIMEOUT_DELAY_LEVEL),
             };
             this.settle(&msgs, result).await;
@@ -326,25 +327,6 @@ impl Consumer {
             if let Err(e) = self.nack(m, level).await {
                 tracing::debug!(offset = m.queue_offset, "not sent back: {e}");
             }
-        }
-    }
-}
-
-/// A handler's future whose panic ends it with `None` (instead of unwinding into the task that
-/// settles its messages).
-struct CatchUnwind<F>(Pin<Box<F>>);
-
-impl<F: Future> Future for CatchUnwind<F> {
-    type Output = Option<F::Output>;
-    fn poll(
-        self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<F::Output>> {
-        let inner = &mut self.get_mut().0;
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.as_mut().poll(cx))) {
-            Ok(std::task::Poll::Ready(v)) => std::task::Poll::Ready(Some(v)),
-            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
-            Err(_) => std::task::Poll::Ready(None),
         }
     }
 }
