@@ -308,7 +308,7 @@ impl<'a, 'b, S: TcpConnect + 'a, K: Clock, const B: usize> AsyncNet<'a, 'b, S, K
 
     /// The machine's events: connections to drop are dropped.
     fn events<M: Machine>(&mut self, m: &mut M) {
-        while let Some(peer) = m.reconnect(self.clock.now()) {
+        while let Some(peer) = m.reconnect() {
             let i = index(peer);
             if slot_of(&mut self.ns, &mut self.brokers, i).is_some_and(|s| s.peer == Some(peer)) {
                 self.close(m, i, TransportError::ConnectionClosed);
@@ -431,8 +431,9 @@ impl<
         stack: &'a S,
         clock: &'a K,
     ) -> Result<Self, rmq_core::session::ConfigError> {
+        ProducerMachine::<BROKERS, QUEUES, ROUTE_STR>::check(&cfg)?;
         Ok(AsyncProducer {
-            m: ProducerMachine::new(&cfg, bufs.message, clock.now())?,
+            m: ProducerMachine::build(&cfg, bufs.message, clock.now()),
             net: AsyncNet::new(
                 stack,
                 clock,
@@ -465,7 +466,7 @@ impl<
         let now = self.net.clock.now();
         let m = &mut self.m;
         m.send
-            .single(now, &mut m.core, msg, SendMode::Sync, false)
+            .single(now, &mut m.client, msg, SendMode::Sync, false)
             .map_err(SendError::Submit)?;
         self.complete().await
     }
@@ -479,7 +480,7 @@ impl<
         let now = self.net.clock.now();
         let m = &mut self.m;
         m.send
-            .batch(now, &mut m.core, msgs, false)
+            .batch(now, &mut m.client, msgs, false)
             .map_err(SendError::Submit)?;
         self.complete().await
     }
@@ -563,7 +564,7 @@ impl<
 
     /// The consumer's counters.
     pub fn pull_stats(&self) -> PullStats {
-        self.m.pull.stats()
+        self.m.client.consumer().stats()
     }
 
     /// Queues owned now, with their committed offsets.
@@ -591,7 +592,7 @@ impl<
         let now = self.net.clock.now();
         let m = &mut self.m;
         m.send
-            .single(now, &mut m.core, msg, SendMode::Sync, false)
+            .single(now, &mut m.client, msg, SendMode::Sync, false)
             .map_err(SendError::Submit)?;
         self.net
             .complete(&mut self.m, &mut deliver, |m| &mut m.send)

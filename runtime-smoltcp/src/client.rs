@@ -8,22 +8,21 @@
 //! commits, queue selection and retries); this file hands it frames and the caller each
 //! message.
 
-use heapless::Vec;
+use rmq_core::client::{self as core_client, Attached};
 use rmq_core::consumer::{ConsumeFromWhere, MessageModel};
-use rmq_core::pull_consumer::{
-    Delivery, PullConfig, PullConfigError, PullConsumer, PullStats, QueueKey,
-};
+use rmq_core::pull_consumer::{Delivery, PullConfig, PullConfigError, PullConsumer, PullStats};
 use rmq_core::retry::{RetryConfig, SendMode};
 use rmq_core::select::ProfileSet;
-use rmq_core::session::{self, Event, Features, Incoming, Peer, Session, TopicId, Transmit};
+use rmq_core::session::{self, Features, TopicId};
 use rmq_core::time::{Duration, Instant};
 use rmq_core::wire::SerializeType;
 use smoltcp::iface::{Interface, SocketHandle, SocketSet};
 use smoltcp::phy::Device;
 use smoltcp::wire::IpEndpoint;
 
-use crate::net::{Machine, Net, NetConfig, Stats, earliest};
-use crate::send::{Lend, Sender};
+use crate::machine::Gw;
+use crate::net::{Net, NetConfig, Stats};
+use crate::send::Sender;
 use crate::{Completion, Message, SendId, SubmitError};
 
 /// Most messages one pull asks for (`pullBatchSize` is clamped to it).
@@ -60,11 +59,15 @@ impl Features for GatewayConsumer {
     const PROFILE_ADAPTIVE: bool = false;
     // No sends to a chosen queue (a gateway lets the session select).
     const TARGETS: bool = false;
+    // Running info, consume-directly and offset resets for operators' tools: 5 KB.
+    const ADMIN: bool = cfg!(feature = "admin");
+    // Its poll loop reads the state it waits for; the start's end needs them with `rebalance`.
+    const MILESTONES: bool = cfg!(feature = "rebalance");
+    // One socket per broker, its master's: every read goes there (a slave's answer on it
+    // would match no request).
+    const SLAVES: bool = false;
 }
 
-/// Two topics: the one consumed and the one published to.
-pub(crate) type Core<const B: usize, const Q: usize, const S: usize> =
-    Session<2, B, Q, REQUESTS, 1, S, GatewayConsumer>;
 /// One subscription; one send-back slot (the client never nacks: a message is acknowledged
 /// when the closure returns).
 pub(crate) type Pull<const OWNED: usize, const TRACK: usize, const Q: usize> =
@@ -239,8 +242,9 @@ pub struct Client<
     m: ClientMachine<'a, 'b, BROKERS, QUEUES, ROUTE_STR, OWNED, TRACK>,
 }
 
-/// The client's session, consumer and sending side.
-pub(crate) struct ClientMachine<
+/// The client's machine: a core client with two topics (the one consumed, the one published
+/// to) and the pull consumer, and the sending side.
+pub(crate) type ClientMachine<
     'a,
     'b,
     const B: usize,
@@ -248,15 +252,7 @@ pub(crate) struct ClientMachine<
     const S: usize,
     const OWNED: usize,
     const TRACK: usize,
-> {
-    /// The heartbeat body (the start of the message buffer).
-    hb: &'b [u8],
-    pub(crate) send: Sender<'a, 'b>,
-    pub(crate) core: Core<B, Q, S>,
-    pub(crate) pull: Pull<OWNED, TRACK, Q>,
-    topic: TopicId,
-    stopping: bool,
-}
+> = Gw<'a, 'b, 2, B, Q, REQUESTS, S, GatewayConsumer, Pull<OWNED, TRACK, Q>>;
 
 impl<'a, 'b, const B: usize, const Q: usize, const S: usize, const OWNED: usize, const TRACK: usize>
     ClientMachine<'a, 'b, B, Q, S, OWNED, TRACK>
@@ -301,6 +297,8 @@ impl<'a, 'b, const B: usize, const Q: usize, const S: usize, const OWNED: usize,
         // No send-back: every message is acknowledged when the closure returns.
         pc.retry = false;
         pc.model = MessageModel::Clustering;
+        // Every message is acknowledged when the closure returns.
+        pc.ack_on_delivery = true;
         (sc, pc)
     }
 
@@ -321,7 +319,7 @@ impl<'a, 'b, const B: usize, const Q: usize, const S: usize, const OWNED: usize,
     #[inline(never)]
     fn build(cfg: &ClientConfig<'a>, message: &'b mut [u8], now: Instant) -> Self {
         let (sc, pc) = Self::configs(cfg);
-        ClientMachine {
+        Gw {
             hb: &[],
             send: Sender::new(
                 cfg.publish_topic,
@@ -330,10 +328,7 @@ impl<'a, 'b, const B: usize, const Q: usize, const S: usize, const OWNED: usize,
                 cfg.client_ip,
                 sc.seed,
             ),
-            core: Core::build(&sc, now),
-            pull: Pull::build(&pc, now),
-            topic: TopicId(0),
-            stopping: false,
+            client: core_client::Client::build(&sc, now, || Pull::build(&pc, now)),
         }
     }
 
@@ -344,149 +339,37 @@ impl<'a, 'b, const B: usize, const Q: usize, const S: usize, const OWNED: usize,
         cfg: &ClientConfig<'a>,
         now: Instant,
     ) -> Result<(), ClientError> {
-        self.topic = self
-            .pull
-            .subscribe(now, &mut self.core, cfg.topic, cfg.expression)
+        let (pull, session) = self.client.consumer_mut();
+        pull.subscribe(now, session, cfg.topic, cfg.expression)
             .map_err(ClientError::Config)?;
+        // The core's start order (with `rebalance`: routes, heartbeat, then the first round;
+        // fixed queues need none).
+        self.client.start_consumer(now);
         if GatewayConsumer::HEARTBEATS {
-            let (pull, core) = (&self.pull, &self.core);
+            let (pull, session) = (self.client.consumer(), self.client.session());
             self.hb = self
                 .send
-                .take_front(|buf| pull.heartbeat_body(core, buf))
+                .take_front(|buf| pull.heartbeat_body(session, buf))
                 .ok_or(ClientError::HeartbeatTooLarge)?;
         }
         Ok(())
     }
 
-    pub(crate) fn stats(&self, net: Stats) -> Stats {
-        let s = self.core.stats();
-        Stats {
-            stale_responses: s.late_responses,
-            route_updates: s.route_updates,
-            attempts: s.attempts,
-            ..net
-        }
-    }
-
     pub(crate) fn owned(&self) -> impl Iterator<Item = (i32, Option<i64>)> + '_ {
-        self.pull
+        self.client
+            .consumer()
             .owned()
             .map(|o| (o.queue.queue_id, o.tracker.committed()))
     }
 
     pub(crate) fn stop(&mut self) {
-        self.stopping = true;
-        self.pull.stop();
+        self.client.consumer_mut().0.stop();
     }
 
     /// Stopped, and every commit answered (or failed).
     pub(crate) fn stopped(&self) -> bool {
-        self.stopping && self.pull.commits_pending() == 0
-    }
-}
-
-impl<const B: usize, const Q: usize, const S: usize, const OWNED: usize, const TRACK: usize> Machine
-    for ClientMachine<'_, '_, B, Q, S, OWNED, TRACK>
-{
-    type Session = Core<B, Q, S>;
-
-    fn session(&mut self) -> &mut Self::Session {
-        &mut self.core
-    }
-
-    fn session_ref(&self) -> &Self::Session {
-        &self.core
-    }
-
-    fn tick(&mut self, now: Instant) {
-        // The publish topic is registered (and its route looked up) at the first tick.
-        if self.send.has_topic() {
-            let _ = self.send.topic_id(now, &mut self.core);
-        }
-        self.core.handle_timeout(now);
-        self.pull.handle_timeout(now);
-    }
-
-    // Not inlined (nor `transmit`): the frame handler's and the transmitter's stack frames
-    // then follow each other instead of adding up in the caller's (1.4 KB of stack in QEMU).
-    #[inline(never)]
-    fn frame(
-        &mut self,
-        now: Instant,
-        peer: Peer,
-        frame: &[u8],
-        deliver: &mut dyn FnMut(&Delivery<'_, '_>),
-    ) -> bool {
-        match self.core.handle_frame(now, peer, frame) {
-            Ok(Incoming::Response(opaque)) => {
-                // One answer delivers at most TRACK messages (the queue's tracker holds each
-                // until it is acknowledged).
-                let mut acks: Vec<(QueueKey, u32, i64), TRACK> = Vec::new();
-                self.pull
-                    .handle_response(now, &self.core, opaque, frame, &mut |d| {
-                        deliver(&d);
-                        let _ = acks.push((d.queue, d.lease, d.message.queue_offset));
-                    });
-                for (q, lease, offset) in acks {
-                    self.pull.ack(now, q, lease, offset);
-                }
-                true
-            }
-            // NOTIFY_CONSUMER_IDS_CHANGED: a rebalance now. Admin requests (running info,
-            // consume directly) are not answered by a gateway.
-            Ok(Incoming::Request { code, .. }) => {
-                if code == rmq_core::wire::RequestCode::NOTIFY_CONSUMER_IDS_CHANGED.0 {
-                    self.pull.notify_ids_changed(now);
-                }
-                true
-            }
-            Ok(Incoming::Handled) => true,
-            Err(_) => false,
-        }
-    }
-
-    #[inline(never)]
-    fn transmit(&mut self, now: Instant, tx: &mut [u8]) -> Option<Transmit> {
-        let (props, _) = self.send.parts();
-        let lend = Lend {
-            props,
-            heartbeat: Some(self.hb),
-        };
-        match self.core.poll_transmit(now, &mut *tx, &lend) {
-            Some(t) => Some(t),
-            None => self.pull.poll_call(now, &mut self.core, tx, &lend),
-        }
-    }
-
-    fn body(&self) -> &[u8] {
-        self.send.parts().1
-    }
-
-    fn reconnect(&mut self, now: Instant) -> Option<Peer> {
-        let mut found = None;
-        while let Some(e) = self.core.poll_event() {
-            match self.send.event(&self.core, e) {
-                Some(Event::CallFailed { opaque, .. }) => {
-                    self.pull.handle_call_failed(now, opaque);
-                }
-                Some(Event::Reconnect(peer)) => {
-                    found = Some(peer);
-                    break;
-                }
-                _ => {}
-            }
-        }
-        // Nothing is sent back, so the consumer has no event to report.
-        while self.pull.poll_event().is_some() {}
-        found
-    }
-
-    fn ready(&mut self) -> bool {
-        self.pull.take_wake() || self.core.has_transmit()
-    }
-
-    fn deadline(&self) -> Option<Instant> {
-        earliest(self.core.poll_timeout(), self.pull.poll_timeout())
+        let pull = self.client.consumer();
+        pull.is_stopping() && pull.commits_pending() == 0
     }
 }
 
@@ -591,7 +474,7 @@ impl<
 
     /// The consumer's counters (pulls, deliveries, commits, rebalances).
     pub fn pull_stats(&self) -> PullStats {
-        self.m.pull.stats()
+        self.m.client.consumer().stats()
     }
 
     /// Queues owned now, with their committed offsets (`(queue id, committed)`), for
@@ -602,7 +485,9 @@ impl<
 
     /// The subscribed topic's session id.
     pub fn topic(&self) -> TopicId {
-        self.m.topic
+        // The only subscription (no retry topic: a gateway never nacks).
+        let mut topics = Attached::topics(self.m.client.consumer());
+        topics.next().unwrap_or(TopicId(0))
     }
 
     /// Tells the client that `now` is `unix_millis` wall-clock time (for the sends'
@@ -618,7 +503,7 @@ impl<
 
     /// Whether the publish topic has a route with a writable queue.
     pub fn has_route(&self) -> bool {
-        self.m.send.has_route(&self.m.core)
+        self.m.send.has_route(&self.m.client)
     }
 
     /// The end of the last send, once.
@@ -635,7 +520,7 @@ impl<
     pub fn send(&mut self, now: Instant, msg: &Message<'_>) -> Result<SendId, SubmitError> {
         let busy = self.net.writing_body();
         let m = &mut self.m;
-        m.send.single(now, &mut m.core, msg, SendMode::Sync, busy)
+        m.send.single(now, &mut m.client, msg, SendMode::Sync, busy)
     }
 
     /// Publishes `msgs` as one SEND_BATCH_MESSAGE request, as
@@ -650,7 +535,7 @@ impl<
     ) -> Result<SendId, SubmitError> {
         let busy = self.net.writing_body();
         let m = &mut self.m;
-        m.send.batch(now, &mut m.core, msgs, busy)
+        m.send.batch(now, &mut m.client, msgs, busy)
     }
 
     /// Stops pulling and commits every acknowledged offset; keep polling until
@@ -681,95 +566,4 @@ impl<
 }
 
 #[cfg(test)]
-mod tests {
-    extern crate std;
-
-    use super::*;
-    use smoltcp::iface::SocketStorage;
-    use smoltcp::socket::tcp;
-    use smoltcp::wire::IpAddress;
-    use std::vec;
-
-    type C = Client<'static, 'static, 1, 8, 256, 4, 2>;
-
-    fn leak(n: usize) -> &'static mut [u8] {
-        vec![0; n].leak()
-    }
-
-    fn bufs(message: usize) -> crate::Buffers<'static> {
-        crate::Buffers {
-            tx: leak(768),
-            rx: leak(1024),
-            message: leak(message),
-        }
-    }
-
-    const NS: &[IpEndpoint] = &[IpEndpoint::new(IpAddress::v4(127, 0, 0, 1), 9876)];
-
-    /// `check`, `build` and `start` refuse what `new` refuses, and build the same client
-    /// when it accepts.
-    #[test]
-    fn three_steps_agree_with_new() {
-        let mut storage = [SocketStorage::EMPTY, SocketStorage::EMPTY];
-        let mut set = SocketSet::new(&mut storage[..]);
-        let mut add = || {
-            let rx = tcp::SocketBuffer::new(leak(64));
-            let tx = tcp::SocketBuffer::new(leak(64));
-            set.add(tcp::Socket::new(rx, tx))
-        };
-        let (ns, b0) = (add(), add());
-        let now = Instant::ZERO;
-        let ok = ClientConfig::new(NS, "g", "1.2.3.4@x", "Cmds");
-        let mut no_ns = ok;
-        no_ns.namesrvs = &[];
-        let mut no_group = ok;
-        no_group.group = "";
-        let mut long_expr = ok;
-        long_expr.expression = std::string::String::leak("e".repeat(300));
-        let mut adaptive = ok;
-        adaptive.retry = RetryConfig::adaptive(SendMode::Sync);
-        for (cfg, message, want) in [
-            // The gateway carries the Plain and Java 4.9 fault profiles only.
-            (
-                adaptive,
-                1024,
-                Some(ClientError::Session(session::ConfigError::ProfileLeftOut)),
-            ),
-            (ok, 1024, None),
-            (
-                no_ns,
-                1024,
-                Some(ClientError::Session(session::ConfigError::NameServers)),
-            ),
-            (
-                no_group,
-                1024,
-                Some(ClientError::Config(PullConfigError::Name)),
-            ),
-            (
-                long_expr,
-                1024,
-                Some(ClientError::Config(PullConfigError::Expression)),
-            ),
-            // With heartbeats (feature `rebalance`) the heartbeat must fit the message buffer.
-            (
-                ok,
-                16,
-                GatewayConsumer::HEARTBEATS.then_some(ClientError::HeartbeatTooLarge),
-            ),
-        ] {
-            let by_new = C::new(cfg, bufs(message), now, ns, [b0]);
-            assert_eq!(by_new.as_ref().err().copied(), want);
-            let stepped = C::check(&cfg).and_then(|()| {
-                let mut c = C::build(cfg, bufs(message), now, ns, [b0]);
-                c.start(&cfg, now).map(|()| c)
-            });
-            assert_eq!(stepped.as_ref().err().copied(), want);
-            if let (Ok(a), Ok(b)) = (by_new, stepped) {
-                assert_eq!(a.m.hb.is_empty(), !GatewayConsumer::HEARTBEATS);
-                assert_eq!(a.m.hb, b.m.hb);
-                assert_eq!(b.m.send.parts().1.len(), message - b.m.hb.len());
-            }
-        }
-    }
-}
+mod tests;

@@ -86,6 +86,7 @@ mod addr;
 #[cfg(feature = "async")]
 pub mod aio;
 mod client;
+mod machine;
 mod net;
 mod producer;
 mod send;

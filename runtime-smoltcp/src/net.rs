@@ -8,11 +8,13 @@
 //! hands it each complete frame and takes the next frame to write from it. The async runtime
 //! ([`crate::aio`] with the `async` feature) drives the same machines over other streams.
 
+use rmq_core::client::{Attached, Client};
 use rmq_core::link::{Link, LinkCheck, LinkState, Outgoing};
 use rmq_core::pull_consumer::Delivery;
 use rmq_core::session::{
-    BrokerId, Features, Peer, SendArgs, SendId, Session, SubmitError, TopicId, Transmit,
+    BrokerId, Features, Peer, SendArgs, SendId, SubmitError, TopicId, Transmit,
 };
+use rmq_core::store::Fixed;
 use rmq_core::time::{Duration, Instant};
 use rmq_core::transport::TransportError;
 use rmq_core::wire::{FrameReader, PREFIX_LEN};
@@ -50,12 +52,12 @@ pub struct Stats {
     pub attempts: u32,
 }
 
-/// What the connection plumbing and the sending side ask of a session (every [`Session`]
-/// is one, whatever its capacities and features).
+/// What the connection plumbing and the sending side ask of the core client (every
+/// [`Client`] is one, whatever its capacities, features and consumer).
 pub(crate) trait Core {
     fn handle_closed(&mut self, now: Instant, peer: Peer, cause: TransportError);
     fn handle_written(&mut self, now: Instant, opaque: i32);
-    fn is_live(&self, opaque: i32) -> bool;
+    fn is_live(&self, tx: &Transmit) -> bool;
     fn peer_addr(&self, peer: Peer) -> Option<&str>;
     fn topic(&mut self, now: Instant, name: &str) -> Result<TopicId, SubmitError>;
     fn send(
@@ -76,26 +78,27 @@ impl<
     const S: usize,
     const RS: usize,
     F: Features,
-> Core for Session<T, B, Q, R, S, RS, F>
+    C: Attached,
+> Core for Client<T, B, Q, R, S, RS, F, Fixed, C>
 {
     fn handle_closed(&mut self, now: Instant, peer: Peer, cause: TransportError) {
-        Session::handle_closed(self, now, peer, cause);
+        Client::handle_closed(self, now, peer, cause);
     }
     fn handle_written(&mut self, now: Instant, opaque: i32) {
-        Session::handle_written(self, now, opaque);
+        Client::handle_written(self, now, opaque);
     }
-    fn is_live(&self, opaque: i32) -> bool {
-        Session::is_live(self, opaque)
+    fn is_live(&self, tx: &Transmit) -> bool {
+        Client::is_live(self, tx)
     }
     fn peer_addr(&self, peer: Peer) -> Option<&str> {
         match peer {
             // A gateway keeps one socket per broker: its master.
-            Peer::Broker(b) | Peer::Slave(b) => Session::broker_addr(self, b),
+            Peer::Broker(b) | Peer::Slave(b) => self.session().broker_addr(b),
             Peer::NameServer(_) => None,
         }
     }
     fn topic(&mut self, now: Instant, name: &str) -> Result<TopicId, SubmitError> {
-        Session::topic(self, now, name)
+        self.session_mut().topic(now, name)
     }
     fn send(
         &mut self,
@@ -103,13 +106,13 @@ impl<
         t: TopicId,
         args: &SendArgs<'_>,
     ) -> Result<SendId, SubmitError> {
-        Session::send(self, now, t, args)
+        self.session_mut().send(now, t, args)
     }
     fn broker_name(&self, b: BrokerId) -> Option<&str> {
-        Session::broker_name(self, b)
+        self.session().broker_name(b)
     }
     fn publish_queue_count(&self, t: TopicId) -> usize {
-        Session::publish_queues(self, t).len()
+        self.session().publish_queues(t).len()
     }
 }
 
@@ -133,8 +136,8 @@ pub(crate) trait Machine {
     fn transmit(&mut self, now: Instant, tx: &mut [u8]) -> Option<Transmit>;
     /// Where a frame with a body reads it.
     fn body(&self) -> &[u8];
-    /// Handles the session's events; returns the next peer whose connection must be dropped.
-    fn reconnect(&mut self, now: Instant) -> Option<Peer>;
+    /// Handles the client's events; returns the next peer whose connection must be dropped.
+    fn reconnect(&mut self) -> Option<Peer>;
     /// Work is due now (a transmit waiting, a queue an acknowledgement unblocked).
     fn ready(&mut self) -> bool;
     /// When [`Machine::tick`] has work next.
@@ -485,7 +488,7 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
             return;
         };
         let peer = f.tx.peer;
-        if !m.session_ref().is_live(f.tx.opaque) {
+        if !m.session_ref().is_live(&f.tx) {
             // The session gave up on this request (its attempt timed out).
             if f.started() {
                 // Half written: it dies with its connection.
@@ -537,7 +540,7 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
 
     /// The session's events; connections to drop are dropped.
     fn events<M: Machine>(&mut self, now: Instant, sockets: &mut SocketSet<'_>, m: &mut M) {
-        while let Some(peer) = m.reconnect(now) {
+        while let Some(peer) = m.reconnect() {
             // Reopened at the next frame for it (the NameServer socket only if it still talks
             // to that NameServer).
             if self.serves(peer) {

@@ -1,21 +1,22 @@
-//! The producer: the core [`Session`] and the sending side ([`crate::send`]) as a
-//! [`Machine`], driven over smoltcp sockets by [`crate::net`] (or, with the `async` feature,
+//! The producer: a core client without a consumer and the sending side ([`crate::send`]) as
+//! a [`Gw`], driven over smoltcp sockets by [`crate::net`] (or, with the `async` feature,
 //! over any async stack by [`crate::aio`]).
 //!
 //! Every protocol decision (NameServer choice, route and TBW102 fallback, queue selection,
 //! retries, request correlation, message properties) is the core's.
 
-use rmq_core::pull_consumer::Delivery;
+use rmq_core::client::{Client, NoConsumer};
 use rmq_core::retry::SendMode;
 use rmq_core::select::ProfileSet;
-use rmq_core::session::{self, Event, Features, Peer, Session, Transmit};
+use rmq_core::session::{self, Features};
 use rmq_core::time::Instant;
 use rmq_core::wire::SerializeType;
 use smoltcp::iface::{Interface, SocketHandle, SocketSet};
 use smoltcp::phy::Device;
 
-use crate::net::{Machine, Net, NetConfig, Stats};
-use crate::send::{Lend, Sender};
+use crate::machine::Gw;
+use crate::net::{Net, NetConfig, Stats};
+use crate::send::Sender;
 use crate::{Buffers, Completion, Config, Message, SendId, SubmitError};
 
 /// Requests queued or in flight: a route lookup and the one send (plus slack).
@@ -39,11 +40,9 @@ impl Features for Gateway {
     const PROFILE_ADAPTIVE: bool = false;
     // No sends to a chosen queue (a gateway lets the session select).
     const TARGETS: bool = false;
+    // Answers to brokers' requests (REQUEST_CODE_NOT_SUPPORTED from a producer): 3 KB.
+    const ADMIN: bool = cfg!(feature = "admin");
 }
-
-/// The session of a gateway producer: one topic, one send at a time.
-pub(crate) type Core<const B: usize, const Q: usize, const S: usize> =
-    Session<1, B, Q, REQUESTS, 1, S, Gateway>;
 
 /// The session settings of a gateway producer (also [`crate::aio`]'s).
 pub(crate) fn session_config<'c>(cfg: &Config<'c>, seed: u32) -> session::Config<'c> {
@@ -61,98 +60,32 @@ pub(crate) fn session_config<'c>(cfg: &Config<'c>, seed: u32) -> session::Config
     sc
 }
 
-/// The producer's session and sending side.
-#[derive(Debug)]
-pub(crate) struct ProducerMachine<'a, 'b, const B: usize, const Q: usize, const S: usize> {
-    pub(crate) core: Core<B, Q, S>,
-    pub(crate) send: Sender<'a, 'b>,
-}
+/// The producer's machine: a core client without a consumer (its answers to a broker's
+/// consumer requests are REQUEST_CODE_NOT_SUPPORTED, as a Java producer's), and the sending
+/// side.
+pub(crate) type ProducerMachine<'a, 'b, const B: usize, const Q: usize, const S: usize> =
+    Gw<'a, 'b, 1, B, Q, REQUESTS, S, Gateway, NoConsumer>;
 
 impl<'a, 'b, const B: usize, const Q: usize, const S: usize> ProducerMachine<'a, 'b, B, Q, S> {
-    /// The session of `cfg`, sending from `message`.
-    pub(crate) fn new(
-        cfg: &Config<'a>,
-        message: &'b mut [u8],
-        now: Instant,
-    ) -> Result<Self, session::ConfigError> {
+    /// The settings' checks (the profile this image carries, the session's).
+    pub(crate) fn check(cfg: &Config<'a>) -> Result<(), session::ConfigError> {
         if !Gateway::carries(cfg.retry.profile) {
             return Err(session::ConfigError::ProfileLeftOut);
         }
+        session_config(cfg, 1).check()
+    }
+
+    /// The machine of `cfg` (checked by [`Self::check`]), built in the caller's place (no
+    /// copy of the client through the stack: a `Result` around it would be one).
+    #[inline(always)]
+    pub(crate) fn build(cfg: &Config<'a>, message: &'b mut [u8], now: Instant) -> Self {
         let seed = session::seed_or_default(cfg.seed);
         let sc = session_config(cfg, seed);
-        Ok(ProducerMachine {
-            core: Session::new(&sc, now)?,
+        Gw {
+            client: Client::assemble(&sc, now, || NoConsumer),
             send: Sender::new(Some(cfg.topic), cfg.retry, message, cfg.client_ip, seed),
-        })
-    }
-
-    /// Counters (the session's; the runtime adds its connection counters).
-    pub(crate) fn stats(&self, net: Stats) -> Stats {
-        let s = self.core.stats();
-        Stats {
-            stale_responses: s.late_responses,
-            route_updates: s.route_updates,
-            attempts: s.attempts,
-            ..net
+            hb: &[],
         }
-    }
-}
-
-impl<const B: usize, const Q: usize, const S: usize> Machine for ProducerMachine<'_, '_, B, Q, S> {
-    type Session = Core<B, Q, S>;
-
-    fn session(&mut self) -> &mut Self::Session {
-        &mut self.core
-    }
-
-    fn session_ref(&self) -> &Self::Session {
-        &self.core
-    }
-
-    fn tick(&mut self, now: Instant) {
-        // The topic is registered (and its route looked up) at the first tick.
-        let _ = self.send.topic_id(now, &mut self.core);
-        self.core.handle_timeout(now);
-    }
-
-    fn frame(
-        &mut self,
-        now: Instant,
-        peer: Peer,
-        frame: &[u8],
-        _: &mut dyn FnMut(&Delivery<'_, '_>),
-    ) -> bool {
-        self.core.handle_frame(now, peer, frame).is_ok()
-    }
-
-    fn transmit(&mut self, now: Instant, tx: &mut [u8]) -> Option<Transmit> {
-        let (props, _) = self.send.parts();
-        let lend = Lend {
-            props,
-            heartbeat: None,
-        };
-        self.core.poll_transmit(now, tx, &lend)
-    }
-
-    fn body(&self) -> &[u8] {
-        self.send.parts().1
-    }
-
-    fn reconnect(&mut self, _: Instant) -> Option<Peer> {
-        while let Some(e) = self.core.poll_event() {
-            if let Some(Event::Reconnect(peer)) = self.send.event(&self.core, e) {
-                return Some(peer);
-            }
-        }
-        None
-    }
-
-    fn ready(&mut self) -> bool {
-        self.core.has_transmit()
-    }
-
-    fn deadline(&self) -> Option<Instant> {
-        self.core.poll_timeout()
     }
 }
 
@@ -171,10 +104,19 @@ impl<const B: usize, const Q: usize, const S: usize> Machine for ProducerMachine
 ///     wait_until(next);
 /// }
 /// ```
-#[derive(Debug)]
 pub struct Producer<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize> {
     net: Net<'a, 'b, BROKERS>,
     m: ProducerMachine<'a, 'b, BROKERS, QUEUES, ROUTE_STR>,
+}
+
+impl<const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize> core::fmt::Debug
+    for Producer<'_, '_, BROKERS, QUEUES, ROUTE_STR>
+{
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Producer")
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
 }
 
 impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
@@ -192,6 +134,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         ns: SocketHandle,
         brokers: [SocketHandle; BROKERS],
     ) -> Result<Self, session::ConfigError> {
+        ProducerMachine::<BROKERS, QUEUES, ROUTE_STR>::check(&cfg)?;
         let seed = session::seed_or_default(cfg.seed);
         let net = NetConfig {
             namesrvs: cfg.namesrvs,
@@ -200,7 +143,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
             local_port_base: cfg.local_port_base,
         };
         Ok(Producer {
-            m: ProducerMachine::new(&cfg, bufs.message, Instant::ZERO)?,
+            m: ProducerMachine::build(&cfg, bufs.message, Instant::ZERO),
             net: Net::new(net, bufs.tx, bufs.rx, ns, brokers, seed),
         })
     }
@@ -218,7 +161,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
 
     /// Whether a route with at least one writable queue is known.
     pub fn has_route(&self) -> bool {
-        self.m.send.has_route(&self.m.core)
+        self.m.send.has_route(&self.m.client)
     }
 
     /// Whether [`Producer::send`] would accept a message now.
@@ -240,7 +183,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
     pub fn send(&mut self, now: Instant, msg: &Message<'_>) -> Result<SendId, SubmitError> {
         let busy = self.net.writing_body();
         let m = &mut self.m;
-        m.send.single(now, &mut m.core, msg, SendMode::Sync, busy)
+        m.send.single(now, &mut m.client, msg, SendMode::Sync, busy)
     }
 
     /// Publishes `msg` without asking for an answer: complete once the frame is written
@@ -251,7 +194,8 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
     pub fn send_oneway(&mut self, now: Instant, msg: &Message<'_>) -> Result<SendId, SubmitError> {
         let busy = self.net.writing_body();
         let m = &mut self.m;
-        m.send.single(now, &mut m.core, msg, SendMode::Oneway, busy)
+        m.send
+            .single(now, &mut m.client, msg, SendMode::Oneway, busy)
     }
 
     /// Publishes `msgs` as one SEND_BATCH_MESSAGE request (all stored in one queue, in order,
@@ -271,7 +215,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
     ) -> Result<SendId, SubmitError> {
         let busy = self.net.writing_body();
         let m = &mut self.m;
-        m.send.batch(now, &mut m.core, msgs, busy)
+        m.send.batch(now, &mut m.client, msgs, busy)
     }
 
     /// Does bounded work: polls the interface, hands complete frames and connection events
@@ -291,32 +235,4 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
 }
 
 #[cfg(test)]
-mod tests {
-    use rmq_core::retry::RetryConfig;
-    use smoltcp::wire::{IpAddress, IpEndpoint};
-
-    use super::*;
-
-    #[test]
-    fn only_the_plain_and_java49_profiles_are_carried() {
-        let ns = [IpEndpoint::new(IpAddress::v4(127, 0, 0, 1), 9876)];
-        let mut buf = [0u8; 256];
-        for (retry, ok) in [
-            (RetryConfig::plain(SendMode::Sync), true),
-            (RetryConfig::java49(SendMode::Sync), true),
-            (RetryConfig::java5(SendMode::Sync), false),
-            (RetryConfig::adaptive(SendMode::Sync), false),
-        ] {
-            let mut cfg = Config::new(&ns, "pg", "T");
-            cfg.retry = retry;
-            let r = ProducerMachine::<1, 4, 256>::new(&cfg, &mut buf, Instant::ZERO);
-            match r {
-                Ok(_) => assert!(ok, "{:?} accepted", retry.profile),
-                Err(e) => {
-                    assert!(!ok, "{:?} refused", retry.profile);
-                    assert_eq!(e, session::ConfigError::ProfileLeftOut);
-                }
-            }
-        }
-    }
-}
+mod tests;

@@ -11,7 +11,7 @@ use rmq_core::producer::{
     MessageError, MessageFields, encode_batch_record, encode_message_properties,
 };
 use rmq_core::retry::{RetryConfig, SendMode};
-use rmq_core::session::{self, Event, Outbound, SendArgs, TopicId};
+use rmq_core::session::{self, Outbound, SendArgs, SendFailure, TopicId};
 use rmq_core::time::{Instant, WallClock};
 
 use crate::net::Core;
@@ -30,7 +30,11 @@ fn refused(e: MessageError) -> SubmitError {
 pub(crate) struct Lend<'m> {
     pub(crate) props: &'m str,
     pub(crate) heartbeat: Option<&'m [u8]>,
+    /// The wall clock and `now`, for the running info's timestamps.
+    pub(crate) clock: (&'m WallClock, Instant),
 }
+
+impl rmq_core::client::Lend for Lend<'_> {}
 
 impl Outbound for Lend<'_> {
     fn properties(&self, _: session::SendId) -> &str {
@@ -41,6 +45,10 @@ impl Outbound for Lend<'_> {
         let h = self.heartbeat?;
         buf.get_mut(..h.len())?.copy_from_slice(h);
         Some(h.len())
+    }
+
+    fn unix_millis(&self) -> i64 {
+        self.clock.0.unix_millis(self.clock.1)
     }
 }
 
@@ -107,6 +115,11 @@ impl<'a, 'b> Sender<'a, 'b> {
 
     pub(crate) fn set_unix_time(&mut self, now: Instant, unix_millis: i64) {
         self.clock.set(now, unix_millis);
+    }
+
+    /// The wall clock (Unix ms from 0 until [`Sender::set_unix_time`]).
+    pub(crate) fn clock(&self) -> &WallClock {
+        &self.clock
     }
 
     pub(crate) fn has_route<C: Core>(&self, core: &C) -> bool {
@@ -266,12 +279,14 @@ impl<'a, 'b> Sender<'a, 'b> {
         Ok(SendId(id.0))
     }
 
-    /// Takes a `SendDone` (the completion); any other event is given back.
-    pub(crate) fn event<C: Core>(&mut self, core: &C, e: Event) -> Option<Event> {
-        let Event::SendDone { id, result } = e else {
-            return Some(e);
-        };
-        let job = self.job.take()?;
+    /// The session's `SendDone` of send `id`: the completion, with the message id.
+    pub(crate) fn done<C: Core>(
+        &mut self,
+        core: &C,
+        id: session::SendId,
+        result: Result<session::SendReceipt, SendFailure>,
+    ) {
+        let Some(job) = self.job.take() else { return };
         let result = match result {
             Ok(r) => {
                 let mut broker = String::new();
@@ -294,6 +309,5 @@ impl<'a, 'b> Sender<'a, 'b> {
             id: SendId(id.0),
             result,
         });
-        None
     }
 }

@@ -100,12 +100,17 @@ impl Rig {
         cfg.client_ip = [169, 254, 1, 2];
         cfg.seed = self.clock.elapsed().subsec_nanos() | 1;
         let bufs = Buffers {
-            tx: gateway::leak(1024),
+            // Room for the running info the client answers `mqadmin consumerStatus` with.
+            tx: gateway::leak(8192),
             rx: gateway::leak(8192),
             message: gateway::leak(1024),
         };
         let now = self.now();
-        let c = Client::new(cfg, bufs, now, ns, [b0]).expect("consumer config");
+        let mut c = Client::new(cfg, bufs, now, ns, [b0]).expect("consumer config");
+        let unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock");
+        c.set_unix_time(now, unix.as_millis() as i64);
         (c, [ns, b0])
     }
 
@@ -561,6 +566,52 @@ fn inner_shared_in_netns() {
         .collect();
     assert_eq!(both.len(), 100, "each command once");
     assert_eq!(both, sent.keys().copied().collect::<BTreeSet<_>>());
+
+    // `mqadmin consumerStatus` reaches gateway-a through its broker (GET_CONSUMER_RUNNING_INFO,
+    // 307), answered by the core client while the gateway polls.
+    let ns = cluster.namesrv_addr().to_string();
+    let args = [
+        "consumerStatus",
+        "-n",
+        &ns,
+        "-g",
+        GROUP,
+        "-i",
+        "169.254.1.2@gateway-a",
+    ];
+    let status = std::thread::scope(|scope| {
+        let admin = scope.spawn(|| cluster.mqadmin(&args));
+        rig.run_two(
+            [&mut a, &mut b],
+            &mut got,
+            StdDuration::from_secs(120),
+            "consumerStatus",
+            |_, _| admin.is_finished(),
+        );
+        admin.join().expect("mqadmin thread")
+    })
+    .expect("consumerStatus");
+    eprintln!("consumerStatus of gateway-a:\n{status}");
+    for want in [
+        "#Consumer Subscription#",
+        "#Consumer MQ Detail#",
+        "CONSUME_PASSIVELY",
+        "cmd || config",
+    ] {
+        assert!(
+            status.contains(want),
+            "{want:?} missing from consumerStatus"
+        );
+    }
+    // Its two queues, each with its committed offset, in the MQ detail.
+    let detail: BTreeSet<i32> = status
+        .lines()
+        .filter(|l| l.starts_with(TOPIC) && l.contains("ProcessQueueInfo ["))
+        .filter_map(|l| l.split_whitespace().nth(2)?.parse().ok())
+        .collect();
+    assert_eq!(detail, qa, "gateway-a's queues in the MQ detail");
+    // Times on the wall clock the gateway was given (not from 1970).
+    assert!(!status.contains("lastPullTimestamp=1970"), "{status}");
 
     // gateway-b stops (its offsets committed) and goes away; gateway-a takes its queues.
     b.stop();

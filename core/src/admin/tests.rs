@@ -15,6 +15,14 @@ fn a_code_not_served_is_answered_as_java_does() {
             .is_some_and(|r| r.eq_str(" request type 999 not supported"))
     );
     assert!(f.body_ref().is_empty());
+    // The code as Java's `String.valueOf` writes it, for every range.
+    for code in [0, 7, -1, i32::MAX, i32::MIN] {
+        let n = write_not_supported(code, 1, 479, &mut buf).unwrap();
+        let f = Frame::new_checked(&buf[..n]).unwrap();
+        let h = CommandHeader::parse(&f).unwrap();
+        let want = std::format!(" request type {code} not supported");
+        assert!(h.remark().is_some_and(|r| r.eq_str(&want)), "{code}");
+    }
 }
 
 #[test]

@@ -14,11 +14,9 @@
 //! ([`Client::poll_transmit`](super::Client::poll_transmit)), before any request: the broker
 //! (and the operator's tool behind it) is waiting for them.
 
-use core::fmt;
-
 use heapless::String;
 
-use crate::admin::{CmResult, write_direct_result, write_not_supported, write_response};
+use crate::admin::{CmResult, write_direct_result, write_response};
 use crate::session::Peer;
 
 /// Answers waiting at once (more are dropped: the broker times the request out).
@@ -85,7 +83,7 @@ impl Answer {
     ) -> Option<usize> {
         match *self {
             Answer::NotServed { opaque, code, .. } => {
-                write_not_supported(code, opaque, version, buf).ok()
+                crate::admin::write_not_supported(code, opaque, version, buf).ok()
             }
             Answer::RunningInfo {
                 opaque,
@@ -93,10 +91,13 @@ impl Answer {
                 ..
             } => {
                 let mut remark: String<320> = String::new();
-                let _ = fmt::write(
-                    &mut remark,
-                    format_args!("The Consumer Group <{group}> not exist in this consumer"),
-                );
+                for part in [
+                    "The Consumer Group <",
+                    group,
+                    "> not exist in this consumer",
+                ] {
+                    let _ = remark.push_str(part);
+                }
                 write_response(1, opaque, version, Some(&remark), &[], buf).ok()
             }
             Answer::RunningInfo { opaque, .. } => {

@@ -40,8 +40,9 @@ pub trait Attached {
     ) -> bool;
     /// One of its calls got no answer (`false`: not one of them).
     fn handle_call_failed(&mut self, now: Instant, opaque: i32) -> bool;
-    /// Its next event.
-    fn poll_event(&mut self) -> Option<PullEvent>;
+    /// Its next event; `milestones`: also the milestones a command asked for (a round
+    /// applied, commits drained, a lock granted).
+    fn poll_event(&mut self, milestones: bool) -> Option<PullEvent>;
     /// Whether something it was told since the last call made a request due now.
     fn take_wake(&mut self) -> bool;
     /// NOTIFY_CONSUMER_IDS_CHANGED.
@@ -112,7 +113,7 @@ impl Attached for NoConsumer {
     fn handle_call_failed(&mut self, _: Instant, _: i32) -> bool {
         false
     }
-    fn poll_event(&mut self) -> Option<PullEvent> {
+    fn poll_event(&mut self, _: bool) -> Option<PullEvent> {
         None
     }
     fn take_wake(&mut self) -> bool {
@@ -193,8 +194,11 @@ impl<
     fn handle_call_failed(&mut self, now: Instant, opaque: i32) -> bool {
         PullConsumer::handle_call_failed(self, now, opaque)
     }
-    fn poll_event(&mut self) -> Option<PullEvent> {
-        PullConsumer::poll_event(self)
+    fn poll_event(&mut self, milestones: bool) -> Option<PullEvent> {
+        match milestones {
+            true => PullConsumer::poll_event(self),
+            false => self.poll_outcome(),
+        }
     }
     fn take_wake(&mut self) -> bool {
         PullConsumer::take_wake(self)

@@ -48,6 +48,10 @@ pub struct PullConfig<'a> {
     /// processed between [`PullConsumer::begin`] and [`PullConsumer::end`] (see
     /// [`crate::lock`]).
     pub orderly: bool,
+    /// Every message counts as acknowledged once the `deliver` closure of
+    /// [`PullConsumer::handle_response`] returns (a gateway that applies each command
+    /// there; default `false`: the application acknowledges with [`PullConsumer::ack`]).
+    pub ack_on_delivery: bool,
 }
 
 impl<'a> PullConfig<'a> {
@@ -72,6 +76,7 @@ impl<'a> PullConfig<'a> {
             retry: true,
             model: MessageModel::Clustering,
             orderly: false,
+            ack_on_delivery: false,
         }
     }
 }

@@ -449,6 +449,8 @@ pub struct PullConsumer<
     sub_version: i64,
     max_reconsume_times: i32,
     retry: bool,
+    /// [`PullConfig::ack_on_delivery`].
+    ack_on_delivery: bool,
     model: MessageModel,
     /// [`PullConsumer::assign_queues`] was called: no rebalancing.
     manual: bool,
@@ -546,6 +548,7 @@ impl<
             sub_version: cfg.sub_version,
             max_reconsume_times: cfg.max_reconsume_times,
             retry: cfg.retry && cfg.model == MessageModel::Clustering,
+            ack_on_delivery: cfg.ack_on_delivery,
             model: cfg.model,
             manual: false,
             timestamps: true,
@@ -722,6 +725,11 @@ impl<
         self.commit_now();
     }
 
+    /// Whether [`stop`](Self::stop) was called.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping
+    }
+
     /// The next milestone a command asked for, when it is reached.
     fn milestone(&mut self) -> Option<PullEvent> {
         if core::mem::take(&mut self.lock_news) {
@@ -751,6 +759,12 @@ impl<
     /// [`handle_call_failed`](Self::handle_call_failed).
     pub fn poll_event(&mut self) -> Option<PullEvent> {
         self.events.pop_front().or_else(|| self.milestone())
+    }
+
+    /// [`poll_event`](Self::poll_event) without the milestones (a runtime that reads the
+    /// state it waits for: the milestones' checks compile out).
+    pub fn poll_outcome(&mut self) -> Option<PullEvent> {
+        self.events.pop_front()
     }
 
     /// Whether an [`ack`](Self::ack) since the last call made a pull due now (a queue that
@@ -1019,7 +1033,8 @@ impl<
                 let ok = code == 0 && parse_consumer_list(f.body_ref(), &mut ids).is_ok();
                 if let Some(s) = self.subs.get_mut(usize::from(i)) {
                     s.listing = false;
-                    if ok {
+                    // (A list asked for before `assign_queues` changes nothing after it.)
+                    if ok && !self.manual {
                         let t = s.topic;
                         self.assign(session, t, &mut ids);
                     }

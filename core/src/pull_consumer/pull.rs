@@ -51,7 +51,8 @@ impl<
                 let broker_name = session.broker_name(key.broker).unwrap_or("");
                 let o = &mut self.owned[i];
                 let mut complete = true;
-                let mut delivered = 0u64;
+                let (mut delivered, mut acked) = (0u64, 0u64);
+                let auto = self.ack_on_delivery;
                 for m in StoredMessages::new(body).crc_check(CrcCheck::Skip) {
                     let Ok(m) = m else {
                         self.stats.undecodable = self.stats.undecodable.wrapping_add(1);
@@ -73,6 +74,10 @@ impl<
                                 broker_name,
                                 message: &m,
                             });
+                            if auto && o.tracker.ack(m.queue_offset) {
+                                acked += 1;
+                                o.last_consume = Some(now);
+                            }
                         }
                         Err(TrackError::NotAscending) => {}
                         Err(TrackError::Full) => {
@@ -87,6 +92,10 @@ impl<
                 }
                 o.state = QState::Ready(now);
                 self.stats.delivered = self.stats.delivered.wrapping_add(delivered);
+                if acked > 0 {
+                    self.stats.acked = self.stats.acked.wrapping_add(acked);
+                    self.count(key, |c| c.acked = c.acked.wrapping_add(acked));
+                }
             }
             PullStatus::NoNewMsg | PullStatus::NoMatchedMsg => {
                 let o = &mut self.owned[i];

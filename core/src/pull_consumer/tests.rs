@@ -743,9 +743,13 @@ fn the_retry_topic_is_subscribed_and_keeps_the_original_topic() {
 #[test]
 fn assigned_queues_are_owned_without_rebalancing() {
     let mut w = World::new(4);
-    let _list = one(w.out());
+    let list = one(w.out());
     let picked = [q(1), q(3)];
     assert_eq!(w.c.assign_queues(&picked), 2);
+    // The round's list, asked for before, answers after: it changes nothing (it would give
+    // this only member all four queues).
+    w.consumers(&list, &[ME]);
+    assert_eq!(w.c.owned().count(), 2);
     assert_eq!(
         w.c.queue_key(&w.s, "T", "broker-a", 3),
         Some(q(3)),
@@ -1410,4 +1414,22 @@ fn orderly_a_granted_lock_is_reported_to_whoever_waits_for_its_turn() {
     let lease = w.c.owned().next().unwrap().lease;
     assert_eq!(events(&mut w), [PullEvent::Locked { queue: q(0), lease }]);
     assert!(events(&mut w).is_empty(), "once per grant");
+}
+
+#[test]
+fn ack_on_delivery_acknowledges_each_message_when_the_closure_returns() {
+    for auto in [false, true] {
+        let mut w = World::configured(1, |c| c.ack_on_delivery = auto);
+        let pull = start(&mut w, &[ME], 0, 5);
+        w.pull_answer(&pull, 8, &[(5, "TagA"), (6, "TagB"), (7, "TagA")]);
+        assert_eq!(w.got.len(), 3);
+        let o = w.c.owned().next().unwrap();
+        // Acknowledged: committable past the last one; otherwise still in flight.
+        let (committable, in_flight) = if auto { (8, 0) } else { (5, 3) };
+        assert_eq!(o.tracker.committable(), committable, "auto {auto}");
+        assert_eq!(o.tracker.cached_count(), in_flight, "auto {auto}");
+        assert_eq!(w.c.stats().acked, if auto { 3 } else { 0 });
+        // A later ack of one of them finds nothing in flight.
+        assert_eq!(w.c.ack(w.now, q(0), w.got[0].1, 5), !auto);
+    }
 }

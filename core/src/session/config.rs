@@ -57,6 +57,24 @@ pub trait Features {
     /// ordered and sharded sends); `false` leaves them out (such a send is refused with
     /// [`SubmitError::TargetLeftOut`](super::SubmitError::TargetLeftOut)).
     const TARGETS: bool = true;
+    /// The client's answers to the requests brokers send
+    /// ([`Client`](crate::client::Client)): a consumer's running info (`mqadmin
+    /// consumerStatus`), CONSUME_MESSAGE_DIRECTLY and offset resets, and
+    /// REQUEST_CODE_NOT_SUPPORTED for the rest (and for all of them from a producer). `false`
+    /// leaves them out (~6 KB of a consuming gateway's Cortex-M flash, ~3 KB of a
+    /// producer's): no request is answered (the broker's times out), and
+    /// NOTIFY_CONSUMER_IDS_CHANGED still makes a consumer rebalance.
+    const ADMIN: bool = true;
+    /// The consumer's milestones ([`PullEvent::Rebalanced`](crate::pull_consumer::PullEvent),
+    /// `Committed`, `Locked`), which the client reports for runtimes that wait on them (and
+    /// which end a consumer's start); `false` leaves them out (a runtime that reads the state
+    /// it waits for: a gateway's poll loop; the start then ends at its rebalance step's
+    /// deadline).
+    const MILESTONES: bool = true;
+    /// A consumer's reads from slaves (a broker's `suggestWhichBrokerId`, or a route naming
+    /// no master): `false` keeps no slave address, and every read goes to the master (a
+    /// runtime with one connection per broker, a gateway's).
+    const SLAVES: bool = true;
 }
 
 /// A session's features are the set of its sends' fault profiles.

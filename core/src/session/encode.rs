@@ -96,7 +96,7 @@ impl<
                         .map_err(|_| too_small)?,
                 };
             }
-            ReqKind::Send { send } if F::CONSUMER => {
+            ReqKind::Send { send } if F::CONSUMER && F::SEND_BACK => {
                 let g = self
                     .sends
                     .get(usize::from(send))

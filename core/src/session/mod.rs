@@ -473,7 +473,7 @@ impl<
     /// [`Self::build`]'s body, inlined into [`Self::new`] (through a call there, the session
     /// would be copied out of its result once more: +2.8 KiB of stack in the QEMU image).
     #[inline(always)]
-    fn assemble(cfg: &Config<'_>, now: Instant) -> Self {
+    pub(crate) fn assemble(cfg: &Config<'_>, now: Instant) -> Self {
         let consumer = cfg.consumer_group.is_some();
         let group =
             copy_exact(cfg.consumer_group.unwrap_or(cfg.producer_group)).unwrap_or_default();
@@ -581,6 +581,9 @@ impl<
 
     /// The address of broker `b`'s slave (a consumer's session only), once a route named one.
     pub fn slave_addr(&self, b: BrokerId) -> Option<&str> {
+        if !F::SLAVES {
+            return None;
+        }
         self.brokers
             .get(usize::from(b.0))
             .map(|b| b.slave.as_str())

@@ -339,7 +339,7 @@ impl<
         let Some(b) = self
             .brokers
             .get_mut(usize::from(id.0))
-            .filter(|_| F::CONSUMER || !slave)
+            .filter(|_| (F::CONSUMER && F::SLAVES) || !slave)
         else {
             return;
         };

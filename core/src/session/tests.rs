@@ -1105,3 +1105,41 @@ fn a_chooser_on_a_known_route_is_asked_at_once_and_still_bound_by_the_deadline()
     w.advance_to(t(3000));
     assert!(matches!(w.done(id), Some(Err(SendFailure::Plan { .. }))));
 }
+
+#[test]
+fn a_session_without_slaves_keeps_none_and_reads_from_the_master() {
+    #[derive(Debug)]
+    struct MasterOnly;
+    impl Features for MasterOnly {
+        const ROCKETMQ_HEADERS: bool = false;
+        const HEARTBEATS: bool = false;
+        const BROKER_REMARKS: bool = false;
+        const CONSUMER: bool = true;
+        const SLAVES: bool = false;
+    }
+    let route = br#"{"brokerDatas":[{"brokerAddrs":{"0":"10.0.0.1:10911","1":"10.0.0.3:10911"},"brokerName":"broker-a","cluster":"c"}],"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":1,"topicSysFlag":0,"writeQueueNums":1}]}"#;
+    let mut c = cfg(1);
+    c.consumer_group = Some("cg");
+    c.heartbeat = None;
+    let mut lean = Session::<1, 1, 4, 4, 2, 512, MasterOnly>::new(&c, t(0)).unwrap();
+    let mut full = S::new(&c, t(0)).unwrap();
+    let mut buf = [0u8; 1024];
+    let (lt, ft) = (
+        lean.topic(t(0), "T").unwrap(),
+        full.topic(t(0), "T").unwrap(),
+    );
+    let tx = lean.poll_transmit(t(0), &mut buf, &Props).expect("lookup");
+    let f = response(0, tx.opaque, &[], route);
+    assert_eq!(lean.handle_frame(t(1), tx.peer, &f), Ok(Incoming::Handled));
+    let tx = full.poll_transmit(t(0), &mut buf, &Props).expect("lookup");
+    let f = response(0, tx.opaque, &[], route);
+    assert_eq!(full.handle_frame(t(1), tx.peer, &f), Ok(Incoming::Handled));
+    let b = BrokerId(0);
+    assert!(!lean.subscribe_queues(lt).is_empty() && !full.subscribe_queues(ft).is_empty());
+    // The full session knows the slave and reads from it when asked; the lean one never.
+    assert_eq!(full.slave_addr(b), Some("10.0.0.3:10911"));
+    assert_eq!(full.read_peer(b, true), Peer::Slave(b));
+    assert_eq!(lean.slave_addr(b), None);
+    assert_eq!(lean.read_peer(b, true), Peer::Broker(b));
+    assert_eq!(lean.peer_addr(Peer::Broker(b)), Some("10.0.0.1:10911"));
+}

@@ -476,8 +476,9 @@ fn stored(out: &mut Out, seq: u32, i: u32, r: &SendReceipt) {
 /// Paints the free RAM between the statics and 256 bytes below the current stack.
 #[inline(always)]
 fn paint_stack() {
-    let probe = 0u32;
-    let sp = addr_of!(probe) as usize;
+    // The stack pointer itself, below all of `main`'s frame: a local's address may lie above
+    // slots `main` already wrote (a 10 KiB frame painted over its own spills hard-faulted).
+    let sp = cortex_m::register::msp::read() as usize;
     let (mut a, _) = ram_bounds();
     while a + 256 < sp {
         // SAFETY: free RAM: above every static, below the live stack.

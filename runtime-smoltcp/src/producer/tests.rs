@@ -1,0 +1,26 @@
+use rmq_core::retry::RetryConfig;
+use smoltcp::wire::{IpAddress, IpEndpoint};
+
+use super::*;
+
+#[test]
+fn only_the_plain_and_java49_profiles_are_carried() {
+    let ns = [IpEndpoint::new(IpAddress::v4(127, 0, 0, 1), 9876)];
+    for (retry, ok) in [
+        (RetryConfig::plain(SendMode::Sync), true),
+        (RetryConfig::java49(SendMode::Sync), true),
+        (RetryConfig::java5(SendMode::Sync), false),
+        (RetryConfig::adaptive(SendMode::Sync), false),
+    ] {
+        let mut cfg = Config::new(&ns, "pg", "T");
+        cfg.retry = retry;
+        let r = ProducerMachine::<1, 4, 256>::check(&cfg);
+        match r {
+            Ok(_) => assert!(ok, "{:?} accepted", retry.profile),
+            Err(e) => {
+                assert!(!ok, "{:?} refused", retry.profile);
+                assert_eq!(e, session::ConfigError::ProfileLeftOut);
+            }
+        }
+    }
+}
