@@ -1111,19 +1111,40 @@ impl<
             }
             CallRef::Lock(broker) if S::Features::ORDERLY => {
                 if code == 0 {
-                    let owned = &mut self.owned;
+                    let (owned, subs) = (&mut self.owned, &self.subs);
+                    // Granted queues this consumer no longer owns (dropped while the request
+                    // was in flight): unlocked at once, or the next owner waits out the
+                    // broker's 60 s lock.
+                    let mut stray: Vec<QueueKey, OWNED> = Vec::new();
                     let _ = parse_locked(f.body_ref(), |q| {
-                        let named = |o: &Owned<TRACK>| {
-                            o.key.broker == broker
-                                && o.key.queue_id == q.queue_id
-                                && o.lock == LockStep::Sent
-                                && session.topic_name(o.key.topic) == Some(q.topic)
-                                && session.broker_name(broker) == Some(q.broker_name)
+                        if session.broker_name(broker) != Some(q.broker_name) {
+                            return;
+                        }
+                        let Some(topic) = subs
+                            .iter()
+                            .map(|s| s.topic)
+                            .find(|t| session.topic_name(*t) == Some(q.topic))
+                        else {
+                            return;
                         };
-                        if let Some(o) = owned.iter_mut().find(|o| named(o)) {
-                            o.lock = LockStep::Granted;
+                        let key = QueueKey {
+                            topic,
+                            broker,
+                            queue_id: q.queue_id,
+                        };
+                        match owned.iter_mut().find(|o| o.key == key) {
+                            Some(o) if o.lock == LockStep::Sent => o.lock = LockStep::Granted,
+                            Some(_) => {}
+                            None => {
+                                let _ = stray.push(key);
+                            }
                         }
                     });
+                    for k in stray {
+                        if !self.unlocks.contains(&k) {
+                            let _ = self.unlocks.push(k);
+                        }
+                    }
                 }
                 self.settle_locks(now, broker);
             }

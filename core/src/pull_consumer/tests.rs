@@ -1433,3 +1433,32 @@ fn ack_on_delivery_acknowledges_each_message_when_the_closure_returns() {
         assert_eq!(w.c.ack(w.now, q(0), w.got[0].1, 5), !auto);
     }
 }
+
+#[test]
+fn orderly_a_lock_granted_for_a_queue_dropped_meanwhile_is_given_back_at_once() {
+    let mut w = World::configured(2, |c| c.orderly = true);
+    let l = one(w.out());
+    w.consumers(&l, &[ME]);
+    let (lock, body) = body_of(&mut w, RequestCode::LOCK_BATCH_MQ);
+    assert_eq!(lock_body(&body).len(), 2);
+    // Another member joins while the lock request is in flight: one queue goes to it.
+    w.c.rebalance_now(w.now);
+    let list = one(w.out());
+    assert_eq!(list.code, RequestCode::GET_CONSUMER_LIST_BY_GROUP.0);
+    w.consumers(&list, &[ME, OTHER]);
+    let kept: StdVec<QueueKey> = w.c.owned().map(|o| o.queue).collect();
+    assert_eq!(kept.len(), 1);
+    // The broker granted both: the one no longer ours is unlocked at once (else the other
+    // member waits out the broker's 60 s lock).
+    w.reply(
+        &lock,
+        0,
+        &[],
+        br#"{"lockOKMQSet":[{"brokerName":"broker-a","queueId":0,"topic":"T"},{"brokerName":"broker-a","queueId":1,"topic":"T"}]}"#,
+    );
+    let (unlock, body) = body_of(&mut w, RequestCode::UNLOCK_BATCH_MQ);
+    assert_eq!(unlock.peer, Peer::Broker(BrokerId(0)));
+    let gone = if kept[0] == q(0) { "1" } else { "0" };
+    assert_eq!(lock_body(&body), [gone]);
+    assert_eq!(w.c.owned().map(|o| o.queue).collect::<StdVec<_>>(), kept);
+}
