@@ -15,15 +15,19 @@ fn counters_are_fair() {
             let c = c.clone();
             hs.push(thread::spawn(move || {
                 c.bump(which);
-                c.bump(Counter::Attempts);
+                c.bump(Counter::ConnectionsLost);
             }));
         }
-        c.bump(Counter::Attempts);
+        c.bump(Counter::ConnectionsLost);
         for h in hs {
             h.join().unwrap();
         }
         let s = c.snapshot();
-        assert_eq!((s.sent, s.failed, s.attempts), (1, 1, 3), "no bump lost");
+        assert_eq!(
+            (s.sent, s.failed, s.connections_lost),
+            (1, 1, 3),
+            "no bump lost"
+        );
         assert_eq!(s.sent + s.failed, 2, "every send counted once");
     });
 }

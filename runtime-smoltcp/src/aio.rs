@@ -29,7 +29,7 @@ use rmq_core::retry::SendMode;
 use rmq_core::session::{Peer, Transmit};
 use rmq_core::time::{Duration, Instant};
 use rmq_core::transport::TransportError;
-use rmq_core::wire::{FrameReader, PREFIX_LEN};
+use rmq_core::wire::{PREFIX_LEN, check_prefix};
 use smoltcp::wire::IpEndpoint;
 
 use crate::client::{ClientConfig, ClientError, ClientMachine};
@@ -116,7 +116,7 @@ impl<C: Read> Slot<'_, C> {
             return core::future::pending().await;
         };
         loop {
-            match frame_len(&mut *self.rx, self.filled) {
+            match frame_len(self.rx, self.filled) {
                 Err(()) => return Err(TransportError::Malformed),
                 Ok(Some(_)) => return Ok(()),
                 Ok(None) => {}
@@ -132,15 +132,14 @@ impl<C: Read> Slot<'_, C> {
 
 /// The length of the frame at the start of `rx[..filled]` once it is whole; `Err` when the
 /// prefix is bad or the frame cannot fit `rx` (the core's [`FrameReader`] decides).
-fn frame_len(rx: &mut [u8], filled: usize) -> Result<Option<usize>, ()> {
+fn frame_len(rx: &[u8], filled: usize) -> Result<Option<usize>, ()> {
     let Some(prefix) = rx.get(..PREFIX_LEN).filter(|_| filled >= PREFIX_LEN) else {
         return Ok(None);
     };
-    let mut p = [0u8; PREFIX_LEN];
-    p.copy_from_slice(prefix);
-    let mut reader = FrameReader::new(rx);
-    reader.feed(&p).map_err(|_| ())?;
-    let total = PREFIX_LEN.saturating_add(reader.remaining());
+    let (total, _) = check_prefix(prefix.try_into().map_err(drop)?).map_err(drop)?;
+    if total > rx.len() {
+        return Err(());
+    }
     Ok((filled >= total).then_some(total))
 }
 
@@ -277,7 +276,7 @@ impl<'a, 'b, S: TcpConnect + 'a, K: Clock, const B: usize> AsyncNet<'a, 'b, S, K
             let Some(slot) = slot_of(&mut self.ns, &mut self.brokers, i) else {
                 return;
             };
-            let len = match frame_len(&mut *slot.rx, slot.filled) {
+            let len = match frame_len(slot.rx, slot.filled) {
                 Ok(Some(len)) => len,
                 Ok(None) => return,
                 Err(()) => {

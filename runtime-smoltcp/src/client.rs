@@ -20,7 +20,7 @@ use smoltcp::iface::{Interface, SocketHandle, SocketSet};
 use smoltcp::phy::Device;
 use smoltcp::wire::IpEndpoint;
 
-use crate::machine::Gw;
+use crate::machine::{Gateway, Gw};
 use crate::net::{Net, NetConfig, Stats};
 use crate::send::Sender;
 use crate::{Completion, Message, SendId, SubmitError};
@@ -31,42 +31,6 @@ pub const MAX_PULL_BATCH: u32 = 32;
 const REQUESTS: usize = 16;
 /// Consumers of one group a rebalance can see.
 const CONSUMERS: usize = 8;
-
-/// What a consuming gateway compiles in: consumer calls; JSON headers unless
-/// `rocketmq-headers`; no broker remarks. Without the `rebalance` feature the client owns
-/// every queue of its topic (fixed queues: a group of one) and sends no heartbeats at all
-/// (its pulls carry the subscription; its sends need none); with it, the group's members share
-/// the queues, which needs the consumer's heartbeats.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct GatewayConsumer;
-
-impl Features for GatewayConsumer {
-    const ROCKETMQ_HEADERS: bool = cfg!(feature = "rocketmq-headers");
-    const HEARTBEATS: bool = cfg!(feature = "rebalance");
-    const BROKER_REMARKS: bool = false;
-    const CONSUMER: bool = true;
-    // Neither orderly consumption nor send-backs (every message is acknowledged when the
-    // closure returns), lag probes, broadcasting or timestamp starts: 6 KB of flash less.
-    const ORDERLY: bool = false;
-    const SEND_BACK: bool = false;
-    const LAG_PROBES: bool = false;
-    const BROADCASTING: bool = false;
-    const TIMESTAMPS: bool = false;
-    // Fixed queues, no consumer list and no heartbeats: 6 KB less.
-    const REBALANCE: bool = cfg!(feature = "rebalance");
-    // The fault profiles Plain and Java 4.9 only (3 KB less than all four).
-    const PROFILE_JAVA5: bool = false;
-    const PROFILE_ADAPTIVE: bool = false;
-    // No sends to a chosen queue (a gateway lets the session select).
-    const TARGETS: bool = false;
-    // Running info, consume-directly and offset resets for operators' tools: 5 KB.
-    const ADMIN: bool = cfg!(feature = "admin");
-    // Its poll loop reads the state it waits for; the start's end needs them with `rebalance`.
-    const MILESTONES: bool = cfg!(feature = "rebalance");
-    // One socket per broker, its master's: every read goes there (a slave's answer on it
-    // would match no request).
-    const SLAVES: bool = false;
-}
 
 /// One subscription; one send-back slot (the client never nacks: a message is acknowledged
 /// when the closure returns).
@@ -252,7 +216,7 @@ pub(crate) type ClientMachine<
     const S: usize,
     const OWNED: usize,
     const TRACK: usize,
-> = Gw<'a, 'b, 2, B, Q, REQUESTS, S, GatewayConsumer, Pull<OWNED, TRACK, Q>>;
+> = Gw<'a, 'b, 2, B, Q, REQUESTS, S, Gateway<true>, Pull<OWNED, TRACK, Q>>;
 
 impl<'a, 'b, const B: usize, const Q: usize, const S: usize, const OWNED: usize, const TRACK: usize>
     ClientMachine<'a, 'b, B, Q, S, OWNED, TRACK>
@@ -283,7 +247,7 @@ impl<'a, 'b, const B: usize, const Q: usize, const S: usize, const OWNED: usize,
         sc.route_retry = cfg.route_retry;
         sc.heartbeat = Some(cfg.heartbeat);
         sc.seed = seed;
-        sc.serialize_type = SerializeType(u8::from(GatewayConsumer::ROCKETMQ_HEADERS));
+        sc.serialize_type = SerializeType(u8::from(Gateway::<true>::ROCKETMQ_HEADERS));
         let mut pc = PullConfig::new(cfg.group, cfg.client_id);
         pc.consume_from = cfg.consume_from;
         pc.pull_batch_size = cfg
@@ -304,7 +268,7 @@ impl<'a, 'b, const B: usize, const Q: usize, const S: usize, const OWNED: usize,
 
     /// The settings' checks (those of the session and the consumer), building nothing.
     pub(crate) fn check(cfg: &ClientConfig<'a>) -> Result<(), ClientError> {
-        if !GatewayConsumer::carries(cfg.retry.profile) {
+        if !Gateway::<true>::carries(cfg.retry.profile) {
             return Err(ClientError::Session(session::ConfigError::ProfileLeftOut));
         }
         let (sc, pc) = Self::configs(cfg);
@@ -345,7 +309,7 @@ impl<'a, 'b, const B: usize, const Q: usize, const S: usize, const OWNED: usize,
         // The core's start order (with `rebalance`: routes, heartbeat, then the first round;
         // fixed queues need none).
         self.client.start_consumer(now);
-        if GatewayConsumer::HEARTBEATS {
+        if Gateway::<true>::HEARTBEATS {
             let (pull, session) = (self.client.consumer(), self.client.session());
             self.hb = self
                 .send
@@ -467,11 +431,6 @@ impl<
         }
     }
 
-    /// Connection counters.
-    pub fn stats(&self) -> Stats {
-        self.m.stats(self.net.stats)
-    }
-
     /// The consumer's counters (pulls, deliveries, commits, rebalances).
     pub fn pull_stats(&self) -> PullStats {
         self.m.client.consumer().stats()
@@ -490,53 +449,7 @@ impl<
         topics.next().unwrap_or(TopicId(0))
     }
 
-    /// Tells the client that `now` is `unix_millis` wall-clock time (for the sends'
-    /// `bornTimestamp` and UNIQ_KEY).
-    pub fn set_unix_time(&mut self, now: Instant, unix_millis: i64) {
-        self.m.send.set_unix_time(now, unix_millis);
-    }
-
-    /// Whether [`Client::send`] would accept a message now.
-    pub fn can_send(&self) -> bool {
-        self.m.send.can_send(self.net.writing_body())
-    }
-
-    /// Whether the publish topic has a route with a writable queue.
-    pub fn has_route(&self) -> bool {
-        self.m.send.has_route(&self.m.client)
-    }
-
-    /// The end of the last send, once.
-    pub fn take_completion(&mut self) -> Option<Completion> {
-        self.m.send.take_completion()
-    }
-
-    /// Publishes `msg` to [`ClientConfig::publish_topic`], as
-    /// [`Producer::send`](crate::Producer::send).
-    ///
-    /// # Errors
-    /// As [`Producer::send`](crate::Producer::send); [`SubmitError::NoTopic`] without a
-    /// publish topic.
-    pub fn send(&mut self, now: Instant, msg: &Message<'_>) -> Result<SendId, SubmitError> {
-        let busy = self.net.writing_body();
-        let m = &mut self.m;
-        m.send.single(now, &mut m.client, msg, SendMode::Sync, busy)
-    }
-
-    /// Publishes `msgs` as one SEND_BATCH_MESSAGE request, as
-    /// [`Producer::send_batch`](crate::Producer::send_batch).
-    ///
-    /// # Errors
-    /// As [`Client::send`]; [`SubmitError::EmptyBatch`] for no message.
-    pub fn send_batch(
-        &mut self,
-        now: Instant,
-        msgs: &[Message<'_>],
-    ) -> Result<SendId, SubmitError> {
-        let busy = self.net.writing_body();
-        let m = &mut self.m;
-        m.send.batch(now, &mut m.client, msgs, busy)
-    }
+    sending_api!("Client");
 
     /// Stops pulling and commits every acknowledged offset; keep polling until
     /// [`Client::stopped`].

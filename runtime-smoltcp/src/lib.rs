@@ -82,12 +82,14 @@
 
 #[macro_use]
 mod log;
+// (Before the API types: its `sending_api!` is theirs.)
+#[macro_use]
+mod net;
 mod addr;
 #[cfg(feature = "async")]
 pub mod aio;
 mod client;
 mod machine;
-mod net;
 mod producer;
 mod send;
 

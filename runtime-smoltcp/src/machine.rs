@@ -15,6 +15,40 @@ use rmq_core::time::Instant;
 use crate::net::{Machine, Stats};
 use crate::send::{Lend, Sender};
 
+/// What a gateway compiles in (`CONSUMER`: a client's session, else a producer's). JSON
+/// headers unless `rocketmq-headers` (every broker answers either); no broker remarks (the
+/// failure carries the code); the fault profiles Plain and Java 4.9 only (3 KB of flash less
+/// than all four); no sends to a chosen queue (the session selects). A client: no orderly
+/// consumption, send-backs (every message is acknowledged when the closure returns), lag
+/// probes, broadcasting or timestamp starts (6 KB less); without `rebalance` it owns every
+/// queue of its topic (fixed queues: a group of one) and sends no heartbeats (its pulls carry
+/// the subscription; 6 KB less), with it the group's members share the queues; no milestones
+/// without `rebalance` (its poll loop reads the state it waits for); no slave reads (one
+/// socket per broker, its master's: a slave's answer on it would match no request). Answers
+/// to brokers' requests (running info, REQUEST_CODE_NOT_SUPPORTED) with `admin` only: 3 KB of
+/// a producer's flash, 5 KB of a client's.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Gateway<const CONSUMER: bool>;
+
+impl<const CONSUMER: bool> Features for Gateway<CONSUMER> {
+    const ROCKETMQ_HEADERS: bool = cfg!(feature = "rocketmq-headers");
+    const HEARTBEATS: bool = CONSUMER && cfg!(feature = "rebalance");
+    const BROKER_REMARKS: bool = false;
+    const CONSUMER: bool = CONSUMER;
+    const ORDERLY: bool = false;
+    const SEND_BACK: bool = false;
+    const LAG_PROBES: bool = false;
+    const BROADCASTING: bool = false;
+    const TIMESTAMPS: bool = false;
+    const REBALANCE: bool = cfg!(feature = "rebalance");
+    const PROFILE_JAVA5: bool = false;
+    const PROFILE_ADAPTIVE: bool = false;
+    const TARGETS: bool = false;
+    const ADMIN: bool = cfg!(feature = "admin");
+    const MILESTONES: bool = cfg!(feature = "rebalance");
+    const SLAVES: bool = false;
+}
+
 /// A gateway: the core client of a session with `T` topics, `B` brokers, `Q` queues, `R`
 /// requests, one send, `S` route bytes and features `F`, consumer `C`; and the sending side.
 pub(crate) struct Gw<

@@ -17,13 +17,95 @@ use rmq_core::session::{
 use rmq_core::store::Fixed;
 use rmq_core::time::{Duration, Instant};
 use rmq_core::transport::TransportError;
-use rmq_core::wire::{FrameReader, PREFIX_LEN};
+use rmq_core::wire::{PREFIX_LEN, check_prefix};
 use smoltcp::iface::{Interface, SocketHandle, SocketSet};
 use smoltcp::phy::Device;
 use smoltcp::socket::tcp;
 use smoltcp::wire::IpEndpoint;
 
 use crate::parse_endpoint;
+
+/// The sending API the [`Producer`](crate::Producer) and the [`Client`](crate::Client) share
+/// (their `net` and `m` fields: a [`Net`] and a [`Gw`](crate::machine::Gw)); `$ty` names the
+/// type in the docs.
+macro_rules! sending_api {
+    ($ty:literal) => {
+        /// Tells it that `now` is `unix_millis` wall-clock time (for `bornTimestamp`,
+        /// UNIQ_KEY and the running info); without it the monotonic milliseconds are used.
+        pub fn set_unix_time(&mut self, now: Instant, unix_millis: i64) {
+            self.m.send.set_unix_time(now, unix_millis);
+        }
+
+        /// Counters (connections, frames, the session's).
+        pub fn stats(&self) -> Stats {
+            self.m.stats(self.net.stats)
+        }
+
+        /// Whether a route of the publish topic with at least one writable queue is known.
+        pub fn has_route(&self) -> bool {
+            self.m.send.has_route(&self.m.client)
+        }
+
+        #[doc = concat!("Whether [`", $ty, "::send`] would accept a message now (the message")]
+        /// buffer is free once its send ended and no frame reads from it).
+        pub fn can_send(&self) -> bool {
+            self.m.send.can_send(self.net.writing_body())
+        }
+
+        /// The end of the last send, once.
+        pub fn take_completion(&mut self) -> Option<Completion> {
+            self.m.send.take_completion()
+        }
+
+        /// Publishes `msg` and waits for the broker's answer (retries per the settings'
+        #[doc = concat!("`retry`). The result comes from [`", $ty, "::take_completion`].")]
+        ///
+        /// # Errors
+        /// [`SubmitError`]: busy, too large, invalid message (the core's checks, as in
+        /// rmq-std); [`SubmitError::NoTopic`] without a publish topic.
+        pub fn send(&mut self, now: Instant, msg: &Message<'_>) -> Result<SendId, SubmitError> {
+            let busy = self.net.writing_body();
+            let m = &mut self.m;
+            m.send.single(now, &mut m.client, msg, SendMode::Sync, busy)
+        }
+
+        /// Publishes `msg` without asking for an answer: complete once the frame is written
+        #[doc = concat!("(reported through [`", $ty, "::take_completion`] with no offset or")]
+        /// offsetMsgId).
+        ///
+        /// # Errors
+        #[doc = concat!("As [`", $ty, "::send`].")]
+        pub fn send_oneway(
+            &mut self,
+            now: Instant,
+            msg: &Message<'_>,
+        ) -> Result<SendId, SubmitError> {
+            let busy = self.net.writing_body();
+            let m = &mut self.m;
+            m.send
+                .single(now, &mut m.client, msg, SendMode::Oneway, busy)
+        }
+
+        /// Publishes `msgs` as one SEND_BATCH_MESSAGE request (all stored in one queue, in
+        /// order, or none): one round trip for all of them, which is what a long-RTT link
+        /// needs. The completion's [`SendReceipt`](crate::SendReceipt) describes the first
+        /// message; message `i` has queue offset `queue_offset + i` and msgId
+        /// [`SendReceipt::msg_id_of`](crate::SendReceipt::msg_id_of)`(i)`. The records (body,
+        /// properties) must fit [`Buffers::message`](crate::Buffers::message) together.
+        ///
+        /// # Errors
+        #[doc = concat!("As [`", $ty, "::send`]; [`SubmitError::EmptyBatch`] for no message.")]
+        pub fn send_batch(
+            &mut self,
+            now: Instant,
+            msgs: &[Message<'_>],
+        ) -> Result<SendId, SubmitError> {
+            let busy = self.net.writing_body();
+            let m = &mut self.m;
+            m.send.batch(now, &mut m.client, msgs, busy)
+        }
+    };
+}
 
 /// Frames read per connection per poll.
 const MAX_FRAMES_PER_POLL: usize = 4;
@@ -209,12 +291,11 @@ fn read_frame(sock: &mut tcp::Socket<'_>, rx: &mut [u8]) -> Result<Option<usize>
     if sock.peek_slice(&mut prefix) != Ok(PREFIX_LEN) {
         return Ok(None);
     }
-    let mut reader = FrameReader::new(&mut *rx);
-    if reader.feed(&prefix).is_err() {
-        // Bad prefix or larger than `rx`: framing is lost.
+    // Bad prefix, or larger than `rx`: framing is lost.
+    let (frame_len, _) = check_prefix(prefix).map_err(drop)?;
+    if frame_len > rx.len() {
         return Err(());
     }
-    let frame_len = PREFIX_LEN.saturating_add(reader.remaining());
     if sock.recv_queue() < frame_len {
         if frame_len > sock.recv_capacity() {
             return Err(());

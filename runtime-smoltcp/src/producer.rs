@@ -14,35 +14,13 @@ use rmq_core::wire::SerializeType;
 use smoltcp::iface::{Interface, SocketHandle, SocketSet};
 use smoltcp::phy::Device;
 
-use crate::machine::Gw;
+use crate::machine::{Gateway, Gw};
 use crate::net::{Net, NetConfig, Stats};
 use crate::send::Sender;
 use crate::{Buffers, Completion, Config, Message, SendId, SubmitError};
 
 /// Requests queued or in flight: a route lookup and the one send (plus slack).
 const REQUESTS: usize = 4;
-
-/// What a gateway compiles in: JSON headers (what every broker answers; the
-/// `rocketmq-headers` feature writes the binary ROCKETMQ header instead), no heartbeats (a
-/// producer without transactions needs none, and they cost cellular traffic), no broker
-/// remarks ([`SendFailure`](crate::SendFailure) carries the code). Flash is what this saves
-/// (BENCHMARKS.md).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Gateway;
-
-impl Features for Gateway {
-    const ROCKETMQ_HEADERS: bool = cfg!(feature = "rocketmq-headers");
-    const HEARTBEATS: bool = false;
-    const BROKER_REMARKS: bool = false;
-    const CONSUMER: bool = false;
-    // The fault profiles Plain and Java 4.9 only (3 KB of flash less than all four).
-    const PROFILE_JAVA5: bool = false;
-    const PROFILE_ADAPTIVE: bool = false;
-    // No sends to a chosen queue (a gateway lets the session select).
-    const TARGETS: bool = false;
-    // Answers to brokers' requests (REQUEST_CODE_NOT_SUPPORTED from a producer): 3 KB.
-    const ADMIN: bool = cfg!(feature = "admin");
-}
 
 /// The session settings of a gateway producer (also [`crate::aio`]'s).
 pub(crate) fn session_config<'c>(cfg: &Config<'c>, seed: u32) -> session::Config<'c> {
@@ -52,11 +30,11 @@ pub(crate) fn session_config<'c>(cfg: &Config<'c>, seed: u32) -> session::Config
     sc.route_refresh = cfg.route_refresh;
     sc.request_timeout = cfg.route_timeout;
     sc.route_retry = cfg.route_retry;
-    // No heartbeats: `Gateway` leaves them out (a producer without transactions needs none;
+    // No heartbeats: `Gateway<false>` leaves them out (a producer without transactions needs none;
     // a gateway saves the traffic), so the session never schedules them.
     sc.seed = seed;
     // JSON (0), or ROCKETMQ (1) with the feature.
-    sc.serialize_type = SerializeType(u8::from(Gateway::ROCKETMQ_HEADERS));
+    sc.serialize_type = SerializeType(u8::from(Gateway::<false>::ROCKETMQ_HEADERS));
     sc
 }
 
@@ -64,12 +42,12 @@ pub(crate) fn session_config<'c>(cfg: &Config<'c>, seed: u32) -> session::Config
 /// consumer requests are REQUEST_CODE_NOT_SUPPORTED, as a Java producer's), and the sending
 /// side.
 pub(crate) type ProducerMachine<'a, 'b, const B: usize, const Q: usize, const S: usize> =
-    Gw<'a, 'b, 1, B, Q, REQUESTS, S, Gateway, NoConsumer>;
+    Gw<'a, 'b, 1, B, Q, REQUESTS, S, Gateway<false>, NoConsumer>;
 
 impl<'a, 'b, const B: usize, const Q: usize, const S: usize> ProducerMachine<'a, 'b, B, Q, S> {
     /// The settings' checks (the profile this image carries, the session's).
     pub(crate) fn check(cfg: &Config<'a>) -> Result<(), session::ConfigError> {
-        if !Gateway::carries(cfg.retry.profile) {
+        if !Gateway::<false>::carries(cfg.retry.profile) {
             return Err(session::ConfigError::ProfileLeftOut);
         }
         session_config(cfg, 1).check()
@@ -148,75 +126,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         })
     }
 
-    /// Tells the producer that `now` is `unix_millis` wall-clock time (for `bornTimestamp` and
-    /// UNIQ_KEY); without it the monotonic milliseconds are used.
-    pub fn set_unix_time(&mut self, now: Instant, unix_millis: i64) {
-        self.m.send.set_unix_time(now, unix_millis);
-    }
-
-    /// Counters.
-    pub fn stats(&self) -> Stats {
-        self.m.stats(self.net.stats)
-    }
-
-    /// Whether a route with at least one writable queue is known.
-    pub fn has_route(&self) -> bool {
-        self.m.send.has_route(&self.m.client)
-    }
-
-    /// Whether [`Producer::send`] would accept a message now.
-    pub fn can_send(&self) -> bool {
-        // The message buffer is free once its send ended and no frame reads from it.
-        self.m.send.can_send(self.net.writing_body())
-    }
-
-    /// The end of the last send, once.
-    pub fn take_completion(&mut self) -> Option<Completion> {
-        self.m.send.take_completion()
-    }
-
-    /// Publishes `msg` and waits for the broker's answer (retries per [`Config::retry`]).
-    /// The result comes from [`Producer::take_completion`].
-    ///
-    /// # Errors
-    /// [`SubmitError`]: busy, too large, invalid message (the core's checks, as in rmq-std).
-    pub fn send(&mut self, now: Instant, msg: &Message<'_>) -> Result<SendId, SubmitError> {
-        let busy = self.net.writing_body();
-        let m = &mut self.m;
-        m.send.single(now, &mut m.client, msg, SendMode::Sync, busy)
-    }
-
-    /// Publishes `msg` without asking for an answer: complete once the frame is written
-    /// (reported through [`Producer::take_completion`] with no offset or offsetMsgId).
-    ///
-    /// # Errors
-    /// As [`Producer::send`].
-    pub fn send_oneway(&mut self, now: Instant, msg: &Message<'_>) -> Result<SendId, SubmitError> {
-        let busy = self.net.writing_body();
-        let m = &mut self.m;
-        m.send
-            .single(now, &mut m.client, msg, SendMode::Oneway, busy)
-    }
-
-    /// Publishes `msgs` as one SEND_BATCH_MESSAGE request (all stored in one queue, in order,
-    /// or none): one round trip for all of them, which is what a long-RTT link needs. The
-    /// completion's [`SendReceipt`](crate::SendReceipt) describes the first message; message
-    /// `i` has queue offset `queue_offset + i` and msgId
-    /// [`SendReceipt::msg_id_of`](crate::SendReceipt::msg_id_of)`(i)`. Each message is checked
-    /// as by [`Producer::send`]; the records (body, properties) must fit
-    /// [`Buffers::message`] together.
-    ///
-    /// # Errors
-    /// As [`Producer::send`]; [`SubmitError::EmptyBatch`] for no message.
-    pub fn send_batch(
-        &mut self,
-        now: Instant,
-        msgs: &[Message<'_>],
-    ) -> Result<SendId, SubmitError> {
-        let busy = self.net.writing_body();
-        let m = &mut self.m;
-        m.send.batch(now, &mut m.client, msgs, busy)
-    }
+    sending_api!("Producer");
 
     /// Does bounded work: polls the interface, hands complete frames and connection events
     /// to the session, writes (or resumes) the current frame and stages the next, polls the

@@ -137,8 +137,21 @@ impl SecurityConfig {
 
 /// The `acl` and `tls` knobs of a builder whose configuration is `self.cfg` with a
 /// `security: SecurityConfig` field.
-macro_rules! security_knobs {
+macro_rules! client_knobs {
     () => {
+        /// NameServer addresses; `a:9876;b:9876` is split on `;` (call again to add more).
+        #[must_use]
+        pub fn namesrv_addr(mut self, addrs: &str) -> Self {
+            self.cfg.namesrv_addr.extend(
+                addrs
+                    .split(';')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_owned),
+            );
+            self
+        }
+
         /// Signs every request with ACL 1.0 credentials (Java `AclClientRPCHook`): `AccessKey`,
         /// the optional `SecurityToken` and `Signature` (HMAC-SHA1 over the sorted ext-field
         /// values and the body actually sent) are added to the request's ext fields. A broker
@@ -172,7 +185,7 @@ macro_rules! security_knobs {
         }
     };
 }
-pub(crate) use security_knobs;
+pub(crate) use client_knobs;
 
 /// Builder methods that each set one field of `self.cfg`: `name(Type) => field;`.
 macro_rules! setters {
@@ -333,19 +346,6 @@ impl Default for ProducerBuilder {
 }
 
 impl ProducerBuilder {
-    /// NameServer addresses; `a:9876;b:9876` is split on `;` (call again to add more).
-    #[must_use]
-    pub fn namesrv_addr(mut self, addrs: &str) -> Self {
-        self.cfg.namesrv_addr.extend(
-            addrs
-                .split(';')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned),
-        );
-        self
-    }
-
     /// Turns auto-batching on ([`crate::AutoBatch`]; `AutoBatch::default()` is Java's 32 KiB /
     /// 10 ms): small sync sends to one topic leave together, each caller with its own result.
     ///
@@ -429,7 +429,7 @@ impl ProducerBuilder {
         adaptive_config(AdaptiveConfig) => adaptive;
     }
 
-    security_knobs!();
+    client_knobs!();
 
     /// The configuration as it stands.
     pub fn config(&self) -> &ProducerConfig {

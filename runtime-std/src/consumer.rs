@@ -97,7 +97,7 @@ use tracing::{debug, warn};
 
 use crate::client::{client_id, local_ip};
 use crate::clock;
-use crate::config::{SecurityConfig, security_knobs, setters};
+use crate::config::{SecurityConfig, client_knobs, setters};
 use crate::driver::{Driver, Machine, Session, Sink, Wait};
 use crate::message::MessageQueue;
 use crate::metrics::{ConsumerMetrics, QueueMetrics};
@@ -211,7 +211,15 @@ impl std::fmt::Display for ConsumerConfigError {
     }
 }
 
-impl std::error::Error for ConsumerConfigError {}
+impl std::error::Error for ConsumerConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConsumerConfigError::Session(e) => Some(e),
+            ConsumerConfigError::Subscription(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 /// Builds a [`Consumer`]; defaults are Java's push-consumer defaults.
 #[derive(Clone, Debug)]
@@ -257,18 +265,6 @@ impl Default for ConsumerBuilder {
 }
 
 impl ConsumerBuilder {
-    /// NameServer addresses; `a:9876;b:9876` is split on `;`.
-    #[must_use]
-    pub fn namesrv_addr(mut self, addrs: &str) -> Self {
-        self.cfg.namesrv_addr.extend(
-            addrs
-                .split(';')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned),
-        );
-        self
-    }
     /// Subscribes to `topic` with a TAG expression (`*`, `a || b`); a second call for the same
     /// topic replaces the expression.
     #[must_use]
@@ -326,7 +322,7 @@ impl ConsumerBuilder {
         /// Broadcasting: where the offsets are kept.
         offset_store(std::path::PathBuf) => offset_store;
     }
-    security_knobs!();
+    client_knobs!();
 
     /// The configuration so far.
     pub fn config(&self) -> &ConsumerConfig {

@@ -166,9 +166,11 @@ pub enum SendErrorKind {
     Shutdown,
     /// The client's tables are full (too many topics or sends at once); nothing was sent.
     Capacity(rmq_core::session::SubmitError),
-    /// The request could not be built (frame over 16 MiB, header over its buffer, ACL
-    /// signing refused the key); nothing was sent.
-    Request(String),
+    /// The request could not be encoded (frame over 16 MiB, header over its buffer); nothing
+    /// was sent.
+    Request(rmq_core::wire::EncodeError),
+    /// ACL signing refused the credentials before anything was sent (a key too long to sign).
+    Signing(rmq_core::acl::AclError),
     /// The broker refused the ACL credentials (wrong access key or secret, missing or bad
     /// signature, or no credentials for a broker that requires them). Not retried.
     Authentication {
@@ -192,7 +194,7 @@ impl SendErrorKind {
             SendErrorKind::Malformed => 6,
             SendErrorKind::Shutdown => 7,
             SendErrorKind::Capacity(_) => 8,
-            SendErrorKind::Request(_) => 9,
+            SendErrorKind::Request(_) | SendErrorKind::Signing(_) => 9,
             SendErrorKind::Authentication { .. } => 10,
         }
     }
@@ -225,6 +227,8 @@ pub struct SendError {
     pub(crate) retryable: bool,
     pub(crate) message: Option<Box<Message>>,
     pub(crate) cause: Option<Box<ConnectionError>>,
+    /// The core's failure this error reports (its `source()`).
+    pub(crate) failure: Option<Box<rmq_core::session::SendFailure>>,
 }
 
 impl SendError {
@@ -242,6 +246,7 @@ impl SendError {
             retryable,
             message: None,
             cause: None,
+            failure: None,
         }
     }
 
@@ -326,6 +331,7 @@ impl fmt::Display for SendError {
             SendErrorKind::Shutdown => f.write_str("producer is shut down"),
             SendErrorKind::Capacity(e) => write!(f, "client capacity: {e}"),
             SendErrorKind::Request(e) => write!(f, "cannot build the request: {e}"),
+            SendErrorKind::Signing(e) => write!(f, "cannot sign the request: {e}"),
             SendErrorKind::Authentication { code, remark } => write!(
                 f,
                 "authentication failed: the broker refused the ACL credentials with code {code} \
@@ -337,8 +343,13 @@ impl fmt::Display for SendError {
 }
 
 impl std::error::Error for SendError {
+    /// The connection's failure, else the core's failure (whose own `source()` goes on).
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.cause.as_deref().map(|c| c as _)
+        match (self.cause.as_deref(), self.failure.as_deref()) {
+            (Some(c), _) => Some(c),
+            (None, Some(f)) => Some(f),
+            (None, None) => None,
+        }
     }
 }
 

@@ -809,8 +809,8 @@ fn send_error(f: &SendFailure) -> SendError {
             None,
         ),
         SendFailure::MalformedResponse { .. } => (SendErrorKind::Malformed, None),
-        SendFailure::Encode(e) => (SendErrorKind::Request(e.to_string()), None),
-        SendFailure::Acl(e) => (SendErrorKind::Request(e.to_string()), None),
+        SendFailure::Encode(e) => (SendErrorKind::Request(*e), None),
+        SendFailure::Acl(e) => (SendErrorKind::Signing(*e), None),
         SendFailure::TooManyRequests => (
             SendErrorKind::Capacity(SubmitError::TooManySends),
             Some(true),
@@ -820,5 +820,9 @@ fn send_error(f: &SendFailure) -> SendError {
     if let Some(r) = retryable {
         e.retryable = r;
     }
+    e.failure = Some(Box::new(f.clone()));
     e
 }
+
+#[cfg(test)]
+mod tests;

@@ -12,10 +12,6 @@ use crate::sync::{AtomicU64, Ordering};
 pub struct Counters {
     sent: AtomicU64,
     failed: AtomicU64,
-    attempts: AtomicU64,
-    retried: AtomicU64,
-    isolated: AtomicU64,
-    late_dropped: AtomicU64,
     connections_lost: AtomicU64,
 }
 
@@ -45,14 +41,6 @@ pub enum Counter {
     Sent,
     /// [`CountersSnapshot::failed`].
     Failed,
-    /// [`CountersSnapshot::attempts`].
-    Attempts,
-    /// [`CountersSnapshot::retried`].
-    Retried,
-    /// [`CountersSnapshot::brokers_isolated`].
-    Isolated,
-    /// [`CountersSnapshot::late_responses_dropped`].
-    LateDropped,
     /// [`CountersSnapshot::connections_lost`].
     ConnectionsLost,
 }
@@ -69,10 +57,6 @@ impl Counters {
         Counters {
             sent: AtomicU64::new(0),
             failed: AtomicU64::new(0),
-            attempts: AtomicU64::new(0),
-            retried: AtomicU64::new(0),
-            isolated: AtomicU64::new(0),
-            late_dropped: AtomicU64::new(0),
             connections_lost: AtomicU64::new(0),
         }
     }
@@ -81,10 +65,6 @@ impl Counters {
         match c {
             Counter::Sent => &self.sent,
             Counter::Failed => &self.failed,
-            Counter::Attempts => &self.attempts,
-            Counter::Retried => &self.retried,
-            Counter::Isolated => &self.isolated,
-            Counter::LateDropped => &self.late_dropped,
             Counter::ConnectionsLost => &self.connections_lost,
         }
     }
@@ -100,11 +80,9 @@ impl Counters {
         CountersSnapshot {
             sent: r(Counter::Sent),
             failed: r(Counter::Failed),
-            attempts: r(Counter::Attempts),
-            retried: r(Counter::Retried),
-            brokers_isolated: r(Counter::Isolated),
-            late_responses_dropped: r(Counter::LateDropped),
             connections_lost: r(Counter::ConnectionsLost),
+            // The session's (see `Producer::counters`).
+            ..CountersSnapshot::default()
         }
     }
 }

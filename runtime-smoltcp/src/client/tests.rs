@@ -71,7 +71,7 @@ fn three_steps_agree_with_new() {
         (
             ok,
             16,
-            GatewayConsumer::HEARTBEATS.then_some(ClientError::HeartbeatTooLarge),
+            Gateway::<true>::HEARTBEATS.then_some(ClientError::HeartbeatTooLarge),
         ),
     ] {
         let by_new = C::new(cfg, bufs(message), now, ns, [b0]);
@@ -82,7 +82,7 @@ fn three_steps_agree_with_new() {
         });
         assert_eq!(stepped.as_ref().err().copied(), want);
         if let (Ok(a), Ok(b)) = (by_new, stepped) {
-            assert_eq!(a.m.hb.is_empty(), !GatewayConsumer::HEARTBEATS);
+            assert_eq!(a.m.hb.is_empty(), !Gateway::<true>::HEARTBEATS);
             assert_eq!(a.m.hb, b.m.hb);
             assert_eq!(b.m.send.parts().1.len(), message - b.m.hb.len());
         }
