@@ -33,7 +33,7 @@ use rmq_core::wire::{PREFIX_LEN, check_prefix};
 use smoltcp::wire::IpEndpoint;
 
 use crate::client::{ClientConfig, ClientError, ClientMachine};
-use crate::net::{Core as _, Machine, earliest};
+use crate::net::{Core as _, Machine, NetConfig, earliest};
 use crate::producer::ProducerMachine;
 use crate::send::Sender;
 use crate::{Config, Message, SendFailure, SendReceipt, Stats, SubmitError};
@@ -177,26 +177,16 @@ fn index(peer: Peer) -> Option<usize> {
 }
 
 impl<'a, 'b, S: TcpConnect + 'a, K: Clock, const B: usize> AsyncNet<'a, 'b, S, K, B> {
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        stack: &'a S,
-        clock: &'a K,
-        namesrvs: &'a [IpEndpoint],
-        connect_timeout: Duration,
-        write_timeout: Duration,
-        tx: &'b mut [u8],
-        ns_rx: &'b mut [u8],
-        broker_rx: [&'b mut [u8]; B],
-    ) -> Self {
+    fn new(stack: &'a S, clock: &'a K, cfg: NetConfig<'a>, bufs: AsyncBuffers<'b, B>) -> Self {
         AsyncNet {
             stack,
             clock,
-            namesrvs,
-            connect_timeout,
-            write_timeout,
-            tx,
-            ns: Slot::new(ns_rx),
-            brokers: broker_rx.map(Slot::new),
+            namesrvs: cfg.namesrvs,
+            connect_timeout: cfg.connect_timeout,
+            write_timeout: cfg.write_stall_timeout,
+            tx: bufs.tx,
+            ns: Slot::new(bufs.ns_rx),
+            brokers: bufs.broker_rx.map(Slot::new),
             stats: Stats::default(),
         }
     }
@@ -426,23 +416,14 @@ impl<
     /// As [`Producer::new`](crate::Producer::new).
     pub fn new(
         cfg: Config<'a>,
-        bufs: AsyncBuffers<'b, BROKERS>,
+        mut bufs: AsyncBuffers<'b, BROKERS>,
         stack: &'a S,
         clock: &'a K,
     ) -> Result<Self, rmq_core::session::ConfigError> {
         ProducerMachine::<BROKERS, QUEUES, ROUTE_STR>::check(&cfg)?;
         Ok(AsyncProducer {
-            m: ProducerMachine::build(&cfg, bufs.message, clock.now()),
-            net: AsyncNet::new(
-                stack,
-                clock,
-                cfg.namesrvs,
-                cfg.connect_timeout,
-                cfg.write_stall_timeout,
-                bufs.tx,
-                bufs.ns_rx,
-                bufs.broker_rx,
-            ),
+            m: ProducerMachine::build(&cfg, core::mem::take(&mut bufs.message), clock.now()),
+            net: AsyncNet::new(stack, clock, NetConfig::from(&cfg), bufs),
         })
     }
 
@@ -537,28 +518,25 @@ impl<
     /// [`ClientError`].
     pub fn new(
         cfg: ClientConfig<'a>,
-        bufs: AsyncBuffers<'b, BROKERS>,
+        mut bufs: AsyncBuffers<'b, BROKERS>,
         stack: &'a S,
         clock: &'a K,
     ) -> Result<Self, ClientError> {
         Ok(AsyncClient {
-            m: ClientMachine::new(&cfg, bufs.message, clock.now())?,
-            net: AsyncNet::new(
-                stack,
-                clock,
-                cfg.namesrvs,
-                cfg.connect_timeout,
-                cfg.write_stall_timeout,
-                bufs.tx,
-                bufs.ns_rx,
-                bufs.broker_rx,
-            ),
+            m: ClientMachine::new(&cfg, core::mem::take(&mut bufs.message), clock.now())?,
+            net: AsyncNet::new(stack, clock, NetConfig::from(&cfg), bufs),
         })
     }
 
     /// Counters (connections, frames, the session's).
     pub fn stats(&self) -> Stats {
         self.m.stats(self.net.stats)
+    }
+
+    /// Tells the client the wall-clock time (as
+    /// [`Client::set_unix_time`](crate::Client::set_unix_time)).
+    pub fn set_unix_time(&mut self, unix_millis: i64) {
+        self.m.send.set_unix_time(self.net.clock.now(), unix_millis);
     }
 
     /// The consumer's counters.

@@ -416,12 +416,7 @@ impl<
         brokers: [SocketHandle; BROKERS],
     ) -> Self {
         let seed = session::seed_or_default(cfg.seed);
-        let net = NetConfig {
-            namesrvs: cfg.namesrvs,
-            connect_timeout: cfg.connect_timeout,
-            write_stall_timeout: cfg.write_stall_timeout,
-            local_port_base: cfg.local_port_base,
-        };
+        let net = NetConfig::from(&cfg);
         // The machine last: LLVM builds it straight into the result only when nothing comes
         // between its call and its move.
         let net = Net::new(net, bufs.tx, bufs.rx, ns, brokers, seed);

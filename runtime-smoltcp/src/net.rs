@@ -251,6 +251,23 @@ pub(crate) struct NetConfig<'a> {
     pub local_port_base: u16,
 }
 
+/// The connection settings of a producer's or a client's configuration (the same fields).
+macro_rules! net_config_of {
+    ($($cfg:ident),*) => {$(
+        impl<'a> From<&crate::$cfg<'a>> for NetConfig<'a> {
+            fn from(c: &crate::$cfg<'a>) -> Self {
+                NetConfig {
+                    namesrvs: c.namesrvs,
+                    connect_timeout: c.connect_timeout,
+                    write_stall_timeout: c.write_stall_timeout,
+                    local_port_base: c.local_port_base,
+                }
+            }
+        }
+    )*};
+}
+net_config_of!(Config, ClientConfig);
+
 /// The sockets, the one frame being written, and the receive buffer.
 #[derive(Debug)]
 pub(crate) struct Net<'a, 'b, const BROKERS: usize> {

@@ -114,12 +114,7 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
     ) -> Result<Self, session::ConfigError> {
         ProducerMachine::<BROKERS, QUEUES, ROUTE_STR>::check(&cfg)?;
         let seed = session::seed_or_default(cfg.seed);
-        let net = NetConfig {
-            namesrvs: cfg.namesrvs,
-            connect_timeout: cfg.connect_timeout,
-            write_stall_timeout: cfg.write_stall_timeout,
-            local_port_base: cfg.local_port_base,
-        };
+        let net = NetConfig::from(&cfg);
         Ok(Producer {
             m: ProducerMachine::build(&cfg, bufs.message, Instant::ZERO),
             net: Net::new(net, bufs.tx, bufs.rx, ns, brokers, seed),
