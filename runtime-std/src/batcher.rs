@@ -19,8 +19,8 @@ use std::time::Duration;
 use rmq_core::autobatch::{BatchClock, BatchLimits, Join};
 use tokio::sync::oneshot;
 
-use crate::hash::FastMap;
 use crate::message::{Message, SendError, SendResult};
+use rustc_hash::FxHashMap as FastMap;
 
 /// Auto-batching settings ([`ProducerBuilder::auto_batch`](crate::ProducerBuilder::auto_batch)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

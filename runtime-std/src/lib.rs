@@ -65,7 +65,6 @@ mod config;
 mod conn;
 pub mod consumer;
 mod driver;
-mod hash;
 mod heap;
 mod message;
 pub mod metrics;

@@ -42,3 +42,42 @@ fn round_trips_and_reads_as_an_independent_inflater_does() {
     assert_eq!(decompress_zlib(&z[..z.len() - 5]), None);
     assert_eq!(decompress_zlib(b"not zlib at all"), None);
 }
+
+#[test]
+fn every_available_type_round_trips() {
+    let body: Vec<u8> = (0..20_000u32)
+        .map(|i| (i % 251) as u8 ^ (i / 97) as u8)
+        .collect();
+    for ty in [
+        CompressionType::Zlib,
+        CompressionType::Lz4,
+        CompressionType::Zstd,
+    ] {
+        let Some(c) = compress_body(ty, &body, 5) else {
+            assert!(!available(ty), "{ty:?}");
+            continue;
+        };
+        assert!(c.len() < body.len(), "{ty:?} compresses");
+        assert_eq!(
+            decompress_body(ty, &c).as_deref(),
+            Some(&body[..]),
+            "{ty:?}"
+        );
+        assert_eq!(
+            decompress_body(ty, &body[..100]),
+            None,
+            "{ty:?}: garbage does not decode"
+        );
+    }
+    // The frame magics Java's lz4-java and zstd-jni streams start with.
+    #[cfg(feature = "lz4")]
+    assert_eq!(
+        compress_body(CompressionType::Lz4, b"x", 5).unwrap()[..4],
+        [0x04, 0x22, 0x4d, 0x18]
+    );
+    #[cfg(feature = "zstd")]
+    assert_eq!(
+        compress_body(CompressionType::Zstd, b"x", 5).unwrap()[..4],
+        [0x28, 0xb5, 0x2f, 0xfd]
+    );
+}
