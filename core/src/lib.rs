@@ -81,3 +81,8 @@ pub mod store;
 pub mod time;
 pub mod transport;
 pub mod wire;
+
+/// The README's examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -106,6 +106,7 @@ impl fmt::Debug for AclConfig {
 /// How a client talks to its brokers: ACL credentials and TLS, shared by [`ProducerBuilder`]
 /// and [`crate::consumer::ConsumerBuilder`] (their `acl` and `tls` knobs).
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct SecurityConfig {
     /// ACL credentials: when set, every request is signed.
     pub acl: Option<AclConfig>,
@@ -202,6 +203,7 @@ pub(crate) use setters;
 
 /// The settled configuration of a producer.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ProducerConfig {
     /// NameServer addresses.
     pub namesrv_addr: Vec<String>,

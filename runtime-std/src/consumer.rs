@@ -107,6 +107,7 @@ use rmq_core::metrics::{AtomicHistogram, RateWindow};
 
 /// The settled configuration of a [`Consumer`].
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ConsumerConfig {
     /// NameServer addresses.
     pub namesrv_addr: Vec<String>,
@@ -465,6 +466,7 @@ impl std::fmt::Debug for Properties {
 
 /// Counters of a consumer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ConsumerStats {
     /// Pulls sent.
     pub pulls: u64,

@@ -91,3 +91,8 @@ pub use rmq_core::{retry::SendStatus, transport::TransportError};
 pub use shared::CountersSnapshot;
 #[cfg(feature = "tls")]
 pub use tls::{TlsConfig, TlsError};
+
+/// The README's examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

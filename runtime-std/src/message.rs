@@ -122,6 +122,7 @@ pub struct MessageQueue {
 
 /// A message the broker stored.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SendResult {
     /// The status (only `SendOk` guarantees flush and replication as configured).
     pub status: SendStatus,

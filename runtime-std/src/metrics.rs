@@ -18,6 +18,7 @@ use crate::shared::CountersSnapshot;
 
 /// A producer's monitoring numbers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ProducerMetrics {
     /// Sent, failed, attempts, retries, isolations, late responses, lost connections.
     pub counters: CountersSnapshot,
@@ -31,6 +32,7 @@ pub struct ProducerMetrics {
 
 /// Failed sends by [`crate::SendErrorKind`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FailureCounts {
     /// `Validation` and `InvalidBatch`: refused before any byte was sent.
     pub validation: u64,
@@ -91,6 +93,7 @@ impl FailureCounts {
 
 /// A consumer's monitoring numbers.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ConsumerMetrics {
     /// Pulls, deliveries, acknowledgements, rebalances, commits, connections.
     pub stats: crate::consumer::ConsumerStats,
@@ -107,6 +110,7 @@ pub struct ConsumerMetrics {
 
 /// One owned queue's offsets.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct QueueMetrics {
     /// The queue.
     pub queue: MessageQueue,

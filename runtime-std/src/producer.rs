@@ -40,6 +40,7 @@ use rmq_core::metrics::{AtomicHistogram, RateWindow};
 
 /// A route as the CLI shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RouteInfo {
     /// `(broker name, master address)` of every broker with a publish queue.
     pub brokers: Vec<(String, Option<String>)>,

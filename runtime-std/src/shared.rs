@@ -17,6 +17,7 @@ pub struct Counters {
 
 /// A point-in-time copy of the client's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CountersSnapshot {
     /// Sends that returned a result (any stored status) or were written (oneway).
     pub sent: u64,
