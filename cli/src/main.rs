@@ -220,6 +220,7 @@ mod cli {
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
         let _ = tracing_subscriber::fmt()
             .with_env_filter(filter)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .with_writer(std::io::stderr)
             .try_init();
         let mut builder = match cli.threads {
@@ -243,6 +244,16 @@ mod cli {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("rmq: {e}");
+                // The cause chain, each cause once (a message may quote its source already).
+                let (mut shown, mut cause) = (e.to_string(), e.source());
+                while let Some(c) = cause {
+                    let text = c.to_string();
+                    if !shown.contains(&text) {
+                        eprintln!("  caused by: {text}");
+                    }
+                    shown = text;
+                    cause = c.source();
+                }
                 ExitCode::FAILURE
             }
         }
@@ -620,70 +631,35 @@ mod cli {
     }
 
     fn json_line(m: &rmq_std::consumer::ConsumedMessage) -> String {
-        let q = |s: &str| json_str(s);
-        let props: Vec<String> = m
+        use base64::Engine as _;
+        let props: serde_json::Map<String, serde_json::Value> = m
             .properties
             .iter()
-            .map(|(k, v)| format!("{}:{}", q(k), q(v)))
+            .map(|(k, v)| (k.to_owned(), v.into()))
             .collect();
-        let opt = |v: Option<&str>| v.map_or_else(|| "null".to_owned(), q);
-        let body = match std::str::from_utf8(&m.body) {
-            Ok(t) => format!("\"body\":{}", q(t)),
-            Err(_) => format!("\"bodyBase64\":\"{}\"", base64(&m.body)),
+        let mut line = serde_json::json!({
+            "topic": m.queue.topic,
+            "broker": m.queue.broker_name,
+            "queueId": m.queue.queue_id,
+            "queueOffset": m.queue_offset,
+            "msgId": m.msg_id,
+            "tags": m.tags(),
+            "keys": m.keys(),
+            "properties": props,
+            "bornTimestamp": m.born_timestamp,
+            "storeTimestamp": m.store_timestamp,
+            "reconsumeTimes": m.reconsume_times,
+        });
+        // The body last, as text or (not UTF-8) as base64.
+        let (key, body) = match std::str::from_utf8(&m.body) {
+            Ok(t) => ("body", t.to_owned()),
+            Err(_) => (
+                "bodyBase64",
+                base64::engine::general_purpose::STANDARD.encode(&m.body),
+            ),
         };
-        format!(
-            "{{\"topic\":{},\"broker\":{},\"queueId\":{},\"queueOffset\":{},\"msgId\":{},\"tags\":{},\"keys\":{},\"properties\":{{{}}},\"bornTimestamp\":{},\"storeTimestamp\":{},\"reconsumeTimes\":{},{body}}}",
-            q(&m.queue.topic),
-            q(&m.queue.broker_name),
-            m.queue.queue_id,
-            m.queue_offset,
-            q(&m.msg_id),
-            opt(m.tags()),
-            opt(m.keys()),
-            props.join(","),
-            m.born_timestamp,
-            m.store_timestamp,
-            m.reconsume_times,
-        )
-    }
-
-    /// A JSON string literal.
-    fn json_str(s: &str) -> String {
-        let mut o = String::with_capacity(s.len() + 2);
-        o.push('"');
-        for ch in s.chars() {
-            match ch {
-                '"' => o.push_str("\\\""),
-                '\\' => o.push_str("\\\\"),
-                '\n' => o.push_str("\\n"),
-                '\r' => o.push_str("\\r"),
-                '\t' => o.push_str("\\t"),
-                c if u32::from(c) < 0x20 => o.push_str(&format!("\\u{:04x}", u32::from(c))),
-                c => o.push(c),
-            }
-        }
-        o.push('"');
-        o
-    }
-
-    /// Standard base64 with padding.
-    fn base64(b: &[u8]) -> String {
-        const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        let mut o = String::with_capacity(b.len().div_ceil(3) * 4);
-        for c in b.chunks(3) {
-            let n = c
-                .iter()
-                .enumerate()
-                .fold(0u32, |n, (i, &x)| n | u32::from(x) << (16 - 8 * i));
-            for i in 0..4 {
-                if i <= c.len() {
-                    o.push(char::from(A[(n >> (18 - 6 * i) & 63) as usize]));
-                } else {
-                    o.push('=');
-                }
-            }
-        }
-        o
+        line[key] = body.into();
+        line.to_string()
     }
 
     #[derive(Clone, Copy, Debug)]
