@@ -166,6 +166,11 @@ pub struct ConsumerConfig {
     /// Broadcasting: the file of this consumer's offsets (default
     /// `$HOME/.rmq/offsets/<instance_name>/<group>.offsets`).
     pub offset_store: Option<std::path::PathBuf>,
+    /// How long [`ConsumerBuilder::start`] waits for the first rebalance (default 18 s).
+    pub start_timeout: StdDuration,
+    /// Start even when no NameServer answers (default `false`: such a start fails with
+    /// [`ConsumerConfigError::NameServersUnreachable`]).
+    pub lazy_start: bool,
 }
 
 impl ConsumerConfig {
@@ -196,6 +201,9 @@ pub enum ConsumerConfigError {
     Session(rmq_core::session::ConfigError),
     /// The core consumer refused a subscription (too many, expression too long).
     Subscription(PullConfigError),
+    /// No NameServer answered the start (the last connection's error, if one failed): nothing
+    /// could be assigned. [`ConsumerBuilder::lazy_start`] starts anyway and keeps trying.
+    NameServersUnreachable(Option<crate::ConnectionError>),
 }
 
 impl std::fmt::Display for ConsumerConfigError {
@@ -208,6 +216,7 @@ impl std::fmt::Display for ConsumerConfigError {
             ConsumerConfigError::AclAccessKey => "ACL access key is empty",
             ConsumerConfigError::Session(_) => "the client session refused the configuration",
             ConsumerConfigError::Subscription(_) => "the consumer refused a subscription",
+            ConsumerConfigError::NameServersUnreachable(_) => "no NameServer answered the start",
         })
     }
 }
@@ -217,6 +226,7 @@ impl std::error::Error for ConsumerConfigError {
         match self {
             ConsumerConfigError::Session(e) => Some(e),
             ConsumerConfigError::Subscription(e) => Some(e),
+            ConsumerConfigError::NameServersUnreachable(Some(e)) => Some(e),
             _ => None,
         }
     }
@@ -260,6 +270,8 @@ impl Default for ConsumerBuilder {
                 consume_timeout: clock::to_std(send_back::CONSUME_TIMEOUT),
                 model: MessageModel::Clustering,
                 offset_store: None,
+                start_timeout: clock::to_std(CLIENT_API_TIMEOUT) * 6,
+                lazy_start: false,
             },
         }
     }
@@ -322,6 +334,13 @@ impl ConsumerBuilder {
         message_model(MessageModel) => model;
         /// Broadcasting: where the offsets are kept.
         offset_store(std::path::PathBuf) => offset_store;
+        /// How long [`start`](Self::start) waits for the routes, heartbeats and first
+        /// rebalance (default 18 s); past it the consumer goes on starting in the background.
+        start_timeout(StdDuration) => start_timeout;
+        /// `true`: [`start`](Self::start) succeeds even when no NameServer answers (the
+        /// consumer keeps looking its routes up); default `false`, such a start fails with
+        /// [`ConsumerConfigError::NameServersUnreachable`].
+        lazy_start(bool) => lazy_start;
     }
     client_knobs!();
 
@@ -686,13 +705,14 @@ impl Consumer {
         tokio::spawn(listen::serve_directs(Arc::downgrade(&c.inner), direct_rx));
         // The core's start: routes, heartbeat, the retry topic's route, the first rebalance
         // (each step bounded), so that the queues are assigned when this returns.
-        let limit = clock::to_std(CLIENT_API_TIMEOUT) * 6;
-        let now = clock::now();
-        let (_, started) = c
-            .inner
-            .driver
+        let (limit, now) = (c.inner.cfg.start_timeout, clock::now());
+        let d = &c.inner.driver;
+        let (_, started) = d
             .wait(Wait::Started, limit, |cl| cl.start_consumer(now))
             .await;
+        if !c.inner.cfg.lazy_start && d.client(crate::driver::Core::name_servers_unreachable) {
+            return Err(ConsumerConfigError::NameServersUnreachable(d.cause(None)));
+        }
         if !started {
             debug!(group = c.inner.cfg.group, "start not confirmed in time");
         }

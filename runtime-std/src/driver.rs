@@ -452,7 +452,12 @@ impl<C: Attached + Send + 'static> Driver<C> {
 
     /// Runs `f` on the session (read-only work: getters, stats).
     pub(crate) fn with<R>(&self, f: impl FnOnce(&Session) -> R) -> R {
-        f(lock(&self.inner.state).client.session())
+        self.client(|c| f(c.session()))
+    }
+
+    /// Runs `f` on the client (read-only).
+    pub(crate) fn client<R>(&self, f: impl FnOnce(&Core<C>) -> R) -> R {
+        f(&lock(&self.inner.state).client)
     }
 
     /// The topic's id, registering it (and starting its lookup) when new.

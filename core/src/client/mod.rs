@@ -329,6 +329,24 @@ impl<
         self.advance_start(now, None);
     }
 
+    /// Whether no NameServer answered the consumer's start: every subscribed topic (the retry
+    /// topic aside) is without a route because its last lookup reached no NameServer. A
+    /// driver fails its start on it (rmq-std's `ConsumerBuilder::start`), as opposed to a
+    /// topic that does not exist, whose lookup was answered.
+    pub fn name_servers_unreachable(&self) -> bool {
+        let s = &self.session;
+        let mut topics = self
+            .consumer
+            .topics()
+            .filter(|t| !is_retry(s.topic_name(*t)));
+        let mut any = false;
+        let all = topics.all(|t| {
+            any = true;
+            s.subscribe_queues(t).is_empty() && s.route_unreachable(t)
+        });
+        any && all
+    }
+
     /// A rebalance round now; [`PullEvent::Rebalanced`] when it is applied.
     pub fn rebalance_now(&mut self, now: Instant) {
         self.consumer.rebalance_now(now);

@@ -466,6 +466,7 @@ fn a_consumer_starts_with_routes_then_a_heartbeat_then_the_retry_route_then_a_re
     assert_eq!(c.consumer().starting(), 0);
     assert_eq!(c.consumer().owned().count(), 2);
     assert!(events.iter().filter(|e| **e == Event::Started).count() == 1);
+    assert!(!c.name_servers_unreachable(), "the NameServer answered");
 }
 
 #[test]
@@ -490,6 +491,10 @@ fn a_start_that_hears_nothing_moves_on_at_each_steps_deadline() {
     // step as well.) Never more than the three steps' deadlines.
     let started = started.expect("started");
     assert!((3000..=9000).contains(&started), "{started}");
+    assert!(
+        c.name_servers_unreachable(),
+        "a driver can tell why nothing is assigned"
+    );
 }
 
 /// A started consumer (one queue of `T`, retry topic not subscribed) whose first pull

@@ -127,6 +127,19 @@ async fn builder_validation() {
         .await;
     assert_eq!(e.unwrap_err(), ConsumerConfigError::NoNameServer);
     let b = Consumer::builder().namesrv_addr("127.0.0.1:1");
+    // Nothing listens there: the start fails, saying why (unless lazy).
+    let g = b.clone().group("g").subscribe("T", "*");
+    match g.clone().start().await.unwrap_err() {
+        ConsumerConfigError::NameServersUnreachable(Some(e)) => {
+            assert_eq!(e.addr(), "127.0.0.1:1");
+            assert_eq!(e.io_kind(), std::io::ErrorKind::ConnectionRefused);
+        }
+        e => panic!("{e:?}"),
+    }
+    let lazy = g
+        .lazy_start(true)
+        .start_timeout(StdDuration::from_millis(50));
+    lazy.start().await.unwrap().shutdown().await;
     assert_eq!(
         b.clone().subscribe("T", "*").start().await.unwrap_err(),
         ConsumerConfigError::NoGroup
