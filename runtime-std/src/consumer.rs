@@ -505,6 +505,9 @@ pub struct ConsumerStats {
     pub connections_lost: u64,
     /// Responses that matched no request in flight (late or unknown) and were dropped.
     pub late_responses_dropped: u64,
+    /// [`Consumer::run`] handler calls that returned an error, panicked or ran past
+    /// `consume_timeout` (each is logged as a warning with its error).
+    pub handler_failures: u64,
 }
 
 struct Inner {
@@ -519,6 +522,8 @@ struct Inner {
     /// The handler [`Consumer::run`] runs, for CONSUME_MESSAGE_DIRECTLY.
     direct: Mutex<Option<listen::Direct>>,
     running: AtomicBool,
+    /// The [`Consumer::run`] handler calls in progress, which a shutdown waits for.
+    calls: listen::Calls,
 }
 
 /// The driver's side of a consumer: messages into the channel, broadcasting offsets to their
@@ -699,6 +704,7 @@ impl Consumer {
                 rx: tokio::sync::Mutex::new(rx),
                 direct: Mutex::new(None),
                 running: AtomicBool::new(true),
+                calls: listen::Calls::default(),
             }),
             _life: life,
         };
@@ -748,6 +754,7 @@ impl Consumer {
             commits: s.commits,
             connections_lost: c.connections_lost,
             late_responses_dropped: u64::from(late),
+            handler_failures: self.inner.calls.failures(),
         }
     }
 
@@ -944,17 +951,32 @@ impl Consumer {
         self.committed(Machine::commit_now).await;
     }
 
-    /// Stops pulling, commits every owned queue's offset, unregisters from the brokers and
-    /// closes the connections.
-    pub async fn shutdown(&self) {
+    /// Stops pulling, waits up to 3 s for the [`Consumer::run`] handler calls in progress,
+    /// commits every owned queue's offset, unregisters from the brokers and closes the
+    /// connections. Returns how many handler calls were still running (their messages are
+    /// delivered again later, here or to another consumer).
+    pub async fn shutdown(&self) -> usize {
+        self.shutdown_timeout(StdDuration::from_secs(3)).await
+    }
+
+    /// [`Consumer::shutdown`] with an explicit wait for the handler calls in progress.
+    pub async fn shutdown_timeout(&self, drain: StdDuration) -> usize {
         if !self.inner.running.swap(false, Ordering::AcqRel) {
-            return;
+            return 0;
+        }
+        let abandoned = self.inner.calls.drained(drain).await;
+        if abandoned > 0 {
+            warn!(
+                abandoned,
+                "shutdown: handler calls still running at the drain deadline"
+            );
         }
         self.committed(Machine::stop).await;
         self.inner
             .driver
             .shutdown(clock::to_std(CLIENT_API_TIMEOUT))
             .await;
+        abandoned
     }
 }
 
@@ -1035,7 +1057,7 @@ fn to_message(frame: &Bytes, d: &Delivery<'_, '_>) -> ConsumedMessage {
 
 mod listen;
 mod store;
-pub use listen::{ConsumeResult, Nacked};
+pub use listen::{ConsumeResult, HandlerResult, Nacked};
 use store::{LocalStore, default_path};
 
 #[cfg(test)]

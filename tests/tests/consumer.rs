@@ -967,12 +967,13 @@ fn scenario_listener(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
         .await
         .expect("consumer");
         let seen: Arc<Mutex<Vec<(String, i32)>>> = Arc::default();
-        let log = seen.clone();
+        let slow_done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (log, done) = (seen.clone(), slow_done.clone());
         let runner = c.clone();
         let run = tokio::spawn(async move {
             runner
                 .run(move |batch| {
-                    let log = log.clone();
+                    let (log, done) = (log.clone(), done.clone());
                     async move {
                         let m = &batch[0];
                         let body = String::from_utf8_lossy(&m.body).into_owned();
@@ -982,6 +983,11 @@ fn scenario_listener(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
                             ("listen-7", 0) => panic!("panics once"),
                             ("listen-11", 0) => {
                                 tokio::time::sleep(Duration::from_secs(6)).await;
+                                Ok(())
+                            }
+                            ("listen-slow", _) => {
+                                tokio::time::sleep(Duration::from_millis(1500)).await;
+                                done.store(true, std::sync::atomic::Ordering::SeqCst);
                                 Ok(())
                             }
                             _ => Ok(()),
@@ -1010,13 +1016,37 @@ fn scenario_listener(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
-        c.shutdown().await;
+        // The error, the panic and the call past consume_timeout: counted (and logged).
+        assert_eq!(c.stats().handler_failures, 3);
+        // A shutdown waits for a handler call in progress, which then acknowledges.
+        let p = rmq_std::Producer::builder()
+            .namesrv_addr(&cluster.namesrv_addr().to_string())
+            .producer_group("pg_listen")
+            .version(cluster.version().client_version())
+            .start()
+            .await
+            .expect("producer");
+        p.send(rmq_std::Message::new(topic, "listen-slow"))
+            .await
+            .expect("send");
+        p.shutdown().await;
+        let t0 = Instant::now();
+        while !seen.lock().unwrap().iter().any(|(b, _)| b == "listen-slow") {
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "listen-slow not delivered"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let abandoned = c.shutdown_timeout(Duration::from_secs(60)).await;
+        assert_eq!(abandoned, 0);
+        assert!(slow_done.load(std::sync::atomic::Ordering::SeqCst));
         run.await.expect("run ends after shutdown");
         let s = seen.lock().unwrap();
         // Each message once, the three failures twice; nothing else repeated.
-        assert_eq!(s.len(), 23, "{s:?}");
-        // 17 processed at once, 3 sent back (acknowledged by the send-back), 3 retries.
-        assert_eq!(c.stats().acked, 23);
+        assert_eq!(s.len(), 24, "{s:?}");
+        // 18 processed at once, 3 sent back (acknowledged by the send-back), 3 retries.
+        assert_eq!(c.stats().acked, 24);
     });
 }
 

@@ -14,12 +14,13 @@ use rmq_core::client::{DirectOutcome, NackOutcome};
 use rmq_core::lock::orderly_skips;
 use rmq_core::send_back::{NackError, TIMEOUT_DELAY_LEVEL};
 use rmq_core::session::Peer;
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::{Notify, Semaphore, oneshot};
+use tracing::warn;
 
 use super::{ConsumedMessage, Consumer};
 use crate::clock;
 use crate::driver::{Machine, Wait};
-use crate::sync::{Ordering, lock};
+use crate::sync::{AtomicU64, Ordering, lock};
 use rmq_core::pull_consumer::QueueKey;
 use std::collections::HashMap;
 use tokio::sync::mpsc;
@@ -54,11 +55,75 @@ pub enum ConsumeResult {
     Partial(usize),
 }
 
-impl<E> From<Result<(), E>> for ConsumeResult {
-    fn from(r: Result<(), E>) -> Self {
-        match r {
-            Ok(()) => ConsumeResult::Success,
-            Err(_) => ConsumeResult::Later(0),
+/// What a [`Consumer::run`] handler returns: a [`ConsumeResult`], or a `Result` whose error
+/// sends the messages back (`Later(0)`) and is logged (as `{:#}`: anyhow's whole chain) and
+/// counted in [`super::ConsumerStats::handler_failures`].
+pub trait HandlerResult: Send + 'static {
+    /// The result, and the error to report if the call failed.
+    fn into_result(self) -> (ConsumeResult, Option<String>);
+}
+
+impl HandlerResult for ConsumeResult {
+    fn into_result(self) -> (ConsumeResult, Option<String>) {
+        (self, None)
+    }
+}
+
+impl<E: std::fmt::Display + Send + 'static> HandlerResult for Result<(), E> {
+    fn into_result(self) -> (ConsumeResult, Option<String>) {
+        match self {
+            Ok(()) => (ConsumeResult::Success, None),
+            Err(e) => (ConsumeResult::Later(0), Some(format!("{e:#}"))),
+        }
+    }
+}
+
+/// The handler calls in progress (a shutdown waits for them) and the failed ones.
+#[derive(Default)]
+pub(crate) struct Calls(Arc<(AtomicU64, AtomicU64, Notify)>);
+
+/// One handler call in progress.
+pub(crate) struct Call(Arc<(AtomicU64, AtomicU64, Notify)>);
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        if self.0.0.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.2.notify_waiters();
+        }
+    }
+}
+
+impl Calls {
+    fn enter(&self) -> Call {
+        self.0.0.fetch_add(1, Ordering::AcqRel);
+        Call(self.0.clone())
+    }
+
+    pub(crate) fn failures(&self) -> u64 {
+        self.0.1.load(Ordering::Relaxed)
+    }
+
+    /// Counts and logs a failed call of `msgs`.
+    fn failed(&self, msgs: &[ConsumedMessage], error: &str) {
+        self.0.1.fetch_add(1, Ordering::Relaxed);
+        let first = msgs.first().map(|m| (m.queue.queue_id, m.queue_offset));
+        warn!(
+            error,
+            messages = msgs.len(),
+            ?first,
+            "handler failed: messages sent back"
+        );
+    }
+
+    /// Waits up to `limit` for the calls in progress to end; how many still run.
+    pub(crate) async fn drained(&self, limit: StdDuration) -> usize {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let idle = self.0.2.notified();
+            let n = self.0.0.load(Ordering::Acquire);
+            if n == 0 || tokio::time::timeout_at(deadline, idle).await.is_err() {
+                return usize::try_from(n).unwrap_or(usize::MAX);
+            }
         }
     }
 }
@@ -130,10 +195,12 @@ impl Consumer {
 
     /// Runs `handler` on every message until [`Consumer::shutdown`]: up to
     /// `consume_concurrency` calls at once, each with up to `consume_batch_size` messages.
-    /// What it returns ([`ConsumeResult`], or a `Result`) acknowledges the messages or sends
-    /// them back ([`Consumer::nack`]); a handler that panics counts as `Later(0)`, one that
-    /// runs past `consume_timeout` has its messages sent back (delay level 3). Neither stops
-    /// the consumer.
+    /// What it returns ([`ConsumeResult`], or a `Result`: [`HandlerResult`]) acknowledges the
+    /// messages or sends them back ([`Consumer::nack`]); a handler that panics counts as
+    /// `Later(0)`, one that runs past `consume_timeout` has its messages sent back (delay level
+    /// 3). Errors, panics and timeouts are logged (`tracing` warnings with the error) and
+    /// counted ([`super::ConsumerStats::handler_failures`]); none stops the consumer.
+    /// [`Consumer::shutdown`] waits for the calls in progress.
     ///
     /// ```no_run
     /// # async fn f(consumer: rmq_std::consumer::Consumer) {
@@ -153,14 +220,14 @@ impl Consumer {
     where
         F: Fn(Vec<ConsumedMessage>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = R> + Send + 'static,
-        R: Into<ConsumeResult> + Send + 'static,
+        R: HandlerResult,
     {
         let cfg = &self.inner.cfg;
         let handler = Arc::new(handler);
         let h = handler.clone();
         let direct: Direct = Arc::new(move |m| {
             let h = h.clone();
-            Box::pin(async move { h(vec![m]).await.into() })
+            Box::pin(async move { h(vec![m]).await.into_result().0 })
         });
         *lock(&self.inner.direct) = Some(direct);
         if cfg.orderly {
@@ -202,22 +269,29 @@ impl Consumer {
     ) where
         F: Fn(Vec<ConsumedMessage>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = R> + Send + 'static,
-        R: Into<ConsumeResult> + Send + 'static,
+        R: HandlerResult,
     {
         let (this, h) = (self.clone(), handler.clone());
         let timeout = self.inner.cfg.consume_timeout;
+        let call = self.inner.calls.enter();
         tokio::spawn(async move {
             let msgs = batch.clone();
             // Its own task: a panic fails the batch (JoinError), and past the timeout it keeps
             // running (detached) while its messages are sent back.
-            let call = tokio::spawn(async move { h(batch).await.into() });
-            let result = match tokio::time::timeout(timeout, call).await {
+            let run = tokio::spawn(async move { h(batch).await.into_result() });
+            let (result, error) = match tokio::time::timeout(timeout, run).await {
                 Ok(Ok(r)) => r,
-                Ok(Err(_)) => ConsumeResult::Later(0),
-                Err(_) => ConsumeResult::Later(TIMEOUT_DELAY_LEVEL),
+                Ok(Err(_)) => (ConsumeResult::Later(0), Some("panicked".to_owned())),
+                Err(_) => {
+                    let late = "ran past consume_timeout".to_owned();
+                    (ConsumeResult::Later(TIMEOUT_DELAY_LEVEL), Some(late))
+                }
             };
+            if let Some(e) = error {
+                this.inner.calls.failed(&msgs, &e);
+            }
             this.settle(&msgs, result).await;
-            drop(slot);
+            drop((slot, call));
         });
     }
 
@@ -226,7 +300,7 @@ impl Consumer {
     where
         F: Fn(Vec<ConsumedMessage>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = R> + Send + 'static,
-        R: Into<ConsumeResult> + Send + 'static,
+        R: HandlerResult,
     {
         let mut workers: HashMap<(QueueKey, u32), mpsc::UnboundedSender<ConsumedMessage>> =
             HashMap::new();
@@ -258,7 +332,7 @@ impl Consumer {
     ) where
         F: Fn(Vec<ConsumedMessage>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = R> + Send + 'static,
-        R: Into<ConsumeResult> + Send + 'static,
+        R: HandlerResult,
     {
         let cfg = &self.inner.cfg;
         while let Some(first) = rx.recv().await {
@@ -284,8 +358,14 @@ impl Consumer {
                     }
                 }
                 let (h, msgs) = (handler.clone(), batch.clone());
-                let call = tokio::spawn(async move { h(msgs).await.into() });
-                let done = match call.await.unwrap_or(ConsumeResult::Later(0)) {
+                let call = self.inner.calls.enter();
+                let run = tokio::spawn(async move { h(msgs).await.into_result() });
+                let failed = (ConsumeResult::Later(0), Some("panicked".to_owned()));
+                let (result, error) = run.await.unwrap_or(failed);
+                if let Some(e) = error {
+                    self.inner.calls.failed(&batch, &e);
+                }
+                let done = match result {
                     ConsumeResult::Success => batch.len(),
                     ConsumeResult::Later(_) => 0,
                     ConsumeResult::Partial(n) => n.min(batch.len()),
@@ -309,6 +389,7 @@ impl Consumer {
                 }
                 batch = kept;
                 self.with(false, |c, _| c.end(queue, lease));
+                drop(call);
                 if !batch.is_empty() {
                     tokio::time::sleep(cfg.suspend_current_queue_time).await;
                 }
