@@ -519,6 +519,8 @@ struct Inner {
     client_id: String,
     driver: Driver<Machine>,
     rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<ConsumedMessage>>,
+    /// Messages handed back unseen (a dropped [`MessageStream`]'s).
+    requeue: mpsc::UnboundedSender<ConsumedMessage>,
     /// The handler [`Consumer::run`] runs, for CONSUME_MESSAGE_DIRECTLY.
     direct: Mutex<Option<listen::Direct>>,
     running: AtomicBool,
@@ -649,6 +651,7 @@ impl Consumer {
             LocalStore::open(path.unwrap_or_else(|| default_path(&cfg.instance_name, &cfg.group)))
         });
         let (tx, rx) = mpsc::unbounded_channel();
+        let requeue = tx.clone();
         let rate = Arc::new(RateWindow::default());
         let handler = Arc::new(AtomicHistogram::new());
         let names: String = cfg.namesrv_addr.iter().map(|a| format!("{a};")).collect();
@@ -702,6 +705,7 @@ impl Consumer {
                 client_id,
                 driver,
                 rx: tokio::sync::Mutex::new(rx),
+                requeue,
                 direct: Mutex::new(None),
                 running: AtomicBool::new(true),
                 calls: listen::Calls::default(),
@@ -1057,8 +1061,10 @@ fn to_message(frame: &Bytes, d: &Delivery<'_, '_>) -> ConsumedMessage {
 
 mod listen;
 mod store;
+mod stream;
 pub use listen::{ConsumeResult, HandlerResult, Nacked};
 use store::{LocalStore, default_path};
+pub use stream::MessageStream;
 
 #[cfg(test)]
 mod tests;

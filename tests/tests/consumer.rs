@@ -1050,6 +1050,90 @@ fn scenario_listener(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
     });
 }
 
+/// `Consumer::stream`: 1,000 messages read through the Stream (its first fetch dropped midway
+/// by a `select` loses nothing), each acknowledged; committed offsets reach the queues' ends and
+/// the stream ends after shutdown.
+fn scenario_stream(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
+    use futures_core::Stream;
+    use std::future::poll_fn;
+    let (topic, group) = ("ConsStream", "cg_stream");
+    cluster.create_topic(topic, 4).expect("create topic");
+    rt.block_on(async {
+        let p = rmq_std::Producer::builder()
+            .namesrv_addr(&cluster.namesrv_addr().to_string())
+            .producer_group("pg_stream")
+            .version(cluster.version().client_version())
+            .start()
+            .await
+            .expect("producer");
+        let mut ends: BTreeMap<i32, i64> = BTreeMap::new();
+        for chunk in (0..1000).collect::<Vec<u32>>().chunks(100) {
+            let sends = chunk
+                .iter()
+                .map(|i| p.send_async(rmq_std::Message::new(topic, format!("stream-{i}"))));
+            for r in futures_join(sends).await {
+                let r = r.expect("send");
+                let end = ends.entry(r.queue.queue_id).or_insert(0);
+                *end = (*end).max(r.queue_offset + 1);
+            }
+        }
+        p.shutdown().await;
+        let c = consumer(cluster, group, topic, "*").await;
+        let mut s = std::pin::pin!(c.stream());
+        // A `next` given up before it yields (a select's other branch won) loses nothing.
+        let early = tokio::time::timeout(
+            Duration::from_millis(1),
+            poll_fn(|cx| s.as_mut().poll_next(cx)),
+        );
+        let mut got: BTreeSet<String> = BTreeSet::new();
+        if let Ok(Some(m)) = early.await {
+            assert!(c.ack(&m));
+            got.insert(String::from_utf8_lossy(&m.body).into_owned());
+        }
+        let t0 = Instant::now();
+        while got.len() < 1000 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(120),
+                "{} of 1000",
+                got.len()
+            );
+            let next = tokio::time::timeout(
+                Duration::from_secs(5),
+                poll_fn(|cx| s.as_mut().poll_next(cx)),
+            );
+            let Ok(Some(m)) = next.await else { continue };
+            assert!(s.consumer().ack(&m), "in flight");
+            got.insert(String::from_utf8_lossy(&m.body).into_owned());
+        }
+        // Every body once, all of them (a redelivery would only repeat one).
+        assert_eq!(got.len(), 1000);
+        c.commit_all().await;
+        for q in queues_of(&c, topic) {
+            let end = ends.get(&q.queue_id).copied().unwrap_or(0);
+            assert_eq!(c.committed_offset(&q), Some(end), "{q:?}");
+        }
+        c.shutdown().await;
+        assert!(
+            poll_fn(|cx| s.as_mut().poll_next(cx)).await.is_none(),
+            "ends after shutdown"
+        );
+    });
+}
+
+/// Awaits every future of `fs` (the sends of one chunk, in flight together).
+async fn futures_join<F>(fs: impl Iterator<Item = F>) -> Vec<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = fs.map(tokio::spawn).collect();
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(h.await.expect("join"));
+    }
+    out
+}
+
 /// The two versions run one after the other: two clusters plus their JVMs at once overload a
 /// small build box (Java producer timeouts).
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -1627,12 +1711,13 @@ fn run_all(version: Version) {
     eprintln!("[{}] cluster up in {:?}", version.name(), t0.elapsed());
     let rt = rt();
     let only = std::env::var("RMQ_CONSUMER_SCENARIO").ok();
-    let scenarios: [(&str, Scenario); 10] = [
+    let scenarios: [(&str, Scenario); 11] = [
         ("compression", scenario_compression),
         ("positioning", scenario_positioning),
         ("retry", scenario_retry),
         ("fallback", scenario_send_back_fallback),
         ("listener", scenario_listener),
+        ("stream", scenario_stream),
         ("assign", scenario_assign),
         ("broadcasting", scenario_broadcasting),
         ("orderly", scenario_orderly),
