@@ -33,7 +33,7 @@ use rmq_core::wire::{PREFIX_LEN, check_prefix};
 use smoltcp::wire::IpEndpoint;
 
 use crate::client::{ClientConfig, ClientError, ClientMachine};
-use crate::net::{Core as _, Machine, NetConfig, earliest};
+use crate::net::{Machine, NetConfig, earliest};
 use crate::producer::ProducerMachine;
 use crate::send::Sender;
 use crate::{Config, Message, SendFailure, SendReceipt, Stats, SubmitError};
@@ -291,7 +291,7 @@ impl<'a, 'b, S: TcpConnect + 'a, K: Clock, const B: usize> AsyncNet<'a, 'b, S, K
         let now = self.clock.now();
         if let Some(peer) = slot_of(&mut self.ns, &mut self.brokers, i).and_then(Slot::close) {
             self.stats.connections_lost += 1;
-            m.session().handle_closed(now, peer, cause);
+            m.closed(now, peer, cause);
         }
     }
 
@@ -311,7 +311,7 @@ impl<'a, 'b, S: TcpConnect + 'a, K: Clock, const B: usize> AsyncNet<'a, 'b, S, K
                 .namesrvs
                 .get(usize::from(i))
                 .map(|ep| SocketAddr::new(ep.addr.into(), ep.port)),
-            p => m.session_ref().peer_addr(p).and_then(|a| a.parse().ok()),
+            p => m.peer_addr(p).and_then(|a| a.parse().ok()),
         }
     }
 
@@ -324,15 +324,13 @@ impl<'a, 'b, S: TcpConnect + 'a, K: Clock, const B: usize> AsyncNet<'a, 'b, S, K
         let addr = self.address(m, peer);
         let (stack, clock) = (self.stack, self.clock);
         let Some((addr, slot)) = addr.zip(slot_of(&mut self.ns, &mut self.brokers, i)) else {
-            m.session()
-                .handle_closed(now, peer, TransportError::BrokerNotFound);
+            m.closed(now, peer, TransportError::BrokerNotFound);
             return;
         };
         if slot.peer != Some(peer) {
             // No connection, another NameServer, or a broker's new address: a new connection.
             if let Some(old) = slot.close() {
-                m.session()
-                    .handle_closed(now, old, TransportError::ConnectionClosed);
+                m.closed(now, old, TransportError::ConnectionClosed);
             }
             let deadline = now + self.connect_timeout;
             match select(stack.connect(addr), clock.sleep_until(deadline)).await {
@@ -344,8 +342,7 @@ impl<'a, 'b, S: TcpConnect + 'a, K: Clock, const B: usize> AsyncNet<'a, 'b, S, K
                 _ => {
                     self.stats.connect_failures += 1;
                     let now = clock.now();
-                    m.session()
-                        .handle_closed(now, peer, TransportError::ConnectFailed);
+                    m.closed(now, peer, TransportError::ConnectFailed);
                     return;
                 }
             }
@@ -373,9 +370,7 @@ impl<'a, 'b, S: TcpConnect + 'a, K: Clock, const B: usize> AsyncNet<'a, 'b, S, K
             return;
         }
         self.stats.frames_sent += 1;
-        if tx.report_written {
-            m.session().handle_written(clock.now(), tx.opaque);
-        }
+        m.written(clock.now(), &tx);
     }
 }
 
@@ -446,7 +441,7 @@ impl<
         let now = self.net.clock.now();
         let m = &mut self.m;
         m.send
-            .single(now, &mut m.client, msg, SendMode::Sync, false)
+            .single(now, m.client.session_mut(), msg, SendMode::Sync, false)
             .map_err(SendError::Submit)?;
         self.complete().await
     }
@@ -460,7 +455,7 @@ impl<
         let now = self.net.clock.now();
         let m = &mut self.m;
         m.send
-            .batch(now, &mut m.client, msgs, false)
+            .batch(now, m.client.session_mut(), msgs, false)
             .map_err(SendError::Submit)?;
         self.complete().await
     }
@@ -569,7 +564,7 @@ impl<
         let now = self.net.clock.now();
         let m = &mut self.m;
         m.send
-            .single(now, &mut m.client, msg, SendMode::Sync, false)
+            .single(now, m.client.session_mut(), msg, SendMode::Sync, false)
             .map_err(SendError::Submit)?;
         self.net
             .complete(&mut self.m, &mut deliver, |m| &mut m.send)

@@ -8,13 +8,9 @@
 //! hands it each complete frame and takes the next frame to write from it. The async runtime
 //! ([`crate::aio`] with the `async` feature) drives the same machines over other streams.
 
-use rmq_core::client::{Attached, Client};
 use rmq_core::link::{Link, LinkCheck, LinkState, Outgoing};
 use rmq_core::pull_consumer::Delivery;
-use rmq_core::session::{
-    BrokerId, Features, Peer, SendArgs, SendId, SubmitError, TopicId, Transmit,
-};
-use rmq_core::store::Fixed;
+use rmq_core::session::{BrokerId, Peer, Transmit};
 use rmq_core::time::{Duration, Instant};
 use rmq_core::transport::TransportError;
 use rmq_core::wire::{PREFIX_LEN, check_prefix};
@@ -43,7 +39,7 @@ macro_rules! sending_api {
 
         /// Whether a route of the publish topic with at least one writable queue is known.
         pub fn has_route(&self) -> bool {
-            self.m.send.has_route(&self.m.client)
+            self.m.send.has_route(self.m.client.session())
         }
 
         #[doc = concat!("Whether [`", $ty, "::send`] would accept a message now (the message")]
@@ -66,7 +62,8 @@ macro_rules! sending_api {
         pub fn send(&mut self, now: Instant, msg: &Message<'_>) -> Result<SendId, SubmitError> {
             let busy = self.net.writing_body();
             let m = &mut self.m;
-            m.send.single(now, &mut m.client, msg, SendMode::Sync, busy)
+            m.send
+                .single(now, m.client.session_mut(), msg, SendMode::Sync, busy)
         }
 
         /// Publishes `msg` without asking for an answer: complete once the frame is written
@@ -83,7 +80,7 @@ macro_rules! sending_api {
             let busy = self.net.writing_body();
             let m = &mut self.m;
             m.send
-                .single(now, &mut m.client, msg, SendMode::Oneway, busy)
+                .single(now, m.client.session_mut(), msg, SendMode::Oneway, busy)
         }
 
         /// Publishes `msgs` as one SEND_BATCH_MESSAGE request (all stored in one queue, in
@@ -102,7 +99,7 @@ macro_rules! sending_api {
         ) -> Result<SendId, SubmitError> {
             let busy = self.net.writing_body();
             let m = &mut self.m;
-            m.send.batch(now, &mut m.client, msgs, busy)
+            m.send.batch(now, m.client.session_mut(), msgs, busy)
         }
     };
 }
@@ -134,76 +131,17 @@ pub struct Stats {
     pub attempts: u32,
 }
 
-/// What the connection plumbing and the sending side ask of the core client (every
-/// [`Client`] is one, whatever its capacities, features and consumer).
-pub(crate) trait Core {
-    fn handle_closed(&mut self, now: Instant, peer: Peer, cause: TransportError);
-    fn handle_written(&mut self, now: Instant, opaque: i32);
-    fn is_live(&self, tx: &Transmit) -> bool;
-    fn peer_addr(&self, peer: Peer) -> Option<&str>;
-    fn topic(&mut self, now: Instant, name: &str) -> Result<TopicId, SubmitError>;
-    fn send(
-        &mut self,
-        now: Instant,
-        t: TopicId,
-        args: &SendArgs<'_>,
-    ) -> Result<SendId, SubmitError>;
-    fn broker_name(&self, b: BrokerId) -> Option<&str>;
-    fn publish_queue_count(&self, t: TopicId) -> usize;
-}
-
-impl<
-    const T: usize,
-    const B: usize,
-    const Q: usize,
-    const R: usize,
-    const S: usize,
-    const RS: usize,
-    F: Features,
-    C: Attached,
-> Core for Client<T, B, Q, R, S, RS, F, Fixed, C>
-{
-    fn handle_closed(&mut self, now: Instant, peer: Peer, cause: TransportError) {
-        Client::handle_closed(self, now, peer, cause);
-    }
-    fn handle_written(&mut self, now: Instant, opaque: i32) {
-        Client::handle_written(self, now, opaque);
-    }
-    fn is_live(&self, tx: &Transmit) -> bool {
-        Client::is_live(self, tx)
-    }
-    fn peer_addr(&self, peer: Peer) -> Option<&str> {
-        match peer {
-            // A gateway keeps one socket per broker: its master.
-            Peer::Broker(b) | Peer::Slave(b) => self.session().broker_addr(b),
-            Peer::NameServer(_) => None,
-        }
-    }
-    fn topic(&mut self, now: Instant, name: &str) -> Result<TopicId, SubmitError> {
-        self.session_mut().topic(now, name)
-    }
-    fn send(
-        &mut self,
-        now: Instant,
-        t: TopicId,
-        args: &SendArgs<'_>,
-    ) -> Result<SendId, SubmitError> {
-        self.session_mut().send(now, t, args)
-    }
-    fn broker_name(&self, b: BrokerId) -> Option<&str> {
-        self.session().broker_name(b)
-    }
-    fn publish_queue_count(&self, t: TopicId) -> usize {
-        self.session().publish_queues(t).len()
-    }
-}
-
 /// What a runtime drives: a session and what sits on it (the sending side, a consumer). The
 /// runtimes only move bytes between connections and a machine.
 pub(crate) trait Machine {
-    type Session: Core;
-    fn session(&mut self) -> &mut Self::Session;
-    fn session_ref(&self) -> &Self::Session;
+    /// The connection to `peer` is gone, of `cause` (the session's requests on it end).
+    fn closed(&mut self, now: Instant, peer: Peer, cause: TransportError);
+    /// Frame `tx` was completely written.
+    fn written(&mut self, now: Instant, tx: &Transmit);
+    /// Whether the session still waits for frame `tx` (else it is dropped unwritten).
+    fn is_live(&self, tx: &Transmit) -> bool;
+    /// The address `"a.b.c.d:port"` of a broker `peer`.
+    fn peer_addr(&self, peer: Peer) -> Option<&str>;
     /// Runs the timers at `now` (and registers topics, whose routes are then looked up).
     fn tick(&mut self, now: Instant);
     /// A whole frame from `peer` (messages go to `deliver`); `false` when it is malformed.
@@ -396,10 +334,10 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
         }
     }
 
-    fn endpoint<C: Core>(&self, core: &C, peer: Peer) -> Option<IpEndpoint> {
+    fn endpoint<M: Machine>(&self, m: &M, peer: Peer) -> Option<IpEndpoint> {
         match peer {
             Peer::NameServer(i) => self.cfg.namesrvs.get(usize::from(i)).copied(),
-            p => core.peer_addr(p).and_then(parse_endpoint),
+            p => m.peer_addr(p).and_then(parse_endpoint),
         }
     }
 
@@ -433,7 +371,7 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
             // The half-written frame dies with its connection.
             self.frame = None;
         }
-        m.session().handle_closed(now, peer, err);
+        m.closed(now, peer, err);
     }
 
     /// Opens the connection to `peer`; `false` when it cannot be opened.
@@ -445,7 +383,7 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
         m: &M,
         peer: Peer,
     ) -> bool {
-        let Some(ep) = self.endpoint(m.session_ref(), peer) else {
+        let Some(ep) = self.endpoint(m, peer) else {
             return false;
         };
         let port = self.next_port();
@@ -486,8 +424,7 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
         let peer = f.tx.peer;
         let Some(conn) = self.conn_mut(peer) else {
             self.frame = None;
-            m.session()
-                .handle_closed(now, peer, TransportError::BrokerNotFound);
+            m.closed(now, peer, TransportError::BrokerNotFound);
             return;
         };
         if conn.link.serves(peer) {
@@ -501,8 +438,7 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
         if !self.connect(now, iface, sockets, m, peer) {
             self.stats.connect_failures += 1;
             self.frame = None;
-            m.session()
-                .handle_closed(now, peer, TransportError::ConnectFailed);
+            m.closed(now, peer, TransportError::ConnectFailed);
         }
     }
 
@@ -586,7 +522,7 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
             return;
         };
         let peer = f.tx.peer;
-        if !m.session_ref().is_live(&f.tx) {
+        if !m.is_live(&f.tx) {
             // The session gave up on this request (its attempt timed out).
             if f.started() {
                 // Half written: it dies with its connection.
@@ -631,9 +567,7 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
         }
         self.frame = None;
         self.stats.frames_sent += 1;
-        if f.tx.report_written {
-            m.session().handle_written(now, f.tx.opaque);
-        }
+        m.written(now, &f.tx);
     }
 
     /// The session's events; connections to drop are dropped.
