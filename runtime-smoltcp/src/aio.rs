@@ -33,10 +33,10 @@ use rmq_core::wire::{PREFIX_LEN, check_prefix};
 use smoltcp::wire::IpEndpoint;
 
 use crate::client::{ClientConfig, ClientError, ClientMachine};
-use crate::net::{Machine, NetConfig, earliest};
+use crate::net::{Machine, earliest};
 use crate::producer::ProducerMachine;
 use crate::send::Sender;
-use crate::{Config, Message, SendFailure, SendReceipt, Stats, SubmitError};
+use crate::{BaseConfig, Config, Message, SendFailure, SendReceipt, Stats, SubmitError};
 
 /// Time, as the application's executor keeps it (embassy-time, tokio, ...).
 pub trait Clock {
@@ -177,7 +177,7 @@ fn index(peer: Peer) -> Option<usize> {
 }
 
 impl<'a, 'b, S: TcpConnect + 'a, K: Clock, const B: usize> AsyncNet<'a, 'b, S, K, B> {
-    fn new(stack: &'a S, clock: &'a K, cfg: NetConfig<'a>, bufs: AsyncBuffers<'b, B>) -> Self {
+    fn new(stack: &'a S, clock: &'a K, cfg: &BaseConfig<'a>, bufs: AsyncBuffers<'b, B>) -> Self {
         AsyncNet {
             stack,
             clock,
@@ -418,7 +418,7 @@ impl<
         ProducerMachine::<BROKERS, QUEUES, ROUTE_STR>::check(&cfg)?;
         Ok(AsyncProducer {
             m: ProducerMachine::build(&cfg, core::mem::take(&mut bufs.message), clock.now()),
-            net: AsyncNet::new(stack, clock, NetConfig::from(&cfg), bufs),
+            net: AsyncNet::new(stack, clock, &cfg.base, bufs),
         })
     }
 
@@ -433,7 +433,7 @@ impl<
         self.m.send.set_unix_time(self.net.clock.now(), unix_millis);
     }
 
-    /// Publishes `msg` and waits for the broker's answer (retries per [`Config::retry`]).
+    /// Publishes `msg` and waits for the broker's answer (retries per [`BaseConfig::retry`](crate::BaseConfig::retry)).
     ///
     /// # Errors
     /// [`SendError`].
@@ -519,7 +519,7 @@ impl<
     ) -> Result<Self, ClientError> {
         Ok(AsyncClient {
             m: ClientMachine::new(&cfg, core::mem::take(&mut bufs.message), clock.now())?,
-            net: AsyncNet::new(stack, clock, NetConfig::from(&cfg), bufs),
+            net: AsyncNet::new(stack, clock, &cfg.base, bufs),
         })
     }
 

@@ -62,8 +62,13 @@ macro_rules! sending_api {
         pub fn send(&mut self, now: Instant, msg: &Message<'_>) -> Result<SendId, SubmitError> {
             let busy = self.net.writing_body();
             let m = &mut self.m;
-            m.send
-                .single(now, m.client.session_mut(), msg, SendMode::Sync, busy)
+            m.send.single(
+                now,
+                m.client.session_mut(),
+                msg,
+                rmq_core::retry::SendMode::Sync,
+                busy,
+            )
         }
 
         /// Publishes `msg` without asking for an answer: complete once the frame is written
@@ -79,8 +84,13 @@ macro_rules! sending_api {
         ) -> Result<SendId, SubmitError> {
             let busy = self.net.writing_body();
             let m = &mut self.m;
-            m.send
-                .single(now, m.client.session_mut(), msg, SendMode::Oneway, busy)
+            m.send.single(
+                now,
+                m.client.session_mut(),
+                msg,
+                rmq_core::retry::SendMode::Oneway,
+                busy,
+            )
         }
 
         /// Publishes `msgs` as one SEND_BATCH_MESSAGE request (all stored in one queue, in
@@ -180,36 +190,13 @@ impl Conn {
     }
 }
 
-/// Connection settings.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct NetConfig<'a> {
-    pub namesrvs: &'a [IpEndpoint],
-    pub connect_timeout: Duration,
-    pub write_stall_timeout: Duration,
-    pub local_port_base: u16,
-}
-
-/// The connection settings of a producer's or a client's configuration (the same fields).
-macro_rules! net_config_of {
-    ($($cfg:ident),*) => {$(
-        impl<'a> From<&crate::$cfg<'a>> for NetConfig<'a> {
-            fn from(c: &crate::$cfg<'a>) -> Self {
-                NetConfig {
-                    namesrvs: c.namesrvs,
-                    connect_timeout: c.connect_timeout,
-                    write_stall_timeout: c.write_stall_timeout,
-                    local_port_base: c.local_port_base,
-                }
-            }
-        }
-    )*};
-}
-net_config_of!(Config, ClientConfig);
-
 /// The sockets, the one frame being written, and the receive buffer.
 #[derive(Debug)]
 pub(crate) struct Net<'a, 'b, const BROKERS: usize> {
-    cfg: NetConfig<'a>,
+    namesrvs: &'a [IpEndpoint],
+    connect_timeout: Duration,
+    stall: Duration,
+    port_base: u16,
     /// Where frames are staged (prefix and header; a producer's body comes from elsewhere).
     pub tx: &'b mut [u8],
     rx: &'b mut [u8],
@@ -266,15 +253,18 @@ fn read_frame(sock: &mut tcp::Socket<'_>, rx: &mut [u8]) -> Result<Option<usize>
 
 impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
     pub(crate) fn new(
-        cfg: NetConfig<'a>,
+        cfg: &crate::BaseConfig<'a>,
         tx: &'b mut [u8],
         rx: &'b mut [u8],
         ns: SocketHandle,
         brokers: [SocketHandle; BROKERS],
-        seed: u32,
     ) -> Self {
+        let seed = rmq_core::session::seed_or_default(cfg.seed);
         Net {
-            cfg,
+            namesrvs: cfg.namesrvs,
+            connect_timeout: cfg.connect_timeout,
+            stall: cfg.write_stall_timeout,
+            port_base: cfg.local_port_base,
             tx,
             rx,
             ns: Conn::new(ns),
@@ -304,7 +294,7 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
         sockets: &SocketSet<'_>,
         m: &M,
     ) -> Option<Instant> {
-        let stall = self.cfg.write_stall_timeout;
+        let stall = self.stall;
         let mut d = iface.poll_at(smol(now), sockets).map(unsmol);
         for c in core::iter::once(&self.ns).chain(self.brokers.iter()) {
             d = earliest(d, c.link.deadline(stall));
@@ -336,14 +326,14 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
 
     fn endpoint<M: Machine>(&self, m: &M, peer: Peer) -> Option<IpEndpoint> {
         match peer {
-            Peer::NameServer(i) => self.cfg.namesrvs.get(usize::from(i)).copied(),
+            Peer::NameServer(i) => self.namesrvs.get(usize::from(i)).copied(),
             p => m.peer_addr(p).and_then(parse_endpoint),
         }
     }
 
     fn next_port(&mut self) -> u16 {
         self.port_offset = (self.port_offset.wrapping_add(1)) % 16384;
-        let base = self.cfg.local_port_base.max(49152);
+        let base = self.port_base.max(49152);
         let span = 65535u16.saturating_sub(base).max(1);
         base.saturating_add(self.port_offset % span)
     }
@@ -387,7 +377,7 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
             return false;
         };
         let port = self.next_port();
-        let timeout = self.cfg.connect_timeout;
+        let timeout = self.connect_timeout;
         let Some(conn) = self.conn_mut(peer) else {
             return false;
         };
@@ -493,7 +483,7 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
 
     /// Connects, stalls and losses, as the sockets tell them.
     fn check_conns<M: Machine>(&mut self, now: Instant, sockets: &mut SocketSet<'_>, m: &mut M) {
-        let stall = self.cfg.write_stall_timeout;
+        let stall = self.stall;
         for i in 0..=BROKERS {
             let peer = self.peer(i);
             let Some(conn) = self.conn_mut(peer) else {
@@ -531,7 +521,7 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
             self.frame = None;
             return;
         }
-        if now >= f.deadline(self.cfg.write_stall_timeout) {
+        if now >= f.deadline(self.stall) {
             warn!("write stalled, resetting the connection");
             self.fail_conn(now, sockets, m, peer, TransportError::WriteFailed);
             return;

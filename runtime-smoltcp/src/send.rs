@@ -14,7 +14,7 @@ use rmq_core::retry::{RetryConfig, SendMode};
 use rmq_core::session::{self, Outbound, SendArgs, SendFailure, SessionApi, TopicId};
 use rmq_core::time::{Instant, WallClock};
 
-use crate::{Completion, Message, SendId, SendReceipt, SubmitError};
+use crate::{BaseConfig, Completion, Message, SendId, SendReceipt, SubmitError};
 
 /// A refused message's error.
 fn refused(e: MessageError) -> SubmitError {
@@ -77,15 +77,14 @@ pub(crate) struct Sender<'a, 'b> {
 impl<'a, 'b> Sender<'a, 'b> {
     pub(crate) fn new(
         topic_name: Option<&'a str>,
-        retry: RetryConfig,
+        cfg: &BaseConfig<'_>,
         msg: &'b mut [u8],
-        client_ip: [u8; 4],
         seed: u32,
     ) -> Self {
-        let ip = ::core::net::IpAddr::V4(::core::net::Ipv4Addr::from(client_ip));
+        let ip = ::core::net::IpAddr::V4(::core::net::Ipv4Addr::from(cfg.client_ip));
         Sender {
             topic_name,
-            retry,
+            retry: cfg.retry,
             msg,
             topic: None,
             job: None,
