@@ -29,7 +29,7 @@ use rmq_core::retry::SendMode;
 use rmq_core::session::{Peer, Transmit};
 use rmq_core::time::{Duration, Instant};
 use rmq_core::transport::TransportError;
-use rmq_core::wire::{PREFIX_LEN, check_prefix};
+use rmq_core::wire::{FrameError, whole_frame};
 use smoltcp::wire::IpEndpoint;
 
 use crate::client::{ClientConfig, ClientError, ClientMachine};
@@ -117,7 +117,7 @@ impl<C: Read> Slot<'_, C> {
         };
         loop {
             match frame_len(self.rx, self.filled) {
-                Err(()) => return Err(TransportError::Malformed),
+                Err(_) => return Err(TransportError::Malformed),
                 Ok(Some(_)) => return Ok(()),
                 Ok(None) => {}
             }
@@ -130,17 +130,9 @@ impl<C: Read> Slot<'_, C> {
     }
 }
 
-/// The length of the frame at the start of `rx[..filled]` once it is whole; `Err` when the
-/// prefix is bad or the frame cannot fit `rx` (the core's [`FrameReader`] decides).
-fn frame_len(rx: &[u8], filled: usize) -> Result<Option<usize>, ()> {
-    let Some(prefix) = rx.get(..PREFIX_LEN).filter(|_| filled >= PREFIX_LEN) else {
-        return Ok(None);
-    };
-    let (total, _) = check_prefix(prefix.try_into().map_err(drop)?).map_err(drop)?;
-    if total > rx.len() {
-        return Err(());
-    }
-    Ok((filled >= total).then_some(total))
+/// The length of the frame at the start of `rx[..filled]` once it is whole ([`whole_frame`]).
+fn frame_len(rx: &[u8], filled: usize) -> Result<Option<usize>, FrameError> {
+    whole_frame(rx.get(..filled).unwrap_or(&[]), filled, rx.len())
 }
 
 /// The connections of an async runtime and the loop that drives a [`Machine`] over them.
@@ -269,7 +261,7 @@ impl<'a, 'b, S: TcpConnect + 'a, K: Clock, const B: usize> AsyncNet<'a, 'b, S, K
             let len = match frame_len(slot.rx, slot.filled) {
                 Ok(Some(len)) => len,
                 Ok(None) => return,
-                Err(()) => {
+                Err(_) => {
                     self.close(m, i, TransportError::Malformed);
                     return;
                 }
