@@ -8,9 +8,9 @@
 //! hands it each complete frame and takes the next frame to write from it. The async runtime
 //! ([`crate::aio`] with the `async` feature) drives the same machines over other streams.
 
-use rmq_core::link::{Link, LinkCheck, LinkState, Outgoing};
+use rmq_core::link::{LinkCheck, LinkState, Links, Outgoing};
 use rmq_core::pull_consumer::Delivery;
-use rmq_core::session::{BrokerId, Peer, Transmit};
+use rmq_core::session::{Peer, Transmit};
 use rmq_core::time::{Duration, Instant};
 use rmq_core::transport::TransportError;
 use rmq_core::wire::{PREFIX_LEN, check_prefix};
@@ -174,22 +174,6 @@ pub(crate) trait Machine {
     fn deadline(&self) -> Option<Instant>;
 }
 
-/// A socket and the life of its connection (the core's [`Link`]).
-#[derive(Debug)]
-struct Conn {
-    handle: SocketHandle,
-    link: Link,
-}
-
-impl Conn {
-    const fn new(handle: SocketHandle) -> Self {
-        Conn {
-            handle,
-            link: Link::IDLE,
-        }
-    }
-}
-
 /// The sockets, the one frame being written, and the receive buffer.
 #[derive(Debug)]
 pub(crate) struct Net<'a, 'b, const BROKERS: usize> {
@@ -200,8 +184,7 @@ pub(crate) struct Net<'a, 'b, const BROKERS: usize> {
     /// Where frames are staged (prefix and header; a producer's body comes from elsewhere).
     pub tx: &'b mut [u8],
     rx: &'b mut [u8],
-    ns: Conn,
-    brokers: [Conn; BROKERS],
+    links: Links<SocketHandle, BROKERS>,
     /// The one frame being written: `tx.len` bytes of `tx`, then the body when `tx.body` is
     /// set.
     frame: Option<Outgoing>,
@@ -267,8 +250,7 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
             port_base: cfg.local_port_base,
             tx,
             rx,
-            ns: Conn::new(ns),
-            brokers: brokers.map(Conn::new),
+            links: Links::new(ns, brokers),
             frame: None,
             port_offset: (seed % 8192) as u16,
             stats: Stats::default(),
@@ -296,32 +278,12 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
     ) -> Option<Instant> {
         let stall = self.stall;
         let mut d = iface.poll_at(smol(now), sockets).map(unsmol);
-        for c in core::iter::once(&self.ns).chain(self.brokers.iter()) {
+        for c in self.links.iter() {
             d = earliest(d, c.link.deadline(stall));
         }
         d = earliest(d, self.frame.map(|f| f.deadline(stall)));
         d = earliest(d, m.deadline());
         d.map(|d| if d < now { now } else { d })
-    }
-
-    fn conn_mut(&mut self, peer: Peer) -> Option<&mut Conn> {
-        match peer {
-            Peer::NameServer(_) => Some(&mut self.ns),
-            Peer::Broker(b) | Peer::Slave(b) => self.brokers.get_mut(usize::from(b.0)),
-        }
-    }
-
-    /// Whether the connection for `peer` talks to it now.
-    pub(crate) fn serves(&mut self, peer: Peer) -> bool {
-        self.conn_mut(peer).is_some_and(|c| c.link.serves(peer))
-    }
-
-    /// The peer behind connection `i` (0: the NameServer socket, then one per broker).
-    fn peer(&self, i: usize) -> Peer {
-        match i.checked_sub(1) {
-            None => Peer::NameServer(self.ns.link.name_server().unwrap_or(0)),
-            Some(b) => Peer::Broker(BrokerId(b as u16)),
-        }
     }
 
     fn endpoint<M: Machine>(&self, m: &M, peer: Peer) -> Option<IpEndpoint> {
@@ -347,11 +309,11 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
         peer: Peer,
         err: TransportError,
     ) {
-        let Some(conn) = self.conn_mut(peer) else {
+        let Some(conn) = self.links.get_mut(peer) else {
             return;
         };
         let was_up = conn.link.reset();
-        sockets.get_mut::<tcp::Socket<'_>>(conn.handle).abort();
+        sockets.get_mut::<tcp::Socket<'_>>(conn.io).abort();
         match was_up {
             true => self.stats.connections_lost += 1,
             false => self.stats.connect_failures += 1,
@@ -378,10 +340,10 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
         };
         let port = self.next_port();
         let timeout = self.connect_timeout;
-        let Some(conn) = self.conn_mut(peer) else {
+        let Some(conn) = self.links.get_mut(peer) else {
             return false;
         };
-        let sock = sockets.get_mut::<tcp::Socket<'_>>(conn.handle);
+        let sock = sockets.get_mut::<tcp::Socket<'_>>(conn.io);
         if sock.is_open() {
             sock.abort();
         }
@@ -412,7 +374,7 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
         }
         let Some(f) = self.frame else { return };
         let peer = f.tx.peer;
-        let Some(conn) = self.conn_mut(peer) else {
+        let Some(conn) = self.links.get_mut(peer) else {
             self.frame = None;
             m.closed(now, peer, TransportError::BrokerNotFound);
             return;
@@ -423,7 +385,7 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
         if conn.link.state() != LinkState::Idle {
             // The session moved to another NameServer: drop the old connection.
             conn.link.reset();
-            sockets.get_mut::<tcp::Socket<'_>>(conn.handle).abort();
+            sockets.get_mut::<tcp::Socket<'_>>(conn.io).abort();
         }
         if !self.connect(now, iface, sockets, m, peer) {
             self.stats.connect_failures += 1;
@@ -444,14 +406,14 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
     ) -> bool {
         let mut more = false;
         for i in 0..=BROKERS {
-            let peer = self.peer(i);
-            let Some(conn) = self.conn_mut(peer) else {
+            let peer = self.links.peer(i);
+            let Some(conn) = self.links.get_mut(peer) else {
                 continue;
             };
             if conn.link.state() != LinkState::Up {
                 continue;
             }
-            let h = conn.handle;
+            let h = conn.io;
             for _ in 0..MAX_FRAMES_PER_POLL {
                 let sock = sockets.get_mut::<tcp::Socket<'_>>(h);
                 let n = match read_frame(sock, self.rx) {
@@ -471,7 +433,8 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
                 }
             }
             if self
-                .conn_mut(peer)
+                .links
+                .get_mut(peer)
                 .is_some_and(|c| c.link.state() == LinkState::Up)
                 && sockets.get_mut::<tcp::Socket<'_>>(h).recv_queue() >= PREFIX_LEN
             {
@@ -485,11 +448,11 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
     fn check_conns<M: Machine>(&mut self, now: Instant, sockets: &mut SocketSet<'_>, m: &mut M) {
         let stall = self.stall;
         for i in 0..=BROKERS {
-            let peer = self.peer(i);
-            let Some(conn) = self.conn_mut(peer) else {
+            let peer = self.links.peer(i);
+            let Some(conn) = self.links.get_mut(peer) else {
                 continue;
             };
-            let sock = sockets.get_mut::<tcp::Socket<'_>>(conn.handle);
+            let sock = sockets.get_mut::<tcp::Socket<'_>>(conn.io);
             let (st, unacked) = (sock.state(), sock.send_queue());
             let up = st == tcp::State::Established;
             match conn
@@ -526,14 +489,14 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
             self.fail_conn(now, sockets, m, peer, TransportError::WriteFailed);
             return;
         }
-        let Some(conn) = self.conn_mut(peer) else {
+        let Some(conn) = self.links.get_mut(peer) else {
             self.frame = None;
             return;
         };
         if conn.link.state() != LinkState::Up {
             return;
         }
-        let sock = sockets.get_mut::<tcp::Socket<'_>>(conn.handle);
+        let sock = sockets.get_mut::<tcp::Socket<'_>>(conn.io);
         let body = m.body();
         let mut failed = false;
         while let Some(data) = f.pending(self.tx, body) {
@@ -565,7 +528,7 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
         while let Some(peer) = m.reconnect() {
             // Reopened at the next frame for it (the NameServer socket only if it still talks
             // to that NameServer).
-            if self.serves(peer) {
+            if self.links.serves(peer) {
                 let err = TransportError::ConnectionClosed;
                 self.fail_conn(now, sockets, m, peer, err);
             }
