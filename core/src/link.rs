@@ -86,6 +86,15 @@ impl Link {
         }
     }
 
+    /// A connect to `peer` completed at `now` (a runtime whose stack keeps the connect's
+    /// timer itself, such as an async one): the link is up.
+    pub fn established(&mut self, now: Instant, peer: Peer) {
+        self.connecting(now, Duration::ZERO, peer);
+        self.state = LinkState::Up;
+        self.unacked = 0;
+        self.acked_at = now;
+    }
+
     /// The connection is gone (aborted or failed); returns whether it had been up.
     pub fn reset(&mut self) -> bool {
         let was_up = self.state == LinkState::Up;
@@ -267,6 +276,20 @@ mod tests {
     }
 
     const STALL: Duration = Duration::from_millis(1000);
+
+    #[test]
+    fn links_map_peers_to_connections() {
+        let mut l: Links<u8, 2> = Links::new(9, [1, 2]);
+        assert_eq!(l.get_mut(Peer::Slave(BrokerId(1))).map(|c| c.io), Some(2));
+        assert!(l.get_mut(Peer::Broker(BrokerId(2))).is_none());
+        assert_eq!(l.peer(2), Peer::Broker(BrokerId(1)));
+        assert!(!l.serves(Peer::NameServer(1)));
+        l.ns.link.established(t(5), Peer::NameServer(1));
+        assert_eq!(l.ns.link.state(), LinkState::Up);
+        assert_eq!(l.peer(0), Peer::NameServer(1));
+        assert!(l.serves(Peer::NameServer(1)) && !l.serves(Peer::NameServer(0)));
+        assert_eq!(l.iter().map(|c| c.io).sum::<u8>(), 12);
+    }
 
     #[test]
     fn a_frame_goes_out_in_parts() {
