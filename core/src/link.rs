@@ -2,7 +2,8 @@
 //! the connect deadline, and a peer that vanished with data outstanding (no ACK for the stall
 //! timeout). The runtime reports what its socket says; the [`Link`] says when the connection
 //! is up, and when and why to abort it. [`Outgoing`] is the one frame being written through a
-//! socket that takes part of it at a time.
+//! socket that takes part of it at a time. [`Links`] is a gateway runtime's table of them: one
+//! connection to the NameServer the session talks to, one per broker.
 //!
 //! ```text
 //!   Idle ──connecting(now, timeout)──► Connecting ──check: established──► Up
@@ -10,7 +11,7 @@
 //!     └──────────── reset() ◄──────────────┴─────── Failed(cause) ◄─────────┘ unacked too long
 //! ```
 
-use crate::session::{Peer, Transmit};
+use crate::session::{BrokerId, Peer, Transmit};
 use crate::time::{Duration, Instant};
 use crate::transport::TransportError;
 
@@ -83,6 +84,15 @@ impl Link {
         if let Peer::NameServer(i) = peer {
             self.namesrv = Some(i);
         }
+    }
+
+    /// A connect to `peer` completed at `now` (a runtime whose stack keeps the connect's
+    /// timer itself, such as an async one): the link is up.
+    pub fn established(&mut self, now: Instant, peer: Peer) {
+        self.connecting(now, Duration::ZERO, peer);
+        self.state = LinkState::Up;
+        self.unacked = 0;
+        self.acked_at = now;
     }
 
     /// The connection is gone (aborted or failed); returns whether it had been up.
@@ -197,6 +207,66 @@ impl Outgoing {
     }
 }
 
+/// A [`Link`] and what the runtime keeps for it (a socket handle, a stream and its buffer).
+#[derive(Debug)]
+pub struct Conn<T> {
+    /// The connection's life.
+    pub link: Link,
+    /// The runtime's part.
+    pub io: T,
+}
+
+/// The connections of a runtime that keeps one per peer: connection 0 to the NameServer the
+/// session talks to, connection `1 + b` to broker `b` (its master: a slave's frames go to its
+/// master's connection, as a gateway reads from no slave).
+#[derive(Debug)]
+pub struct Links<T, const B: usize> {
+    /// The NameServer connection.
+    pub ns: Conn<T>,
+    /// One connection per broker.
+    pub brokers: [Conn<T>; B],
+}
+
+impl<T, const B: usize> Links<T, B> {
+    /// Idle links around the runtime's parts.
+    pub fn new(ns: T, brokers: [T; B]) -> Self {
+        let idle = |io| Conn {
+            link: Link::IDLE,
+            io,
+        };
+        Links {
+            ns: idle(ns),
+            brokers: brokers.map(idle),
+        }
+    }
+
+    /// The connection that carries `peer`'s frames (`None`: a broker past `B`).
+    pub fn get_mut(&mut self, peer: Peer) -> Option<&mut Conn<T>> {
+        match peer {
+            Peer::NameServer(_) => Some(&mut self.ns),
+            Peer::Broker(b) | Peer::Slave(b) => self.brokers.get_mut(usize::from(b.0)),
+        }
+    }
+
+    /// The peer behind connection `i` (for 0, the NameServer it was last opened to).
+    pub fn peer(&self, i: usize) -> Peer {
+        match i.checked_sub(1) {
+            None => Peer::NameServer(self.ns.link.name_server().unwrap_or(0)),
+            Some(b) => Peer::Broker(BrokerId(b as u16)),
+        }
+    }
+
+    /// Whether `peer`'s connection carries its frames now ([`Link::serves`]).
+    pub fn serves(&mut self, peer: Peer) -> bool {
+        self.get_mut(peer).is_some_and(|c| c.link.serves(peer))
+    }
+
+    /// Every connection, the NameServer's first.
+    pub fn iter(&self) -> impl Iterator<Item = &Conn<T>> {
+        core::iter::once(&self.ns).chain(self.brokers.iter())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,6 +276,20 @@ mod tests {
     }
 
     const STALL: Duration = Duration::from_millis(1000);
+
+    #[test]
+    fn links_map_peers_to_connections() {
+        let mut l: Links<u8, 2> = Links::new(9, [1, 2]);
+        assert_eq!(l.get_mut(Peer::Slave(BrokerId(1))).map(|c| c.io), Some(2));
+        assert!(l.get_mut(Peer::Broker(BrokerId(2))).is_none());
+        assert_eq!(l.peer(2), Peer::Broker(BrokerId(1)));
+        assert!(!l.serves(Peer::NameServer(1)));
+        l.ns.link.established(t(5), Peer::NameServer(1));
+        assert_eq!(l.ns.link.state(), LinkState::Up);
+        assert_eq!(l.peer(0), Peer::NameServer(1));
+        assert!(l.serves(Peer::NameServer(1)) && !l.serves(Peer::NameServer(0)));
+        assert_eq!(l.iter().map(|c| c.io).sum::<u8>(), 12);
+    }
 
     #[test]
     fn a_frame_goes_out_in_parts() {

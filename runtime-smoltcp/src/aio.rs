@@ -24,19 +24,20 @@ use core::net::SocketAddr;
 use embassy_futures::select::{Either, select, select_array};
 use embedded_io_async::{Read, Write};
 use embedded_nal_async::TcpConnect;
+use rmq_core::link::Links;
 use rmq_core::pull_consumer::{Delivery, PullStats};
 use rmq_core::retry::SendMode;
 use rmq_core::session::{Peer, Transmit};
 use rmq_core::time::{Duration, Instant};
 use rmq_core::transport::TransportError;
-use rmq_core::wire::{PREFIX_LEN, check_prefix};
+use rmq_core::wire::{FrameError, whole_frame};
 use smoltcp::wire::IpEndpoint;
 
 use crate::client::{ClientConfig, ClientError, ClientMachine};
-use crate::net::{Core as _, Machine, NetConfig, earliest};
+use crate::net::{Machine, earliest};
 use crate::producer::ProducerMachine;
 use crate::send::Sender;
-use crate::{Config, Message, SendFailure, SendReceipt, Stats, SubmitError};
+use crate::{BaseConfig, Config, Message, SendFailure, SendReceipt, Stats, SubmitError};
 
 /// Time, as the application's executor keeps it (embassy-time, tokio, ...).
 pub trait Clock {
@@ -82,11 +83,10 @@ pub struct AsyncBuffers<'b, const BROKERS: usize> {
     pub broker_rx: [&'b mut [u8]; BROKERS],
 }
 
-/// One connection and the bytes received on it that do not make a whole frame yet.
+/// One connection's stream and the bytes received on it that do not make a whole frame yet
+/// (whom it talks to is its [`Link`](rmq_core::link::Link)'s).
 struct Slot<'b, C> {
     conn: Option<C>,
-    /// The peer `conn` talks to.
-    peer: Option<Peer>,
     rx: &'b mut [u8],
     filled: usize,
 }
@@ -95,16 +95,14 @@ impl<'b, C> Slot<'b, C> {
     fn new(rx: &'b mut [u8]) -> Self {
         Slot {
             conn: None,
-            peer: None,
             rx,
             filled: 0,
         }
     }
 
-    fn close(&mut self) -> Option<Peer> {
+    fn close(&mut self) {
         self.conn = None;
         self.filled = 0;
-        self.peer.take()
     }
 }
 
@@ -117,7 +115,7 @@ impl<C: Read> Slot<'_, C> {
         };
         loop {
             match frame_len(self.rx, self.filled) {
-                Err(()) => return Err(TransportError::Malformed),
+                Err(_) => return Err(TransportError::Malformed),
                 Ok(Some(_)) => return Ok(()),
                 Ok(None) => {}
             }
@@ -130,17 +128,9 @@ impl<C: Read> Slot<'_, C> {
     }
 }
 
-/// The length of the frame at the start of `rx[..filled]` once it is whole; `Err` when the
-/// prefix is bad or the frame cannot fit `rx` (the core's [`FrameReader`] decides).
-fn frame_len(rx: &[u8], filled: usize) -> Result<Option<usize>, ()> {
-    let Some(prefix) = rx.get(..PREFIX_LEN).filter(|_| filled >= PREFIX_LEN) else {
-        return Ok(None);
-    };
-    let (total, _) = check_prefix(prefix.try_into().map_err(drop)?).map_err(drop)?;
-    if total > rx.len() {
-        return Err(());
-    }
-    Ok((filled >= total).then_some(total))
+/// The length of the frame at the start of `rx[..filled]` once it is whole ([`whole_frame`]).
+fn frame_len(rx: &[u8], filled: usize) -> Result<Option<usize>, FrameError> {
+    whole_frame(rx.get(..filled).unwrap_or(&[]), filled, rx.len())
 }
 
 /// The connections of an async runtime and the loop that drives a [`Machine`] over them.
@@ -151,33 +141,12 @@ struct AsyncNet<'a, 'b, S: TcpConnect, K, const B: usize> {
     connect_timeout: Duration,
     write_timeout: Duration,
     tx: &'b mut [u8],
-    ns: Slot<'b, S::Connection<'a>>,
-    brokers: [Slot<'b, S::Connection<'a>>; B],
+    links: Links<Slot<'b, S::Connection<'a>>, B>,
     stats: Stats,
 }
 
-/// Slot `i` (`None`: the NameServer's).
-fn slot_of<'s, 'b, C, const B: usize>(
-    ns: &'s mut Slot<'b, C>,
-    brokers: &'s mut [Slot<'b, C>; B],
-    i: Option<usize>,
-) -> Option<&'s mut Slot<'b, C>> {
-    match i {
-        None => Some(ns),
-        Some(b) => brokers.get_mut(b),
-    }
-}
-
-fn index(peer: Peer) -> Option<usize> {
-    match peer {
-        Peer::NameServer(_) => None,
-        // One connection per broker: its master.
-        Peer::Broker(b) | Peer::Slave(b) => Some(usize::from(b.0)),
-    }
-}
-
 impl<'a, 'b, S: TcpConnect + 'a, K: Clock, const B: usize> AsyncNet<'a, 'b, S, K, B> {
-    fn new(stack: &'a S, clock: &'a K, cfg: NetConfig<'a>, bufs: AsyncBuffers<'b, B>) -> Self {
+    fn new(stack: &'a S, clock: &'a K, cfg: &BaseConfig<'a>, bufs: AsyncBuffers<'b, B>) -> Self {
         AsyncNet {
             stack,
             clock,
@@ -185,8 +154,7 @@ impl<'a, 'b, S: TcpConnect + 'a, K: Clock, const B: usize> AsyncNet<'a, 'b, S, K
             connect_timeout: cfg.connect_timeout,
             write_timeout: cfg.write_stall_timeout,
             tx: bufs.tx,
-            ns: Slot::new(bufs.ns_rx),
-            brokers: bufs.broker_rx.map(Slot::new),
+            links: Links::new(Slot::new(bufs.ns_rx), bufs.broker_rx.map(Slot::new)),
             stats: Stats::default(),
         }
     }
@@ -219,16 +187,16 @@ impl<'a, 'b, S: TcpConnect + 'a, K: Clock, const B: usize> AsyncNet<'a, 'b, S, K
             let deadline = earliest(m.deadline(), until)
                 .unwrap_or_else(|| self.clock.now() + Duration::from_millis(1000));
             let reads = select(
-                self.ns.read_frame(),
-                select_array(self.brokers.each_mut().map(Slot::read_frame)),
+                self.links.ns.io.read_frame(),
+                select_array(self.links.brokers.each_mut().map(|c| c.io.read_frame())),
             );
             let got = match select(reads, self.clock.sleep_until(deadline)).await {
-                Either::First(Either::First(r)) => Some((None, r)),
-                Either::First(Either::Second((r, i))) => Some((Some(i), r)),
+                Either::First(Either::First(r)) => Some((0, r)),
+                Either::First(Either::Second((r, b))) => Some((1 + b, r)),
                 Either::Second(()) => None,
             };
             if let Some((i, r)) = got {
-                self.frames(m, i, r, deliver);
+                self.frames(m, self.links.peer(i), r, deliver);
             }
         }
     }
@@ -249,58 +217,60 @@ impl<'a, 'b, S: TcpConnect + 'a, K: Clock, const B: usize> AsyncNet<'a, 'b, S, K
         }
     }
 
-    /// Hands the whole frames of slot `i` to `m` (or closes it after `r`'s error).
+    /// Hands the whole frames from `peer` to `m` (or closes its connection after `r`'s error).
     fn frames<M: Machine>(
         &mut self,
         m: &mut M,
-        i: Option<usize>,
+        peer: Peer,
         r: Result<(), TransportError>,
         deliver: &mut dyn FnMut(&Delivery<'_, '_>),
     ) {
         let now = self.clock.now();
         if let Err(e) = r {
-            self.close(m, i, e);
+            self.close(m, peer, e);
             return;
         }
         loop {
-            let Some(slot) = slot_of(&mut self.ns, &mut self.brokers, i) else {
+            let Some(slot) = self.links.get_mut(peer).map(|c| &mut c.io) else {
                 return;
             };
             let len = match frame_len(slot.rx, slot.filled) {
                 Ok(Some(len)) => len,
                 Ok(None) => return,
-                Err(()) => {
-                    self.close(m, i, TransportError::Malformed);
+                Err(_) => {
+                    self.close(m, peer, TransportError::Malformed);
                     return;
                 }
             };
-            let Some(peer) = slot.peer else { return };
             self.stats.frames_received += 1;
             let ok = m.frame(now, peer, slot.rx.get(..len).unwrap_or(&[]), deliver);
             slot.rx.copy_within(len..slot.filled, 0);
             slot.filled -= len;
             if !ok {
-                self.close(m, i, TransportError::Malformed);
+                self.close(m, peer, TransportError::Malformed);
                 return;
             }
         }
     }
 
-    /// Drops the connection of slot `i` and tells the session what its requests died of.
-    fn close<M: Machine>(&mut self, m: &mut M, i: Option<usize>, cause: TransportError) {
+    /// Drops `peer`'s connection, if open, and tells the session what its requests died of.
+    fn close<M: Machine>(&mut self, m: &mut M, peer: Peer, cause: TransportError) {
         let now = self.clock.now();
-        if let Some(peer) = slot_of(&mut self.ns, &mut self.brokers, i).and_then(Slot::close) {
+        let Some(c) = self.links.get_mut(peer) else {
+            return;
+        };
+        if c.link.reset() {
+            c.io.close();
             self.stats.connections_lost += 1;
-            m.session().handle_closed(now, peer, cause);
+            m.closed(now, peer, cause);
         }
     }
 
     /// The machine's events: connections to drop are dropped.
     fn events<M: Machine>(&mut self, m: &mut M) {
         while let Some(peer) = m.reconnect() {
-            let i = index(peer);
-            if slot_of(&mut self.ns, &mut self.brokers, i).is_some_and(|s| s.peer == Some(peer)) {
-                self.close(m, i, TransportError::ConnectionClosed);
+            if self.links.serves(peer) {
+                self.close(m, peer, TransportError::ConnectionClosed);
             }
         }
     }
@@ -311,7 +281,7 @@ impl<'a, 'b, S: TcpConnect + 'a, K: Clock, const B: usize> AsyncNet<'a, 'b, S, K
                 .namesrvs
                 .get(usize::from(i))
                 .map(|ep| SocketAddr::new(ep.addr.into(), ep.port)),
-            p => m.session_ref().peer_addr(p).and_then(|a| a.parse().ok()),
+            p => m.peer_addr(p).and_then(|a| a.parse().ok()),
         }
     }
 
@@ -319,38 +289,37 @@ impl<'a, 'b, S: TcpConnect + 'a, K: Clock, const B: usize> AsyncNet<'a, 'b, S, K
     /// to handle (retries, NameServer failover).
     async fn write<M: Machine>(&mut self, m: &mut M, tx: Transmit) {
         let peer = tx.peer;
-        let i = index(peer);
         let now = self.clock.now();
         let addr = self.address(m, peer);
         let (stack, clock) = (self.stack, self.clock);
-        let Some((addr, slot)) = addr.zip(slot_of(&mut self.ns, &mut self.brokers, i)) else {
-            m.session()
-                .handle_closed(now, peer, TransportError::BrokerNotFound);
+        // Only the NameServer connection can be open to another peer (the previous one).
+        let old = self.links.peer(0);
+        let Some((addr, c)) = addr.zip(self.links.get_mut(peer)) else {
+            m.closed(now, peer, TransportError::BrokerNotFound);
             return;
         };
-        if slot.peer != Some(peer) {
-            // No connection, another NameServer, or a broker's new address: a new connection.
-            if let Some(old) = slot.close() {
-                m.session()
-                    .handle_closed(now, old, TransportError::ConnectionClosed);
+        if !c.link.serves(peer) {
+            // No connection, or another NameServer: a new connection.
+            if c.link.reset() {
+                c.io.close();
+                m.closed(now, old, TransportError::ConnectionClosed);
             }
             let deadline = now + self.connect_timeout;
             match select(stack.connect(addr), clock.sleep_until(deadline)).await {
-                Either::First(Ok(c)) => {
-                    slot.conn = Some(c);
-                    slot.peer = Some(peer);
+                Either::First(Ok(conn)) => {
+                    c.io.conn = Some(conn);
+                    c.link.established(clock.now(), peer);
                     self.stats.connects += 1;
                 }
                 _ => {
                     self.stats.connect_failures += 1;
                     let now = clock.now();
-                    m.session()
-                        .handle_closed(now, peer, TransportError::ConnectFailed);
+                    m.closed(now, peer, TransportError::ConnectFailed);
                     return;
                 }
             }
         }
-        let Some(conn) = slot.conn.as_mut() else {
+        let Some(conn) = c.io.conn.as_mut() else {
             return;
         };
         let head = self.tx.get(..tx.len).unwrap_or(&[]);
@@ -369,13 +338,11 @@ impl<'a, 'b, S: TcpConnect + 'a, K: Clock, const B: usize> AsyncNet<'a, 'b, S, K
             Either::First(Ok(()))
         );
         if !written {
-            self.close(m, i, TransportError::WriteFailed);
+            self.close(m, peer, TransportError::WriteFailed);
             return;
         }
         self.stats.frames_sent += 1;
-        if tx.report_written {
-            m.session().handle_written(clock.now(), tx.opaque);
-        }
+        m.written(clock.now(), &tx);
     }
 }
 
@@ -423,7 +390,7 @@ impl<
         ProducerMachine::<BROKERS, QUEUES, ROUTE_STR>::check(&cfg)?;
         Ok(AsyncProducer {
             m: ProducerMachine::build(&cfg, core::mem::take(&mut bufs.message), clock.now()),
-            net: AsyncNet::new(stack, clock, NetConfig::from(&cfg), bufs),
+            net: AsyncNet::new(stack, clock, &cfg.base, bufs),
         })
     }
 
@@ -438,7 +405,7 @@ impl<
         self.m.send.set_unix_time(self.net.clock.now(), unix_millis);
     }
 
-    /// Publishes `msg` and waits for the broker's answer (retries per [`Config::retry`]).
+    /// Publishes `msg` and waits for the broker's answer (retries per [`BaseConfig::retry`](crate::BaseConfig::retry)).
     ///
     /// # Errors
     /// [`SendError`].
@@ -446,7 +413,7 @@ impl<
         let now = self.net.clock.now();
         let m = &mut self.m;
         m.send
-            .single(now, &mut m.client, msg, SendMode::Sync, false)
+            .single(now, m.client.session_mut(), msg, SendMode::Sync, false)
             .map_err(SendError::Submit)?;
         self.complete().await
     }
@@ -460,7 +427,7 @@ impl<
         let now = self.net.clock.now();
         let m = &mut self.m;
         m.send
-            .batch(now, &mut m.client, msgs, false)
+            .batch(now, m.client.session_mut(), msgs, false)
             .map_err(SendError::Submit)?;
         self.complete().await
     }
@@ -524,7 +491,7 @@ impl<
     ) -> Result<Self, ClientError> {
         Ok(AsyncClient {
             m: ClientMachine::new(&cfg, core::mem::take(&mut bufs.message), clock.now())?,
-            net: AsyncNet::new(stack, clock, NetConfig::from(&cfg), bufs),
+            net: AsyncNet::new(stack, clock, &cfg.base, bufs),
         })
     }
 
@@ -569,7 +536,7 @@ impl<
         let now = self.net.clock.now();
         let m = &mut self.m;
         m.send
-            .single(now, &mut m.client, msg, SendMode::Sync, false)
+            .single(now, m.client.session_mut(), msg, SendMode::Sync, false)
             .map_err(SendError::Submit)?;
         self.net
             .complete(&mut self.m, &mut deliver, |m| &mut m.send)

@@ -15,7 +15,7 @@
 //!   sized by const generics; the caller passes `now` to every call.
 //! - **One topic per [`Producer`]**, looked up through the NameServer (GET_ROUTEINFO_BY_TOPIC;
 //!   a topic the NameServer does not know falls back to the `TBW102` route, as Java does) and
-//!   refreshed every [`Config::route_refresh`]. When no NameServer answers a whole round, the
+//!   refreshed every [`BaseConfig::route_refresh`]. When no NameServer answers a whole round, the
 //!   send waiting for the route fails at once (Java's "No route info"); lookups go on with
 //!   back-off.
 //! - **Gateway defaults that differ from rmq-std, and why**: JSON headers only and no
@@ -108,8 +108,9 @@ use ::core::fmt;
 use rmq_core::message::validate::ValidationError;
 use rmq_core::producer as core_producer;
 use rmq_core::retry::{RetryConfig, SendMode, SendStatus};
+use rmq_core::session;
 use rmq_core::time::Duration;
-use rmq_core::wire::version;
+use rmq_core::wire::{SerializeType, version};
 use smoltcp::wire::IpEndpoint;
 
 /// Longest broker name a [`Producer`] stores.
@@ -117,17 +118,17 @@ pub const MAX_BROKER_NAME: usize = rmq_core::session::MAX_BROKER_NAME;
 /// Longest offsetMsgId kept in a [`SendReceipt`] (IPv6 brokers give 56 hex digits).
 pub const MAX_MSG_ID: usize = rmq_core::session::MAX_MSG_ID;
 
-/// Producer settings. `'a` is the lifetime of the strings (usually `'static`).
+/// The settings a [`Producer`] and a [`Client`] share (the field `base` of [`Config`] and
+/// [`ClientConfig`]): the NameServers, the session's requests and timers, how sends are made,
+/// the connections. `'a` is the lifetime of the strings (usually `'static`).
 #[derive(Clone, Copy, Debug)]
-pub struct Config<'a> {
+pub struct BaseConfig<'a> {
     /// The NameServers. One is used at a time, starting at a seed-chosen index; after a
     /// failure (connect error, reset, route timeout) the next one is tried (core
     /// `NamesrvCursor`, Java's choice).
     pub namesrvs: &'a [IpEndpoint],
     /// Producer group (`a` in the send header).
     pub producer_group: &'a str,
-    /// The topic this producer publishes to.
-    pub topic: &'a str,
     /// Retry, selection and fault-tolerance settings (mode is set per send). Profiles
     /// [`Plain`](rmq_core::select::Profile::Plain) and
     /// [`Java49`](rmq_core::select::Profile::Java49) only: the others are not compiled in
@@ -137,8 +138,9 @@ pub struct Config<'a> {
     pub version: i32,
     /// TCP connect timeout (also bounded by the attempt's deadline).
     pub connect_timeout: Duration,
-    /// Timeout of one route request.
-    pub route_timeout: Duration,
+    /// Timeout of one request other than a send: a route lookup (and a client's heartbeats,
+    /// offset commits and queries).
+    pub request_timeout: Duration,
     /// Route refresh period (Java `pollNameServerInterval`, 30 s).
     pub route_refresh: Duration,
     /// First wait before retrying a failed route lookup; doubles per consecutive failure
@@ -156,23 +158,58 @@ pub struct Config<'a> {
     pub seed: u32,
 }
 
-impl<'a> Config<'a> {
+impl<'a> BaseConfig<'a> {
     /// Defaults: Java 4.9 profile with the latency switch on, 3 s send timeout, 2 retries.
-    pub fn new(namesrvs: &'a [IpEndpoint], producer_group: &'a str, topic: &'a str) -> Self {
-        Config {
+    fn new(namesrvs: &'a [IpEndpoint], producer_group: &'a str, seed: u32) -> Self {
+        BaseConfig {
             namesrvs,
             producer_group,
-            topic,
             retry: RetryConfig::java49(SendMode::Sync),
             version: version::V4_9_8,
             connect_timeout: core_producer::CONNECT_TIMEOUT,
-            route_timeout: core_producer::CLIENT_API_TIMEOUT,
+            request_timeout: core_producer::CLIENT_API_TIMEOUT,
             route_refresh: core_producer::POLL_NAME_SERVER_INTERVAL,
             route_retry: Duration::from_millis(1000),
             write_stall_timeout: Duration::from_millis(3000),
             local_port_base: 49152,
             client_ip: [0, 0, 0, 0],
-            seed: 0x5EED_1234,
+            seed,
+        }
+    }
+
+    /// The core session's settings, with client id `client_id` (a consumer's group and
+    /// heartbeat are the client's to add). No heartbeats for a producer: `Gateway<false>`
+    /// leaves them out (a producer without transactions needs none; a gateway saves the
+    /// traffic), so the session never schedules them.
+    pub(crate) fn session(&self, client_id: &'a str) -> session::Config<'a> {
+        let mut sc = session::Config::new(self.namesrvs.len(), self.producer_group, client_id);
+        sc.version = self.version;
+        sc.fault_rule = self.retry.profile.update_rule();
+        sc.route_refresh = self.route_refresh;
+        sc.request_timeout = self.request_timeout;
+        sc.route_retry = self.route_retry;
+        sc.seed = session::seed_or_default(self.seed);
+        // JSON (0), or ROCKETMQ (1) with the feature (every broker answers either).
+        sc.serialize_type = SerializeType(u8::from(cfg!(feature = "rocketmq-headers")));
+        sc
+    }
+}
+
+/// Producer settings. `'a` is the lifetime of the strings (usually `'static`).
+#[derive(Clone, Copy, Debug)]
+pub struct Config<'a> {
+    /// What a producer shares with a client.
+    pub base: BaseConfig<'a>,
+    /// The topic this producer publishes to.
+    pub topic: &'a str,
+}
+
+impl<'a> Config<'a> {
+    /// Defaults: Java 4.9 profile with the latency switch on, 3 s send timeout, 2 retries.
+    pub fn new(namesrvs: &'a [IpEndpoint], producer_group: &'a str, topic: &'a str) -> Self {
+        Config {
+            base: BaseConfig::new(namesrvs, producer_group, 0x5EED_1234),
+            topic,
         }
     }
 }

@@ -11,6 +11,7 @@ use rmq_core::pull_consumer::Delivery;
 use rmq_core::session::{Features, Peer, Transmit};
 use rmq_core::store::Fixed;
 use rmq_core::time::Instant;
+use rmq_core::transport::TransportError;
 
 use crate::net::{Machine, Stats};
 use crate::send::{Lend, Sender};
@@ -100,21 +101,33 @@ impl<
     C: Attached,
 > Machine for Gw<'_, '_, T, B, Q, R, S, F, C>
 {
-    type Session = Client<T, B, Q, R, 1, S, F, Fixed, C>;
-
-    fn session(&mut self) -> &mut Self::Session {
-        &mut self.client
+    fn closed(&mut self, now: Instant, peer: Peer, cause: TransportError) {
+        self.client.handle_closed(now, peer, cause);
     }
 
-    fn session_ref(&self) -> &Self::Session {
-        &self.client
+    fn written(&mut self, now: Instant, tx: &Transmit) {
+        if tx.report_written {
+            self.client.handle_written(now, tx.opaque);
+        }
+    }
+
+    fn is_live(&self, tx: &Transmit) -> bool {
+        self.client.is_live(tx)
+    }
+
+    fn peer_addr(&self, peer: Peer) -> Option<&str> {
+        match peer {
+            // A gateway keeps one socket per broker: its master.
+            Peer::Broker(b) | Peer::Slave(b) => self.client.session().broker_addr(b),
+            Peer::NameServer(_) => None,
+        }
     }
 
     /// Runs the timers at `now` (the publish topic is registered, and its route looked up,
     /// at the first call).
     fn tick(&mut self, now: Instant) {
         if self.send.has_topic() {
-            let _ = self.send.topic_id(now, &mut self.client);
+            let _ = self.send.topic_id(now, self.client.session_mut());
         }
         self.client.handle_timeout(now);
     }
@@ -176,7 +189,7 @@ impl<
             match e {
                 Event::Reconnect(peer) => return Some(peer),
                 Event::SendDone { id, result } => {
-                    self.send.done(&self.client, id, result);
+                    self.send.done(self.client.session(), id, result);
                 }
                 _ => {}
             }

@@ -8,13 +8,9 @@
 //! hands it each complete frame and takes the next frame to write from it. The async runtime
 //! ([`crate::aio`] with the `async` feature) drives the same machines over other streams.
 
-use rmq_core::client::{Attached, Client};
-use rmq_core::link::{Link, LinkCheck, LinkState, Outgoing};
+use rmq_core::link::{LinkCheck, LinkState, Links, Outgoing};
 use rmq_core::pull_consumer::Delivery;
-use rmq_core::session::{
-    BrokerId, Features, Peer, SendArgs, SendId, SubmitError, TopicId, Transmit,
-};
-use rmq_core::store::Fixed;
+use rmq_core::session::{Peer, Transmit};
 use rmq_core::time::{Duration, Instant};
 use rmq_core::transport::TransportError;
 use rmq_core::wire::{PREFIX_LEN, check_prefix};
@@ -43,7 +39,7 @@ macro_rules! sending_api {
 
         /// Whether a route of the publish topic with at least one writable queue is known.
         pub fn has_route(&self) -> bool {
-            self.m.send.has_route(&self.m.client)
+            self.m.send.has_route(self.m.client.session())
         }
 
         #[doc = concat!("Whether [`", $ty, "::send`] would accept a message now (the message")]
@@ -66,7 +62,13 @@ macro_rules! sending_api {
         pub fn send(&mut self, now: Instant, msg: &Message<'_>) -> Result<SendId, SubmitError> {
             let busy = self.net.writing_body();
             let m = &mut self.m;
-            m.send.single(now, &mut m.client, msg, SendMode::Sync, busy)
+            m.send.single(
+                now,
+                m.client.session_mut(),
+                msg,
+                rmq_core::retry::SendMode::Sync,
+                busy,
+            )
         }
 
         /// Publishes `msg` without asking for an answer: complete once the frame is written
@@ -82,8 +84,13 @@ macro_rules! sending_api {
         ) -> Result<SendId, SubmitError> {
             let busy = self.net.writing_body();
             let m = &mut self.m;
-            m.send
-                .single(now, &mut m.client, msg, SendMode::Oneway, busy)
+            m.send.single(
+                now,
+                m.client.session_mut(),
+                msg,
+                rmq_core::retry::SendMode::Oneway,
+                busy,
+            )
         }
 
         /// Publishes `msgs` as one SEND_BATCH_MESSAGE request (all stored in one queue, in
@@ -102,7 +109,7 @@ macro_rules! sending_api {
         ) -> Result<SendId, SubmitError> {
             let busy = self.net.writing_body();
             let m = &mut self.m;
-            m.send.batch(now, &mut m.client, msgs, busy)
+            m.send.batch(now, m.client.session_mut(), msgs, busy)
         }
     };
 }
@@ -134,76 +141,17 @@ pub struct Stats {
     pub attempts: u32,
 }
 
-/// What the connection plumbing and the sending side ask of the core client (every
-/// [`Client`] is one, whatever its capacities, features and consumer).
-pub(crate) trait Core {
-    fn handle_closed(&mut self, now: Instant, peer: Peer, cause: TransportError);
-    fn handle_written(&mut self, now: Instant, opaque: i32);
-    fn is_live(&self, tx: &Transmit) -> bool;
-    fn peer_addr(&self, peer: Peer) -> Option<&str>;
-    fn topic(&mut self, now: Instant, name: &str) -> Result<TopicId, SubmitError>;
-    fn send(
-        &mut self,
-        now: Instant,
-        t: TopicId,
-        args: &SendArgs<'_>,
-    ) -> Result<SendId, SubmitError>;
-    fn broker_name(&self, b: BrokerId) -> Option<&str>;
-    fn publish_queue_count(&self, t: TopicId) -> usize;
-}
-
-impl<
-    const T: usize,
-    const B: usize,
-    const Q: usize,
-    const R: usize,
-    const S: usize,
-    const RS: usize,
-    F: Features,
-    C: Attached,
-> Core for Client<T, B, Q, R, S, RS, F, Fixed, C>
-{
-    fn handle_closed(&mut self, now: Instant, peer: Peer, cause: TransportError) {
-        Client::handle_closed(self, now, peer, cause);
-    }
-    fn handle_written(&mut self, now: Instant, opaque: i32) {
-        Client::handle_written(self, now, opaque);
-    }
-    fn is_live(&self, tx: &Transmit) -> bool {
-        Client::is_live(self, tx)
-    }
-    fn peer_addr(&self, peer: Peer) -> Option<&str> {
-        match peer {
-            // A gateway keeps one socket per broker: its master.
-            Peer::Broker(b) | Peer::Slave(b) => self.session().broker_addr(b),
-            Peer::NameServer(_) => None,
-        }
-    }
-    fn topic(&mut self, now: Instant, name: &str) -> Result<TopicId, SubmitError> {
-        self.session_mut().topic(now, name)
-    }
-    fn send(
-        &mut self,
-        now: Instant,
-        t: TopicId,
-        args: &SendArgs<'_>,
-    ) -> Result<SendId, SubmitError> {
-        self.session_mut().send(now, t, args)
-    }
-    fn broker_name(&self, b: BrokerId) -> Option<&str> {
-        self.session().broker_name(b)
-    }
-    fn publish_queue_count(&self, t: TopicId) -> usize {
-        self.session().publish_queues(t).len()
-    }
-}
-
 /// What a runtime drives: a session and what sits on it (the sending side, a consumer). The
 /// runtimes only move bytes between connections and a machine.
 pub(crate) trait Machine {
-    type Session: Core;
-    fn session(&mut self) -> &mut Self::Session;
-    fn session_ref(&self) -> &Self::Session;
+    /// The connection to `peer` is gone, of `cause` (the session's requests on it end).
+    fn closed(&mut self, now: Instant, peer: Peer, cause: TransportError);
+    /// Frame `tx` was completely written.
+    fn written(&mut self, now: Instant, tx: &Transmit);
+    /// Whether the session still waits for frame `tx` (else it is dropped unwritten).
+    fn is_live(&self, tx: &Transmit) -> bool;
+    /// The address `"a.b.c.d:port"` of a broker `peer`.
+    fn peer_addr(&self, peer: Peer) -> Option<&str>;
     /// Runs the timers at `now` (and registers topics, whose routes are then looked up).
     fn tick(&mut self, now: Instant);
     /// A whole frame from `peer` (messages go to `deliver`); `false` when it is malformed.
@@ -226,57 +174,17 @@ pub(crate) trait Machine {
     fn deadline(&self) -> Option<Instant>;
 }
 
-/// A socket and the life of its connection (the core's [`Link`]).
-#[derive(Debug)]
-struct Conn {
-    handle: SocketHandle,
-    link: Link,
-}
-
-impl Conn {
-    const fn new(handle: SocketHandle) -> Self {
-        Conn {
-            handle,
-            link: Link::IDLE,
-        }
-    }
-}
-
-/// Connection settings.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct NetConfig<'a> {
-    pub namesrvs: &'a [IpEndpoint],
-    pub connect_timeout: Duration,
-    pub write_stall_timeout: Duration,
-    pub local_port_base: u16,
-}
-
-/// The connection settings of a producer's or a client's configuration (the same fields).
-macro_rules! net_config_of {
-    ($($cfg:ident),*) => {$(
-        impl<'a> From<&crate::$cfg<'a>> for NetConfig<'a> {
-            fn from(c: &crate::$cfg<'a>) -> Self {
-                NetConfig {
-                    namesrvs: c.namesrvs,
-                    connect_timeout: c.connect_timeout,
-                    write_stall_timeout: c.write_stall_timeout,
-                    local_port_base: c.local_port_base,
-                }
-            }
-        }
-    )*};
-}
-net_config_of!(Config, ClientConfig);
-
 /// The sockets, the one frame being written, and the receive buffer.
 #[derive(Debug)]
 pub(crate) struct Net<'a, 'b, const BROKERS: usize> {
-    cfg: NetConfig<'a>,
+    namesrvs: &'a [IpEndpoint],
+    connect_timeout: Duration,
+    stall: Duration,
+    port_base: u16,
     /// Where frames are staged (prefix and header; a producer's body comes from elsewhere).
     pub tx: &'b mut [u8],
     rx: &'b mut [u8],
-    ns: Conn,
-    brokers: [Conn; BROKERS],
+    links: Links<SocketHandle, BROKERS>,
     /// The one frame being written: `tx.len` bytes of `tx`, then the body when `tx.body` is
     /// set.
     frame: Option<Outgoing>,
@@ -328,19 +236,21 @@ fn read_frame(sock: &mut tcp::Socket<'_>, rx: &mut [u8]) -> Result<Option<usize>
 
 impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
     pub(crate) fn new(
-        cfg: NetConfig<'a>,
+        cfg: &crate::BaseConfig<'a>,
         tx: &'b mut [u8],
         rx: &'b mut [u8],
         ns: SocketHandle,
         brokers: [SocketHandle; BROKERS],
-        seed: u32,
     ) -> Self {
+        let seed = rmq_core::session::seed_or_default(cfg.seed);
         Net {
-            cfg,
+            namesrvs: cfg.namesrvs,
+            connect_timeout: cfg.connect_timeout,
+            stall: cfg.write_stall_timeout,
+            port_base: cfg.local_port_base,
             tx,
             rx,
-            ns: Conn::new(ns),
-            brokers: brokers.map(Conn::new),
+            links: Links::new(ns, brokers),
             frame: None,
             port_offset: (seed % 8192) as u16,
             stats: Stats::default(),
@@ -366,9 +276,9 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
         sockets: &SocketSet<'_>,
         m: &M,
     ) -> Option<Instant> {
-        let stall = self.cfg.write_stall_timeout;
+        let stall = self.stall;
         let mut d = iface.poll_at(smol(now), sockets).map(unsmol);
-        for c in core::iter::once(&self.ns).chain(self.brokers.iter()) {
+        for c in self.links.iter() {
             d = earliest(d, c.link.deadline(stall));
         }
         d = earliest(d, self.frame.map(|f| f.deadline(stall)));
@@ -376,36 +286,16 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
         d.map(|d| if d < now { now } else { d })
     }
 
-    fn conn_mut(&mut self, peer: Peer) -> Option<&mut Conn> {
+    fn endpoint<M: Machine>(&self, m: &M, peer: Peer) -> Option<IpEndpoint> {
         match peer {
-            Peer::NameServer(_) => Some(&mut self.ns),
-            Peer::Broker(b) | Peer::Slave(b) => self.brokers.get_mut(usize::from(b.0)),
-        }
-    }
-
-    /// Whether the connection for `peer` talks to it now.
-    pub(crate) fn serves(&mut self, peer: Peer) -> bool {
-        self.conn_mut(peer).is_some_and(|c| c.link.serves(peer))
-    }
-
-    /// The peer behind connection `i` (0: the NameServer socket, then one per broker).
-    fn peer(&self, i: usize) -> Peer {
-        match i.checked_sub(1) {
-            None => Peer::NameServer(self.ns.link.name_server().unwrap_or(0)),
-            Some(b) => Peer::Broker(BrokerId(b as u16)),
-        }
-    }
-
-    fn endpoint<C: Core>(&self, core: &C, peer: Peer) -> Option<IpEndpoint> {
-        match peer {
-            Peer::NameServer(i) => self.cfg.namesrvs.get(usize::from(i)).copied(),
-            p => core.peer_addr(p).and_then(parse_endpoint),
+            Peer::NameServer(i) => self.namesrvs.get(usize::from(i)).copied(),
+            p => m.peer_addr(p).and_then(parse_endpoint),
         }
     }
 
     fn next_port(&mut self) -> u16 {
         self.port_offset = (self.port_offset.wrapping_add(1)) % 16384;
-        let base = self.cfg.local_port_base.max(49152);
+        let base = self.port_base.max(49152);
         let span = 65535u16.saturating_sub(base).max(1);
         base.saturating_add(self.port_offset % span)
     }
@@ -419,11 +309,11 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
         peer: Peer,
         err: TransportError,
     ) {
-        let Some(conn) = self.conn_mut(peer) else {
+        let Some(conn) = self.links.get_mut(peer) else {
             return;
         };
         let was_up = conn.link.reset();
-        sockets.get_mut::<tcp::Socket<'_>>(conn.handle).abort();
+        sockets.get_mut::<tcp::Socket<'_>>(conn.io).abort();
         match was_up {
             true => self.stats.connections_lost += 1,
             false => self.stats.connect_failures += 1,
@@ -433,7 +323,7 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
             // The half-written frame dies with its connection.
             self.frame = None;
         }
-        m.session().handle_closed(now, peer, err);
+        m.closed(now, peer, err);
     }
 
     /// Opens the connection to `peer`; `false` when it cannot be opened.
@@ -445,15 +335,15 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
         m: &M,
         peer: Peer,
     ) -> bool {
-        let Some(ep) = self.endpoint(m.session_ref(), peer) else {
+        let Some(ep) = self.endpoint(m, peer) else {
             return false;
         };
         let port = self.next_port();
-        let timeout = self.cfg.connect_timeout;
-        let Some(conn) = self.conn_mut(peer) else {
+        let timeout = self.connect_timeout;
+        let Some(conn) = self.links.get_mut(peer) else {
             return false;
         };
-        let sock = sockets.get_mut::<tcp::Socket<'_>>(conn.handle);
+        let sock = sockets.get_mut::<tcp::Socket<'_>>(conn.io);
         if sock.is_open() {
             sock.abort();
         }
@@ -484,10 +374,9 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
         }
         let Some(f) = self.frame else { return };
         let peer = f.tx.peer;
-        let Some(conn) = self.conn_mut(peer) else {
+        let Some(conn) = self.links.get_mut(peer) else {
             self.frame = None;
-            m.session()
-                .handle_closed(now, peer, TransportError::BrokerNotFound);
+            m.closed(now, peer, TransportError::BrokerNotFound);
             return;
         };
         if conn.link.serves(peer) {
@@ -496,13 +385,12 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
         if conn.link.state() != LinkState::Idle {
             // The session moved to another NameServer: drop the old connection.
             conn.link.reset();
-            sockets.get_mut::<tcp::Socket<'_>>(conn.handle).abort();
+            sockets.get_mut::<tcp::Socket<'_>>(conn.io).abort();
         }
         if !self.connect(now, iface, sockets, m, peer) {
             self.stats.connect_failures += 1;
             self.frame = None;
-            m.session()
-                .handle_closed(now, peer, TransportError::ConnectFailed);
+            m.closed(now, peer, TransportError::ConnectFailed);
         }
     }
 
@@ -518,14 +406,14 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
     ) -> bool {
         let mut more = false;
         for i in 0..=BROKERS {
-            let peer = self.peer(i);
-            let Some(conn) = self.conn_mut(peer) else {
+            let peer = self.links.peer(i);
+            let Some(conn) = self.links.get_mut(peer) else {
                 continue;
             };
             if conn.link.state() != LinkState::Up {
                 continue;
             }
-            let h = conn.handle;
+            let h = conn.io;
             for _ in 0..MAX_FRAMES_PER_POLL {
                 let sock = sockets.get_mut::<tcp::Socket<'_>>(h);
                 let n = match read_frame(sock, self.rx) {
@@ -545,7 +433,8 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
                 }
             }
             if self
-                .conn_mut(peer)
+                .links
+                .get_mut(peer)
                 .is_some_and(|c| c.link.state() == LinkState::Up)
                 && sockets.get_mut::<tcp::Socket<'_>>(h).recv_queue() >= PREFIX_LEN
             {
@@ -557,13 +446,13 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
 
     /// Connects, stalls and losses, as the sockets tell them.
     fn check_conns<M: Machine>(&mut self, now: Instant, sockets: &mut SocketSet<'_>, m: &mut M) {
-        let stall = self.cfg.write_stall_timeout;
+        let stall = self.stall;
         for i in 0..=BROKERS {
-            let peer = self.peer(i);
-            let Some(conn) = self.conn_mut(peer) else {
+            let peer = self.links.peer(i);
+            let Some(conn) = self.links.get_mut(peer) else {
                 continue;
             };
-            let sock = sockets.get_mut::<tcp::Socket<'_>>(conn.handle);
+            let sock = sockets.get_mut::<tcp::Socket<'_>>(conn.io);
             let (st, unacked) = (sock.state(), sock.send_queue());
             let up = st == tcp::State::Established;
             match conn
@@ -586,7 +475,7 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
             return;
         };
         let peer = f.tx.peer;
-        if !m.session_ref().is_live(&f.tx) {
+        if !m.is_live(&f.tx) {
             // The session gave up on this request (its attempt timed out).
             if f.started() {
                 // Half written: it dies with its connection.
@@ -595,19 +484,19 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
             self.frame = None;
             return;
         }
-        if now >= f.deadline(self.cfg.write_stall_timeout) {
+        if now >= f.deadline(self.stall) {
             warn!("write stalled, resetting the connection");
             self.fail_conn(now, sockets, m, peer, TransportError::WriteFailed);
             return;
         }
-        let Some(conn) = self.conn_mut(peer) else {
+        let Some(conn) = self.links.get_mut(peer) else {
             self.frame = None;
             return;
         };
         if conn.link.state() != LinkState::Up {
             return;
         }
-        let sock = sockets.get_mut::<tcp::Socket<'_>>(conn.handle);
+        let sock = sockets.get_mut::<tcp::Socket<'_>>(conn.io);
         let body = m.body();
         let mut failed = false;
         while let Some(data) = f.pending(self.tx, body) {
@@ -631,9 +520,7 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
         }
         self.frame = None;
         self.stats.frames_sent += 1;
-        if f.tx.report_written {
-            m.session().handle_written(now, f.tx.opaque);
-        }
+        m.written(now, &f.tx);
     }
 
     /// The session's events; connections to drop are dropped.
@@ -641,7 +528,7 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
         while let Some(peer) = m.reconnect() {
             // Reopened at the next frame for it (the NameServer socket only if it still talks
             // to that NameServer).
-            if self.serves(peer) {
+            if self.links.serves(peer) {
                 let err = TransportError::ConnectionClosed;
                 self.fail_conn(now, sockets, m, peer, err);
             }

@@ -6,37 +6,19 @@
 //! retries, request correlation, message properties) is the core's.
 
 use rmq_core::client::{Client, NoConsumer};
-use rmq_core::retry::SendMode;
 use rmq_core::select::ProfileSet;
-use rmq_core::session::{self, Features};
+use rmq_core::session;
 use rmq_core::time::Instant;
-use rmq_core::wire::SerializeType;
 use smoltcp::iface::{Interface, SocketHandle, SocketSet};
 use smoltcp::phy::Device;
 
 use crate::machine::{Gateway, Gw};
-use crate::net::{Net, NetConfig, Stats};
+use crate::net::{Net, Stats};
 use crate::send::Sender;
 use crate::{Buffers, Completion, Config, Message, SendId, SubmitError};
 
 /// Requests queued or in flight: a route lookup and the one send (plus slack).
 const REQUESTS: usize = 4;
-
-/// The session settings of a gateway producer (also [`crate::aio`]'s).
-pub(crate) fn session_config<'c>(cfg: &Config<'c>, seed: u32) -> session::Config<'c> {
-    let mut sc = session::Config::new(cfg.namesrvs.len(), cfg.producer_group, "");
-    sc.version = cfg.version;
-    sc.fault_rule = cfg.retry.profile.update_rule();
-    sc.route_refresh = cfg.route_refresh;
-    sc.request_timeout = cfg.route_timeout;
-    sc.route_retry = cfg.route_retry;
-    // No heartbeats: `Gateway<false>` leaves them out (a producer without transactions needs none;
-    // a gateway saves the traffic), so the session never schedules them.
-    sc.seed = seed;
-    // JSON (0), or ROCKETMQ (1) with the feature.
-    sc.serialize_type = SerializeType(u8::from(Gateway::<false>::ROCKETMQ_HEADERS));
-    sc
-}
 
 /// The producer's machine: a core client without a consumer (its answers to a broker's
 /// consumer requests are REQUEST_CODE_NOT_SUPPORTED, as a Java producer's), and the sending
@@ -47,21 +29,20 @@ pub(crate) type ProducerMachine<'a, 'b, const B: usize, const Q: usize, const S:
 impl<'a, 'b, const B: usize, const Q: usize, const S: usize> ProducerMachine<'a, 'b, B, Q, S> {
     /// The settings' checks (the profile this image carries, the session's).
     pub(crate) fn check(cfg: &Config<'a>) -> Result<(), session::ConfigError> {
-        if !Gateway::<false>::carries(cfg.retry.profile) {
+        if !Gateway::<false>::carries(cfg.base.retry.profile) {
             return Err(session::ConfigError::ProfileLeftOut);
         }
-        session_config(cfg, 1).check()
+        cfg.base.session("").check()
     }
 
     /// The machine of `cfg` (checked by [`Self::check`]), built in the caller's place (no
     /// copy of the client through the stack: a `Result` around it would be one).
     #[inline(always)]
     pub(crate) fn build(cfg: &Config<'a>, message: &'b mut [u8], now: Instant) -> Self {
-        let seed = session::seed_or_default(cfg.seed);
-        let sc = session_config(cfg, seed);
+        let sc = cfg.base.session("");
         Gw {
             client: Client::assemble(&sc, now, || NoConsumer),
-            send: Sender::new(Some(cfg.topic), cfg.retry, message, cfg.client_ip, seed),
+            send: Sender::new(Some(cfg.topic), &cfg.base, message, sc.seed),
             hb: &[],
         }
     }
@@ -113,11 +94,9 @@ impl<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize>
         brokers: [SocketHandle; BROKERS],
     ) -> Result<Self, session::ConfigError> {
         ProducerMachine::<BROKERS, QUEUES, ROUTE_STR>::check(&cfg)?;
-        let seed = session::seed_or_default(cfg.seed);
-        let net = NetConfig::from(&cfg);
         Ok(Producer {
             m: ProducerMachine::build(&cfg, bufs.message, Instant::ZERO),
-            net: Net::new(net, bufs.tx, bufs.rx, ns, brokers, seed),
+            net: Net::new(&cfg.base, bufs.tx, bufs.rx, ns, brokers),
         })
     }
 

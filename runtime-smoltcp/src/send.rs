@@ -11,11 +11,10 @@ use rmq_core::producer::{
     MessageError, MessageFields, encode_batch_record, encode_message_properties,
 };
 use rmq_core::retry::{RetryConfig, SendMode};
-use rmq_core::session::{self, Outbound, SendArgs, SendFailure, TopicId};
+use rmq_core::session::{self, Outbound, SendArgs, SendFailure, SessionApi, TopicId};
 use rmq_core::time::{Instant, WallClock};
 
-use crate::net::Core;
-use crate::{Completion, Message, SendId, SendReceipt, SubmitError};
+use crate::{BaseConfig, Completion, Message, SendId, SendReceipt, SubmitError};
 
 /// A refused message's error.
 fn refused(e: MessageError) -> SubmitError {
@@ -78,15 +77,14 @@ pub(crate) struct Sender<'a, 'b> {
 impl<'a, 'b> Sender<'a, 'b> {
     pub(crate) fn new(
         topic_name: Option<&'a str>,
-        retry: RetryConfig,
+        cfg: &BaseConfig<'_>,
         msg: &'b mut [u8],
-        client_ip: [u8; 4],
         seed: u32,
     ) -> Self {
-        let ip = ::core::net::IpAddr::V4(::core::net::Ipv4Addr::from(client_ip));
+        let ip = ::core::net::IpAddr::V4(::core::net::Ipv4Addr::from(cfg.client_ip));
         Sender {
             topic_name,
-            retry,
+            retry: cfg.retry,
             msg,
             topic: None,
             job: None,
@@ -122,8 +120,9 @@ impl<'a, 'b> Sender<'a, 'b> {
         &self.clock
     }
 
-    pub(crate) fn has_route<C: Core>(&self, core: &C) -> bool {
-        self.topic.is_some_and(|t| core.publish_queue_count(t) > 0)
+    pub(crate) fn has_route<S: SessionApi>(&self, session: &S) -> bool {
+        self.topic
+            .is_some_and(|t| !session.publish_queues(t).is_empty())
     }
 
     /// Whether a send would be accepted (`writing_body`: a frame still reads the buffer).
@@ -142,16 +141,16 @@ impl<'a, 'b> Sender<'a, 'b> {
     }
 
     /// The publish topic's session id, registered (and looked up) at the first call.
-    pub(crate) fn topic_id<C: Core>(
+    pub(crate) fn topic_id<S: SessionApi>(
         &mut self,
         now: Instant,
-        core: &mut C,
+        session: &mut S,
     ) -> Result<TopicId, SubmitError> {
         if let Some(t) = self.topic {
             return Ok(t);
         }
         let name = self.topic_name.ok_or(SubmitError::NoTopic)?;
-        let t = core.topic(now, name).map_err(SubmitError::Session)?;
+        let t = session.topic(now, name).map_err(SubmitError::Session)?;
         self.topic = Some(t);
         Ok(t)
     }
@@ -164,10 +163,10 @@ impl<'a, 'b> Sender<'a, 'b> {
     }
 
     /// One message (sync or oneway).
-    pub(crate) fn single<C: Core>(
+    pub(crate) fn single<S: SessionApi>(
         &mut self,
         now: Instant,
-        core: &mut C,
+        session: &mut S,
         msg: &Message<'_>,
         mode: SendMode,
         writing_body: bool,
@@ -202,14 +201,14 @@ impl<'a, 'b> Sender<'a, 'b> {
             uniq,
             messages: 1,
         };
-        self.submit(now, core, job, msg.body.len(), msg.flag, mode, false)
+        self.submit(now, session, job, msg.body.len(), msg.flag, mode, false)
     }
 
     /// Several messages in one SEND_BATCH_MESSAGE request.
-    pub(crate) fn batch<C: Core>(
+    pub(crate) fn batch<S: SessionApi>(
         &mut self,
         now: Instant,
-        core: &mut C,
+        session: &mut S,
         msgs: &[Message<'_>],
         writing_body: bool,
     ) -> Result<SendId, SubmitError> {
@@ -252,37 +251,39 @@ impl<'a, 'b> Sender<'a, 'b> {
             uniq: first,
             messages: count,
         };
-        self.submit(now, core, job, end - props_len, 0, SendMode::Sync, true)
+        self.submit(now, session, job, end - props_len, 0, SendMode::Sync, true)
     }
 
     /// Hands the encoded request (properties and body in the message buffer) to the session.
     #[allow(clippy::too_many_arguments)]
-    fn submit<C: Core>(
+    fn submit<S: SessionApi>(
         &mut self,
         now: Instant,
-        core: &mut C,
+        session: &mut S,
         job: Job,
         body_len: usize,
         flag: i32,
         mode: SendMode,
         batch: bool,
     ) -> Result<SendId, SubmitError> {
-        let topic = self.topic_id(now, core)?;
+        let topic = self.topic_id(now, session)?;
         let mut retry = self.retry;
         retry.mode = mode;
         let mut args = SendArgs::new(retry, body_len, self.clock.unix_millis(now));
         args.flag = flag;
         args.batch = batch;
-        let id = core.send(now, topic, &args).map_err(SubmitError::Session)?;
+        let id = session
+            .send(now, topic, &args)
+            .map_err(SubmitError::Session)?;
         debug!("send {=u32} queued ({=usize} body bytes)", id.0, body_len);
         self.job = Some(job);
         Ok(SendId(id.0))
     }
 
     /// The session's `SendDone` of send `id`: the completion, with the message id.
-    pub(crate) fn done<C: Core>(
+    pub(crate) fn done<S: SessionApi>(
         &mut self,
-        core: &C,
+        session: &S,
         id: session::SendId,
         result: Result<session::SendReceipt, SendFailure>,
     ) {
@@ -290,7 +291,7 @@ impl<'a, 'b> Sender<'a, 'b> {
         let result = match result {
             Ok(r) => {
                 let mut broker = String::new();
-                let _ = broker.push_str(core.broker_name(r.broker).unwrap_or(""));
+                let _ = broker.push_str(session.broker_name(r.broker).unwrap_or(""));
                 Ok(SendReceipt {
                     status: r.status,
                     broker,

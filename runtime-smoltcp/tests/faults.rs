@@ -82,7 +82,7 @@ fn idle_connections_survive() {
 #[test]
 fn route_is_refreshed_periodically() {
     let mut sim = Sim::new(GwSizes::default(), |c| {
-        c.route_refresh = Duration::from_millis(500)
+        c.base.route_refresh = Duration::from_millis(500)
     });
     sim.send_and_wait(b"x", false, 5_000).result.unwrap();
     let t = sim.now;
@@ -124,7 +124,9 @@ fn slow_peer_reading_a_few_bytes_at_a_time() {
         message: 8192,
         ..GwSizes::default()
     };
-    let mut sim = Sim::new(sizes, |c| c.retry.send_timeout = Duration::from_secs(10));
+    let mut sim = Sim::new(sizes, |c| {
+        c.base.retry.send_timeout = Duration::from_secs(10)
+    });
     sim.peer.read_limit = Some(24);
     sim.peer.reply_delay_ms = 300;
     for i in 0..8 {
@@ -142,9 +144,9 @@ fn slow_peer_reading_a_few_bytes_at_a_time() {
 #[test]
 fn packet_loss_in_both_directions() {
     let mut sim = Sim::new(GwSizes::default(), |c| {
-        c.retry.send_timeout = Duration::from_secs(30);
-        c.route_timeout = Duration::from_secs(10);
-        c.write_stall_timeout = Duration::from_secs(10);
+        c.base.retry.send_timeout = Duration::from_secs(30);
+        c.base.request_timeout = Duration::from_secs(10);
+        c.base.write_stall_timeout = Duration::from_secs(10);
     });
     {
         let mut w = sim.wire.borrow_mut();
@@ -245,8 +247,8 @@ fn stalled_half_written_frame_resets_its_connection() {
         ..GwSizes::default()
     };
     let mut sim = Sim::new(sizes, |c| {
-        c.retry.send_timeout = Duration::from_millis(1500);
-        c.write_stall_timeout = Duration::from_millis(400);
+        c.base.retry.send_timeout = Duration::from_millis(1500);
+        c.base.write_stall_timeout = Duration::from_millis(400);
     });
     sim.send_and_wait(&body(0, 100), false, 5_000)
         .result
@@ -269,8 +271,8 @@ fn stalled_half_written_frame_resets_its_connection() {
 #[test]
 fn no_route_fails_after_the_send_timeout() {
     let mut sim = Sim::new(GwSizes::default(), |c| {
-        c.namesrvs = &DEAD_NAMESRV; // nothing listens there
-        c.retry.send_timeout = Duration::from_millis(800);
+        c.base.namesrvs = &DEAD_NAMESRV; // nothing listens there
+        c.base.retry.send_timeout = Duration::from_millis(800);
     });
     let c = sim.send_and_wait(b"x", false, 5_000);
     assert!(c.result.is_err());
@@ -284,8 +286,8 @@ fn silent_peer_is_detected_by_missing_acks() {
     // resets the connection after the stall timeout; once packets flow again a new
     // connection carries the next message.
     let mut sim = Sim::new(GwSizes::default(), |c| {
-        c.write_stall_timeout = Duration::from_millis(1000);
-        c.retry.send_timeout = Duration::from_millis(2500);
+        c.base.write_stall_timeout = Duration::from_millis(1000);
+        c.base.retry.send_timeout = Duration::from_millis(2500);
     });
     sim.send_and_wait(b"before", false, 5_000).result.unwrap();
     sim.wire.borrow_mut().drop_every = [Some(1), Some(1)];
@@ -326,9 +328,9 @@ fn sweep_of_buffer_sizes_loss_and_slow_reads_never_corrupts_a_frame() {
             ..GwSizes::default()
         };
         let mut sim = Sim::new(sizes, |c| {
-            c.retry.send_timeout = Duration::from_secs(60);
-            c.route_timeout = Duration::from_secs(20);
-            c.write_stall_timeout = Duration::from_secs(20);
+            c.base.retry.send_timeout = Duration::from_secs(60);
+            c.base.request_timeout = Duration::from_secs(20);
+            c.base.write_stall_timeout = Duration::from_secs(20);
         });
         let loss = [g.next(4), g.next(4)].map(|k| (k > 0).then(|| 3 + k as u32 * 2));
         sim.wire.borrow_mut().drop_every = loss;
@@ -359,8 +361,8 @@ fn dead_namesrv_is_skipped_for_the_next_one() {
             IpEndpoint::new(IpAddress::Ipv4(PEER_IP), NS_PORT),
         ];
         let mut sim = Sim::new(GwSizes::default(), |c| {
-            c.namesrvs = &BOTH;
-            c.seed = seed;
+            c.base.namesrvs = &BOTH;
+            c.base.seed = seed;
         });
         let r = sim.send_and_wait(b"via the live NameServer", false, 10_000);
         r.result.expect("send ok");
@@ -372,7 +374,7 @@ fn dead_namesrv_is_skipped_for_the_next_one() {
 #[test]
 fn unknown_topic_uses_the_tbw102_route_capped_at_four_queues() {
     let mut sim = Sim::new(GwSizes::default(), |c| {
-        c.route_refresh = Duration::from_millis(1000)
+        c.base.route_refresh = Duration::from_millis(1000)
     });
     sim.peer.unknown_topic = true;
     for i in 0..12 {

@@ -87,7 +87,7 @@ fn async_transport_publishes_through_embedded_io_traits() {
     let stack: &'static Tokio = Box::leak(Box::new(Tokio));
     let clock: &'static TokioClock = Box::leak(Box::new(TokioClock(StdInstant::now())));
     let mut cfg = Config::new(namesrvs, "async-gateway", TOPIC);
-    cfg.client_ip = [127, 0, 0, 1];
+    cfg.base.client_ip = [127, 0, 0, 1];
     let bufs = AsyncBuffers {
         tx: leak(512),
         message: leak(2048),
@@ -190,9 +190,9 @@ fn async_transport_publishes_through_embedded_io_traits() {
     let mut ccfg = ClientConfig::new(namesrvs, "async-downlink", "127.0.0.1@async-1", COMMANDS);
     ccfg.consume_from = ConsumeFromWhere::FirstOffset;
     ccfg.publish_topic = Some(TOPIC);
-    ccfg.client_ip = [127, 0, 0, 1];
+    ccfg.base.client_ip = [127, 0, 0, 1];
     ccfg.commit_interval = rmq_core::time::Duration::from_millis(1000);
-    ccfg.version = Version::V5_3_3.client_version();
+    ccfg.base.version = Version::V5_3_3.client_version();
     let bufs = AsyncBuffers {
         tx: leak(1024),
         message: leak(2048),

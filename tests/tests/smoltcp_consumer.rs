@@ -95,10 +95,10 @@ impl Rig {
         cfg.consume_from = ConsumeFromWhere::FirstOffset;
         cfg.commit_interval = Duration::from_millis(2000);
         cfg.rebalance_interval = Duration::from_millis(2000);
-        cfg.version = VERSION.client_version();
+        cfg.base.version = VERSION.client_version();
         cfg.publish_topic = Some(UPLINK);
-        cfg.client_ip = [169, 254, 1, 2];
-        cfg.seed = self.clock.elapsed().subsec_nanos() | 1;
+        cfg.base.client_ip = [169, 254, 1, 2];
+        cfg.base.seed = self.clock.elapsed().subsec_nanos() | 1;
         let bufs = Buffers {
             // Room for the running info the client answers `mqadmin consumerStatus` with.
             tx: gateway::leak(8192),

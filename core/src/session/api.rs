@@ -1,9 +1,11 @@
-//! What a layer on top of the session (the pull consumer) asks of it.
+//! What a layer on top of the session (the pull consumer, a runtime's sending side) asks of
+//! it.
 
 use super::*;
 
-/// What a layer on top of the client session (the pull consumer) asks of it; every
-/// [`Session`] implements it, so such a layer needs none of the session's type parameters.
+/// What a layer on top of the client session (the pull consumer, a runtime's sending side)
+/// asks of it; every [`Session`] implements it, so such a layer needs none of the session's
+/// type parameters.
 pub trait SessionApi {
     /// What the session compiles in (the pull consumer leaves out the paths it does not).
     type Features: Features;
@@ -18,6 +20,18 @@ pub trait SessionApi {
     fn broker_name(&self, b: BrokerId) -> Option<&str>;
     /// [`Session::subscribe_queues`].
     fn subscribe_queues(&self, t: TopicId) -> &[PublishQueue<BrokerId>];
+    /// [`Session::publish_queues`].
+    fn publish_queues(&self, t: TopicId) -> &[PublishQueue<BrokerId>];
+    /// [`Session::send`].
+    ///
+    /// # Errors
+    /// [`SubmitError`].
+    fn send(
+        &mut self,
+        now: Instant,
+        t: TopicId,
+        args: &SendArgs<'_>,
+    ) -> Result<SendId, SubmitError>;
     /// [`Session::read_peer`].
     fn read_peer(&self, b: BrokerId, slave: bool) -> Peer;
     /// [`Session::refresh_route`].
@@ -63,6 +77,17 @@ impl<
     }
     fn subscribe_queues(&self, t: TopicId) -> &[PublishQueue<BrokerId>] {
         Session::subscribe_queues(self, t)
+    }
+    fn publish_queues(&self, t: TopicId) -> &[PublishQueue<BrokerId>] {
+        Session::publish_queues(self, t)
+    }
+    fn send(
+        &mut self,
+        now: Instant,
+        t: TopicId,
+        args: &SendArgs<'_>,
+    ) -> Result<SendId, SubmitError> {
+        Session::send(self, now, t, args)
     }
     fn read_peer(&self, b: BrokerId, slave: bool) -> Peer {
         Session::read_peer(self, b, slave)

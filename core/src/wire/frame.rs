@@ -71,6 +71,28 @@ pub fn check_prefix(prefix: [u8; 8]) -> Result<(usize, usize), FrameError> {
     Ok((total + 4, header_len))
 }
 
+/// The length of the whole frame that starts with `head`, for a runtime that cuts frames out
+/// of its own buffers: `head` is what is buffered (or peeked) of it so far, `queued` how many
+/// of its bytes have arrived. `Ok(None)` until the prefix and then the whole frame are there.
+///
+/// # Errors
+/// The prefix's [`FrameError`] ([`check_prefix`]), or [`FrameError::TooLong`] for a frame
+/// longer than `capacity` (the buffer it must fit): framing is lost either way.
+pub fn whole_frame(
+    head: &[u8],
+    queued: usize,
+    capacity: usize,
+) -> Result<Option<usize>, FrameError> {
+    let Some(&prefix) = head.first_chunk::<PREFIX_LEN>() else {
+        return Ok(None);
+    };
+    let (total, _) = check_prefix(prefix)?;
+    if total > capacity {
+        return Err(FrameError::TooLong);
+    }
+    Ok((queued >= total).then_some(total))
+}
+
 impl<T: AsRef<[u8]>> Frame<T> {
     /// Wraps a buffer without checking it.
     pub const fn new_unchecked(buffer: T) -> Self {

@@ -67,6 +67,7 @@ pub use code::{LanguageCode, RequestCode, ResponseCode, SerializeType, flag, ver
 pub use field::{FieldKind, FieldStr, Scratch};
 pub use frame::{
     Frame, FrameReader, MAX_FRAME_LEN, MAX_HEADER_LEN, MAX_TOTAL_LENGTH, PREFIX_LEN, check_prefix,
+    whole_frame,
 };
 pub use header::{
     Chain, CommandHeader, CommandRepr, ExtFields, ExtIter, ExtMap, ExtValue, ExtVisitor,

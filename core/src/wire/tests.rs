@@ -437,6 +437,34 @@ fn frame_checks() {
 }
 
 #[test]
+fn whole_frame_waits_for_the_prefix_then_the_frame() {
+    let f = hex("00 00 00 05 00 00 00 01 41");
+    assert_eq!(whole_frame(&f[..7], 7, 64), Ok(None), "no prefix yet");
+    assert_eq!(
+        whole_frame(&f[..8], 8, 64),
+        Ok(None),
+        "prefix, no header yet"
+    );
+    assert_eq!(
+        whole_frame(&f[..8], 9, 64),
+        Ok(Some(9)),
+        "a peeked prefix, all queued"
+    );
+    assert_eq!(
+        whole_frame(&f, 12, 64),
+        Ok(Some(9)),
+        "the next frame's bytes stay"
+    );
+    assert_eq!(
+        whole_frame(&f, 9, 8),
+        Err(FrameError::TooLong),
+        "cannot fit"
+    );
+    let bad = hex("00 00 00 08 00 00 00 05");
+    assert_eq!(whole_frame(&bad, 8, 64), Err(FrameError::BadHeaderLength));
+}
+
+#[test]
 fn reader_rejects_prefix_before_buffering() {
     let mut r = FrameReader::new([0u8; 32]);
     assert_eq!(r.receive_buffer().len(), 8);

@@ -227,7 +227,7 @@ async fn main(spawner: Spawner) {
     static CLOCK: EmbassyClock = EmbassyClock;
     static NAMESRVS: [IpEndpoint; 1] = [IpEndpoint::new(IpAddress::v4(169, 254, 1, 1), 9876)];
     let mut cfg = Config::new(&NAMESRVS, "gateway", "Telemetry");
-    cfg.client_ip = [169, 254, 1, 2];
+    cfg.base.client_ip = [169, 254, 1, 2];
     static TXB: StaticCell<[u8; 512]> = StaticCell::new();
     static MSG: StaticCell<[u8; 256]> = StaticCell::new();
     static NS_RX: StaticCell<[u8; 1024]> = StaticCell::new();

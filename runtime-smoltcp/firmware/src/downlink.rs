@@ -30,13 +30,13 @@ const QUEUES: usize = 8;
 pub(crate) fn config(p: &Params, namesrvs: &'static [IpEndpoint]) -> ClientConfig<'static> {
     let mut cfg = ClientConfig::new(namesrvs, "gateway-cmds", "169.254.1.2@gateway", p.cmd_topic);
     cfg.publish_topic = Some(p.topic);
-    cfg.client_ip = [169, 254, 1, 2];
+    cfg.base.client_ip = [169, 254, 1, 2];
     cfg.consume_from = ConsumeFromWhere::FirstOffset;
     // Small answers: 2 commands (~250 bytes each as stored, with their properties) and the
     // header fit the 1 KiB socket and frame buffers.
     cfg.pull_batch_size = 2;
     cfg.commit_interval = Duration::from_millis(1000);
-    cfg.seed = p.seed;
+    cfg.base.seed = p.seed;
     // Valid by construction (a panic exits with status 1).
     if Downlink::check(&cfg).is_err() {
         panic!("client config")

@@ -558,8 +558,8 @@ fn main() -> ! {
     #[cfg(not(feature = "downlink"))]
     let producer = {
         let mut cfg = Config::new(&namesrvs[..], "gateway", p.topic);
-        cfg.client_ip = [169, 254, 1, 2];
-        cfg.seed = p.seed;
+        cfg.base.client_ip = [169, 254, 1, 2];
+        cfg.base.seed = p.seed;
         // The configuration is valid by construction (a panic here exits with status 1).
         let Ok(gateway) = Gateway::new(cfg, bufs, ns, [b0]) else {
             panic!("producer config")

@@ -1,6 +1,7 @@
 extern crate std;
 
 use super::*;
+use rmq_core::retry::{RetryConfig, SendMode};
 use smoltcp::iface::SocketStorage;
 use smoltcp::socket::tcp;
 use smoltcp::wire::IpAddress;
@@ -37,13 +38,13 @@ fn three_steps_agree_with_new() {
     let now = Instant::ZERO;
     let ok = ClientConfig::new(NS, "g", "1.2.3.4@x", "Cmds");
     let mut no_ns = ok;
-    no_ns.namesrvs = &[];
+    no_ns.base.namesrvs = &[];
     let mut no_group = ok;
     no_group.group = "";
     let mut long_expr = ok;
     long_expr.expression = std::string::String::leak("e".repeat(300));
     let mut adaptive = ok;
-    adaptive.retry = RetryConfig::adaptive(SendMode::Sync);
+    adaptive.base.retry = RetryConfig::adaptive(SendMode::Sync);
     for (cfg, message, want) in [
         // The gateway carries the Plain and Java 4.9 fault profiles only.
         (

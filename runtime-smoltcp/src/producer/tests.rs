@@ -1,4 +1,4 @@
-use rmq_core::retry::RetryConfig;
+use rmq_core::retry::{RetryConfig, SendMode};
 use smoltcp::wire::{IpAddress, IpEndpoint};
 
 use super::*;
@@ -13,7 +13,7 @@ fn only_the_plain_and_java49_profiles_are_carried() {
         (RetryConfig::adaptive(SendMode::Sync), false),
     ] {
         let mut cfg = Config::new(&ns, "pg", "T");
-        cfg.retry = retry;
+        cfg.base.retry = retry;
         let r = ProducerMachine::<1, 4, 256>::check(&cfg);
         match r {
             Ok(_) => assert!(ok, "{:?} accepted", retry.profile),

@@ -418,7 +418,7 @@ impl Sim {
         let ns = sockets.add(tcp_socket(sizes.sock_rx, 512));
         let b0 = sockets.add(tcp_socket(sizes.sock_rx, sizes.sock_tx));
         let mut cfg = Config::new(&NAMESRVS, "pg-gateway", "Telemetry");
-        cfg.client_ip = [10, 0, 0, 2];
+        cfg.base.client_ip = [10, 0, 0, 2];
         tweak(&mut cfg);
         let bufs = Buffers {
             tx: leak(512),

@@ -76,7 +76,7 @@ pub fn producer(
         ns_addr.port(),
     )]));
     let mut cfg = Config::new(namesrvs, group, topic);
-    cfg.client_ip = [169, 254, 1, 2];
+    cfg.base.client_ip = [169, 254, 1, 2];
     let bufs = Buffers {
         tx: leak(512),
         rx: leak(4096),
