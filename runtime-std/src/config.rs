@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use rmq_core::fault::AdaptiveConfig;
 use rmq_core::message::CompressionType;
-use rmq_core::message::validate::{DEFAULT_MAX_MESSAGE_SIZE, GROUP_MAX_LEN, validate_group};
+use rmq_core::message::validate::{
+    DEFAULT_MAX_MESSAGE_SIZE, GROUP_MAX_LEN, validate_group, validate_topic,
+};
 use rmq_core::producer::{
     DEFAULT_COMPRESS_OVER, HEARTBEAT_BROKER_INTERVAL, POLL_NAME_SERVER_INTERVAL,
     compression_supported,
@@ -46,6 +48,13 @@ pub enum ConfigError {
     /// The compression type is not readable by consumers of the configured version (LZ4 and
     /// zstd need 4.9.4+), or this build lacks its feature (`lz4`, `zstd`).
     Compression(CompressionType),
+    /// A topic of [`ProducerBuilder::topics`] is not a valid topic name.
+    Topic(String, rmq_core::message::validate::ValidationError),
+    /// The client session could not take every topic of [`ProducerBuilder::topics`].
+    TopicTable(rmq_core::session::SubmitError),
+    /// No NameServer answered the start's route lookups (the last NameServer connection's
+    /// error, if one failed). [`ProducerBuilder::lazy_start`] starts anyway.
+    NameServersUnreachable(Option<crate::ConnectionError>),
 }
 
 impl fmt::Display for ConfigError {
@@ -61,11 +70,23 @@ impl fmt::Display for ConfigError {
                 "{t:?} compression: consumers before 4.9.4 cannot read it (raise `version`), \
                  or this build lacks the feature"
             ),
+            ConfigError::Topic(t, e) => write!(f, "topic {t:?}: {e}"),
+            ConfigError::TopicTable(e) => write!(f, "topics: {e}"),
+            ConfigError::NameServersUnreachable(_) => {
+                f.write_str("no NameServer answered the start")
+            }
         }
     }
 }
 
-impl std::error::Error for ConfigError {}
+impl std::error::Error for ConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConfigError::NameServersUnreachable(Some(e)) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 /// ACL 1.0 credentials (`AclClientRPCHook`): every request is signed with them. The secret
 /// key never leaves the process and is not shown by `Debug`.
@@ -249,6 +270,13 @@ pub struct ProducerConfig {
     pub adaptive: AdaptiveConfig,
     /// ACL credentials and TLS (see [`ProducerBuilder::acl`] and [`ProducerBuilder::tls`]).
     pub security: SecurityConfig,
+    /// Topics whose routes [`ProducerBuilder::start`] looks up (Java 5.x `topics`).
+    pub topics: Vec<String>,
+    /// How long [`ProducerBuilder::start`] waits for its route lookups (default 18 s).
+    pub start_timeout: Duration,
+    /// Start even when no NameServer answers (default `false`: such a start fails with
+    /// [`ConfigError::NameServersUnreachable`]).
+    pub lazy_start: bool,
 }
 
 /// The runtime's default [`AdaptiveConfig`]: the core defaults with a per-attempt cap of at
@@ -342,6 +370,9 @@ impl Default for ProducerBuilder {
                 max_requests_in_flight: 2048,
                 adaptive: RUNTIME_ADAPTIVE,
                 security: SecurityConfig::default(),
+                topics: Vec::new(),
+                start_timeout: clock::to_std(rmq_core::producer::CLIENT_API_TIMEOUT) * 6,
+                lazy_start: false,
             },
         }
     }
@@ -429,6 +460,27 @@ impl ProducerBuilder {
 
         /// Parameters of the Adaptive policy (default [`RUNTIME_ADAPTIVE`]).
         adaptive_config(AdaptiveConfig) => adaptive;
+
+        /// How long [`start`](Self::start) waits for its route lookups (default 18 s).
+        start_timeout(Duration) => start_timeout;
+
+        /// `true`: [`start`](Self::start) looks nothing up and succeeds whether or not a
+        /// NameServer answers (the first send looks its route up); default `false`.
+        lazy_start(bool) => lazy_start;
+    }
+
+    /// Topics whose routes [`start`](Self::start) looks up, so that their first sends do not
+    /// wait for a lookup (Java 5.x `DefaultMQProducer#setTopics`). Without any, the start
+    /// looks up `TBW102`, the brokers' topic-creation template, to learn whether a NameServer
+    /// answers.
+    #[must_use]
+    pub fn topics<I, S>(mut self, topics: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.cfg.topics.extend(topics.into_iter().map(Into::into));
+        self
     }
 
     client_knobs!();
@@ -438,11 +490,13 @@ impl ProducerBuilder {
         &self.cfg
     }
 
-    /// Checks the configuration and starts the producer (its refresh and heartbeat tasks).
-    /// Nothing is connected until the first send.
+    /// Checks the configuration, starts the producer (its refresh and heartbeat tasks) and
+    /// looks up the routes of [`topics`](Self::topics) (`TBW102` without any) within
+    /// [`start_timeout`](Self::start_timeout), unless [`lazy_start`](Self::lazy_start).
     ///
     /// # Errors
-    /// [`ConfigError`].
+    /// [`ConfigError`]: [`ConfigError::NameServersUnreachable`] when no NameServer answered
+    /// those lookups (a topic that does not exist is an answer).
     ///
     /// # Panics
     /// Outside a tokio runtime.
@@ -461,7 +515,11 @@ impl ProducerBuilder {
         if !compression_supported(ty, self.cfg.version) || !crate::zlib::available(ty) {
             return Err(ConfigError::Compression(ty));
         }
-        Producer::start(self.cfg).map_err(ConfigError::Session)
+        for t in &self.cfg.topics {
+            validate_topic(t).map_err(|e| ConfigError::Topic(t.clone(), e))?;
+        }
+        let p = Producer::start(self.cfg).map_err(ConfigError::Session)?;
+        p.look_up_topics().await.map(|()| p)
     }
 }
 

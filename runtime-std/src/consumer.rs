@@ -734,6 +734,11 @@ impl Consumer {
         &self.inner.client_id
     }
 
+    /// How the consumer's routes and NameServer connections stand (a readiness check).
+    pub fn health(&self) -> crate::Health {
+        self.inner.driver.health()
+    }
+
     /// The configuration.
     pub fn config(&self) -> &ConsumerConfig {
         &self.inner.cfg

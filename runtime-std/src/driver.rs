@@ -334,6 +334,28 @@ impl Outbound for Lend<'_> {
     }
 }
 
+/// How a client's routes and connections stand ([`crate::Producer::health`],
+/// [`crate::consumer::Consumer::health`]), for a readiness check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Health {
+    /// Topics the client looks up (its own, and the retry topic of a consumer's group).
+    pub topics: usize,
+    /// Of those, the topics with a route (queues to send to or to read from).
+    pub routed_topics: usize,
+    /// Topics whose last lookup reached no NameServer (they may keep an older route).
+    pub unreachable_topics: usize,
+    /// The last failure of a NameServer connection, if one failed.
+    pub name_server_error: Option<ConnectionError>,
+}
+
+impl Health {
+    /// Some topic has a route and every topic's last lookup reached a NameServer.
+    pub fn is_ready(&self) -> bool {
+        self.routed_topics > 0 && self.unreachable_topics == 0
+    }
+}
+
 pub(crate) struct Inner<C: Attached> {
     state: Mutex<State<C>>,
     wake: Notify,
@@ -690,6 +712,17 @@ impl<C: Attached + Send + 'static> Driver<C> {
                 .iter()
                 .find(|(p, _)| matches!(p, Peer::NameServer(_)))
                 .map(|(_, c)| c.clone()),
+        }
+    }
+
+    /// How the client's routes and NameServer connections stand.
+    pub(crate) fn health(&self) -> Health {
+        let h = self.with(|s| s.route_health());
+        Health {
+            topics: h.topics,
+            routed_topics: h.routed,
+            unreachable_topics: h.unreachable,
+            name_server_error: self.cause(None),
         }
     }
 

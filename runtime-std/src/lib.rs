@@ -41,6 +41,23 @@
 //! - A failed send triggers a background route refresh of its topic (at most one per second).
 //! - UNIQ_KEY timestamps use UTC month starts (the broker never interprets them).
 //!
+//! ## Cancellation
+//!
+//! What dropping each async method's future before it completes (a `select!` whose other
+//! branch won, a `timeout`) does. Nothing is lost in any case; at worst a message is delivered
+//! again.
+//!
+//! | Method | Dropped before it completes |
+//! | --- | --- |
+//! | [`ProducerBuilder::start`], [`consumer::ConsumerBuilder::start`] | the client is dropped; its tasks end |
+//! | [`Producer::send`], [`send_to_queue`](Producer::send_to_queue), [`send_ordered`](Producer::send_ordered), [`send_sharded`](Producer::send_sharded), [`send_batch`](Producer::send_batch), [`send_oneway`](Producer::send_oneway) | a send not yet handed to the session (waiting for a route or a request slot) is withdrawn; one handed to the session goes on (it may be stored), only its result is lost. An auto-batched message leaves with its batch |
+//! | [`Producer::route`] | the lookup goes on; its route serves later sends |
+//! | [`Producer::shutdown`], [`consumer::Consumer::shutdown`] | new sends / pulls are already refused; what the shutdown had not done yet (the drain, the consumer's last commit, unregistering) is skipped: uncommitted messages are delivered again |
+//! | [`consumer::Consumer::poll`], the [`consumer::MessageStream`] | cancellation safe: no message is taken before the future completes |
+//! | [`consumer::Consumer::run`] | no new message is taken; the handler calls in progress run to their end and settle their messages |
+//! | [`consumer::Consumer::nack`] | the send-back goes on; only its outcome is lost |
+//! | [`consumer::Consumer::commit_all`], [`rebalance`](consumer::Consumer::rebalance), [`assign`](consumer::Consumer::assign) | the commits / the round go on; only the wait for them ends |
+//!
 //! ```no_run
 //! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
 //! use rmq_std::{Message, Producer};
@@ -83,6 +100,7 @@ pub use config::{
 /// Connection diagnostics for tests (memory bounds); not part of the API.
 #[doc(hidden)]
 pub use conn::{ConnStats, MAX_RX_FRAME};
+pub use driver::Health;
 pub use message::{ConnectionError, Message, MessageQueue, SendError, SendErrorKind, SendResult};
 pub use producer::{Producer, RouteInfo};
 pub use rmq_core as core;

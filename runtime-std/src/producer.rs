@@ -17,8 +17,8 @@ use rmq_core::message::properties::Preencoded;
 use rmq_core::message::validate::ValidationError;
 use rmq_core::message::{BatchMessage, UniqKeyGenerator, encode_batch, keys};
 use rmq_core::producer::{
-    CLIENT_API_TIMEOUT, MessageError, MessageFields, compression_flags, encode_message_properties,
-    message_properties_len,
+    CLIENT_API_TIMEOUT, DEFAULT_TOPIC, MessageError, MessageFields, compression_flags,
+    encode_message_properties, message_properties_len,
 };
 use rmq_core::retry::{SendErrorKind as CoreKind, SendMode};
 use rmq_core::select::java_string_hash;
@@ -164,6 +164,41 @@ impl Producer {
                 cfg,
             }),
         })
+    }
+
+    /// The start's lookups ([`ProducerBuilder::start`]): the configured topics' routes, or
+    /// `TBW102`'s; whether a NameServer answered is the core's to say.
+    pub(crate) async fn look_up_topics(&self) -> Result<(), crate::ConfigError> {
+        let (cfg, d) = (&self.inner.cfg, &self.inner.driver);
+        if cfg.lazy_start {
+            return Ok(());
+        }
+        let default = [DEFAULT_TOPIC.to_owned()];
+        let names = if cfg.topics.is_empty() {
+            &default[..]
+        } else {
+            &cfg.topics[..]
+        };
+        let deadline = tokio::time::Instant::now() + cfg.start_timeout;
+        let mut ids = Vec::with_capacity(names.len());
+        for name in names {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            d.route(name, false, left).await;
+            match d.topic(name) {
+                Ok(t) => ids.push(t),
+                Err(Refused::Session(e)) => return Err(crate::ConfigError::TopicTable(e)),
+                Err(Refused::Stopped) => {}
+            }
+        }
+        if d.with(|s| s.name_servers_unreachable(ids)) {
+            return Err(crate::ConfigError::NameServersUnreachable(d.cause(None)));
+        }
+        Ok(())
+    }
+
+    /// How the producer's routes and NameServer connections stand (a readiness check).
+    pub fn health(&self) -> crate::Health {
+        self.inner.driver.health()
     }
 
     /// The client id (`ip@instance`) announced in heartbeats.

@@ -17,9 +17,81 @@ async fn producer(ns: &str) -> Producer {
         .namesrv_addr(ns)
         .producer_group("pg-mock")
         .send_msg_timeout(Duration::from_millis(2000))
+        .lazy_start(true)
         .start()
         .await
         .unwrap()
+}
+
+#[tokio::test]
+async fn start_looks_up_its_topics_and_fails_when_no_name_server_answers() {
+    // A NameServer that answers: TBW102 is looked up (it does not exist here: an answer).
+    let (a, _) = peer(broker(0)).await;
+    let (ns, ns_seen) = peer(namesrv(vec![("T", route_json(&[("broker-a", &a, 4)]))])).await;
+    let asked = |seen: &Seen| seen.get("topic").map(str::to_owned);
+    let p = Producer::builder().namesrv_addr(&ns).start().await.unwrap();
+    let topics: Vec<_> = ns_seen.lock().unwrap().iter().filter_map(asked).collect();
+    assert_eq!(topics, ["TBW102"]);
+    let h = p.health();
+    assert_eq!((h.topics, h.routed_topics, h.unreachable_topics), (1, 0, 0));
+    assert!(!h.is_ready(), "no topic has a route");
+    p.shutdown().await;
+    // With `topics`, those are looked up: their routes are known when start returns.
+    ns_seen.lock().unwrap().clear();
+    let p = Producer::builder()
+        .namesrv_addr(&ns)
+        .topics(["T"])
+        .start()
+        .await
+        .unwrap();
+    let topics: Vec<_> = ns_seen.lock().unwrap().iter().filter_map(asked).collect();
+    assert_eq!(topics, ["T"]);
+    assert!(p.health().is_ready(), "{:?}", p.health());
+    assert_eq!(p.route("T").await.unwrap().queues.len(), 4);
+    p.shutdown().await;
+
+    // No NameServer listening: the start fails with the connection's error.
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let e = Producer::builder()
+        .namesrv_addr(&format!("{dead};{dead}"))
+        .start()
+        .await
+        .expect_err("no NameServer: the start fails");
+    let rmq_std::ConfigError::NameServersUnreachable(Some(c)) = &e else {
+        panic!("{e:?}");
+    };
+    assert_eq!(c.io_kind(), std::io::ErrorKind::ConnectionRefused);
+    assert!(
+        std::error::Error::source(&e).is_some(),
+        "the cause is chained"
+    );
+    // `lazy_start` starts anyway; the health says what is wrong after the first lookup.
+    let p = Producer::builder()
+        .namesrv_addr(&dead)
+        .lazy_start(true)
+        .start()
+        .await
+        .unwrap();
+    assert!(p.route("T").await.is_err());
+    let h = p.health();
+    assert_eq!((h.topics, h.unreachable_topics), (1, 1));
+    assert!(!h.is_ready());
+    assert!(h.name_server_error.is_some());
+    p.shutdown().await;
+    // A topic name that cannot be one is refused before anything starts.
+    let e = Producer::builder()
+        .namesrv_addr(&dead)
+        .topics(["bad topic!"])
+        .start()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, rmq_std::ConfigError::Topic(ref t, _) if t == "bad topic!"),
+        "{e:?}"
+    );
 }
 
 #[tokio::test]

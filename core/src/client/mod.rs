@@ -335,16 +335,11 @@ impl<
     /// topic that does not exist, whose lookup was answered.
     pub fn name_servers_unreachable(&self) -> bool {
         let s = &self.session;
-        let mut topics = self
-            .consumer
-            .topics()
-            .filter(|t| !is_retry(s.topic_name(*t)));
-        let mut any = false;
-        let all = topics.all(|t| {
-            any = true;
-            s.subscribe_queues(t).is_empty() && s.route_unreachable(t)
-        });
-        any && all
+        s.name_servers_unreachable(
+            self.consumer
+                .topics()
+                .filter(|t| !is_retry(s.topic_name(*t))),
+        )
     }
 
     /// A rebalance round now; [`PullEvent::Rebalanced`] when it is applied.

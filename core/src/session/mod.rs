@@ -105,6 +105,7 @@ mod sends;
 pub use api::SessionApi;
 pub use config::{Config, ConfigError, Features, Full, seed_or_default};
 pub use error::{CallError, FrameError, SendFailure, SubmitError};
+pub use routes::RouteHealth;
 pub use sends::{SendArgs, SendReceipt, Target};
 
 use config::Settings;
@@ -825,9 +826,12 @@ impl<
                         Ok(route) => self.install_route(now, topic, &route, default),
                         Err(_) => self.route_failed(now, topic, false, true),
                     }
-                } else if code == ResponseCode::TOPIC_NOT_EXIST.0 && !default {
+                } else if code == ResponseCode::TOPIC_NOT_EXIST.0
+                    && !default
+                    && self.topic_name(TopicId(topic)) != Some(DEFAULT_TOPIC)
+                {
                     // Java: the topic does not exist yet; send with the template's route and let
-                    // the broker auto-create it.
+                    // the broker auto-create it (no second lookup when it is the template).
                     self.set_lookup(topic, Lookup::Idle(None));
                     self.lookup(now, topic, true);
                 } else {

@@ -26,6 +26,17 @@ pub(super) struct Topic<const Q: usize> {
     pub(super) unreachable: bool,
 }
 
+/// How a session's topic routes stand ([`Session::route_health`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RouteHealth {
+    /// Topics the session knows (looked up at least once).
+    pub topics: usize,
+    /// Topics with a route (queues to send to or to read from).
+    pub routed: usize,
+    /// Topics whose last lookup reached no NameServer (they may keep an older route).
+    pub unreachable: usize,
+}
+
 #[derive(Debug)]
 pub(super) struct Broker {
     pub(super) name: String<MAX_BROKER_NAME>,
@@ -210,6 +221,31 @@ impl<
         self.topics
             .get(usize::from(t.0))
             .is_some_and(|x| x.unreachable)
+    }
+
+    /// Whether no NameServer answered: each of `topics` (at least one) has no route, neither
+    /// to send to nor to read from, because its last lookup reached no NameServer. A topic
+    /// that does not exist was answered (`false`). Runtimes fail a client's start on it.
+    pub fn name_servers_unreachable(&self, topics: impl IntoIterator<Item = TopicId>) -> bool {
+        let mut any = false;
+        let all = topics.into_iter().all(|t| {
+            any = true;
+            self.topics
+                .get(usize::from(t.0))
+                .is_some_and(|x| x.unreachable && x.queues.is_empty() && x.read.is_empty())
+        });
+        any && all
+    }
+
+    /// How the topics' routes stand, for a health or readiness check.
+    pub fn route_health(&self) -> RouteHealth {
+        let mut h = RouteHealth::default();
+        for x in self.topics.iter() {
+            h.topics += 1;
+            h.routed += usize::from(!x.queues.is_empty() || !x.read.is_empty());
+            h.unreachable += usize::from(x.unreachable);
+        }
+        h
     }
 
     pub(super) fn install_route(

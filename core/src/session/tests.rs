@@ -294,6 +294,21 @@ fn unknown_topic_falls_back_to_tbw102_capped_at_four_queues() {
 }
 
 #[test]
+fn the_template_itself_missing_is_looked_up_once() {
+    let mut w = World::new(1);
+    let tid = w.s.topic(w.now, "TBW102").unwrap();
+    let r = one(w.out());
+    assert_eq!(r.ext["topic"], "TBW102");
+    w.reply(&r, ResponseCode::TOPIC_NOT_EXIST.0, &[], b"");
+    assert!(w.out().is_empty(), "not asked again on its own behalf");
+    assert!(w.s.publish_queues(tid).is_empty());
+    assert!(
+        !w.s.name_servers_unreachable([tid]),
+        "the NameServer answered"
+    );
+}
+
+#[test]
 fn template_missing_too_fails_the_send_at_once_with_no_route() {
     let mut w = World::new(1);
     let id = w.send("NewTopic");
@@ -361,6 +376,13 @@ fn no_name_server_answering_fails_the_waiting_sends_at_once() {
     // "No route info of this topic", from connect failures to every NameServer).
     assert_eq!(w.done(id), Some(Err(SendFailure::NoNameServer)));
     assert!(w.s.route_unreachable(tid));
+    assert!(w.s.name_servers_unreachable([tid]));
+    assert!(
+        !w.s.name_servers_unreachable([]),
+        "nothing asked, nothing unanswered"
+    );
+    let h = w.s.route_health();
+    assert_eq!((h.topics, h.routed, h.unreachable), (1, 0, 1));
     assert!(w.events.contains(&Event::RouteFailed(tid)));
     // Lookups go on with back-off (two failures: 2 s).
     assert!(w.out().is_empty());
@@ -369,6 +391,9 @@ fn no_name_server_answering_fails_the_waiting_sends_at_once() {
     let r3 = one(w.out());
     w.reply(&r3, 0, &[], route(&[A], 1).as_bytes());
     assert!(!w.s.route_unreachable(tid));
+    assert!(!w.s.name_servers_unreachable([tid]));
+    let h = w.s.route_health();
+    assert_eq!((h.topics, h.routed, h.unreachable), (1, 1, 0));
 }
 
 #[test]

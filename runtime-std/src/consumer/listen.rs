@@ -238,23 +238,21 @@ impl Consumer {
         while self.inner.running.load(Ordering::Acquire) {
             // One poll for as many batches as there are free slots (at least one): the poll's
             // locks and timer are paid once for all of them.
+            // The slots are taken before the poll, so that no message is held across an
+            // await (a `run` dropped there would leave it in flight).
             let Ok(first) = slots.clone().acquire_owned().await else {
                 return;
             };
-            let free = 1 + slots.available_permits();
-            let mut msgs = self.poll(free * size, StdDuration::from_millis(200)).await;
-            let mut slot = Some(first);
-            while !msgs.is_empty() {
+            let mut free = vec![first];
+            free.extend(std::iter::from_fn(|| {
+                slots.clone().try_acquire_owned().ok()
+            }));
+            let mut msgs = self
+                .poll(free.len() * size, StdDuration::from_millis(200))
+                .await;
+            while let Some(slot) = free.pop().filter(|_| !msgs.is_empty()) {
                 let rest = msgs.split_off(size.min(msgs.len()));
-                let batch = std::mem::replace(&mut msgs, rest);
-                let slot = match slot.take() {
-                    Some(s) => s,
-                    None => match slots.clone().acquire_owned().await {
-                        Ok(s) => s,
-                        Err(_) => return,
-                    },
-                };
-                self.spawn_call(batch, slot, &handler);
+                self.spawn_call(std::mem::replace(&mut msgs, rest), slot, &handler);
             }
         }
     }
