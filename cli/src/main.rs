@@ -36,9 +36,15 @@ mod cli {
         /// NameServer address(es), `;`-separated.
         #[arg(long, global = true, env = "RMQ_NAMESRV")]
         namesrv: Option<String>,
-        /// Producer group (consumer group for `consume`).
+        /// Client group: the producer group of `send`, `route`, `bench` and `demo`; the
+        /// consumer group of `consume` and `bench-consume`.
         #[arg(long, global = true, default_value = "rmq-cli")]
         group: String,
+        /// Output JSON, one object per line (`send`, `route`, `consume`).
+        #[arg(long, global = true)]
+        json: bool,
+        #[command(flatten)]
+        security: Security,
         /// Log spans and events to stderr (`-v` debug, `-vv` trace; or set RUST_LOG).
         #[arg(short, long, global = true, action = clap::ArgAction::Count)]
         verbose: u8,
@@ -57,6 +63,78 @@ mod cli {
         serialize_type: Header,
         #[command(subcommand)]
         cmd: Cmd,
+    }
+
+    /// Reaching a secured cluster (every command). Secrets are best passed in the
+    /// environment (`RMQ_SECRET_KEY`), which keeps them out of the process list.
+    #[derive(clap::Args, Debug)]
+    struct Security {
+        /// ACL 1.0 access key (Java `AclClientRPCHook`): every request is signed.
+        #[arg(long, global = true, env = "RMQ_ACCESS_KEY")]
+        access_key: Option<String>,
+        /// ACL 1.0 secret key (with --access-key).
+        #[arg(long, global = true, env = "RMQ_SECRET_KEY", hide_env_values = true)]
+        secret_key: Option<String>,
+        /// ACL security token (optional).
+        #[arg(
+            long,
+            global = true,
+            env = "RMQ_SECURITY_TOKEN",
+            hide_env_values = true
+        )]
+        security_token: Option<String>,
+        /// TLS to the brokers, trusting the CA certificates of this PEM file.
+        #[arg(long, global = true, env = "RMQ_TLS_CA", value_name = "PEM")]
+        tls_ca: Option<std::path::PathBuf>,
+        /// With --tls-ca: the NameServers use TLS too.
+        #[arg(long, global = true)]
+        tls_name_server: bool,
+        /// With --tls-ca: check the peers' certificates against this name instead of the
+        /// host of their address.
+        #[arg(long, global = true, value_name = "NAME")]
+        tls_server_name: Option<String>,
+    }
+
+    type Acl<'a> = (&'a str, &'a str, Option<&'a str>);
+
+    impl Security {
+        /// `(access key, secret key, security token)`.
+        fn acl(&self) -> Result<Option<Acl<'_>>, String> {
+            match (&self.access_key, &self.secret_key) {
+                (None, None) => Ok(None),
+                (Some(ak), Some(sk)) => Ok(Some((ak, sk, self.security_token.as_deref()))),
+                _ => Err("--access-key and --secret-key go together".into()),
+            }
+        }
+
+        fn tls(&self) -> Result<Option<rmq_std::TlsConfig>, Box<dyn std::error::Error>> {
+            let Some(path) = &self.tls_ca else {
+                return Ok(None);
+            };
+            let pem =
+                std::fs::read(path).map_err(|e| format!("--tls-ca {}: {e}", path.display()))?;
+            let mut t = rmq_std::TlsConfig::with_ca_pem(&pem)
+                .map_err(|e| format!("--tls-ca {}: {e}", path.display()))?
+                .name_server_too(self.tls_name_server);
+            if let Some(n) = &self.tls_server_name {
+                t = t.server_name(n)?;
+            }
+            Ok(Some(t))
+        }
+    }
+
+    /// Applies `--access-key`/`--secret-key` and `--tls-ca` to a producer or consumer builder.
+    macro_rules! secured {
+        ($b:expr, $cli:expr) => {{
+            let mut b = $b;
+            if let Some((ak, sk, token)) = $cli.security.acl()? {
+                b = b.acl(ak, sk, token);
+            }
+            if let Some(t) = $cli.security.tls()? {
+                b = b.tls(t);
+            }
+            b
+        }};
     }
 
     #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -98,7 +176,10 @@ mod cli {
     #[derive(Subcommand, Debug)]
     enum Cmd {
         /// Tail a topic as a member of a consumer group (`--group`); Ctrl-C or `--count` ends
-        /// it with the offsets of what was printed committed.
+        /// it with the offsets of what was printed committed. `--json`: one object per line
+        /// (topic, broker, queueId, queueOffset, msgId, tags, keys, properties,
+        /// bornTimestamp, storeTimestamp, reconsumeTimes, and the body as text, `body`, or,
+        /// when it is not UTF-8, as base64, `bodyBase64`).
         Consume {
             /// Topic.
             topic: String,
@@ -112,13 +193,10 @@ mod cli {
             /// Stop after this many messages.
             #[arg(long)]
             count: Option<u64>,
-            /// One JSON object per line: topic, broker, queueId, queueOffset, msgId, tags,
-            /// keys, properties, bornTimestamp, storeTimestamp, reconsumeTimes, and the body
-            /// as text (`body`) or, when it is not UTF-8, as base64 (`bodyBase64`).
-            #[arg(long)]
-            json: bool,
         },
-        /// Send one message.
+        /// Send a message: the body given, or read from `--file` (`-` for stdin), or with
+        /// `--lines` one message per line of it. `--json`: one result object per message
+        /// (status, msgId, offsetMsgId, broker, queueId, queueOffset, attempts).
         Send {
             /// Topic.
             #[arg(long)]
@@ -138,8 +216,15 @@ mod cli {
             /// How to send.
             #[arg(long, value_enum, default_value_t = Mode::Sync)]
             mode: Mode,
+            /// Read the body from this file (`-`: standard input) instead of the argument.
+            #[arg(long, value_name = "PATH", conflicts_with = "body")]
+            file: Option<std::path::PathBuf>,
+            /// One message per line of the body (empty lines skipped), sent in order.
+            #[arg(long)]
+            lines: bool,
             /// Body text.
-            body: String,
+            #[arg(required_unless_present = "file")]
+            body: Option<String>,
         },
         /// Show a topic's route (brokers and publish queues).
         Route {
@@ -261,6 +346,37 @@ mod cli {
 
     type Res = Result<(), Box<dyn std::error::Error>>;
 
+    /// One line per message `rmq send` sent (`None`: written oneway).
+    fn print_sent(r: Option<&rmq_std::SendResult>, json: bool) {
+        match (r, json) {
+            (Some(r), false) => println!(
+                "{:?} msgId={} offsetMsgId={} broker={} queue={} offset={} attempts={}",
+                r.status,
+                r.msg_id,
+                r.offset_msg_id,
+                r.queue.broker_name,
+                r.queue.queue_id,
+                r.queue_offset,
+                r.attempts
+            ),
+            (Some(r), true) => println!(
+                "{}",
+                serde_json::json!({
+                    "status": format!("{:?}", r.status),
+                    "msgId": r.msg_id,
+                    "offsetMsgId": r.offset_msg_id,
+                    "topic": r.queue.topic,
+                    "brokerName": r.queue.broker_name,
+                    "queueId": r.queue.queue_id,
+                    "queueOffset": r.queue_offset,
+                    "attempts": r.attempts,
+                })
+            ),
+            (None, false) => println!("written (oneway)"),
+            (None, true) => println!("{}", serde_json::json!({"status": "Oneway"})),
+        }
+    }
+
     /// The producer's own monitoring numbers (`Producer::metrics`), beside the tool's report.
     fn print_producer_metrics(m: &rmq_std::metrics::ProducerMetrics) {
         let l = m.latency_us;
@@ -299,19 +415,57 @@ mod cli {
         }
     }
 
-    fn builder(cli: &Cli, namesrv: &str) -> rmq_std::ProducerBuilder {
-        Producer::builder()
+    fn builder(
+        cli: &Cli,
+        namesrv: &str,
+    ) -> Result<rmq_std::ProducerBuilder, Box<dyn std::error::Error>> {
+        let b = Producer::builder()
             .namesrv_addr(namesrv)
             .producer_group(&cli.group)
             .send_msg_timeout(Duration::from_millis(cli.timeout_ms))
             .serialize_type(match cli.serialize_type {
                 Header::Json => rmq_std::core::wire::SerializeType::JSON,
                 Header::Rocketmq => rmq_std::core::wire::SerializeType::ROCKETMQ,
-            })
+            });
+        Ok(secured!(b, cli))
     }
 
-    async fn producer(cli: &Cli, namesrv: &str) -> Result<Producer, Box<dyn std::error::Error>> {
-        Ok(builder(cli, namesrv).start().await?)
+    /// A producer whose start looks `topic`'s route up.
+    async fn producer(
+        cli: &Cli,
+        namesrv: &str,
+        topic: &str,
+    ) -> Result<Producer, Box<dyn std::error::Error>> {
+        Ok(builder(cli, namesrv)?.topics([topic]).start().await?)
+    }
+
+    /// The bodies `rmq send` sends: the argument or the file's content, whole or by line.
+    fn bodies(
+        body: Option<&str>,
+        file: Option<&std::path::Path>,
+        lines: bool,
+    ) -> Result<Vec<Vec<u8>>, Box<dyn std::error::Error>> {
+        let whole = match (body, file) {
+            (Some(b), _) => b.as_bytes().to_vec(),
+            (None, Some(p)) if p.as_os_str() == "-" => {
+                let mut v = Vec::new();
+                std::io::Read::read_to_end(&mut std::io::stdin(), &mut v)?;
+                v
+            }
+            (None, Some(p)) => {
+                std::fs::read(p).map_err(|e| format!("--file {}: {e}", p.display()))?
+            }
+            (None, None) => return Err("no body: give it, or --file".into()),
+        };
+        if !lines {
+            return Ok(vec![whole]);
+        }
+        Ok(whole
+            .split(|b| *b == b'\n')
+            .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+            .filter(|l| !l.is_empty())
+            .map(<[u8]>::to_vec)
+            .collect())
     }
 
     fn need_namesrv(cli: &Cli) -> Result<String, Box<dyn std::error::Error>> {
@@ -329,51 +483,75 @@ mod cli {
                 props,
                 delay_level,
                 mode,
+                file,
+                lines,
                 body,
             } => {
-                let p = producer(&cli, &need_namesrv(&cli)?).await?;
-                let mut m = Message::new(topic.clone(), body.clone().into_bytes());
-                if let Some(t) = tags {
-                    m = m.with_tags(t.clone());
-                }
-                if !keys.is_empty() {
-                    m = m.with_keys(keys.clone());
-                }
+                let bodies = bodies(body.as_deref(), file.as_deref(), *lines)?;
+                let mut props_kv = Vec::new();
                 for kv in props {
                     let (k, v) = kv
                         .split_once('=')
                         .ok_or_else(|| format!("--prop {kv:?}: expected k=v"))?;
-                    m = m.with_property(k, v);
+                    props_kv.push((k, v));
                 }
-                if let Some(l) = delay_level {
-                    m = m.with_delay_level(*l);
+                let p = producer(&cli, &need_namesrv(&cli)?, topic).await?;
+                let mut outcome = Ok(());
+                for body in bodies {
+                    let mut m = Message::new(topic.clone(), body);
+                    if let Some(t) = tags {
+                        m = m.with_tags(t.clone());
+                    }
+                    if !keys.is_empty() {
+                        m = m.with_keys(keys.clone());
+                    }
+                    for (k, v) in &props_kv {
+                        m = m.with_property(*k, *v);
+                    }
+                    if let Some(l) = delay_level {
+                        m = m.with_delay_level(*l);
+                    }
+                    let r = match mode {
+                        Mode::Sync => p.send(m).await.map(Some),
+                        Mode::Async => p.send_async(m).await.map(Some),
+                        Mode::Oneway => p.send_oneway(m).await.map(|()| None),
+                    };
+                    match r {
+                        Ok(r) => print_sent(r.as_ref(), cli.json),
+                        Err(e) => {
+                            outcome = Err(e);
+                            break;
+                        }
+                    }
                 }
-                let r = match mode {
-                    Mode::Sync => p.send(m).await.map(Some),
-                    Mode::Async => p.send_async(m).await.map(Some),
-                    Mode::Oneway => p.send_oneway(m).await.map(|()| None),
-                };
                 p.shutdown().await;
-                match r? {
-                    Some(r) => println!(
-                        "{:?} msgId={} offsetMsgId={} broker={} queue={} offset={} attempts={}",
-                        r.status,
-                        r.msg_id,
-                        r.offset_msg_id,
-                        r.queue.broker_name,
-                        r.queue.queue_id,
-                        r.queue_offset,
-                        r.attempts
-                    ),
-                    None => println!("written (oneway)"),
-                }
-                Ok(())
+                Ok(outcome?)
             }
             Cmd::Route { topic } => {
-                let p = producer(&cli, &need_namesrv(&cli)?).await?;
+                let p = producer(&cli, &need_namesrv(&cli)?, topic).await?;
                 let r = p.route(topic).await;
                 p.shutdown_timeout(Duration::ZERO).await;
                 let r = r?;
+                if cli.json {
+                    let brokers: Vec<_> = r
+                        .brokers
+                        .iter()
+                        .map(|(name, addr)| serde_json::json!({"brokerName": name, "master": addr}))
+                        .collect();
+                    let queues: Vec<_> = r
+                        .queues
+                        .iter()
+                        .map(|q| serde_json::json!({"brokerName": q.broker_name, "queueId": q.queue_id}))
+                        .collect();
+                    let doc = serde_json::json!({
+                        "topic": topic,
+                        "fromDefaultTopic": r.from_default_topic,
+                        "brokers": brokers,
+                        "writeQueues": queues,
+                    });
+                    println!("{doc}");
+                    return Ok(());
+                }
                 if r.from_default_topic {
                     println!("topic {topic} does not exist; the TBW102 template route applies");
                 }
@@ -400,7 +578,7 @@ mod cli {
                 auto_batch_ms,
                 auto_batch_in_flight,
             } => {
-                let mut b = builder(&cli, &need_namesrv(&cli)?);
+                let mut b = builder(&cli, &need_namesrv(&cli)?)?.topics([topic]);
                 if let Some(ms) = auto_batch_ms {
                     b = b.auto_batch(rmq_std::AutoBatch {
                         hold: Duration::from_millis(*ms),
@@ -437,8 +615,7 @@ mod cli {
                 tag,
                 from,
                 count,
-                json,
-            } => consume(&cli, topic, tag, *from, *count, *json).await,
+            } => consume(&cli, topic, tag, *from, *count, cli.json).await,
             Cmd::BenchConsume {
                 topic,
                 count,
@@ -457,13 +634,12 @@ mod cli {
             size: usize,
             lat: Histogram<u64>,
         }
-        let c = Consumer::builder()
+        let b = Consumer::builder()
             .namesrv_addr(&need_namesrv(cli)?)
             .group(&cli.group)
             .subscribe(topic, "*")
-            .consume_from(ConsumeFromWhere::FirstOffset)
-            .start()
-            .await?;
+            .consume_from(ConsumeFromWhere::FirstOffset);
+        let c = secured!(b, cli).start().await?;
         let n = Arc::new(AtomicU64::new(0));
         let seen = Arc::new(std::sync::Mutex::new(Seen {
             first: None,
@@ -551,16 +727,15 @@ mod cli {
         use rmq_std::consumer::Consumer;
         use rmq_std::core::consumer::ConsumeFromWhere;
         use std::io::Write;
-        let c = Consumer::builder()
+        let b = Consumer::builder()
             .namesrv_addr(&need_namesrv(cli)?)
             .group(&cli.group)
             .subscribe(topic, tag)
             .consume_from(match from {
                 From::First => ConsumeFromWhere::FirstOffset,
                 From::Last | From::Timestamp(_) => ConsumeFromWhere::LastOffset,
-            })
-            .start()
-            .await?;
+            });
+        let c = secured!(b, cli).start().await?;
         if let From::Timestamp(ms) = from {
             for q in c.assigned_queues().iter().filter(|q| q.topic == topic) {
                 c.seek(q, rmq_std::consumer::Position::Timestamp(ms));
@@ -1019,7 +1194,7 @@ mod cli {
             }
             None => tokio::task::block_in_place(start_local)?,
         };
-        let p = producer(cli, &ns).await?;
+        let p = producer(cli, &ns, topic).await?;
         let route = p.route(topic).await?;
         println!(
             "Topic {topic}: {} write queues on {} broker(s){}",
@@ -1124,7 +1299,7 @@ mod cli {
         );
         print_producer_metrics(&m);
         let after = {
-            let p = producer(cli, &ns).await?;
+            let p = producer(cli, &ns, topic).await?;
             let r = p.route(topic).await;
             p.shutdown_timeout(Duration::ZERO).await;
             r

@@ -15,6 +15,7 @@ pub mod blocking;
 pub mod broker;
 pub mod hostile;
 pub mod netns;
+pub mod pki;
 pub mod proxy;
 pub mod relay;
 pub mod sim;

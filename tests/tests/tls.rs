@@ -14,61 +14,17 @@
 //!   the TLS producer stored (bodies and message ids), the large one included.
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose, SanType};
 use rmq_core::consumer::ConsumeFromWhere;
 use rmq_std::consumer::Consumer;
 use rmq_std::{Message, Producer, SendErrorKind, SendStatus, TlsConfig, TransportError};
 use rmq_tests::broker::{Cluster, ClusterOptions, Version};
+use rmq_tests::pki::{Pki, ca};
 use rustls::CertificateError;
 
 const TOPIC: &str = "TlsTopic";
 const CONSUME_TOPIC: &str = "TlsConsumeTopic";
-
-struct Pki {
-    ca_pem: String,
-    cert_path: PathBuf,
-    key_path: PathBuf,
-}
-
-fn ca(name: &str) -> (rcgen::Certificate, rcgen::Issuer<'static, KeyPair>) {
-    let key = KeyPair::generate().expect("CA key");
-    let mut p = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    p.distinguished_name.push(DnType::CommonName, name);
-    p.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let cert = p.self_signed(&key).expect("CA cert");
-    (cert, rcgen::Issuer::new(p, key))
-}
-
-fn pki(dir: &std::path::Path) -> Pki {
-    std::fs::create_dir_all(dir).expect("cert dir");
-    let (ca, issuer) = ca("rmq test CA");
-    let key = KeyPair::generate().expect("server key");
-    let mut p = CertificateParams::new(vec!["localhost".to_string()]).expect("server params");
-    p.subject_alt_names
-        .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
-    p.distinguished_name.push(DnType::CommonName, "127.0.0.1");
-    let cert = p.signed_by(&key, &issuer).expect("server cert");
-    let cert_path = dir.join("server.pem");
-    let key_path = dir.join("server.key");
-    // The chain: server certificate, then the CA.
-    std::fs::write(&cert_path, format!("{}{}", cert.pem(), ca.pem())).expect("write cert");
-    // rcgen serializes the private key as PKCS#8 ("BEGIN PRIVATE KEY"), what Netty expects.
-    std::fs::write(&key_path, key.serialize_pem()).expect("write key");
-    Pki {
-        ca_pem: ca.pem(),
-        cert_path,
-        key_path,
-    }
-}
 
 async fn producer(ns: &str, group: &str, tls: Option<TlsConfig>) -> Producer {
     let mut b = Producer::builder()
@@ -169,20 +125,9 @@ fn tls_cause(e: &rmq_std::SendError) -> Option<rustls::Error> {
 
 fn run(v: Version) {
     let dir = std::env::temp_dir().join(format!("rmq-tls-{}-{}", std::process::id(), v.name()));
-    let pki = pki(&dir);
+    let pki = Pki::new(&dir);
     let o = ClusterOptions {
-        broker_jvm_args: vec![
-            "-Dtls.server.mode=enforcing".into(),
-            "-Dtls.test.mode.enable=false".into(),
-            "-Dtls.server.need.client.auth=none".into(),
-            format!("-Dtls.server.certPath={}", pki.cert_path.display()),
-            format!("-Dtls.server.keyPath={}", pki.key_path.display()),
-            // Keep a machine-wide /etc/rocketmq/tls.properties out of the test.
-            format!(
-                "-Dtls.config.file={}",
-                dir.join("none.properties").display()
-            ),
-        ],
+        broker_jvm_args: pki.broker_jvm_args(),
         ..ClusterOptions::default()
     };
     let cluster = Cluster::start(v, o).expect("start TLS cluster");
