@@ -2,7 +2,8 @@
 # Builds the no-allocator gateway firmware images for thumbv7em-none-eabihf, prints their
 # section sizes (.vector_table/.text/.rodata/.data/.bss) and fails when a budget is exceeded.
 # Flash is everything stored there: the vector table, .text, .rodata and .data's initial
-# values (the "flash code" line, .text + .rodata, is the figure BENCHMARKS.md's tables use).
+# values ("flash in all" is the figure BENCHMARKS.md's table gives first; the "flash code" line,
+# .text + .rodata, is the one the older tables in docs/bench-log/firmware.md use).
 # - the producer-only telemetry image (issue 14): at most 64 KiB of flash and 24 KiB of
 #   static RAM (.data + .bss, socket and frame buffers included);
 # - the store-and-forward image (feature `store-forward`, issue 19): at most 80 KiB of flash
