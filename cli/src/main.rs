@@ -193,6 +193,14 @@ mod cli {
             /// Stop after this many messages.
             #[arg(long)]
             count: Option<u64>,
+            /// Stop once every queue of the topic is read to its end (kcat's `-e`).
+            #[arg(long)]
+            exit_at_end: bool,
+            /// Read without any group's offsets: as the only member of a throwaway
+            /// broadcasting group (`rmq-tail-<pid>-<ms>`, `--group` unused), keeping offsets
+            /// in a temporary file; nothing is committed to the brokers.
+            #[arg(long)]
+            no_commit: bool,
         },
         /// Send a message: the body given, or read from `--file` (`-` for stdin), or with
         /// `--lines` one message per line of it. `--json`: one result object per message
@@ -615,7 +623,17 @@ mod cli {
                 tag,
                 from,
                 count,
-            } => consume(&cli, topic, tag, *from, *count, cli.json).await,
+                exit_at_end,
+                no_commit,
+            } => {
+                let tail = Tail {
+                    from: *from,
+                    count: *count,
+                    exit_at_end: *exit_at_end,
+                    no_commit: *no_commit,
+                };
+                consume(&cli, topic, tag, tail).await
+            }
             Cmd::BenchConsume {
                 topic,
                 count,
@@ -716,35 +734,52 @@ mod cli {
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
     }
 
-    async fn consume(
-        cli: &Cli,
-        topic: &str,
-        tag: &str,
+    /// How `rmq consume` reads.
+    struct Tail {
         from: From,
         count: Option<u64>,
-        json: bool,
-    ) -> Res {
-        use rmq_std::consumer::Consumer;
+        exit_at_end: bool,
+        no_commit: bool,
+    }
+
+    async fn consume(cli: &Cli, topic: &str, tag: &str, tail: Tail) -> Res {
+        use rmq_std::consumer::{Consumer, MessageModel};
         use rmq_std::core::consumer::ConsumeFromWhere;
         use std::io::Write;
-        let b = Consumer::builder()
+        let (from, json) = (tail.from, cli.json);
+        let mut b = Consumer::builder()
             .namesrv_addr(&need_namesrv(cli)?)
-            .group(&cli.group)
             .subscribe(topic, tag)
             .consume_from(match from {
                 From::First => ConsumeFromWhere::FirstOffset,
                 From::Last | From::Timestamp(_) => ConsumeFromWhere::LastOffset,
             });
-        let c = secured!(b, cli).start().await?;
+        let mut scratch = None;
+        let group = if tail.no_commit {
+            let g = format!(
+                "rmq-tail-{}-{}",
+                std::process::id(),
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis())
+            );
+            let path = std::env::temp_dir().join(format!("{g}.offsets"));
+            b = b
+                .message_model(MessageModel::Broadcasting)
+                .offset_store(path.clone());
+            scratch = Some(path);
+            g
+        } else {
+            cli.group.clone()
+        };
+        let c = secured!(b.group(&group), cli).start().await?;
         if let From::Timestamp(ms) = from {
             for q in c.assigned_queues().iter().filter(|q| q.topic == topic) {
                 c.seek(q, rmq_std::consumer::Position::Timestamp(ms));
             }
         }
-        eprintln!(
-            "consuming {topic} ({tag}) as group {}; Ctrl-C to stop",
-            cli.group
-        );
+        eprintln!("consuming {topic} ({tag}) as group {group}; Ctrl-C to stop");
+        let count = tail.count;
         let mut left = count.unwrap_or(u64::MAX);
         let mut out = std::io::stdout().lock();
         let ctrl_c = tokio::signal::ctrl_c();
@@ -772,9 +807,15 @@ mod cli {
                 left -= 1;
             }
             let _ = out.flush();
+            if tail.exit_at_end && at_end(&c, topic) {
+                break;
+            }
         }
         let m = c.metrics();
         c.shutdown().await;
+        if let Some(p) = scratch {
+            let _ = std::fs::remove_file(p);
+        }
         let s = c.stats();
         eprintln!(
             "{} message(s) received, {} committed offset update(s)",
@@ -790,6 +831,13 @@ mod cli {
             m.queues.len()
         );
         result
+    }
+
+    /// Every assigned queue of `topic` read to the end the broker last reported.
+    fn at_end(c: &rmq_std::consumer::Consumer, topic: &str) -> bool {
+        let queues = c.metrics().queues;
+        let mut of_topic = queues.iter().filter(|q| q.queue.topic == topic).peekable();
+        of_topic.peek().is_some() && of_topic.all(|q| q.lag == Some(0))
     }
 
     fn plain_line(m: &rmq_std::consumer::ConsumedMessage) -> String {

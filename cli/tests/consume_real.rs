@@ -1,7 +1,8 @@
 //! `rmq send` then `rmq consume` against a real Apache RocketMQ 5.3.3 (the rmq-tests harness):
 //! what was sent comes back, in the documented plain and `--json` line formats, and the
 //! printed messages' offsets are committed (a second run of the same group gets only what
-//! is new).
+//! is new); `--no-commit --exit-at-end` reads everything without a group's offsets and exits
+//! at the end.
 
 use std::process::Command;
 
@@ -146,4 +147,44 @@ fn consume_receives_what_send_sent() {
         !ok && err.contains("expected first, last or a Unix time in ms"),
         "{err}"
     );
+
+    // A read-only tail to the end: all four, from a throwaway group, then it exits by itself.
+    let (ok, out, err) = rmq(
+        &ns,
+        &[
+            "consume",
+            topic,
+            "--from",
+            "first",
+            "--no-commit",
+            "--exit-at-end",
+        ],
+    );
+    assert!(ok, "{out}{err}");
+    assert_eq!(out.matches(" msgId=").count(), 4, "{out}{err}");
+    assert!(out.ends_with(" fourth\n"), "{out}");
+    // Its offsets lived in a temporary file, removed at the end.
+    let group = err
+        .split("as group ")
+        .nth(1)
+        .and_then(|r| r.split(';').next())
+        .expect("the group named");
+    assert!(group.starts_with("rmq-tail-"), "{err}");
+    let scratch = std::env::temp_dir().join(format!("{group}.offsets"));
+    assert!(!scratch.exists(), "{} left behind", scratch.display());
+    // A group at the end already: nothing to print, and it exits.
+    let (ok, out, err) = rmq(
+        &ns,
+        &[
+            "--group",
+            "cg_cli_plain",
+            "consume",
+            topic,
+            "--from",
+            "first",
+            "--exit-at-end",
+        ],
+    );
+    assert!(ok, "{out}{err}");
+    assert_eq!(out, "", "{err}");
 }
