@@ -35,7 +35,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use sha1::Sha1;
 
 use crate::json::i64_dec_len;
-use crate::wire::{ExtFields, ExtValue, ExtVisitor};
+use crate::wire::{CommandRepr, EncodeError, ExtFields, ExtValue, ExtVisitor, SerializeType};
 
 /// Ext-field key of the access key.
 pub const ACCESS_KEY: &str = "AccessKey";
@@ -235,6 +235,64 @@ fn base64_20(input: &[u8; 20]) -> [u8; SIGNATURE_LEN] {
         o += 4;
     }
     out
+}
+
+/// Why a request's header could not be written ([`emit_request`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum RequestError {
+    /// The credentials could not sign it.
+    Acl(AclError),
+    /// It does not fit the buffer or the protocol's limits.
+    Encode(EncodeError),
+}
+
+impl fmt::Display for RequestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestError::Acl(e) => write!(f, "cannot sign the request: {e}"),
+            RequestError::Encode(e) => write!(f, "cannot encode the request: {e}"),
+        }
+    }
+}
+
+impl core::error::Error for RequestError {}
+
+/// Writes a request's frame prefix and header into `head`: `repr` (whose `ext` is ignored)
+/// with `ext` as its custom header, signed over `body` when `creds` are given (ACL 1.0). The
+/// frame counts `body_len` body bytes after the header. Every request this client writes goes
+/// through here: the session's and an operator's call
+/// ([`ops`](crate::ops)).
+///
+/// # Errors
+/// [`RequestError`].
+pub fn emit_request<E: ExtFields>(
+    repr: &CommandRepr<'_, ()>,
+    ext: E,
+    creds: Option<&Credentials<'_>>,
+    ty: SerializeType,
+    (body, body_len): (&[u8], usize),
+    head: &mut [u8],
+) -> Result<usize, RequestError> {
+    fn with<'r, X>(repr: &CommandRepr<'r, ()>, ext: X) -> CommandRepr<'r, X> {
+        CommandRepr {
+            code: repr.code,
+            language: repr.language,
+            version: repr.version,
+            opaque: repr.opaque,
+            flag: repr.flag,
+            remark: repr.remark,
+            ext: Some(ext),
+        }
+    }
+    match creds {
+        None => with(repr, ext).emit_frame_prefix_and_header(ty, body_len, head),
+        Some(creds) => {
+            let signed = SignedFields::sign(creds, ext, body).map_err(RequestError::Acl)?;
+            with(repr, signed).emit_frame_prefix_and_header(ty, body_len, head)
+        }
+    }
+    .map_err(RequestError::Encode)
 }
 
 impl<'a, E: ExtFields> SignedFields<'a, E> {

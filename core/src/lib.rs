@@ -31,6 +31,8 @@
 //!   control and per-queue offset tracking.
 //! - [`admin`]: answers to the requests brokers forward from operators' tools (running info,
 //!   codes not served).
+//! - [`ops`]: what operators' tools ask NameServers and brokers (cluster, topics, a group's
+//!   progress, offset resets) and how the answers' bodies read.
 //! - [`lock`]: orderly consumption's queue locks (LOCK_BATCH_MQ / UNLOCK_BATCH_MQ).
 //! - [`send_back`]: retries and dead letters: CONSUMER_SEND_MSG_BACK, the `%RETRY%` fallback
 //!   message and its properties.
@@ -69,6 +71,7 @@ pub mod link;
 pub mod lock;
 pub mod message;
 pub mod metrics;
+pub mod ops;
 pub mod outbox;
 pub mod producer;
 pub mod pull_consumer;

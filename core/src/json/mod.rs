@@ -6,6 +6,9 @@
 //! - any key order; unknown keys can be skipped with [`Parser::skip_value`];
 //! - **bare object keys**: integers (optionally negative), as in the legacy route encoding
 //!   `{"brokerAddrs":{0:"10.0.0.5:10911"}}`, and identifiers (`{code:105}`);
+//! - **objects as keys**, as fastjson writes `MessageQueue` map keys
+//!   (`{{"brokerName":"b","queueId":0,"topic":"T"}:{…}}`): the key is the object's source text,
+//!   read with a parser of its own (an object key inside one is an error);
 //! - single-quoted strings (`'abc'`, where `\'` is a valid escape);
 //! - a trailing comma before `}` or `]`.
 //!

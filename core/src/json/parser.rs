@@ -56,6 +56,8 @@ pub struct Parser<'a> {
     stack: u32,
     depth: u8,
     state: State,
+    /// Whether an object may be a key (not inside such a key: no recursion on hostile input).
+    object_keys: bool,
 }
 
 const _: () = assert!(MAX_DEPTH <= 32);
@@ -69,6 +71,7 @@ impl<'a> Parser<'a> {
             stack: 0,
             depth: 0,
             state: State::Value,
+            object_keys: true,
         }
     }
 
@@ -231,6 +234,21 @@ impl<'a> Parser<'a> {
                 Ok(JsonStr::from_raw(
                     self.input.get(start..self.pos).unwrap_or(&[]),
                 ))
+            }
+            // An object as a key: fastjson writes `MessageQueue` map keys so (ConsumeStats,
+            // ResetOffsetBody). The key is the object's source text, braces included: read it
+            // with a `Parser` of its own.
+            Some(b'{') if self.object_keys => {
+                let rest = self.input.get(self.pos..).unwrap_or(&[]);
+                let mut sub = Parser::new(rest);
+                sub.object_keys = false;
+                sub.skip_value().map_err(|e| JsonError {
+                    offset: self.pos + e.offset,
+                    kind: e.kind,
+                })?;
+                let raw = rest.get(..sub.pos).unwrap_or(&[]);
+                self.pos += sub.pos;
+                Ok(JsonStr::from_raw(raw))
             }
             Some(_) => Err(self.err(JsonErrorKind::UnexpectedByte)),
             None => Err(self.err(JsonErrorKind::UnexpectedEnd)),

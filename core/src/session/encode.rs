@@ -206,22 +206,15 @@ impl<
         } else {
             SerializeType::JSON
         };
-        let version = self.cfg.version;
-        match out.credentials() {
-            None => {
-                let mut repr = CommandRepr::request(code, opaque, version, Some(ext));
-                repr.language = self.cfg.language;
-                repr.flag = flag;
-                repr.emit_frame_prefix_and_header(ty, body_len, head)
-            }
-            Some(creds) => {
-                let signed = SignedFields::sign(&creds, ext, body).map_err(Ending::Acl)?;
-                let mut repr = CommandRepr::request(code, opaque, version, Some(signed));
-                repr.language = self.cfg.language;
-                repr.flag = flag;
-                repr.emit_frame_prefix_and_header(ty, body_len, head)
-            }
-        }
-        .map_err(Ending::Encode)
+        let mut repr = CommandRepr::request(code, opaque, self.cfg.version, None::<()>);
+        repr.language = self.cfg.language;
+        repr.flag = flag;
+        let creds = out.credentials();
+        crate::acl::emit_request(&repr, ext, creds.as_ref(), ty, (body, body_len), head).map_err(
+            |e| match e {
+                crate::acl::RequestError::Acl(e) => Ending::Acl(e),
+                crate::acl::RequestError::Encode(e) => Ending::Encode(e),
+            },
+        )
     }
 }

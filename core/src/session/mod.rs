@@ -67,7 +67,7 @@ use core::fmt;
 
 use heapless::{Deque, String, Vec};
 
-use crate::acl::{AclError, Credentials, SignedFields};
+use crate::acl::{AclError, Credentials};
 use crate::counter::QueueCounter;
 use crate::deadline::DeadlineHeap;
 use crate::fault::{FaultTable, UpdateRule};

@@ -65,6 +65,10 @@ impl RequestCode {
     pub const GET_BROKER_CLUSTER_INFO: RequestCode = RequestCode(106);
     /// `206` GET_ALL_TOPIC_LIST_FROM_NAMESERVER.
     pub const GET_ALL_TOPIC_LIST_FROM_NAMESERVER: RequestCode = RequestCode(206);
+    /// `208` GET_CONSUME_STATS.
+    pub const GET_CONSUME_STATS: RequestCode = RequestCode(208);
+    /// `222` INVOKE_BROKER_TO_RESET_OFFSET.
+    pub const INVOKE_BROKER_TO_RESET_OFFSET: RequestCode = RequestCode(222);
     /// `220` RESET_CONSUMER_CLIENT_OFFSET.
     pub const RESET_CONSUMER_CLIENT_OFFSET: RequestCode = RequestCode(220);
     /// `221` GET_CONSUMER_STATUS_FROM_CLIENT.

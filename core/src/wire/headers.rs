@@ -446,6 +446,53 @@ ext_header! {
 }
 
 ext_header! {
+    /// UPDATE_AND_CREATE_TOPIC (17) request (`mqadmin updateTopic`; 5.x also knows
+    /// `attributes` and `force`, both optional).
+    pub struct CreateTopicRequestHeader<'a> {
+        /// Topic.
+        topic: &'a str = "topic",
+        /// The template topic (`TBW102`).
+        default_topic: &'a str = "defaultTopic",
+        /// Read queues.
+        read_queue_nums: i32 = "readQueueNums",
+        /// Write queues.
+        write_queue_nums: i32 = "writeQueueNums",
+        /// Permission bits (2 write, 4 read).
+        perm: i32 = "perm",
+        /// `SINGLE_TAG`.
+        topic_filter_type: &'a str = "topicFilterType",
+        /// System flags (0).
+        topic_sys_flag: Option<i32> = "topicSysFlag",
+        /// An ordered topic.
+        order: bool = "order",
+    }
+}
+
+ext_header! {
+    /// GET_CONSUME_STATS (208) request.
+    pub struct GetConsumeStatsRequestHeader<'a> {
+        /// Consumer group.
+        consumer_group: &'a str = "consumerGroup",
+        /// Only this topic (all the group's topics when absent).
+        topic: Option<&'a str> = "topic",
+    }
+}
+
+ext_header! {
+    /// INVOKE_BROKER_TO_RESET_OFFSET (222) request (`mqadmin resetOffsetByTime`).
+    pub struct ResetOffsetRequestHeader<'a> {
+        /// Topic.
+        topic: &'a str = "topic",
+        /// Consumer group.
+        group: &'a str = "group",
+        /// Store timestamp, Unix ms: each queue moves to its first message at or after it.
+        timestamp: i64 = "timestamp",
+        /// Move offsets backwards too.
+        is_force: bool = "isForce",
+    }
+}
+
+ext_header! {
     /// GET_MAX_OFFSET (30) request.
     pub struct GetMaxOffsetRequestHeader<'a> {
         /// Topic.
