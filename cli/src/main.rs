@@ -4,6 +4,10 @@
 //! rmq demo                              # starts a local RocketMQ if none answers on :9876
 //! rmq --namesrv 127.0.0.1:9876 send --topic T "hello"
 //! rmq --namesrv 127.0.0.1:9876 route T
+//! rmq --namesrv 127.0.0.1:9876 cluster
+//! rmq --namesrv 127.0.0.1:9876 topics create T --cluster DefaultCluster --write-queues 4
+//! rmq --namesrv 127.0.0.1:9876 progress my-group
+//! rmq --namesrv 127.0.0.1:9876 reset-offset my-group --topic T --to-time first
 //! rmq --namesrv 127.0.0.1:9876 bench --topic T --mode async --concurrency 256 --count 100000
 //! rmq --namesrv 127.0.0.1:9876 bench --topic T --mode sync --size 128 --auto-batch-ms 10
 //! ```
@@ -11,6 +15,8 @@
 fn main() -> std::process::ExitCode {
     cli::main()
 }
+
+mod ops;
 
 mod cli {
     use std::net::{SocketAddr, TcpStream};
@@ -28,7 +34,7 @@ mod cli {
     #[command(
         name = "rmq",
         version,
-        about = "Apache RocketMQ client (Rust): send, route, bench, consume, demo",
+        about = "Apache RocketMQ client (Rust): send, route, consume, operate (cluster, topics, progress, reset-offset), bench, demo",
         after_help = "Exit codes: 0 done (consume: Ctrl-C or --count reached, offsets committed); \
                       1 the command failed (no NameServer, send refused, ...); 2 bad arguments."
     )]
@@ -40,7 +46,7 @@ mod cli {
         /// consumer group of `consume` and `bench-consume`.
         #[arg(long, global = true, default_value = "rmq-cli")]
         group: String,
-        /// Output JSON, one object per line (`send`, `route`, `consume`).
+        /// Output JSON, one object per line (every command but the benchmarks and `demo`).
         #[arg(long, global = true)]
         json: bool,
         #[command(flatten)]
@@ -300,6 +306,81 @@ mod cli {
             #[arg(long, default_value_t = 16)]
             devices: u32,
         },
+        /// Every broker of every cluster: cluster, broker name, id (0 master) and address
+        /// (`mqadmin clusterList`).
+        Cluster,
+        /// List topics (`mqadmin topicList`) or create one on every master of a cluster
+        /// (`mqadmin updateTopic -c`).
+        Topics {
+            #[command(subcommand)]
+            action: Topics,
+        },
+        /// A consumer group's offsets and lag per queue, and the total (`mqadmin
+        /// consumerProgress -g`); exits 1 when no broker has offsets of the group.
+        Progress {
+            /// Consumer group.
+            group: String,
+            /// Only this topic.
+            #[arg(long)]
+            topic: Option<String>,
+        },
+        /// Move a consumer group's offsets on a topic to a point in time (`mqadmin
+        /// resetOffsetByTime`): each queue to its first message stored then or later. Running
+        /// consumers of the group restart from there.
+        ResetOffset {
+            /// Consumer group.
+            group: String,
+            /// Topic.
+            #[arg(long)]
+            topic: String,
+            /// Unix time in ms, `now` (skip everything stored), or `first` (0: from the start).
+            #[arg(long, value_parser = parse_time)]
+            to_time: i64,
+        },
+    }
+
+    #[derive(Subcommand, Debug)]
+    enum Topics {
+        /// Every topic the NameServer knows, one per line, sorted.
+        List,
+        /// Create (or update) a topic on every master of `--cluster`.
+        Create {
+            /// Topic.
+            topic: String,
+            /// Cluster.
+            #[arg(long, default_value = "DefaultCluster")]
+            cluster: String,
+            /// Read queues per broker.
+            #[arg(long, default_value_t = 8)]
+            read_queues: i32,
+            /// Write queues per broker.
+            #[arg(long, default_value_t = 8)]
+            write_queues: i32,
+            /// Permission: 6 read and write, 4 read only, 2 write only.
+            #[arg(long, default_value_t = 6)]
+            perm: i32,
+            /// An ordered topic.
+            #[arg(long)]
+            order: bool,
+        },
+    }
+
+    fn parse_time(s: &str) -> Result<i64, String> {
+        match s {
+            "now" => Ok(unix_ms()),
+            "first" => Ok(0),
+            ms => ms
+                .parse()
+                .map_err(|_| format!("{ms:?}: expected a Unix time in ms, now or first")),
+        }
+    }
+
+    /// The operator's client, with the global options.
+    fn admin(cli: &Cli) -> Result<rmq_admin::Admin, Box<dyn std::error::Error>> {
+        let b = rmq_admin::Admin::builder()
+            .namesrv_addr(&need_namesrv(cli)?)
+            .request_timeout(Duration::from_millis(cli.timeout_ms.max(1000)));
+        Ok(secured!(b, cli).build())
     }
 
     pub fn main() -> ExitCode {
@@ -639,6 +720,34 @@ mod cli {
                 count,
                 timeout_s,
             } => bench_consume(&cli, topic, *count, Duration::from_secs(*timeout_s)).await,
+            Cmd::Cluster => crate::ops::cluster(&admin(&cli)?, cli.json).await,
+            Cmd::Topics {
+                action: Topics::List,
+            } => crate::ops::list_topics(&admin(&cli)?, cli.json).await,
+            Cmd::Topics {
+                action:
+                    Topics::Create {
+                        topic,
+                        cluster,
+                        read_queues,
+                        write_queues,
+                        perm,
+                        order,
+                    },
+            } => {
+                let mut spec = rmq_admin::TopicSpec::queues(*read_queues, *write_queues);
+                spec.perm = *perm;
+                spec.order = *order;
+                crate::ops::create_topic(&admin(&cli)?, cli.json, cluster, topic, &spec).await
+            }
+            Cmd::Progress { group, topic } => {
+                crate::ops::progress(&admin(&cli)?, cli.json, group, topic.as_deref()).await
+            }
+            Cmd::ResetOffset {
+                group,
+                topic,
+                to_time,
+            } => crate::ops::reset_offset(&admin(&cli)?, cli.json, group, topic, *to_time).await,
         }
     }
 

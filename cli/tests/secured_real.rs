@@ -152,6 +152,41 @@ fn every_command_reaches_a_tls_and_acl_broker() {
     }
 
     // Without the credentials the broker refuses the send: exit 1 with its reason.
+    // The operator's commands over the same TLS and credentials.
+    let (ok, out, err) = rmq(&with(&["--json", "cluster"]), &creds, "");
+    assert!(ok, "{out}{err}");
+    let b = json_lines(&out).remove(0);
+    assert_eq!(b["addr"], cluster.broker_addr(0).to_string(), "{b}");
+    let create = with(&["topics", "create", "CliSecuredOps", "--write-queues", "2"]);
+    let (ok, out, err) = rmq(&create, &creds, "");
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("to broker-a success"), "{out}");
+    let (ok, out, err) = rmq(&with(&["topics", "list"]), &creds, "");
+    assert!(ok, "{err}");
+    assert!(out.lines().any(|t| t == "CliSecuredOps"), "{out}");
+    let (ok, out, err) = rmq(&with(&["--json", "progress", "cg_cli_secured"]), &creds, "");
+    assert!(ok, "{out}{err}");
+    let committed: i64 = json_lines(&out)
+        .iter()
+        .map(|r| r["consumerOffset"].as_i64().unwrap_or(0))
+        .sum();
+    assert_eq!(committed, 4, "{out}");
+    let reset = with(&[
+        "reset-offset",
+        "cg_cli_secured",
+        "--topic",
+        topic,
+        "--to-time",
+        "first",
+    ]);
+    let (ok, out, err) = rmq(&reset, &creds, "");
+    assert!(ok, "{out}{err}");
+    let (ok, out, _) = rmq(&create, &[], "");
+    assert!(
+        !ok,
+        "a broker enforcing ACL refuses an unsigned topic creation: {out}"
+    );
+
     let (ok, out, err) = rmq(&with(&["send", "--topic", topic, "x"]), &[], "");
     assert!(!ok, "{out}");
     assert!(failure(&err).contains("authentication"), "{err}");

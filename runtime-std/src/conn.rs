@@ -201,6 +201,56 @@ pub(crate) async fn connect(
     Ok(conn)
 }
 
+/// One request and its answer on a connection of its own, for operators' tools (the
+/// `rmq-admin` crate): connects to `addr` (over TLS when `security` has it for a NameServer,
+/// `name_server`, or a broker), writes the encoded request (`head`, then `body`) and returns
+/// the first response frame whose opaque is `opaque`; the connection is closed then. The
+/// caller bounds the wait (`tokio::time::timeout`).
+///
+/// # Errors
+/// The connection's failure, or its loss before the answer.
+pub async fn request_once(
+    addr: &str,
+    security: &crate::SecurityConfig,
+    name_server: bool,
+    (head, body): (Bytes, Bytes),
+    opaque: i32,
+) -> Result<Bytes, ConnectionError> {
+    struct Answers(mpsc::UnboundedSender<Result<Bytes, Option<ConnectionError>>>);
+    impl FrameSink for Answers {
+        fn frames(&self, frames: &[Bytes]) -> Result<(), String> {
+            for f in frames {
+                let _ = self.0.send(Ok(f.clone()));
+            }
+            Ok(())
+        }
+        fn closed(&self, lost: Option<ConnectionError>) {
+            let _ = self.0.send(Err(lost));
+        }
+    }
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let tls = security.tls_for(name_server);
+    let counters = Arc::new(Counters::new());
+    let c = connect(0, addr, tls.as_ref(), counters, Arc::new(Answers(tx))).await?;
+    c.send_frame(head, body, None);
+    let answers = |f: &[u8]| {
+        let frame = rmq_core::wire::Frame::new_checked(f).ok()?;
+        let h = rmq_core::wire::CommandHeader::parse(&frame).ok()?;
+        (h.is_response() && h.opaque() == opaque).then_some(())
+    };
+    while let Some(got) = rx.recv().await {
+        match got {
+            Ok(f) if answers(&f).is_some() => {
+                c.close();
+                return Ok(f);
+            }
+            Ok(_) => {}
+            Err(lost) => return Err(lost.unwrap_or_else(|| ConnectionError::closed_by_peer(addr))),
+        }
+    }
+    Err(ConnectionError::closed_by_peer(addr))
+}
+
 struct Task {
     addr: String,
     closed: Arc<AtomicBool>,

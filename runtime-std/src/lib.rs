@@ -97,6 +97,7 @@ pub use config::{
     AclConfig, ConfigError, FaultProfile, ProducerBuilder, ProducerConfig, RUNTIME_ADAPTIVE,
     SecurityConfig,
 };
+pub use conn::request_once;
 /// Connection diagnostics for tests (memory bounds); not part of the API.
 #[doc(hidden)]
 pub use conn::{ConnStats, MAX_RX_FRAME};

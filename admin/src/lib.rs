@@ -1,0 +1,530 @@
+//! Operator requests for Apache RocketMQ, as `mqadmin` makes them (see [`Admin`]): the
+//! answers' bodies are read by [`rmq_core::ops`], the bytes move over
+//! [`rmq_std::request_once`]; this crate only says what to ask whom.
+
+#![warn(missing_docs)]
+
+/// The README's example, compiled as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use rmq_core::acl::{RequestError, emit_request};
+use rmq_core::ops::{self, BodyError};
+use rmq_core::route::{MASTER_ID, TopicRoute};
+use rmq_core::wire::headers::{
+    CreateTopicRequestHeader, GetConsumeStatsRequestHeader, GetRouteInfoRequestHeader,
+    ResetOffsetRequestHeader,
+};
+use rmq_core::wire::{
+    CommandHeader, CommandRepr, ExtFields, Frame, LanguageCode, RequestCode, ResponseCode,
+    SerializeType, version,
+};
+use rmq_std::{AclConfig, ConnectionError, SecurityConfig};
+
+/// What an [`Admin`] is built from.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct AdminConfig {
+    /// NameServer addresses, asked in order until one answers.
+    pub namesrv_addr: Vec<String>,
+    /// ACL credentials and TLS, as the producer's.
+    pub security: SecurityConfig,
+    /// How long one request waits for its connection and answer (default 10 s).
+    pub request_timeout: Duration,
+}
+
+/// Builds an [`Admin`].
+#[derive(Debug)]
+pub struct AdminBuilder {
+    cfg: AdminConfig,
+}
+
+impl AdminBuilder {
+    /// NameServer addresses; `a:9876;b:9876` is split on `;` (call again to add more).
+    #[must_use]
+    pub fn namesrv_addr(mut self, addrs: &str) -> Self {
+        let addrs = addrs.split(';').map(str::trim).filter(|s| !s.is_empty());
+        self.cfg.namesrv_addr.extend(addrs.map(str::to_owned));
+        self
+    }
+
+    /// Signs every request with ACL 1.0 credentials (as `rmq_std::ProducerBuilder::acl`).
+    #[must_use]
+    pub fn acl(mut self, access_key: &str, secret_key: &str, security_token: Option<&str>) -> Self {
+        self.cfg.security.acl = Some(AclConfig {
+            access_key: access_key.to_owned(),
+            secret_key: secret_key.to_owned(),
+            security_token: security_token.map(str::to_owned),
+        });
+        self
+    }
+
+    /// Connects over TLS (to NameServers too if [`rmq_std::TlsConfig::name_server_too`]).
+    #[must_use]
+    pub fn tls(mut self, tls: rmq_std::TlsConfig) -> Self {
+        self.cfg.security.tls = Some(tls);
+        self
+    }
+
+    /// How long one request waits for its connection and answer (default 10 s).
+    #[must_use]
+    pub fn request_timeout(mut self, t: Duration) -> Self {
+        self.cfg.request_timeout = t;
+        self
+    }
+
+    /// The client.
+    pub fn build(self) -> Admin {
+        Admin {
+            cfg: self.cfg,
+            opaque: AtomicI32::new(1),
+        }
+    }
+}
+
+/// An operator's client: cluster and topic lists, topic creation, a group's progress, offset
+/// resets. Each request goes on a connection of its own, to a NameServer or to a broker named
+/// by address, as `mqadmin` does.
+///
+/// ```no_run
+/// # async fn f() -> Result<(), rmq_admin::AdminError> {
+/// let admin = rmq_admin::Admin::builder().namesrv_addr("127.0.0.1:9876").build();
+/// for b in admin.cluster().await? {
+///     println!("{} {} {} {}", b.cluster, b.broker, b.id, b.addr);
+/// }
+/// let spec = rmq_admin::TopicSpec::queues(4, 4);
+/// admin.create_topic("DefaultCluster", "orders", &spec).await?;
+/// for q in admin.progress("order-workers", Some("orders")).await? {
+///     println!("{} {} lag {}", q.broker, q.queue_id, q.lag());
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Admin {
+    cfg: AdminConfig,
+    opaque: AtomicI32,
+}
+
+/// An answer.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Reply {
+    /// Its response code.
+    pub code: ResponseCode,
+    /// Its remark (the broker's reason on an error).
+    pub remark: Option<String>,
+    /// Its body.
+    pub body: Bytes,
+}
+
+/// Why an operator request failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AdminError {
+    /// No NameServer address is configured.
+    NoNameServer,
+    /// The connection failed or was lost before the answer.
+    Connection(ConnectionError),
+    /// No answer from `addr` within the request timeout.
+    Timeout(String),
+    /// `addr` answered with an error code.
+    Refused {
+        /// Who answered.
+        addr: String,
+        /// The code.
+        code: ResponseCode,
+        /// The remark.
+        remark: String,
+    },
+    /// The request could not be written (credentials, size).
+    Request(RequestError),
+    /// The answer could not be read.
+    Body(String, BodyError),
+    /// The topic has no route (or a route this client cannot hold).
+    NoRoute(String),
+    /// `addr` answered with a frame whose header cannot be read.
+    Malformed(String),
+}
+
+impl std::fmt::Display for AdminError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AdminError::NoNameServer => f.write_str("no NameServer address configured"),
+            AdminError::Connection(_) => f.write_str("connection failed"),
+            AdminError::Timeout(a) => write!(f, "{a} did not answer in time"),
+            AdminError::Refused { addr, code, remark } => {
+                write!(f, "{addr} refused the request ({code:?}): {remark}")
+            }
+            AdminError::Request(_) => f.write_str("cannot write the request"),
+            AdminError::Body(a, _) => write!(f, "cannot read the answer of {a}"),
+            AdminError::NoRoute(t) => write!(f, "topic {t} has no route"),
+            AdminError::Malformed(a) => write!(f, "{a} answered with an unreadable header"),
+        }
+    }
+}
+
+impl std::error::Error for AdminError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AdminError::Connection(e) => Some(e),
+            AdminError::Request(e) => Some(e),
+            AdminError::Body(_, e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// One address of a cluster ([`Admin::cluster`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClusterBroker {
+    /// Cluster name.
+    pub cluster: String,
+    /// Broker name.
+    pub broker: String,
+    /// 0 for the master, >= 1 for a slave.
+    pub id: i64,
+    /// `host:port`.
+    pub addr: String,
+}
+
+/// A topic's shape ([`Admin::create_topic`]); the defaults are `mqadmin updateTopic`'s.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TopicSpec {
+    /// Read queues per broker (8).
+    pub read_queues: i32,
+    /// Write queues per broker (8).
+    pub write_queues: i32,
+    /// Permission bits: 2 write, 4 read (6).
+    pub perm: i32,
+    /// An ordered topic (false).
+    pub order: bool,
+}
+
+impl Default for TopicSpec {
+    fn default() -> Self {
+        TopicSpec {
+            read_queues: 8,
+            write_queues: 8,
+            perm: 6,
+            order: false,
+        }
+    }
+}
+
+impl TopicSpec {
+    /// `read` and `write` queues per broker, readable and writable, not ordered.
+    pub fn queues(read: i32, write: i32) -> Self {
+        TopicSpec {
+            read_queues: read,
+            write_queues: write,
+            ..Self::default()
+        }
+    }
+}
+
+/// One queue's progress in a group ([`Admin::progress`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Progress {
+    /// Topic.
+    pub topic: String,
+    /// Broker name.
+    pub broker: String,
+    /// Queue id.
+    pub queue_id: i32,
+    /// The queue's max offset.
+    pub broker_offset: i64,
+    /// The group's committed offset.
+    pub consumer_offset: i64,
+    /// Store time of the last consumed message, Unix ms (0: none).
+    pub last_timestamp: i64,
+}
+
+impl Progress {
+    /// Messages not consumed yet.
+    pub fn lag(&self) -> i64 {
+        (self.broker_offset - self.consumer_offset).max(0)
+    }
+}
+
+impl Admin {
+    /// A builder with no NameServer and no security.
+    pub fn builder() -> AdminBuilder {
+        AdminBuilder {
+            cfg: AdminConfig {
+                namesrv_addr: Vec::new(),
+                security: SecurityConfig::default(),
+                request_timeout: Duration::from_secs(10),
+            },
+        }
+    }
+
+    /// Sends one request to `addr` (a NameServer's when `name_server`: TLS only if it applies
+    /// to NameServers) on a new connection and returns its answer, whatever its code.
+    ///
+    /// # Errors
+    /// [`AdminError::Connection`], [`AdminError::Timeout`], [`AdminError::Request`].
+    pub async fn call<E: ExtFields>(
+        &self,
+        addr: &str,
+        name_server: bool,
+        code: RequestCode,
+        ext: E,
+        body: &[u8],
+    ) -> Result<Reply, AdminError> {
+        let opaque = self.opaque.fetch_add(1, Ordering::Relaxed);
+        let mut repr = CommandRepr::request(code, opaque, version::V5_3_3, None::<()>);
+        repr.language = LanguageCode::RUST;
+        let creds = self.cfg.security.acl.as_ref().map(|a| a.credentials());
+        let mut head = vec![0u8; 4096];
+        let n = emit_request(
+            &repr,
+            ext,
+            creds.as_ref(),
+            SerializeType::JSON,
+            (body, body.len()),
+            &mut head,
+        )
+        .map_err(AdminError::Request)?;
+        head.truncate(n);
+        let frame = (Bytes::from(head), Bytes::copy_from_slice(body));
+        let sent = rmq_std::request_once(addr, &self.cfg.security, name_server, frame, opaque);
+        match tokio::time::timeout(self.cfg.request_timeout, sent).await {
+            Err(_) => Err(AdminError::Timeout(addr.to_owned())),
+            Ok(Err(e)) => Err(AdminError::Connection(e)),
+            Ok(Ok(f)) => reply(&f).ok_or_else(|| AdminError::Malformed(addr.to_owned())),
+        }
+    }
+
+    /// [`Admin::call`] that wants SUCCESS: any other code is [`AdminError::Refused`].
+    async fn ok<E: ExtFields>(
+        &self,
+        addr: &str,
+        name_server: bool,
+        code: RequestCode,
+        ext: E,
+    ) -> Result<Bytes, AdminError> {
+        let r = self.call(addr, name_server, code, ext, &[]).await?;
+        if r.code != ResponseCode::SUCCESS {
+            return Err(AdminError::Refused {
+                addr: addr.to_owned(),
+                code: r.code,
+                remark: r.remark.unwrap_or_default(),
+            });
+        }
+        Ok(r.body)
+    }
+
+    /// Asks the NameServers in order; the first answer wins (a refusal too).
+    async fn ask_name_server<E: ExtFields + Copy>(
+        &self,
+        code: RequestCode,
+        ext: E,
+    ) -> Result<(String, Bytes), AdminError> {
+        let mut last = AdminError::NoNameServer;
+        for addr in &self.cfg.namesrv_addr {
+            match self.ok(addr, true, code, ext).await {
+                Ok(b) => return Ok((addr.clone(), b)),
+                Err(e @ AdminError::Refused { .. }) => return Err(e),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    /// Every broker address of every cluster (GET_BROKER_CLUSTER_INFO), as `mqadmin
+    /// clusterList` lists them.
+    ///
+    /// # Errors
+    /// [`AdminError`].
+    pub async fn cluster(&self) -> Result<Vec<ClusterBroker>, AdminError> {
+        let (ns, body) = self
+            .ask_name_server(RequestCode::GET_BROKER_CLUSTER_INFO, ())
+            .await?;
+        let mut out = Vec::new();
+        ops::read_cluster_info(&body, &mut |b| {
+            out.push(ClusterBroker {
+                cluster: b.cluster.to_owned(),
+                broker: b.broker.to_owned(),
+                id: b.id,
+                addr: b.addr.to_owned(),
+            });
+        })
+        .map_err(|e| AdminError::Body(ns, e))?;
+        Ok(out)
+    }
+
+    /// Every topic the NameServer knows (GET_ALL_TOPIC_LIST_FROM_NAMESERVER).
+    ///
+    /// # Errors
+    /// [`AdminError`].
+    pub async fn topics(&self) -> Result<Vec<String>, AdminError> {
+        let (ns, body) = self
+            .ask_name_server(RequestCode::GET_ALL_TOPIC_LIST_FROM_NAMESERVER, ())
+            .await?;
+        let mut out = Vec::new();
+        ops::read_topic_list(&body, &mut |t| out.push(t.to_owned()))
+            .map_err(|e| AdminError::Body(ns, e))?;
+        out.sort();
+        Ok(out)
+    }
+
+    /// Creates (or updates) `topic` on every master of `cluster` (UPDATE_AND_CREATE_TOPIC, as
+    /// `mqadmin updateTopic -c`); returns the brokers that accepted it.
+    ///
+    /// # Errors
+    /// [`AdminError::NoRoute`] when the cluster has no master; the first broker's refusal.
+    pub async fn create_topic(
+        &self,
+        cluster: &str,
+        topic: &str,
+        spec: &TopicSpec,
+    ) -> Result<Vec<String>, AdminError> {
+        let masters = self.masters(Some(cluster)).await?;
+        if masters.is_empty() {
+            return Err(AdminError::NoRoute(format!("cluster {cluster}")));
+        }
+        let header = CreateTopicRequestHeader {
+            topic,
+            default_topic: "TBW102",
+            read_queue_nums: spec.read_queues,
+            write_queue_nums: spec.write_queues,
+            perm: spec.perm,
+            topic_filter_type: "SINGLE_TAG",
+            topic_sys_flag: Some(0),
+            order: spec.order,
+        };
+        for (_, addr) in &masters {
+            self.ok(addr, false, RequestCode::UPDATE_AND_CREATE_TOPIC, header)
+                .await?;
+        }
+        Ok(masters.into_iter().map(|(name, _)| name).collect())
+    }
+
+    /// The masters of `cluster` (all clusters when `None`): `(broker name, address)`.
+    async fn masters(&self, cluster: Option<&str>) -> Result<Vec<(String, String)>, AdminError> {
+        let all = self.cluster().await?;
+        Ok(all
+            .into_iter()
+            .filter(|b| b.id == MASTER_ID && cluster.is_none_or(|c| c == b.cluster))
+            .map(|b| (b.broker, b.addr))
+            .collect())
+    }
+
+    /// Where `group` stands on each queue it has offsets for (GET_CONSUME_STATS asked of every
+    /// master, as `mqadmin consumerProgress -g` does), `topic` only when given; sorted by
+    /// topic, broker and queue.
+    ///
+    /// # Errors
+    /// [`AdminError`]; a broker that does not know the group answers with no queue.
+    pub async fn progress(
+        &self,
+        group: &str,
+        topic: Option<&str>,
+    ) -> Result<Vec<Progress>, AdminError> {
+        let mut out = Vec::new();
+        let header = GetConsumeStatsRequestHeader {
+            consumer_group: group,
+            topic,
+        };
+        for (_, addr) in self.masters(None).await? {
+            let body = match self
+                .ok(&addr, false, RequestCode::GET_CONSUME_STATS, header)
+                .await
+            {
+                Err(AdminError::Refused { code, .. })
+                    if code == ResponseCode::SUBSCRIPTION_GROUP_NOT_EXIST =>
+                {
+                    continue;
+                }
+                r => r?,
+            };
+            ops::read_consume_stats(&body, &mut |q| {
+                out.push(Progress {
+                    topic: q.queue.topic.to_owned(),
+                    broker: q.queue.broker.to_owned(),
+                    queue_id: q.queue.queue_id,
+                    broker_offset: q.broker_offset,
+                    consumer_offset: q.consumer_offset,
+                    last_timestamp: q.last_timestamp,
+                });
+            })
+            .map_err(|e| AdminError::Body(addr.clone(), e))?;
+        }
+        out.sort_by(|a, b| {
+            (&a.topic, &a.broker, a.queue_id).cmp(&(&b.topic, &b.broker, b.queue_id))
+        });
+        Ok(out)
+    }
+
+    /// Moves `group`'s offsets on `topic` to the first message stored at or after `timestamp`
+    /// (Unix ms) on every master of the topic's route (INVOKE_BROKER_TO_RESET_OFFSET, as
+    /// `mqadmin resetOffsetByTime`): the offsets set, per queue. Running consumers of the
+    /// group are told by their brokers and restart from there.
+    ///
+    /// # Errors
+    /// [`AdminError::NoRoute`]; the first broker's refusal.
+    pub async fn reset_offset(
+        &self,
+        group: &str,
+        topic: &str,
+        timestamp: i64,
+    ) -> Result<Vec<(String, i32, i64)>, AdminError> {
+        let route = GetRouteInfoRequestHeader {
+            topic,
+            accept_standard_json_only: Some(true),
+        };
+        let (_, body) = self
+            .ask_name_server(RequestCode::GET_ROUTEINFO_BY_TOPIC, route)
+            .await
+            .map_err(|e| match e {
+                AdminError::Refused { code, .. } if code == ResponseCode::TOPIC_NOT_EXIST => {
+                    AdminError::NoRoute(topic.to_owned())
+                }
+                e => e,
+            })?;
+        let route = TopicRoute::<64, 8192>::parse(&body)
+            .map_err(|_| AdminError::NoRoute(topic.to_owned()))?;
+        let header = ResetOffsetRequestHeader {
+            topic,
+            group,
+            timestamp,
+            is_force: true,
+        };
+        let mut out = Vec::new();
+        for addr in route.brokers().filter_map(|b| b.addr(MASTER_ID)) {
+            let body = self
+                .ok(
+                    addr,
+                    false,
+                    RequestCode::INVOKE_BROKER_TO_RESET_OFFSET,
+                    header,
+                )
+                .await?;
+            ops::read_reset_offsets(&body, &mut |q, o| {
+                out.push((q.broker.to_owned(), q.queue_id, o));
+            })
+            .map_err(|e| AdminError::Body(addr.to_owned(), e))?;
+        }
+        out.sort();
+        Ok(out)
+    }
+}
+
+/// The answer in frame `f` (a response [`rmq_std::request_once`] matched).
+fn reply(f: &[u8]) -> Option<Reply> {
+    let frame = Frame::new_checked(f).ok()?;
+    let h = CommandHeader::parse(&frame).ok()?;
+    Some(Reply {
+        code: h.response_code(),
+        remark: h.remark().and_then(|r| r.as_str().map(str::to_owned)),
+        body: Bytes::copy_from_slice(frame.body()),
+    })
+}
