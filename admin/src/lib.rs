@@ -14,16 +14,18 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use rmq_core::acl::{RequestError, emit_request};
+use rmq_core::message::OffsetMsgId;
 use rmq_core::ops::{self, BodyError};
 use rmq_core::route::{MASTER_ID, TopicRoute};
 use rmq_core::wire::headers::{
     CreateTopicRequestHeader, GetConsumeStatsRequestHeader, GetRouteInfoRequestHeader,
-    ResetOffsetRequestHeader,
+    QueryMessageRequestHeader, ResetOffsetRequestHeader, ViewMessageRequestHeader,
 };
 use rmq_core::wire::{
-    CommandHeader, CommandRepr, ExtFields, Frame, LanguageCode, RequestCode, ResponseCode,
+    Chain, CommandHeader, CommandRepr, ExtFields, Frame, LanguageCode, RequestCode, ResponseCode,
     SerializeType, version,
 };
+use rmq_std::consumer::ConsumedMessage;
 use rmq_std::{AclConfig, ConnectionError, SecurityConfig};
 
 /// What an [`Admin`] is built from.
@@ -147,8 +149,10 @@ pub enum AdminError {
     Body(String, BodyError),
     /// The topic has no route (or a route this client cannot hold).
     NoRoute(String),
-    /// `addr` answered with a frame whose header cannot be read.
+    /// `addr` answered with a frame (or a message) that cannot be read.
     Malformed(String),
+    /// Not a message id of this kind.
+    BadId(String),
 }
 
 impl std::fmt::Display for AdminError {
@@ -163,7 +167,10 @@ impl std::fmt::Display for AdminError {
             AdminError::Request(_) => f.write_str("cannot write the request"),
             AdminError::Body(a, _) => write!(f, "cannot read the answer of {a}"),
             AdminError::NoRoute(t) => write!(f, "topic {t} has no route"),
-            AdminError::Malformed(a) => write!(f, "{a} answered with an unreadable header"),
+            AdminError::Malformed(a) => write!(f, "{a} answered with something unreadable"),
+            AdminError::BadId(id) => {
+                write!(f, "{id:?} is not an offsetMsgId (32 or 56 hex digits)")
+            }
         }
     }
 }
@@ -477,6 +484,34 @@ impl Admin {
         topic: &str,
         timestamp: i64,
     ) -> Result<Vec<(String, i32, i64)>, AdminError> {
+        let masters = self.route_masters(topic).await?;
+        let header = ResetOffsetRequestHeader {
+            topic,
+            group,
+            timestamp,
+            is_force: true,
+        };
+        let mut out = Vec::new();
+        for (_, addr) in &masters {
+            let body = self
+                .ok(
+                    addr,
+                    false,
+                    RequestCode::INVOKE_BROKER_TO_RESET_OFFSET,
+                    header,
+                )
+                .await?;
+            ops::read_reset_offsets(&body, &mut |q, o| {
+                out.push((q.broker.to_owned(), q.queue_id, o));
+            })
+            .map_err(|e| AdminError::Body(addr.clone(), e))?;
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// The masters of `topic`'s route: `(broker name, address)`.
+    async fn route_masters(&self, topic: &str) -> Result<Vec<(String, String)>, AdminError> {
         let route = GetRouteInfoRequestHeader {
             topic,
             accept_standard_json_only: Some(true),
@@ -492,29 +527,93 @@ impl Admin {
             })?;
         let route = TopicRoute::<64, 8192>::parse(&body)
             .map_err(|_| AdminError::NoRoute(topic.to_owned()))?;
-        let header = ResetOffsetRequestHeader {
+        Ok(route
+            .brokers()
+            .filter_map(|b| Some((b.name().to_owned(), b.addr(MASTER_ID)?.to_owned())))
+            .collect())
+    }
+
+    /// The messages of `topic` indexed under `key` and stored within `[begin, end]` (Unix
+    /// ms), at most `max` per broker: QUERY_MESSAGE asked of every master of the topic, as
+    /// `mqadmin queryMsgByKey` does. `unique` looks `key` up as a producer's message id
+    /// (`UNIQ_KEY`); otherwise it is one of the messages' `KEYS`. Index hash collisions are
+    /// filtered out. Messages are indexed a moment after they are stored.
+    ///
+    /// # Errors
+    /// [`AdminError::NoRoute`]; the first broker's refusal other than "not found".
+    pub async fn query_by_key(
+        &self,
+        topic: &str,
+        key: &str,
+        unique: bool,
+        max: i32,
+        (begin, end): (i64, i64),
+    ) -> Result<Vec<ConsumedMessage>, AdminError> {
+        let header = QueryMessageRequestHeader {
             topic,
-            group,
-            timestamp,
-            is_force: true,
+            key,
+            max_num: max,
+            begin_timestamp: begin,
+            end_timestamp: end,
+        };
+        let flag: &[(&str, &str)] = if unique {
+            &[("_UNIQUE_KEY_QUERY", "true")]
+        } else {
+            &[]
         };
         let mut out = Vec::new();
-        for addr in route.brokers().filter_map(|b| b.addr(MASTER_ID)) {
-            let body = self
-                .ok(
-                    addr,
-                    false,
-                    RequestCode::INVOKE_BROKER_TO_RESET_OFFSET,
-                    header,
-                )
+        for (broker, addr) in self.route_masters(topic).await? {
+            let ext = Chain(header, flag);
+            let r = self
+                .call(&addr, false, RequestCode::QUERY_MESSAGE, ext, &[])
                 .await?;
-            ops::read_reset_offsets(&body, &mut |q, o| {
-                out.push((q.broker.to_owned(), q.queue_id, o));
-            })
-            .map_err(|e| AdminError::Body(addr.to_owned(), e))?;
+            match r.code {
+                ResponseCode::SUCCESS => {}
+                ResponseCode::QUERY_NOT_FOUND => continue,
+                code => {
+                    let remark = r.remark.unwrap_or_default();
+                    return Err(AdminError::Refused { addr, code, remark });
+                }
+            }
+            out.extend(
+                ConsumedMessage::decode_stored(&r.body, &broker)
+                    .into_iter()
+                    .filter(|m| match unique {
+                        true => m.msg_id == key,
+                        false => m.keys().is_some_and(|k| k.split(' ').any(|k| k == key)),
+                    }),
+            );
         }
-        out.sort();
+        out.sort_by_key(|m| m.store_timestamp);
         Ok(out)
+    }
+
+    /// The message stored under `offset_msg_id` (the broker's id: store host and commit-log
+    /// offset), read from that host (VIEW_MESSAGE_BY_ID, as `mqadmin queryMsgById`).
+    ///
+    /// # Errors
+    /// [`AdminError::BadId`] when it is not an offsetMsgId; the store host's refusal (it has
+    /// no message at that offset).
+    pub async fn view_message(&self, offset_msg_id: &str) -> Result<ConsumedMessage, AdminError> {
+        let id = OffsetMsgId::parse(offset_msg_id)
+            .map_err(|_| AdminError::BadId(offset_msg_id.to_owned()))?;
+        let addr = id.store_host.to_string();
+        let header = ViewMessageRequestHeader {
+            offset: id.commit_log_offset,
+            topic: None,
+        };
+        let body = self
+            .ok(&addr, false, RequestCode::VIEW_MESSAGE_BY_ID, header)
+            .await?;
+        let broker = match self.cluster().await {
+            Ok(all) => all.into_iter().find(|b| b.addr == addr).map(|b| b.broker),
+            Err(_) => None,
+        };
+        let broker = broker.unwrap_or_else(|| addr.clone());
+        ConsumedMessage::decode_stored(&body, &broker)
+            .into_iter()
+            .next()
+            .ok_or_else(|| AdminError::Malformed(addr))
     }
 }
 

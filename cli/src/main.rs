@@ -8,6 +8,7 @@
 //! rmq --namesrv 127.0.0.1:9876 topics create T --cluster DefaultCluster --write-queues 4
 //! rmq --namesrv 127.0.0.1:9876 progress my-group
 //! rmq --namesrv 127.0.0.1:9876 reset-offset my-group --topic T --to-time first
+//! rmq --namesrv 127.0.0.1:9876 query --topic T --key order-7
 //! rmq --namesrv 127.0.0.1:9876 bench --topic T --mode async --concurrency 256 --count 100000
 //! rmq --namesrv 127.0.0.1:9876 bench --topic T --mode sync --size 128 --auto-batch-ms 10
 //! ```
@@ -34,7 +35,7 @@ mod cli {
     #[command(
         name = "rmq",
         version,
-        about = "Apache RocketMQ client (Rust): send, route, consume, operate (cluster, topics, progress, reset-offset), bench, demo",
+        about = "Apache RocketMQ client (Rust): send, route, consume, operate (cluster, topics, progress, reset-offset, query), bench, demo",
         after_help = "Exit codes: 0 done (consume: Ctrl-C or --count reached, offsets committed); \
                       1 the command failed (no NameServer, send refused, ...); 2 bad arguments."
     )]
@@ -324,6 +325,19 @@ mod cli {
             #[arg(long)]
             topic: Option<String>,
         },
+        /// Find messages by key (`mqadmin queryMsgByKey`) or by id (`queryMsgById`: the
+        /// producer's msgId looked up in the topic's index, else an offsetMsgId read from its
+        /// broker); prints them as `consume` does. Exits 1 when nothing is found.
+        Query {
+            #[command(flatten)]
+            lookup: Lookup,
+            /// Topic (required with `--key`; lets `--id` be the producer's msgId).
+            #[arg(long)]
+            topic: Option<String>,
+            /// At most this many messages per broker (`--key`).
+            #[arg(long, default_value_t = 64)]
+            max: i32,
+        },
         /// Move a consumer group's offsets on a topic to a point in time (`mqadmin
         /// resetOffsetByTime`): each queue to its first message stored then or later. Running
         /// consumers of the group restart from there.
@@ -337,6 +351,19 @@ mod cli {
             #[arg(long, value_parser = parse_time)]
             to_time: i64,
         },
+    }
+
+    /// What `rmq query` looks for.
+    #[derive(clap::Args, Debug)]
+    #[group(required = true, multiple = false)]
+    struct Lookup {
+        /// A message id: the producer's (`msgId`, with `--topic`) or the broker's
+        /// (`offsetMsgId`).
+        #[arg(long)]
+        id: Option<String>,
+        /// One of the messages' keys (with `--topic`).
+        #[arg(long)]
+        key: Option<String>,
     }
 
     #[derive(Subcommand, Debug)]
@@ -742,6 +769,40 @@ mod cli {
             }
             Cmd::Progress { group, topic } => {
                 crate::ops::progress(&admin(&cli)?, cli.json, group, topic.as_deref()).await
+            }
+            Cmd::Query { lookup, topic, max } => {
+                let admin = admin(&cli)?;
+                let found = match (&lookup.id, &lookup.key, topic) {
+                    (_, Some(key), Some(t)) => {
+                        admin
+                            .query_by_key(t, key, false, *max, (0, i64::MAX))
+                            .await?
+                    }
+                    (_, Some(_), None) => return Err("--key needs --topic".into()),
+                    (Some(id), _, Some(t)) => {
+                        let by_key = admin.query_by_key(t, id, true, 1, (0, i64::MAX)).await?;
+                        match by_key.is_empty() {
+                            true => vec![admin.view_message(id).await?],
+                            false => by_key,
+                        }
+                    }
+                    (Some(id), _, None) => vec![admin.view_message(id).await?],
+                    (None, None, _) => return Err("give --id or --key".into()),
+                };
+                if found.is_empty() {
+                    return Err("no message found".into());
+                }
+                for m in &found {
+                    println!(
+                        "{}",
+                        if cli.json {
+                            json_line(m)
+                        } else {
+                            plain_line(m)
+                        }
+                    );
+                }
+                Ok(())
             }
             Cmd::ResetOffset {
                 group,

@@ -1,6 +1,6 @@
-//! The operator's commands (`rmq cluster`, `topics list|create`, `progress`, `reset-offset`)
-//! against a real Apache RocketMQ 5.3.3 (the rmq-tests harness), each compared with what
-//! Java's `mqadmin` reports of the same cluster.
+//! The operator's commands (`rmq cluster`, `topics list|create`, `progress`, `reset-offset`,
+//! `query`) against a real Apache RocketMQ 5.3.3 (the rmq-tests harness), each compared with
+//! what Java's `mqadmin` reports of the same cluster.
 
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -209,6 +209,72 @@ fn operator_commands_agree_with_mqadmin() {
     let (theirs, raw) = mqadmin_progress(&cluster, &ns, group);
     assert_eq!(theirs.len(), 4, "{raw}");
     assert!(theirs.iter().all(|r| r.4 == 0), "{raw}");
+
+    // query: by key, by the producer's msgId and by the broker's offsetMsgId, the message
+    // mqadmin finds too. The broker indexes a message a moment after storing it.
+    let (ok, out, err) = rmq(
+        &ns,
+        &[
+            "--json",
+            "send",
+            "--topic",
+            topic,
+            "--keys",
+            "order-7 other",
+            "keyed body",
+        ],
+    );
+    assert!(ok, "{out}{err}");
+    let sent = json_lines(&out).remove(0);
+    let (msg_id, offset_id) = (
+        sent["msgId"].as_str().expect("msgId").to_owned(),
+        sent["offsetMsgId"]
+            .as_str()
+            .expect("offsetMsgId")
+            .to_owned(),
+    );
+    let t0 = std::time::Instant::now();
+    let by_key = loop {
+        let (ok, out, err) = rmq(
+            &ns,
+            &["--json", "query", "--topic", topic, "--key", "order-7"],
+        );
+        if ok {
+            break json_lines(&out);
+        }
+        assert!(err.contains("no message found"), "{err}");
+        assert!(t0.elapsed().as_secs() < 30, "never indexed: {err}");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    };
+    assert_eq!(by_key.len(), 1, "{by_key:?}");
+    assert_eq!(by_key[0]["msgId"], msg_id.as_str());
+    assert_eq!(by_key[0]["body"], "keyed body");
+    assert_eq!(by_key[0]["broker"], "broker-a");
+    let theirs = mqadmin(
+        &cluster,
+        &["queryMsgByKey", "-n", &ns, "-t", topic, "-k", "order-7"],
+    );
+    assert!(theirs.contains(&msg_id), "mqadmin queryMsgByKey:\n{theirs}");
+    let (ok, out, err) = rmq(&ns, &["query", "--topic", topic, "--id", &msg_id]);
+    assert!(ok, "{out}{err}");
+    assert!(
+        out.contains(&format!("msgId={msg_id}")) && out.ends_with("keyed body\n"),
+        "{out}"
+    );
+    let (ok, out, err) = rmq(&ns, &["--json", "query", "--id", &offset_id]);
+    assert!(ok, "{out}{err}");
+    let viewed = json_lines(&out).remove(0);
+    assert_eq!(viewed["msgId"], msg_id.as_str(), "{viewed}");
+    assert_eq!(viewed["keys"], "order-7 other", "{viewed}");
+    let theirs = mqadmin(
+        &cluster,
+        &["queryMsgById", "-n", &ns, "-t", topic, "-i", &offset_id],
+    );
+    assert!(theirs.contains(&msg_id), "mqadmin queryMsgById:\n{theirs}");
+    let (ok, _, err) = rmq(&ns, &["query", "--topic", topic, "--key", "no-such-key"]);
+    assert!(!ok && err.contains("no message found"), "{err}");
+    let (ok, _, err) = rmq(&ns, &["query", "--id", "not-hex"]);
+    assert!(!ok && err.contains("not an offsetMsgId"), "{err}");
 
     // A group without offsets is an error, with the reason.
     let (ok, _, err) = rmq(&ns, &["progress", "cg_nobody"]);

@@ -1010,7 +1010,46 @@ fn share(frame: &Bytes, part: &[u8]) -> Bytes {
 
 /// The message `d` of pull answer `frame`: body and properties are slices of the frame.
 fn to_message(frame: &Bytes, d: &Delivery<'_, '_>) -> ConsumedMessage {
-    let m = d.message;
+    let queue = MessageQueue {
+        topic: d.queue_topic.to_owned(),
+        broker_name: d.broker_name.to_owned(),
+        queue_id: d.queue.queue_id,
+    };
+    from_stored(frame, d.message, d.topic, queue, (d.queue, d.lease))
+}
+
+impl ConsumedMessage {
+    /// The messages of a stored-message body read outside a consumer (the answers to
+    /// VIEW_MESSAGE_BY_ID and QUERY_MESSAGE: `rmq-admin`'s queries), stored on `broker_name`;
+    /// acknowledging them does nothing. A record that does not decode ends the list.
+    pub fn decode_stored(body: &Bytes, broker_name: &str) -> Vec<ConsumedMessage> {
+        let none = QueueKey {
+            topic: rmq_core::session::TopicId(u16::MAX),
+            broker: rmq_core::session::BrokerId(u16::MAX),
+            queue_id: -1,
+        };
+        let records = rmq_core::message::decode_stored(body).map_while(Result::ok);
+        records
+            .map(|m| {
+                let queue = MessageQueue {
+                    topic: m.topic.to_owned(),
+                    broker_name: broker_name.to_owned(),
+                    queue_id: m.queue_id,
+                };
+                from_stored(body, &m, m.topic, queue, (none, 0))
+            })
+            .collect()
+    }
+}
+
+/// Stored message `m` of `frame` as consumed from `queue`, first consumed from `topic`.
+fn from_stored(
+    frame: &Bytes,
+    m: &rmq_core::message::StoredMessage<'_>,
+    topic: &str,
+    queue: MessageQueue,
+    (key, lease): (QueueKey, u32),
+) -> ConsumedMessage {
     let body = if m.sys_flag.is_compressed() {
         let inflated = m
             .sys_flag
@@ -1021,7 +1060,7 @@ fn to_message(frame: &Bytes, d: &Delivery<'_, '_>) -> ConsumedMessage {
             Some(v) => Bytes::from(v),
             None => {
                 warn!(
-                    topic = d.topic,
+                    topic,
                     offset = m.queue_offset,
                     sys_flag = m.sys_flag.bits(),
                     "compressed body does not decode (or its type is not in this build); \
@@ -1042,12 +1081,8 @@ fn to_message(frame: &Bytes, d: &Delivery<'_, '_>) -> ConsumedMessage {
         MessageId::Offset(o) => o.to_string(),
     };
     ConsumedMessage {
-        topic: d.topic.to_owned(),
-        queue: MessageQueue {
-            topic: d.queue_topic.to_owned(),
-            broker_name: d.broker_name.to_owned(),
-            queue_id: d.queue.queue_id,
-        },
+        topic: topic.to_owned(),
+        queue,
         queue_offset: m.queue_offset,
         msg_id,
         offset_msg_id: m.offset_msg_id().to_string(),
@@ -1058,8 +1093,8 @@ fn to_message(frame: &Bytes, d: &Delivery<'_, '_>) -> ConsumedMessage {
         store_timestamp: m.store_timestamp,
         reconsume_times: m.reconsume_times,
         commit_log_offset: m.physical_offset,
-        key: d.queue,
-        lease: d.lease,
+        key,
+        lease,
         polled_at: None,
     }
 }

@@ -493,6 +493,35 @@ ext_header! {
 }
 
 ext_header! {
+    /// QUERY_MESSAGE (12) request: the messages of `topic` indexed under `key` (a `KEYS` entry
+    /// or a `UNIQ_KEY`) stored between the timestamps. With the extra field
+    /// `_UNIQUE_KEY_QUERY=true` the broker looks for one unique key (`maxNum` its own).
+    pub struct QueryMessageRequestHeader<'a> {
+        /// Topic.
+        topic: &'a str = "topic",
+        /// The key.
+        key: &'a str = "key",
+        /// At most this many messages.
+        max_num: i32 = "maxNum",
+        /// Stored at or after, Unix ms.
+        begin_timestamp: i64 = "beginTimestamp",
+        /// Stored at or before, Unix ms.
+        end_timestamp: i64 = "endTimestamp",
+    }
+}
+
+ext_header! {
+    /// VIEW_MESSAGE_BY_ID (33) request, to the store host an offsetMsgId names (5.3.3 clients
+    /// also send the optional `topic`).
+    pub struct ViewMessageRequestHeader<'a> {
+        /// The commit-log offset.
+        offset: i64 = "offset",
+        /// Topic.
+        topic: Option<&'a str> = "topic",
+    }
+}
+
+ext_header! {
     /// GET_MAX_OFFSET (30) request.
     pub struct GetMaxOffsetRequestHeader<'a> {
         /// Topic.
