@@ -19,7 +19,8 @@ use rmq_core::ops::{self, BodyError};
 use rmq_core::route::{MASTER_ID, TopicRoute};
 use rmq_core::wire::headers::{
     CreateTopicRequestHeader, GetConsumeStatsRequestHeader, GetRouteInfoRequestHeader,
-    QueryMessageRequestHeader, ResetOffsetRequestHeader, ViewMessageRequestHeader,
+    QueryMessageRequestHeader, ResetOffsetRequestHeader, SearchOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader, ViewMessageRequestHeader,
 };
 use rmq_core::wire::{
     Chain, CommandHeader, CommandRepr, ExtFields, Frame, LanguageCode, RequestCode, ResponseCode,
@@ -122,6 +123,18 @@ pub struct Reply {
     pub remark: Option<String>,
     /// Its body.
     pub body: Bytes,
+    /// Its ext fields (the response header's), in order.
+    pub ext: Vec<(String, String)>,
+}
+
+impl Reply {
+    /// The value of an ext field.
+    pub fn ext_field(&self, key: &str) -> Option<&str> {
+        self.ext
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
 }
 
 /// Why an operator request failed.
@@ -492,15 +505,29 @@ impl Admin {
             is_force: true,
         };
         let mut out = Vec::new();
-        for (_, addr) in &masters {
-            let body = self
+        for (broker, addr, queues) in &masters {
+            let answer = self
                 .ok(
                     addr,
                     false,
                     RequestCode::INVOKE_BROKER_TO_RESET_OFFSET,
                     header,
                 )
-                .await?;
+                .await;
+            let body = match answer {
+                // 4.9 resets through the group's online consumers only. With none, the offsets
+                // are set here queue by queue, as mqadmin's fallback (resetOffsetByTimeOld).
+                Err(AdminError::Refused { code, .. })
+                    if code == ResponseCode::CONSUMER_NOT_ONLINE =>
+                {
+                    for queue_id in 0..*queues {
+                        let offset = self.set_offset(addr, group, topic, queue_id, timestamp);
+                        out.push((broker.clone(), queue_id, offset.await?));
+                    }
+                    continue;
+                }
+                r => r?,
+            };
             ops::read_reset_offsets(&body, &mut |q, o| {
                 out.push((q.broker.to_owned(), q.queue_id, o));
             })
@@ -510,8 +537,44 @@ impl Admin {
         Ok(out)
     }
 
-    /// The masters of `topic`'s route: `(broker name, address)`.
-    async fn route_masters(&self, topic: &str) -> Result<Vec<(String, String)>, AdminError> {
+    /// Moves `group` on one queue to the first message stored at or after `timestamp`
+    /// (SEARCH_OFFSET_BY_TIMESTAMP, then UPDATE_CONSUMER_OFFSET); returns the offset.
+    async fn set_offset(
+        &self,
+        addr: &str,
+        group: &str,
+        topic: &str,
+        queue_id: i32,
+        timestamp: i64,
+    ) -> Result<i64, AdminError> {
+        let search = SearchOffsetRequestHeader {
+            topic,
+            queue_id,
+            timestamp,
+        };
+        let code = RequestCode::SEARCH_OFFSET_BY_TIMESTAMP;
+        let r = self.call(addr, false, code, search, &[]).await?;
+        let offset = r.ext_field("offset").and_then(|o| o.parse().ok());
+        let offset = match (r.code, offset) {
+            (ResponseCode::SUCCESS, Some(o)) => o,
+            (code, _) => {
+                let (addr, remark) = (addr.to_owned(), r.remark.unwrap_or_default());
+                return Err(AdminError::Refused { addr, code, remark });
+            }
+        };
+        let update = UpdateConsumerOffsetRequestHeader {
+            consumer_group: group,
+            topic,
+            queue_id,
+            commit_offset: offset,
+        };
+        self.ok(addr, false, RequestCode::UPDATE_CONSUMER_OFFSET, update)
+            .await?;
+        Ok(offset)
+    }
+
+    /// The masters of `topic`'s route: `(broker name, address, read queues)`.
+    async fn route_masters(&self, topic: &str) -> Result<Vec<(String, String, i32)>, AdminError> {
         let route = GetRouteInfoRequestHeader {
             topic,
             accept_standard_json_only: Some(true),
@@ -527,9 +590,16 @@ impl Admin {
             })?;
         let route = TopicRoute::<64, 8192>::parse(&body)
             .map_err(|_| AdminError::NoRoute(topic.to_owned()))?;
+        let queues = |name: &str| {
+            let q = route.queue_datas().find(|q| q.broker_name == name);
+            q.map_or(0, |q| q.read_queue_nums)
+        };
         Ok(route
             .brokers()
-            .filter_map(|b| Some((b.name().to_owned(), b.addr(MASTER_ID)?.to_owned())))
+            .filter_map(|b| {
+                let addr = b.addr(MASTER_ID)?.to_owned();
+                Some((b.name().to_owned(), addr, queues(b.name())))
+            })
             .collect())
     }
 
@@ -562,7 +632,7 @@ impl Admin {
             &[]
         };
         let mut out = Vec::new();
-        for (broker, addr) in self.route_masters(topic).await? {
+        for (broker, addr, _) in self.route_masters(topic).await? {
             let ext = Chain(header, flag);
             let r = self
                 .call(&addr, false, RequestCode::QUERY_MESSAGE, ext, &[])
@@ -625,5 +695,9 @@ fn reply(f: &[u8]) -> Option<Reply> {
         code: h.response_code(),
         remark: h.remark().and_then(|r| r.as_str().map(str::to_owned)),
         body: Bytes::copy_from_slice(frame.body()),
+        ext: h
+            .ext_iter()
+            .filter_map(|(k, v)| Some((k.as_str()?.to_owned(), v.as_str()?.to_owned())))
+            .collect(),
     })
 }
