@@ -47,7 +47,7 @@ mod cli {
         /// consumer group of `consume` and `bench-consume`.
         #[arg(long, global = true, default_value = "rmq-cli")]
         group: String,
-        /// Output JSON, one object per line (every command but the benchmarks and `demo`).
+        /// Output JSON, one object per line (every command but `demo`).
         #[arg(long, global = true)]
         json: bool,
         #[command(flatten)]
@@ -717,8 +717,12 @@ mod cli {
                 let report = bench(&p, topic, shape, limit, "bench").await;
                 let m = p.metrics();
                 p.shutdown().await;
-                report.print();
-                print_producer_metrics(&m);
+                if cli.json {
+                    println!("{}", report.json(&m));
+                } else {
+                    report.print();
+                    print_producer_metrics(&m);
+                }
                 Ok(())
             }
             Cmd::Demo {
@@ -882,15 +886,22 @@ mod cli {
             (Some(a), None) => a.elapsed().as_secs_f64(),
             _ => 0.0,
         };
-        println!(
-            "RESULT client=rmq mode=consume size={} conc=0 msgs={got} errors={} secs={secs:.3} \
-             msgs_per_s={:.1} p50_us={} p99_us={}",
-            s.size,
-            count - got,
-            got.saturating_sub(1) as f64 / secs.max(1e-9),
-            s.lat.value_at_quantile(0.5),
-            s.lat.value_at_quantile(0.99),
-        );
+        let rate = got.saturating_sub(1) as f64 / secs.max(1e-9);
+        let (p50, p99) = (s.lat.value_at_quantile(0.5), s.lat.value_at_quantile(0.99));
+        if cli.json {
+            let doc = serde_json::json!({
+                "mode": "consume", "size": s.size, "msgs": got, "errors": count - got,
+                "seconds": secs, "msgsPerSec": rate, "latencyUs": {"p50": p50, "p99": p99},
+            });
+            println!("{doc}");
+        } else {
+            println!(
+                "RESULT client=rmq mode=consume size={} conc=0 msgs={got} errors={} \
+                 secs={secs:.3} msgs_per_s={rate:.1} p50_us={p50} p99_us={p99}",
+                s.size,
+                count - got,
+            );
+        }
         if finished {
             Ok(())
         } else {
@@ -1072,6 +1083,53 @@ mod cli {
     }
 
     impl Report {
+        /// The report and the producer's metrics as one JSON object (`bench --json`).
+        fn json(&self, m: &rmq_std::metrics::ProducerMetrics) -> serde_json::Value {
+            let secs = self.elapsed.as_secs_f64().max(1e-9);
+            let q = |v: f64| self.hist.value_at_quantile(v) as f64 / 1000.0;
+            let (cpu, rss_kib) = usage();
+            let c = &self.counters;
+            let f = m.failures;
+            let kinds = [
+                f.validation,
+                f.no_route,
+                f.no_name_server,
+                f.broker,
+                f.transport,
+                f.timeout,
+                f.malformed,
+                f.shutdown,
+                f.capacity,
+                f.request,
+                f.authentication,
+            ];
+            let failures: serde_json::Map<String, serde_json::Value> =
+                rmq_std::metrics::FailureCounts::NAMES
+                    .iter()
+                    .zip(kinds)
+                    .map(|(k, n)| ((*k).to_owned(), n.into()))
+                    .collect();
+            serde_json::json!({
+                "label": self.label, "ok": self.ok, "failed": self.failed, "seconds": secs,
+                "msgsPerSec": self.ok as f64 / secs,
+                "latencyMs": {
+                    "p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "p999": q(0.999),
+                    "max": self.hist.max() as f64 / 1000.0,
+                },
+                "cpuSeconds": cpu.as_secs_f64(),
+                "cpuMicrosPerMsg": cpu.as_secs_f64() * 1e6 / (self.ok.max(1) as f64),
+                "peakRssMiB": rss_kib as f64 / 1024.0,
+                "counters": {
+                    "attempts": c.attempts, "retried": c.retried,
+                    "brokersIsolated": c.brokers_isolated,
+                    "lateResponsesDropped": c.late_responses_dropped,
+                    "connectionsLost": c.connections_lost,
+                },
+                "failuresByKind": failures,
+                "firstError": self.first_error,
+            })
+        }
+
         fn print(&self) {
             let secs = self.elapsed.as_secs_f64().max(1e-9);
             println!(

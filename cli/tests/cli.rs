@@ -90,6 +90,36 @@ async fn route_send_and_bench() {
     assert!(out.contains("latency ms: p50"), "{out}");
     assert!(out.contains("peak RSS"), "{out}");
 
+    // --json: the same report as one object.
+    let (ok, out) = run(s(&[
+        "--namesrv",
+        &ns,
+        "--json",
+        "bench",
+        "--topic",
+        "T",
+        "--concurrency",
+        "4",
+        "--count",
+        "50",
+    ]))
+    .await
+    .unwrap();
+    assert!(ok, "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .expect("a JSON line");
+    let doc: serde_json::Value = serde_json::from_str(line).expect("JSON");
+    assert_eq!(
+        (doc["ok"].as_u64(), doc["failed"].as_u64()),
+        (Some(50), Some(0)),
+        "{doc}"
+    );
+    assert!(doc["msgsPerSec"].as_f64().is_some_and(|r| r > 0.0), "{doc}");
+    assert!(doc["latencyMs"]["p99"].as_f64().is_some(), "{doc}");
+    assert_eq!(doc["failuresByKind"]["timeout"], 0, "{doc}");
+
     let (ok, out) = run(s(&["route", "T"])).await.unwrap();
     assert!(!ok, "no NameServer given: {out}");
     assert!(out.contains("--namesrv"), "{out}");
