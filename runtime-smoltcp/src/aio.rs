@@ -348,10 +348,19 @@ impl<'a, 'b, S: TcpConnect + 'a, K: Clock, const B: usize> AsyncNet<'a, 'b, S, K
 
 /// A heap-free RocketMQ producer over an async TCP stack (see the [module docs](self)).
 ///
-/// ```ignore
-/// let mut p: AsyncProducer<'_, '_, TcpClient<'_, 2>, EmbassyClock, 1, 8, 256> =
-///     AsyncProducer::new(cfg, bufs, &tcp_client, &clock)?;
+/// ```no_run
+/// # use rmq_smoltcp::aio::{AsyncBuffers, AsyncProducer, Clock};
+/// # use rmq_smoltcp::{Config, Message};
+/// # async fn gateway<S: embedded_nal_async::TcpConnect, K: Clock>(
+/// #     cfg: Config<'_>, bufs: AsyncBuffers<'_, 1>, tcp_client: &S, clock: &K,
+/// # ) -> Result<(), Box<dyn std::error::Error>> {
+/// // Any embedded-nal-async stack: embassy-net's `TcpClient`, or std's in tests.
+/// let mut p: AsyncProducer<'_, '_, S, K, 1, 8, 256> =
+///     AsyncProducer::new(cfg, bufs, tcp_client, clock)?;
 /// let receipt = p.send(&Message { body: b"21.5C", ..Default::default() }).await?;
+/// # let _ = receipt;
+/// # Ok(())
+/// # }
 /// ```
 pub struct AsyncProducer<
     'a,
@@ -443,12 +452,23 @@ impl<
 /// machine (clustering, long polling, commits; each message handed to a closure once, in queue
 /// order, and acknowledged when it returns).
 ///
-/// ```ignore
+/// ```no_run
+/// # use rmq_smoltcp::aio::{AsyncBuffers, AsyncClient, Clock};
+/// # use rmq_smoltcp::core::time::Duration;
+/// # use rmq_smoltcp::{ClientConfig, Message};
+/// # async fn gateway<S: embedded_nal_async::TcpConnect, K: Clock>(
+/// #     cfg: ClientConfig<'_>, bufs: AsyncBuffers<'_, 1>, stack: &S, clock: &K,
+/// #     reading: Message<'_>, apply: impl Fn(&[u8]),
+/// # ) -> Result<(), Box<dyn std::error::Error>> {
+/// let mut c: AsyncClient<'_, '_, S, K, 1, 8, 256, 8, 8> =
+///     AsyncClient::new(cfg, bufs, stack, clock)?;
 /// loop {
 ///     // Commands for up to a second, then telemetry.
-///     c.run_until(clock.now() + Duration::from_millis(1000), |d| apply(d.message.body)).await;
+///     let until = clock.now().saturating_add(Duration::from_millis(1000));
+///     c.run_until(until, |d| apply(d.message.body)).await;
 ///     c.send(&reading, |d| apply(d.message.body)).await?;
 /// }
+/// # }
 /// ```
 pub struct AsyncClient<
     'a,

@@ -147,16 +147,26 @@ impl core::error::Error for ClientError {}
 /// stored (a body compressed by its producer, sys flag bit 0, is delivered compressed: the
 /// gateway has no inflater), its properties (tags, keys) through `properties()`.
 ///
-/// ```ignore
-/// let mut c: Client<'_, '_, 2, 16, 256, 8, 8> = Client::new(cfg, bufs, now, ns, [b0, b1])?;
+/// ```no_run
+/// # use rmq_smoltcp::{Buffers, Client, ClientConfig, Message};
+/// # use rmq_smoltcp::core::time::Instant;
+/// # use smoltcp::iface::{Interface, SocketHandle, SocketSet};
+/// # fn gateway(
+/// #     cfg: ClientConfig<'_>, bufs: Buffers<'_>, iface: &mut Interface,
+/// #     device: &mut smoltcp::phy::Loopback, sockets: &mut SocketSet<'_>,
+/// #     [ns, b0, b1]: [SocketHandle; 3], now: impl Fn() -> Instant, wait_until: impl Fn(Instant),
+/// #     apply: impl Fn(&[u8]),
+/// # ) -> Result<(), Box<dyn std::error::Error>> {
+/// let mut c: Client<'_, '_, 2, 16, 256, 8, 8> = Client::new(cfg, bufs, now(), ns, [b0, b1])?;
 /// loop {
-///     let next = c.poll(now(), &mut iface, &mut device, &mut sockets, |d| {
-///         apply(d.message.body);
-///     });
-///     if c.can_send() { c.send(now(), &Message { body: b"21.5C", ..Default::default() })?; }
+///     let next = c.poll(now(), iface, device, sockets, |d| apply(d.message.body));
+///     if c.can_send() {
+///         c.send(now(), &Message { body: b"21.5C", ..Default::default() })?;
+///     }
 ///     if let Some(done) = c.take_completion() { /* as the producer's */ }
-///     wait_until(next);
+///     wait_until(next.unwrap_or(now()));
 /// }
+/// # }
 /// ```
 pub struct Client<
     'a,
@@ -348,10 +358,19 @@ impl<
     /// `let c = Client::build(..)` builds it where `c` lives: [`Client::check`] the settings
     /// first, build, then [`Client::start`] (subscribes and writes the heartbeat).
     ///
-    /// ```ignore
+    /// ```no_run
+    /// # use rmq_smoltcp::{Buffers, Client, ClientConfig};
+    /// # use rmq_smoltcp::core::time::Instant;
+    /// # use smoltcp::iface::SocketHandle;
+    /// type Gateway<'a, 'b> = Client<'a, 'b, 1, 8, 256, 8, 8>;
+    /// # fn gateway(
+    /// #     cfg: ClientConfig<'_>, bufs: Buffers<'_>, now: Instant, [ns, b0]: [SocketHandle; 2],
+    /// # ) -> Result<(), rmq_smoltcp::ClientError> {
     /// Gateway::check(&cfg)?;
     /// let mut c = Gateway::build(cfg, bufs, now, ns, [b0]);
     /// c.start(&cfg, now)?;
+    /// # Ok(())
+    /// # }
     /// ```
     ///
     /// A local (in a function that never returns, say `main`) is built in place; a `static`

@@ -54,14 +54,25 @@ impl<'a, 'b, const B: usize, const Q: usize, const S: usize> ProducerMachine<'a,
 /// - `QUEUES`: publish queues kept from the route;
 /// - `ROUTE_STR`: bytes for the names and addresses of a parsed route.
 ///
-/// ```ignore
-/// let mut p: Producer<'_, '_, 2, 16, 256> = Producer::new(cfg, bufs, ns_handle, [b0, b1])?;
-/// let id = p.send(now, &Message { body: b"21.5C", ..Default::default() })?;
+/// ```no_run
+/// # use rmq_smoltcp::{Buffers, Config, Message, Producer};
+/// # use rmq_smoltcp::core::time::Instant;
+/// # use smoltcp::iface::{Interface, SocketHandle, SocketSet};
+/// # fn gateway(
+/// #     cfg: Config<'_>, bufs: Buffers<'_>, iface: &mut Interface,
+/// #     device: &mut smoltcp::phy::Loopback, sockets: &mut SocketSet<'_>,
+/// #     [ns, b0, b1]: [SocketHandle; 3], now: impl Fn() -> Instant, wait_until: impl Fn(Instant),
+/// # ) -> Result<(), Box<dyn std::error::Error>> {
+/// let mut p: Producer<'_, '_, 2, 16, 256> = Producer::new(cfg, bufs, ns, [b0, b1])?;
+/// let id = p.send(now(), &Message { body: b"21.5C", ..Default::default() })?;
 /// loop {
-///     let next = p.poll(now(), &mut iface, &mut device, &mut sockets);
-///     if let Some(c) = p.take_completion() { /* c.id == id */ }
-///     wait_until(next);
+///     let next = p.poll(now(), iface, device, sockets);
+///     if let Some(c) = p.take_completion() {
+///         assert_eq!(c.id, id);
+///     }
+///     wait_until(next.unwrap_or(now()));
 /// }
+/// # }
 /// ```
 pub struct Producer<'a, 'b, const BROKERS: usize, const QUEUES: usize, const ROUTE_STR: usize> {
     net: Net<'a, 'b, BROKERS>,
