@@ -47,6 +47,24 @@ pub trait Clock {
     fn sleep_until(&self, at: Instant) -> impl Future<Output = ()>;
 }
 
+/// [`Clock`] from embassy-time (feature `embassy-time`): its `Instant` in milliseconds, and
+/// its `Timer` to sleep. The application links embassy-time's driver, as any embassy
+/// application does.
+#[cfg(feature = "embassy-time")]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EmbassyClock;
+
+#[cfg(feature = "embassy-time")]
+impl Clock for EmbassyClock {
+    fn now(&self) -> Instant {
+        Instant::from_millis(embassy_time::Instant::now().as_millis())
+    }
+
+    fn sleep_until(&self, at: Instant) -> impl Future<Output = ()> {
+        embassy_time::Timer::at(embassy_time::Instant::from_millis(at.millis()))
+    }
+}
+
 /// Why a send did not store the message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SendError {

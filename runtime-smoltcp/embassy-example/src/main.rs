@@ -1,7 +1,8 @@
 //! rmq on embassy: a telemetry producer for the Arm MPS2-AN386 board (Cortex-M4F; QEMU
 //! `-M mps2-an386`) that networks through embassy-net and publishes with
 //! `rmq_smoltcp::aio::AsyncProducer`, which only needs embedded-nal-async's `TcpConnect` (here
-//! embassy-net's `TcpClient`) and a [`Clock`] (here embassy-time).
+//! embassy-net's `TcpClient`) and a `Clock` (here rmq-smoltcp's `EmbassyClock`, feature
+//! `embassy-time`).
 //!
 //! What the board needs besides: an embassy-time driver (SysTick at 1 kHz, with
 //! embassy-time-queue-utils' queue) and an embassy-net driver for its LAN9118 (rmq-lan9118,
@@ -14,7 +15,6 @@
 #![no_main]
 
 use core::cell::{Cell, RefCell};
-use core::future::Future;
 use core::ptr::{read_volatile, write_volatile};
 use core::task::{Context, Waker};
 
@@ -27,8 +27,7 @@ use embassy_net_driver::{Capabilities, HardwareAddress, LinkState};
 use embassy_time::Timer;
 use embassy_time_queue_utils::Queue;
 use rmq_lan9118::{Lan9118, MAX_FRAME, Regs};
-use rmq_smoltcp::aio::{AsyncBuffers, AsyncProducer, Clock};
-use rmq_smoltcp::core::time::Instant;
+use rmq_smoltcp::aio::{AsyncBuffers, AsyncProducer, EmbassyClock};
 use rmq_smoltcp::{Config, Message};
 use smoltcp::phy::{Device, RxToken as _, TxToken as _};
 use smoltcp::wire::{IpAddress, IpEndpoint};
@@ -79,19 +78,6 @@ fn SysTick() {
             w.wake();
         }
     });
-}
-
-/// rmq's view of embassy-time.
-struct EmbassyClock;
-
-impl Clock for EmbassyClock {
-    fn now(&self) -> Instant {
-        Instant::from_millis(embassy_time::Instant::now().as_millis())
-    }
-
-    fn sleep_until(&self, at: Instant) -> impl Future<Output = ()> {
-        Timer::at(embassy_time::Instant::from_millis(at.millis()))
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
