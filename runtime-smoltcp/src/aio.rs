@@ -31,7 +31,6 @@ use rmq_core::session::{Peer, Transmit};
 use rmq_core::time::{Duration, Instant};
 use rmq_core::transport::TransportError;
 use rmq_core::wire::{FrameError, whole_frame};
-use smoltcp::wire::IpEndpoint;
 
 use crate::client::{ClientConfig, ClientError, ClientMachine};
 use crate::net::{Machine, earliest};
@@ -155,7 +154,7 @@ fn frame_len(rx: &[u8], filled: usize) -> Result<Option<usize>, FrameError> {
 struct AsyncNet<'a, 'b, S: TcpConnect, K, const B: usize> {
     stack: &'a S,
     clock: &'a K,
-    namesrvs: &'a [IpEndpoint],
+    namesrvs: &'a [SocketAddr],
     connect_timeout: Duration,
     write_timeout: Duration,
     tx: &'b mut [u8],
@@ -295,10 +294,7 @@ impl<'a, 'b, S: TcpConnect + 'a, K: Clock, const B: usize> AsyncNet<'a, 'b, S, K
 
     fn address<M: Machine>(&self, m: &M, peer: Peer) -> Option<SocketAddr> {
         match peer {
-            Peer::NameServer(i) => self
-                .namesrvs
-                .get(usize::from(i))
-                .map(|ep| SocketAddr::new(ep.addr.into(), ep.port)),
+            Peer::NameServer(i) => self.namesrvs.get(usize::from(i)).copied(),
             p => m.peer_addr(p).and_then(|a| a.parse().ok()),
         }
     }

@@ -8,6 +8,7 @@
 //! commits, queue selection and retries); this file hands it frames and the caller each
 //! message.
 
+use core::net::SocketAddr;
 use rmq_core::client::{self as core_client, Attached};
 use rmq_core::consumer::{ConsumeFromWhere, MessageModel};
 use rmq_core::pull_consumer::{Delivery, PullConfig, PullConfigError, PullConsumer, PullStats};
@@ -16,7 +17,6 @@ use rmq_core::session::{self, Features, TopicId};
 use rmq_core::time::{Duration, Instant};
 use smoltcp::iface::{Interface, SocketHandle, SocketSet};
 use smoltcp::phy::Device;
-use smoltcp::wire::IpEndpoint;
 
 use crate::machine::{Gateway, Gw};
 use crate::net::{Net, Stats};
@@ -76,7 +76,7 @@ impl<'a> ClientConfig<'a> {
     /// Java's defaults where they fit a gateway, with batches of 8; no publishing (set
     /// [`ClientConfig::publish_topic`]).
     pub fn new(
-        namesrvs: &'a [IpEndpoint],
+        namesrvs: &'a [SocketAddr],
         group: &'a str,
         client_id: &'a str,
         topic: &'a str,

@@ -105,13 +105,13 @@ pub use rmq_core::session::SendFailure;
 
 use ::core::fmt;
 
+use ::core::net::SocketAddr;
 use rmq_core::message::validate::ValidationError;
 use rmq_core::producer as core_producer;
 use rmq_core::retry::{RetryConfig, SendMode, SendStatus};
 use rmq_core::session;
 use rmq_core::time::Duration;
 use rmq_core::wire::{SerializeType, version};
-use smoltcp::wire::IpEndpoint;
 
 /// Longest broker name a [`Producer`] stores.
 pub const MAX_BROKER_NAME: usize = rmq_core::session::MAX_BROKER_NAME;
@@ -125,8 +125,9 @@ pub const MAX_MSG_ID: usize = rmq_core::session::MAX_MSG_ID;
 pub struct BaseConfig<'a> {
     /// The NameServers. One is used at a time, starting at a seed-chosen index; after a
     /// failure (connect error, reset, route timeout) the next one is tried (core
-    /// `NamesrvCursor`, Java's choice).
-    pub namesrvs: &'a [IpEndpoint],
+    /// `NamesrvCursor`, Java's choice). IPv4 only on the smoltcp runtime (it is built without
+    /// IPv6): an IPv6 address there is never reached.
+    pub namesrvs: &'a [SocketAddr],
     /// Producer group (`a` in the send header).
     pub producer_group: &'a str,
     /// Retry, selection and fault-tolerance settings (mode is set per send). Profiles
@@ -160,7 +161,7 @@ pub struct BaseConfig<'a> {
 
 impl<'a> BaseConfig<'a> {
     /// Defaults: Java 4.9 profile with the latency switch on, 3 s send timeout, 2 retries.
-    fn new(namesrvs: &'a [IpEndpoint], producer_group: &'a str, seed: u32) -> Self {
+    fn new(namesrvs: &'a [SocketAddr], producer_group: &'a str, seed: u32) -> Self {
         BaseConfig {
             namesrvs,
             producer_group,
@@ -206,7 +207,7 @@ pub struct Config<'a> {
 
 impl<'a> Config<'a> {
     /// Defaults: Java 4.9 profile with the latency switch on, 3 s send timeout, 2 retries.
-    pub fn new(namesrvs: &'a [IpEndpoint], producer_group: &'a str, topic: &'a str) -> Self {
+    pub fn new(namesrvs: &'a [SocketAddr], producer_group: &'a str, topic: &'a str) -> Self {
         Config {
             base: BaseConfig::new(namesrvs, producer_group, 0x5EED_1234),
             topic,

@@ -8,6 +8,7 @@
 //! hands it each complete frame and takes the next frame to write from it. The async runtime
 //! ([`crate::aio`] with the `async` feature) drives the same machines over other streams.
 
+use core::net::SocketAddr;
 use rmq_core::link::{LinkCheck, LinkState, Links, Outgoing};
 use rmq_core::pull_consumer::Delivery;
 use rmq_core::session::{Peer, Transmit};
@@ -17,6 +18,7 @@ use rmq_core::wire::{PREFIX_LEN, check_prefix};
 use smoltcp::iface::{Interface, SocketHandle, SocketSet};
 use smoltcp::phy::Device;
 use smoltcp::socket::tcp;
+
 use smoltcp::wire::IpEndpoint;
 
 use crate::parse_endpoint;
@@ -177,7 +179,7 @@ pub(crate) trait Machine {
 /// The sockets, the one frame being written, and the receive buffer.
 #[derive(Debug)]
 pub(crate) struct Net<'a, 'b, const BROKERS: usize> {
-    namesrvs: &'a [IpEndpoint],
+    namesrvs: &'a [SocketAddr],
     connect_timeout: Duration,
     stall: Duration,
     port_base: u16,
@@ -288,7 +290,10 @@ impl<'a, 'b, const BROKERS: usize> Net<'a, 'b, BROKERS> {
 
     fn endpoint<M: Machine>(&self, m: &M, peer: Peer) -> Option<IpEndpoint> {
         match peer {
-            Peer::NameServer(i) => self.namesrvs.get(usize::from(i)).copied(),
+            Peer::NameServer(i) => match self.namesrvs.get(usize::from(i)) {
+                Some(SocketAddr::V4(a)) => Some(IpEndpoint::from(*a)),
+                _ => None,
+            },
             p => m.peer_addr(p).and_then(parse_endpoint),
         }
     }

@@ -3,14 +3,14 @@
 
 mod support;
 
+use core::net::{SocketAddr, SocketAddrV4};
 use rmq_core::retry::{SendErrorKind, SendStatus};
 use rmq_core::time::Duration;
 use rmq_core::transport::TransportError;
 use rmq_smoltcp::SendFailure;
-use smoltcp::wire::{IpAddress, IpEndpoint};
 use support::{GwSizes, NS_PORT, PEER_IP, Sim, body};
 
-const DEAD_NAMESRV: [IpEndpoint; 1] = [IpEndpoint::new(IpAddress::Ipv4(PEER_IP), 1)];
+const DEAD_NAMESRV: [SocketAddr; 1] = [SocketAddr::V4(SocketAddrV4::new(PEER_IP, 1))];
 
 fn check_props(p: &str) {
     assert!(p.contains("TAGS\u{1}TagA"), "{p:?}");
@@ -356,9 +356,9 @@ fn sweep_of_buffer_sizes_loss_and_slow_reads_never_corrupts_a_frame() {
 fn dead_namesrv_is_skipped_for_the_next_one() {
     // Both orders: whichever the seed picks first, the route comes from the live one.
     for seed in [1u32 << 8, 2 << 8] {
-        static BOTH: [IpEndpoint; 2] = [
-            IpEndpoint::new(IpAddress::Ipv4(PEER_IP), 1),
-            IpEndpoint::new(IpAddress::Ipv4(PEER_IP), NS_PORT),
+        static BOTH: [SocketAddr; 2] = [
+            SocketAddr::V4(SocketAddrV4::new(PEER_IP, 1)),
+            SocketAddr::V4(SocketAddrV4::new(PEER_IP, NS_PORT)),
         ];
         let mut sim = Sim::new(GwSizes::default(), |c| {
             c.base.namesrvs = &BOTH;

@@ -21,7 +21,6 @@ use rmq_core::time::Instant;
 use rmq_smoltcp::aio::{AsyncBuffers, AsyncClient, AsyncProducer, Clock, SendError};
 use rmq_smoltcp::{ClientConfig, Config, Message, SendFailure, SendReceipt};
 use rmq_tests::broker::{Cluster, ClusterOptions, JavaProducer, Version, verifier_read};
-use smoltcp::wire::{IpAddress, IpEndpoint};
 
 const TOPIC: &str = "AsyncTelemetry";
 const COMMANDS: &str = "AsyncCommands";
@@ -72,14 +71,7 @@ fn async_transport_publishes_through_embedded_io_traits() {
     cluster.create_topic(TOPIC, 4).expect("create topic");
     cluster.create_topic(COMMANDS, 4).expect("create topic");
     let ns = cluster.namesrv_addr();
-    let std::net::IpAddr::V4(ip) = ns.ip() else {
-        panic!("IPv4 NameServer expected")
-    };
-    let [a, b, c, d] = ip.octets();
-    let namesrvs: &'static [IpEndpoint] = Box::leak(Box::new([IpEndpoint::new(
-        IpAddress::v4(a, b, c, d),
-        ns.port(),
-    )]));
+    let namesrvs: &'static [std::net::SocketAddr] = Box::leak(Box::new([ns]));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

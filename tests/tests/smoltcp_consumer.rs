@@ -29,7 +29,6 @@ use rmq_tests::netns;
 use smoltcp::iface::{Interface, SocketHandle, SocketSet};
 use smoltcp::phy::{Medium, TunTapInterface, wait as phy_wait};
 use smoltcp::socket::tcp;
-use smoltcp::wire::{IpAddress, IpEndpoint};
 
 const VERSION: Version = Version::V5_3_3;
 const TOPIC: &str = "SmolCommands";
@@ -82,14 +81,7 @@ impl Rig {
         };
         let (ns, b0) = (sock(), sock());
         let addr = cluster.namesrv_addr();
-        let std::net::IpAddr::V4(ip) = addr.ip() else {
-            panic!("IPv4 NameServer expected")
-        };
-        let [a, b, c, d] = ip.octets();
-        let namesrvs: &'static [IpEndpoint] = Box::leak(Box::new([IpEndpoint::new(
-            IpAddress::v4(a, b, c, d),
-            addr.port(),
-        )]));
+        let namesrvs: &'static [std::net::SocketAddr] = Box::leak(Box::new([addr]));
         let mut cfg = ClientConfig::new(namesrvs, GROUP, client_id, TOPIC);
         cfg.expression = "cmd || config";
         cfg.consume_from = ConsumeFromWhere::FirstOffset;

@@ -15,6 +15,7 @@
 #![no_main]
 
 use core::cell::{Cell, RefCell};
+use core::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use core::ptr::{read_volatile, write_volatile};
 use core::task::{Context, Waker};
 
@@ -30,7 +31,6 @@ use rmq_lan9118::{Lan9118, MAX_FRAME, Regs};
 use rmq_smoltcp::aio::{AsyncBuffers, AsyncProducer, EmbassyClock};
 use rmq_smoltcp::{Config, Message};
 use smoltcp::phy::{Device, RxToken as _, TxToken as _};
-use smoltcp::wire::{IpAddress, IpEndpoint};
 use static_cell::StaticCell;
 
 const CORE_HZ: u32 = 25_000_000;
@@ -211,7 +211,10 @@ async fn main(spawner: Spawner) {
     static CLIENT: StaticCell<TcpClient<'static, 2>> = StaticCell::new();
     let client = CLIENT.init(TcpClient::new(stack, STATE.init(TcpClientState::new())));
     static CLOCK: EmbassyClock = EmbassyClock;
-    static NAMESRVS: [IpEndpoint; 1] = [IpEndpoint::new(IpAddress::v4(169, 254, 1, 1), 9876)];
+    static NAMESRVS: [SocketAddr; 1] = [SocketAddr::V4(SocketAddrV4::new(
+        Ipv4Addr::new(169, 254, 1, 1),
+        9876,
+    ))];
     let mut cfg = Config::new(&NAMESRVS, "gateway", "Telemetry");
     cfg.base.client_ip = [169, 254, 1, 2];
     static TXB: StaticCell<[u8; 512]> = StaticCell::new();

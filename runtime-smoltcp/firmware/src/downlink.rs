@@ -11,10 +11,10 @@
 //! commands arrived and the telemetry is done: the consumer stops (committing what it
 //! processed), and `STATS` adds `cmds=` and the consumer's counters.
 
+use core::net::SocketAddr;
 use rmq_smoltcp::core::consumer::ConsumeFromWhere;
 use rmq_smoltcp::core::time::{Duration, Instant};
 use rmq_smoltcp::{Client, ClientConfig, Completion, Message, SendId, Stats, SubmitError};
-use smoltcp::wire::IpEndpoint;
 
 use crate::forward::Uplink;
 use crate::{Line, Net, Out, Params};
@@ -27,7 +27,7 @@ pub(crate) type Downlink = Client<'static, 'static, 1, 8, 256, 4, 2>;
 const QUEUES: usize = 8;
 
 /// The client's settings (checked): publishes to `p.topic`, consumes `p.cmd_topic`.
-pub(crate) fn config(p: &Params, namesrvs: &'static [IpEndpoint]) -> ClientConfig<'static> {
+pub(crate) fn config(p: &Params, namesrvs: &'static [SocketAddr]) -> ClientConfig<'static> {
     let mut cfg = ClientConfig::new(namesrvs, "gateway-cmds", "169.254.1.2@gateway", p.cmd_topic);
     cfg.publish_topic = Some(p.topic);
     cfg.base.client_ip = [169, 254, 1, 2];

@@ -55,6 +55,7 @@ mod mem;
 use core::ptr::{addr_of, read_volatile, write_volatile};
 use core::sync::atomic::{AtomicU32, Ordering};
 
+use core::net::{SocketAddr, SocketAddrV4};
 use cortex_m_rt::{entry, exception};
 use cortex_m_semihosting::debug::{self, EXIT_FAILURE, EXIT_SUCCESS};
 use cortex_m_semihosting::{nr, syscall1};
@@ -68,7 +69,8 @@ use rmq_smoltcp::{Completion, Config, Producer};
 use rmq_smoltcp::{Message, core::time::Duration};
 use smoltcp::iface::{Config as IfaceConfig, Interface, SocketSet, SocketStorage};
 use smoltcp::socket::tcp;
-use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, IpEndpoint, Ipv4Address};
+
+use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, Ipv4Address};
 
 /// The device part of the vector table: the 32 interrupts of QEMU's MPS2-AN386 (`num-irq`),
 /// all `DefaultHandler`; none is enabled (the NIC is polled, the clock is SysTick, an
@@ -285,7 +287,7 @@ fn num(s: &[u8]) -> Option<u32> {
 }
 
 /// `A.B.C.D:PORT`.
-fn endpoint(v: &[u8]) -> Option<IpEndpoint> {
+fn endpoint(v: &[u8]) -> Option<SocketAddr> {
     let (mut f, mut k) = ([0u32; 5], 0);
     for &c in v {
         if c == b'.' || c == b':' {
@@ -298,16 +300,16 @@ fn endpoint(v: &[u8]) -> Option<IpEndpoint> {
     }
     let [a, b, c, d, port] = f;
     (k == 4 && a | b | c | d < 256 && port > 0 && port < 65536).then(|| {
-        IpEndpoint::new(
-            IpAddress::v4(a as u8, b as u8, c as u8, d as u8),
+        SocketAddr::V4(SocketAddrV4::new(
+            Ipv4Address::new(a as u8, b as u8, c as u8, d as u8),
             port as u16,
-        )
+        ))
     })
 }
 
 /// Run parameters from the semihosting command line.
 struct Params {
-    ns: IpEndpoint,
+    ns: SocketAddr,
     count: u32,
     topic: &'static str,
     seed: u32,
@@ -381,7 +383,7 @@ fn params(out: &mut Out) -> Params {
             ns,
             count,
             topic,
-            seed: seed.unwrap_or(0x5EED_0000 ^ u32::from(ns.port)),
+            seed: seed.unwrap_or(0x5EED_0000 ^ u32::from(ns.port())),
             backoff,
             #[cfg(feature = "store-forward")]
             rate: _rate,
@@ -549,7 +551,7 @@ fn main() -> ! {
         tcp::SocketBuffer::new(&mut b_tx[..]),
     ));
 
-    let namesrvs: &'static [IpEndpoint; 1] = stat!([IpEndpoint; 1] = [p.ns]);
+    let namesrvs: &'static [SocketAddr; 1] = stat!([SocketAddr; 1] = [p.ns]);
     let bufs = Buffers {
         tx: &mut stat!([u8; TX_BUF] = const [0; TX_BUF])[..],
         rx: &mut stat!([u8; BROKER_RX] = const [0; BROKER_RX])[..],

@@ -1,10 +1,10 @@
 extern crate std;
 
 use super::*;
+use core::net::{Ipv4Addr, SocketAddrV4};
 use rmq_core::retry::{RetryConfig, SendMode};
 use smoltcp::iface::SocketStorage;
 use smoltcp::socket::tcp;
-use smoltcp::wire::IpAddress;
 use std::vec;
 
 type C = Client<'static, 'static, 1, 8, 256, 4, 2>;
@@ -21,7 +21,7 @@ fn bufs(message: usize) -> crate::Buffers<'static> {
     }
 }
 
-const NS: &[IpEndpoint] = &[IpEndpoint::new(IpAddress::v4(127, 0, 0, 1), 9876)];
+const NS: &[SocketAddr] = &[SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9876))];
 
 /// `check`, `build` and `start` refuse what `new` refuses, and build the same client
 /// when it accepts.

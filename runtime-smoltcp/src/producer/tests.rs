@@ -1,11 +1,11 @@
+use core::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use rmq_core::retry::{RetryConfig, SendMode};
-use smoltcp::wire::{IpAddress, IpEndpoint};
 
 use super::*;
 
 #[test]
 fn only_the_plain_and_java49_profiles_are_carried() {
-    let ns = [IpEndpoint::new(IpAddress::v4(127, 0, 0, 1), 9876)];
+    let ns = [SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9876))];
     for (retry, ok) in [
         (RetryConfig::plain(SendMode::Sync), true),
         (RetryConfig::java49(SendMode::Sync), true),

@@ -7,6 +7,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
 
+use core::net::{SocketAddr, SocketAddrV4};
 use rmq_core::time::Instant;
 use rmq_core::wire::headers::SendMessageRequestHeaderV2;
 use rmq_core::wire::{CommandHeader, CommandRepr, Frame, ResponseCode, Scratch, SerializeType};
@@ -14,13 +15,14 @@ use rmq_smoltcp::{Buffers, Completion, Config, Message, Producer, SendId};
 use smoltcp::iface::{Config as IfaceConfig, Interface, SocketHandle, SocketSet};
 use smoltcp::phy::{Device, DeviceCapabilities, Medium, RxToken, TxToken};
 use smoltcp::socket::tcp;
-use smoltcp::wire::{HardwareAddress, IpAddress, IpCidr, IpEndpoint, Ipv4Address};
+
+use smoltcp::wire::{HardwareAddress, IpAddress, IpCidr, Ipv4Address};
 
 pub const NS_PORT: u16 = 9876;
 pub const BROKER_PORT: u16 = 10911;
 pub const PEER_IP: Ipv4Address = Ipv4Address::new(10, 0, 0, 1);
 pub const GW_IP: Ipv4Address = Ipv4Address::new(10, 0, 0, 2);
-pub const NAMESRVS: [IpEndpoint; 1] = [IpEndpoint::new(IpAddress::Ipv4(PEER_IP), NS_PORT)];
+pub const NAMESRVS: [SocketAddr; 1] = [SocketAddr::V4(SocketAddrV4::new(PEER_IP, NS_PORT))];
 
 /// The wire between the two ends: one packet queue per direction, with scripted loss.
 #[derive(Default)]

@@ -10,7 +10,7 @@ use rmq_tests::broker::Cluster;
 use smoltcp::iface::{Config as IfaceConfig, Interface, SocketHandle, SocketSet};
 use smoltcp::phy::Device;
 use smoltcp::socket::tcp;
-use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, IpEndpoint, Ipv4Address};
+use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, Ipv4Address};
 
 /// The gateway's producer: one broker, 16 queues, 256 bytes of route strings.
 pub type Gateway = Producer<'static, 'static, 1, 16, 256>;
@@ -67,14 +67,7 @@ pub fn producer(
     };
     let (ns, b0) = (sock(), sock());
     let ns_addr = cluster.namesrv_addr();
-    let std::net::IpAddr::V4(ns_ip) = ns_addr.ip() else {
-        panic!("IPv4 NameServer expected")
-    };
-    let [a, b, c, d] = ns_ip.octets();
-    let namesrvs: &'static [IpEndpoint] = Box::leak(Box::new([IpEndpoint::new(
-        IpAddress::v4(a, b, c, d),
-        ns_addr.port(),
-    )]));
+    let namesrvs: &'static [std::net::SocketAddr] = Box::leak(Box::new([ns_addr]));
     let mut cfg = Config::new(namesrvs, group, topic);
     cfg.base.client_ip = [169, 254, 1, 2];
     let bufs = Buffers {
