@@ -444,19 +444,25 @@ mod cli {
         match rt.block_on(run(cli)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("rmq: {e}");
-                // The cause chain, each cause once (a message may quote its source already).
-                let (mut shown, mut cause) = (e.to_string(), e.source());
-                while let Some(c) = cause {
-                    let text = c.to_string();
-                    if !shown.contains(&text) {
-                        eprintln!("  caused by: {text}");
-                    }
-                    shown = text;
-                    cause = c.source();
-                }
+                warn_chain("", &*e);
                 ExitCode::FAILURE
             }
+        }
+    }
+
+    /// Prints `rmq: <context: >error` and its cause chain to stderr, each cause once (a
+    /// message may quote its source already).
+    pub(crate) fn warn_chain(context: &str, e: &dyn std::error::Error) {
+        let sep = if context.is_empty() { "" } else { ": " };
+        eprintln!("rmq: {context}{sep}{e}");
+        let (mut shown, mut cause) = (e.to_string(), e.source());
+        while let Some(c) = cause {
+            let text = c.to_string();
+            if !shown.contains(&text) {
+                eprintln!("  caused by: {text}");
+            }
+            shown = text;
+            cause = c.source();
         }
     }
 

@@ -15,6 +15,7 @@
 //! | UPDATE_AND_CREATE_TOPIC (17) | each master broker | the response code |
 //! | GET_CONSUME_STATS (208) | each broker of a group's topics | [`read_consume_stats`] |
 //! | INVOKE_BROKER_TO_RESET_OFFSET (222) | each master of the topic | [`read_reset_offsets`] |
+//! | GET_BROKER_RUNTIME_INFO (28) | a broker | [`read_kv_table`] |
 
 use crate::json::{JsonError, JsonStr, Parser};
 
@@ -265,6 +266,32 @@ pub fn read_reset_offsets(
         while let Some(k) = p.next_key()? {
             let queue = queue_key(k.raw())?;
             f(queue, p.i64()?);
+        }
+    }
+    p.finish()?;
+    Ok(())
+}
+
+/// Reads a `KVTable` (the answer to GET_BROKER_RUNTIME_INFO: `brokerVersionDesc`, `putTps`,
+/// ...): `f` once per entry whose key and value have no JSON escapes (the statistics never
+/// do; an entry that has some is skipped).
+///
+/// # Errors
+/// [`BodyError`].
+pub fn read_kv_table(body: &[u8], f: &mut dyn FnMut(&str, &str)) -> Result<(), BodyError> {
+    let mut p = Parser::new(body);
+    p.expect_object_start()?;
+    while let Some(key) = p.next_key()? {
+        if !key.eq_str("table") {
+            p.skip_value()?;
+            continue;
+        }
+        p.expect_object_start()?;
+        while let Some(k) = p.next_key()? {
+            let v = p.string()?;
+            if let (Ok(k), Ok(v)) = (name(k), name(v)) {
+                f(k, v);
+            }
         }
     }
     p.finish()?;

@@ -79,6 +79,22 @@ fn reset_offsets_reads_each_queue() {
 }
 
 #[test]
+fn kv_table_skips_only_escaped_entries() {
+    let body = br#"{"table":{"brokerVersionDesc":"V5_3_3","putTps":"1.5 2.0 0.3","path":"a\\b"}}"#;
+    let mut got = std::vec::Vec::new();
+    read_kv_table(body, &mut |k, v| got.push((k.to_owned(), v.to_owned()))).unwrap();
+    let kv = |k: &str, v: &str| (k.to_owned(), v.to_owned());
+    assert_eq!(
+        got,
+        [
+            kv("brokerVersionDesc", "V5_3_3"),
+            kv("putTps", "1.5 2.0 0.3")
+        ]
+    );
+    assert!(read_kv_table(br#"{"table":{"a":1}}"#, &mut |_, _| {}).is_err());
+}
+
+#[test]
 fn an_object_key_inside_an_object_key_is_refused_not_recursed() {
     let body = br#"{"offsetTable":{{{"a":1}:2}:7}}"#;
     match read_reset_offsets(body, &mut |_, _| {}) {

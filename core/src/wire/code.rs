@@ -31,6 +31,8 @@ impl RequestCode {
     pub const UPDATE_CONSUMER_OFFSET: RequestCode = RequestCode(15);
     /// `17` UPDATE_AND_CREATE_TOPIC.
     pub const UPDATE_AND_CREATE_TOPIC: RequestCode = RequestCode(17);
+    /// `28` GET_BROKER_RUNTIME_INFO.
+    pub const GET_BROKER_RUNTIME_INFO: RequestCode = RequestCode(28);
     /// `29` SEARCH_OFFSET_BY_TIMESTAMP.
     pub const SEARCH_OFFSET_BY_TIMESTAMP: RequestCode = RequestCode(29);
     /// `30` GET_MAX_OFFSET.
@@ -107,6 +109,7 @@ impl RequestCode {
             14 => "QUERY_CONSUMER_OFFSET",
             15 => "UPDATE_CONSUMER_OFFSET",
             17 => "UPDATE_AND_CREATE_TOPIC",
+            28 => "GET_BROKER_RUNTIME_INFO",
             29 => "SEARCH_OFFSET_BY_TIMESTAMP",
             30 => "GET_MAX_OFFSET",
             31 => "GET_MIN_OFFSET",
@@ -124,8 +127,10 @@ impl RequestCode {
             105 => "GET_ROUTEINFO_BY_TOPIC",
             106 => "GET_BROKER_CLUSTER_INFO",
             206 => "GET_ALL_TOPIC_LIST_FROM_NAMESERVER",
+            208 => "GET_CONSUME_STATS",
             220 => "RESET_CONSUMER_CLIENT_OFFSET",
             221 => "GET_CONSUMER_STATUS_FROM_CLIENT",
+            222 => "INVOKE_BROKER_TO_RESET_OFFSET",
             307 => "GET_CONSUMER_RUNNING_INFO",
             309 => "CONSUME_MESSAGE_DIRECTLY",
             310 => "SEND_MESSAGE_V2",
