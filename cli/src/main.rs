@@ -228,6 +228,14 @@ mod cli {
             /// Delay level (1..=18).
             #[arg(long)]
             delay_level: Option<i32>,
+            /// Deliver at this Unix time in ms (a 5.x timer message, `TIMER_DELIVER_MS`; the
+            /// broker needs `timerWheelEnable=true`).
+            #[arg(long, value_name = "UNIX_MS", conflicts_with_all = ["delay", "delay_level"])]
+            deliver_at: Option<u64>,
+            /// Deliver this long after the broker receives it (a 5.x timer message,
+            /// `TIMER_DELAY_MS`): e.g. `1500ms`, `90s`, `5m`, `2h`.
+            #[arg(long, value_parser = parse_delay, conflicts_with = "delay_level")]
+            delay: Option<Duration>,
             /// How to send.
             #[arg(long, value_enum, default_value_t = Mode::Sync)]
             mode: Mode,
@@ -390,6 +398,23 @@ mod cli {
             #[arg(long)]
             order: bool,
         },
+    }
+
+    /// `1500ms`, `90s`, `5m` or `2h`.
+    fn parse_delay(s: &str) -> Result<Duration, String> {
+        let bad = || format!("{s:?}: expected a number with ms, s, m or h (e.g. 90s)");
+        let at = s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+        let n: u64 = s[..at].parse().map_err(|_| bad())?;
+        let unit = match &s[at..] {
+            "ms" => 1,
+            "s" => 1000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            _ => return Err(bad()),
+        };
+        n.checked_mul(unit)
+            .map(Duration::from_millis)
+            .ok_or_else(bad)
     }
 
     fn parse_time(s: &str) -> Result<i64, String> {
@@ -604,6 +629,8 @@ mod cli {
                 keys,
                 props,
                 delay_level,
+                deliver_at,
+                delay,
                 mode,
                 file,
                 lines,
@@ -632,6 +659,13 @@ mod cli {
                     }
                     if let Some(l) = delay_level {
                         m = m.with_delay_level(*l);
+                    }
+                    if let Some(ms) = deliver_at {
+                        let at = std::time::UNIX_EPOCH + Duration::from_millis(*ms);
+                        m = m.with_deliver_at(at);
+                    }
+                    if let Some(d) = delay {
+                        m = m.with_delay(*d);
                     }
                     let r = match mode {
                         Mode::Sync => p.send(m).await.map(Some),

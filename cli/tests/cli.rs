@@ -68,6 +68,49 @@ async fn route_send_and_bench() {
     assert_eq!(sent[0].body, b"hello");
     assert!(sent[0].get("i").unwrap().contains("k\u{1}v"));
 
+    // Timer messages: --delay and --deliver-at write the 5.x properties.
+    for (flag, value, prop) in [
+        ("--delay", "90s", "TIMER_DELAY_MS\u{1}90000\u{2}"),
+        (
+            "--deliver-at",
+            "1700000000000",
+            "TIMER_DELIVER_MS\u{1}1700000000000\u{2}",
+        ),
+    ] {
+        let (ok, out) = run(s(&[
+            "--namesrv",
+            &ns,
+            "send",
+            "--topic",
+            "T",
+            flag,
+            value,
+            "t",
+        ]))
+        .await
+        .unwrap();
+        assert!(ok, "{out}");
+        let seen = a_seen.lock().unwrap();
+        let last = seen.iter().rfind(|r| r.code == SEND_V2).unwrap();
+        assert!(last.get("i").unwrap().contains(prop), "{flag}: {last:?}");
+    }
+    let (ok, out) = run(s(&[
+        "--namesrv",
+        &ns,
+        "send",
+        "--topic",
+        "T",
+        "--delay",
+        "5",
+        "t",
+    ]))
+    .await
+    .unwrap();
+    assert!(
+        !ok && out.contains("expected a number with ms, s, m or h"),
+        "{out}"
+    );
+
     let (ok, out) = run(s(&[
         "--namesrv",
         &ns,

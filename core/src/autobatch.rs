@@ -49,7 +49,8 @@ impl BatchLimits {
     /// Whether a message may wait for others rather than go alone: a body under
     /// [`max_bytes`](Self::max_bytes) and under the compression threshold `compress_over` (a
     /// batch body is never compressed, so a body that would be goes alone, compressed), and
-    /// no delay level (a batch cannot carry one, Java's `MessageBatch` rule).
+    /// `delayed` false: no delay level and no timer (a batch cannot carry either: Java's
+    /// `MessageBatch` rule, [`crate::message::batch_rules`]).
     ///
     /// ```
     /// # use rmq_core::autobatch::BatchLimits;

@@ -333,6 +333,50 @@ pub fn is_auth_failure(code: i32, remark: Option<&str>) -> bool {
         .any(|w| r.windows(w.len()).any(|win| win.eq_ignore_ascii_case(w)))
 }
 
+/// Why a 5.x broker refused a timer message (`SendMessageProcessor.handlePutMessageResult`,
+/// docs/protocol/STRATEGY.md §11).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum TimerRefusal {
+    /// Further ahead than the broker's `timerMaxDelaySec` (MESSAGE_ILLEGAL, 13, "timer message
+    /// illegal").
+    TooFarAhead,
+    /// The broker runs without its timer wheel, `timerWheelEnable=false` (SYSTEM_ERROR, 1,
+    /// "accurate timer message is not enabled").
+    Disabled,
+    /// The timer wheel's slot is full (SYSTEM_ERROR, 1, "timer message is under flow
+    /// control").
+    FlowControl,
+}
+
+impl TimerRefusal {
+    /// The refusal a broker's answer to a timer message's send means, if any.
+    pub fn of(code: i32, remark: &str) -> Option<Self> {
+        match code {
+            13 if remark.starts_with("timer message illegal") => Some(TimerRefusal::TooFarAhead),
+            1 if remark.starts_with("accurate timer message is not enabled") => {
+                Some(TimerRefusal::Disabled)
+            }
+            1 if remark.starts_with("timer message is under flow control") => {
+                Some(TimerRefusal::FlowControl)
+            }
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for TimerRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TimerRefusal::TooFarAhead => {
+                "the delivery time is beyond the broker's timerMaxDelaySec"
+            }
+            TimerRefusal::Disabled => "the broker's timer wheel is off (timerWheelEnable=false)",
+            TimerRefusal::FlowControl => "the broker's timer wheel is under flow control",
+        })
+    }
+}
+
 /// What a message carries besides topic and body, as Java's `Message` sets its properties
 /// (docs/protocol/WIRE.md §9). Every runtime builds the properties string through
 /// [`encode_message_properties`], so that validation, order and defaults are the same
@@ -348,6 +392,9 @@ pub struct MessageFields<'a, U> {
     pub delay_level: Option<i32>,
     /// `WAIT` (`waitStoreMsgOK`, Java's default `true`).
     pub wait_store_msg_ok: bool,
+    /// A 5.x timer message's delivery time (`TIMER_DELIVER_MS` or `TIMER_DELAY_MS`); not
+    /// with a delay level, not in a batch.
+    pub timer: Option<TimerDelivery>,
     /// User properties (checked with [`crate::message::validate::validate_user_property`]).
     pub user: U,
 }
@@ -363,8 +410,54 @@ impl<'a> MessageFields<'a, NoUserProperties> {
             keys,
             delay_level: None,
             wait_store_msg_ok: true,
+            timer: None,
             user: core::iter::empty(),
         }
+    }
+}
+
+/// When the broker delivers a timer message (RocketMQ 5.x, docs/protocol/STRATEGY.md §11): it
+/// keeps the message in its timer wheel (`timerWheelEnable`) until then, at most
+/// `timerMaxDelaySec` (3 days by default) ahead, rounded down to `timerPrecisionMs`. A time
+/// already past is delivered at once. A 4.x broker ignores the properties and delivers at once,
+/// so the session refuses such sends to it ([`crate::session::SendFailure::TimerUnsupported`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum TimerDelivery {
+    /// At this Unix time in ms (`TIMER_DELIVER_MS`, Java `Message.setDeliverTimeMs`).
+    At(u64),
+    /// This many ms after the broker receives it (`TIMER_DELAY_MS`, Java
+    /// `Message.setDelayTimeMs`).
+    After(u64),
+}
+
+impl TimerDelivery {
+    /// The property it is written as.
+    pub const fn key(self) -> &'static str {
+        match self {
+            TimerDelivery::At(_) => crate::message::keys::TIMER_DELIVER_MS,
+            TimerDelivery::After(_) => crate::message::keys::TIMER_DELAY_MS,
+        }
+    }
+
+    /// The property's value as Java's `String.valueOf(long)` writes it, in `buf`; `None` past
+    /// `i64::MAX` (the broker could not parse it).
+    pub fn write_value(self, buf: &mut [u8; 20]) -> Option<&str> {
+        let (TimerDelivery::At(v) | TimerDelivery::After(v)) = self;
+        if i64::try_from(v).is_err() {
+            return None;
+        }
+        let mut at = buf.len();
+        let mut v = v;
+        loop {
+            at -= 1;
+            buf[at] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        core::str::from_utf8(&buf[at..]).ok()
     }
 }
 
@@ -391,7 +484,7 @@ impl core::error::Error for MessageError {}
 
 /// Checks a message as Java's `Validators.checkMessage` does (topic, body not empty and at most
 /// `max_message_size`), then its fields, and runs `f` with the encoder of its properties:
-/// `TAGS`, `KEYS`, `DELAY`, `WAIT`, `UNIQ_KEY`, then the user properties.
+/// `TAGS`, `KEYS`, `DELAY`, the timer's, `WAIT`, `UNIQ_KEY`, then the user properties.
 fn with_properties<'a, U, R>(
     topic: &str,
     body: &[u8],
@@ -428,18 +521,33 @@ where
         }
         None => None,
     };
+    let mut digits = [0u8; 20];
+    let timer = match m.timer {
+        // A 5.x broker lets the delay level win and drops the timer silently: refuse both.
+        Some(_) if delay.is_some() => return Err(invalid(ValidationError::TimerWithDelayLevel)),
+        Some(t) => Some((
+            t.key(),
+            t.write_value(&mut digits)
+                .ok_or(invalid(ValidationError::TimerOutOfRange))?,
+        )),
+        None => None,
+    };
     let wait = if m.wait_store_msg_ok { "true" } else { "false" };
     let fixed = [
         (keys::TAGS, m.tags),
         (keys::KEYS, m.keys),
         (keys::DELAY_TIME_LEVEL, delay),
+        (timer.map_or("", |t| t.0), timer.map(|t| t.1)),
         (keys::WAIT_STORE_MSG_OK, Some(wait)),
         (keys::UNIQ_KEY, uniq),
     ];
+    // The map of the user entries is not an identity: it shortens their lifetime to the
+    // timer digits'.
+    #[allow(clippy::map_identity)]
     let entries = fixed
         .into_iter()
         .filter_map(|(k, v)| v.filter(|v| !v.is_empty()).map(|v| (k, v)))
-        .chain(m.user.clone());
+        .chain(m.user.clone().map(|(k, v)| (k, v)));
     let enc = PropertiesEncoder::new(entries);
     // A separator byte in tags or keys would corrupt the string (Java does not check).
     enc.validate()
@@ -472,6 +580,13 @@ pub fn encode_batch_record<'a, U>(
 where
     U: Iterator<Item = (&'a str, &'a str)> + Clone,
 {
+    // The broker reads only the batch's own properties: a timer in a record would be
+    // delivered at once.
+    if m.timer.is_some() {
+        return Err(MessageError::Invalid(
+            crate::message::validate::ValidationError::TimerInBatch,
+        ));
+    }
     with_properties(topic, body, max_message_size, m, uniq, |e| {
         let record = crate::message::BatchMessage {
             flag,
@@ -891,6 +1006,7 @@ mod tests {
             keys: Some("k1 k2"),
             delay_level: Some(12),
             wait_store_msg_ok: true,
+            timer: None,
             user: user.iter().copied(),
         };
         let mut buf = [0u8; 128];
@@ -945,12 +1061,126 @@ mod tests {
             keys: None,
             delay_level: None,
             wait_store_msg_ok: true,
+            timer: None,
             user: reserved.iter().copied(),
         };
         assert_eq!(
             encode_message_properties("T", b"x", 10, &m, None, &mut buf),
             Err(MessageError::Invalid(ValidationError::PropertyKeyReserved))
         );
+    }
+
+    #[test]
+    fn timer_messages_carry_their_property_and_are_refused_where_the_broker_would_drop_it() {
+        use crate::message::validate::ValidationError;
+        let mut buf = [0u8; 128];
+        let user = [("region", "eu")];
+        let at = MessageFields {
+            tags: Some("TagA"),
+            keys: None,
+            delay_level: None,
+            wait_store_msg_ok: true,
+            timer: Some(TimerDelivery::At(1_700_000_003_000)),
+            user: user.iter().copied(),
+        };
+        let n = encode_message_properties("T", b"x", 10, &at, Some("AB"), &mut buf).unwrap();
+        assert_eq!(
+            core::str::from_utf8(&buf[..n]).unwrap(),
+            "TAGS\u{1}TagA\u{2}TIMER_DELIVER_MS\u{1}1700000003000\u{2}WAIT\u{1}true\u{2}UNIQ_KEY\u{1}AB\u{2}region\u{1}eu\u{2}"
+        );
+        assert_eq!(
+            message_properties_len("T", b"x", 10, &at, Some("AB")),
+            Ok(n)
+        );
+        let after = MessageFields {
+            timer: Some(TimerDelivery::After(0)),
+            ..MessageFields::new(None, None)
+        };
+        let n = encode_message_properties("T", b"x", 10, &after, None, &mut buf).unwrap();
+        assert_eq!(&buf[..n], b"TIMER_DELAY_MS\x010\x02WAIT\x01true\x02");
+        let mut digits = [0u8; 20];
+        assert_eq!(
+            TimerDelivery::After(i64::MAX as u64).write_value(&mut digits),
+            Some("9223372036854775807")
+        );
+        let refused = |m: &MessageFields<'_, NoUserProperties>, e| {
+            let mut buf = [0u8; 128];
+            assert_eq!(
+                encode_message_properties("T", b"x", 10, m, None, &mut buf),
+                Err(MessageError::Invalid(e))
+            );
+        };
+        refused(
+            &MessageFields {
+                timer: Some(TimerDelivery::At(i64::MAX as u64 + 1)),
+                ..MessageFields::new(None, None)
+            },
+            ValidationError::TimerOutOfRange,
+        );
+        refused(
+            &MessageFields {
+                delay_level: Some(3),
+                timer: Some(TimerDelivery::After(5000)),
+                ..MessageFields::new(None, None)
+            },
+            ValidationError::TimerWithDelayLevel,
+        );
+        // By hand, the keys stay reserved.
+        let by_hand = [("TIMER_DELAY_MS", "5000")];
+        let m = MessageFields {
+            tags: None,
+            keys: None,
+            delay_level: None,
+            wait_store_msg_ok: true,
+            timer: None,
+            user: by_hand.iter().copied(),
+        };
+        assert_eq!(
+            encode_message_properties("T", b"x", 10, &m, None, &mut buf),
+            Err(MessageError::Invalid(ValidationError::PropertyKeyReserved))
+        );
+        // Not in a batch: the broker would deliver the record at once.
+        let at_none = MessageFields {
+            timer: Some(TimerDelivery::After(5000)),
+            ..MessageFields::new(None, None)
+        };
+        assert_eq!(
+            encode_batch_record("T", b"x", 10, &at_none, None, 0, &mut buf),
+            Err(MessageError::Invalid(ValidationError::TimerInBatch))
+        );
+    }
+
+    #[test]
+    fn timer_refusals_are_read_from_code_and_remark() {
+        // The remarks of SendMessageProcessor 5.3.3 with the default settings.
+        let of = TimerRefusal::of;
+        assert_eq!(
+            of(
+                13,
+                "timer message illegal, the delay time should not be bigger than the max delay 259200000ms; or if set del msg, the delay time should be bigger than the current time"
+            ),
+            Some(TimerRefusal::TooFarAhead)
+        );
+        assert_eq!(
+            of(
+                1,
+                "accurate timer message is not enabled, timerWheelEnable is false"
+            ),
+            Some(TimerRefusal::Disabled)
+        );
+        assert_eq!(
+            of(
+                1,
+                "timer message is under flow control, max num limit is 2 or the current value is greater than 1 and less than 2, trigger random flow control"
+            ),
+            Some(TimerRefusal::FlowControl)
+        );
+        assert_eq!(
+            of(1, "timer message illegal"),
+            None,
+            "code and remark together"
+        );
+        assert_eq!(of(13, "the message is illegal, maybe msg body"), None);
     }
 
     #[test]

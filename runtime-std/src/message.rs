@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use rmq_core::message::validate::ValidationError;
+use rmq_core::producer::TimerDelivery;
 use rmq_core::retry::SendStatus;
 use rmq_core::transport::TransportError;
 
@@ -28,6 +29,7 @@ pub struct Message {
     pub(crate) keys: Vec<String>,
     pub(crate) properties: Vec<(String, String)>,
     pub(crate) delay_level: Option<i32>,
+    pub(crate) timer: Option<TimerDelivery>,
     pub(crate) flag: i32,
     pub(crate) wait_store_msg_ok: bool,
 }
@@ -42,6 +44,7 @@ impl Message {
             keys: Vec::new(),
             properties: Vec::new(),
             delay_level: None,
+            timer: None,
             flag: 0,
             wait_store_msg_ok: true,
         }
@@ -77,6 +80,66 @@ impl Message {
     pub fn with_delay_level(mut self, level: i32) -> Self {
         self.delay_level = Some(level);
         self
+    }
+
+    /// Delivers the message at `at` (a 5.x timer message: property `TIMER_DELIVER_MS`, Java's
+    /// `setDeliverTimeMs`). The broker keeps it in its timer wheel (`timerWheelEnable=true`)
+    /// until then, at most its `timerMaxDelaySec` (3 days by default) ahead, to its
+    /// `timerPrecisionMs` (1 s by default; it may come up to that much early); a time already
+    /// past is delivered at once. Sending fails with [`SendErrorKind::TimerRefused`] when the
+    /// broker refuses it, with [`SendErrorKind::TimerUnsupported`] on a 4.x broker (which would
+    /// deliver it at once), and it cannot have a delay level or join a batch.
+    ///
+    /// ```
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// use rmq_std::Message;
+    /// let at = UNIX_EPOCH + Duration::from_millis(1_800_000_000_000);
+    /// let m = Message::new("TopicA", "wake up").with_deliver_at(at);
+    /// assert_eq!(m.deliver_at(), Some(at));
+    /// ```
+    #[must_use]
+    pub fn with_deliver_at(mut self, at: std::time::SystemTime) -> Self {
+        let ms = at
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        self.timer = Some(TimerDelivery::At(ms));
+        self
+    }
+
+    /// Delivers the message `delay` after the broker receives it (a 5.x timer message:
+    /// property `TIMER_DELAY_MS`, Java's `setDelayTimeMs`), in milliseconds; otherwise as
+    /// [`with_deliver_at`](Self::with_deliver_at).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rmq_std::Message;
+    /// let m = Message::new("TopicA", "later").with_delay(Duration::from_secs(90));
+    /// assert_eq!(m.delay(), Some(Duration::from_secs(90)));
+    /// ```
+    #[must_use]
+    pub fn with_delay(mut self, delay: std::time::Duration) -> Self {
+        let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self.timer = Some(TimerDelivery::After(ms));
+        self
+    }
+
+    /// The delivery time set by [`with_deliver_at`](Self::with_deliver_at) (to the
+    /// millisecond).
+    pub fn deliver_at(&self) -> Option<std::time::SystemTime> {
+        match self.timer? {
+            TimerDelivery::At(ms) => {
+                std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_millis(ms))
+            }
+            TimerDelivery::After(_) => None,
+        }
+    }
+
+    /// The delay set by [`with_delay`](Self::with_delay) (to the millisecond).
+    pub fn delay(&self) -> Option<std::time::Duration> {
+        match self.timer? {
+            TimerDelivery::After(ms) => Some(std::time::Duration::from_millis(ms)),
+            TimerDelivery::At(_) => None,
+        }
     }
 
     /// Sets `Message.flag`, an application integer stored verbatim.
@@ -180,16 +243,35 @@ pub enum SendErrorKind {
         /// The broker's remark.
         remark: Option<String>,
     },
+    /// The broker refused a timer message ([`Message::with_deliver_at`],
+    /// [`Message::with_delay`]): too far ahead, its timer wheel off, or flow control.
+    TimerRefused {
+        /// Why.
+        refusal: rmq_core::producer::TimerRefusal,
+        /// The response code (MESSAGE_ILLEGAL 13 or SYSTEM_ERROR 1).
+        code: i32,
+        /// The broker's remark.
+        remark: Option<String>,
+    },
+    /// A timer message for a broker older than 5.0, which would ignore its delivery time and
+    /// deliver it at once; nothing was sent. Decided from the broker's remoting version in its
+    /// answers (before it has answered, the NameServer's).
+    TimerUnsupported {
+        /// The remoting version (`MQVersion` ordinal: 407 is 4.9.7, 413 is 5.0.0).
+        broker_version: i32,
+    },
 }
 
 impl SendErrorKind {
     /// Its position in [`crate::metrics::FailureCounts::NAMES`].
     pub fn index(&self) -> usize {
         match self {
-            SendErrorKind::Validation(_) | SendErrorKind::InvalidBatch(_) => 0,
+            SendErrorKind::Validation(_)
+            | SendErrorKind::InvalidBatch(_)
+            | SendErrorKind::TimerUnsupported { .. } => 0,
             SendErrorKind::NoRoute => 1,
             SendErrorKind::NoNameServer => 2,
-            SendErrorKind::Broker { .. } => 3,
+            SendErrorKind::Broker { .. } | SendErrorKind::TimerRefused { .. } => 3,
             SendErrorKind::Transport(_) => 4,
             SendErrorKind::Timeout => 5,
             SendErrorKind::Malformed => 6,
@@ -338,6 +420,20 @@ impl fmt::Display for SendError {
                 "authentication failed: the broker refused the ACL credentials with code {code} \
                  ({}); check the access key and secret key",
                 remark.as_deref().unwrap_or("no remark")
+            ),
+            SendErrorKind::TimerRefused {
+                refusal,
+                code,
+                remark,
+            } => write!(
+                f,
+                "broker refused the timer message: {refusal} (code {code}: {})",
+                remark.as_deref().unwrap_or("no remark")
+            ),
+            SendErrorKind::TimerUnsupported { broker_version } => write!(
+                f,
+                "timer messages need a 5.x broker; this one (remoting version {broker_version}) \
+                 would deliver it at once, so it was not sent"
             ),
         }
     }

@@ -17,8 +17,8 @@ use rmq_core::message::properties::Preencoded;
 use rmq_core::message::validate::ValidationError;
 use rmq_core::message::{BatchMessage, UniqKeyGenerator, encode_batch, keys};
 use rmq_core::producer::{
-    CLIENT_API_TIMEOUT, DEFAULT_TOPIC, MessageError, MessageFields, compression_flags,
-    encode_message_properties, message_properties_len,
+    CLIENT_API_TIMEOUT, DEFAULT_TOPIC, MessageError, MessageFields, TimerRefusal,
+    compression_flags, encode_message_properties, message_properties_len,
 };
 use rmq_core::retry::{SendErrorKind as CoreKind, SendMode};
 use rmq_core::select::java_string_hash;
@@ -60,6 +60,8 @@ struct Prepared<'m> {
     sys_flag: i32,
     flag: i32,
     batch: bool,
+    /// A timer message (the session refuses it for a 4.x broker).
+    timer: bool,
     msg_id: String,
     /// Born timestamp (unix ms), read once with the UNIQ_KEY's.
     born: i64,
@@ -240,7 +242,7 @@ impl Producer {
     /// SEND_BATCH_MESSAGE; the result is still this message's own ([`crate::AutoBatch`]).
     pub async fn send(&self, msg: Message) -> Result<SendResult, SendError> {
         let cfg = &self.inner.cfg;
-        let delayed = msg.delay_level.is_some();
+        let delayed = msg.delay_level.is_some() || msg.timer.is_some();
         if let Some(ab) = cfg.auto_batch
             && ab
                 .limits()
@@ -599,13 +601,7 @@ impl Producer {
         out: &mut Vec<u8>,
     ) -> Result<(), SendError> {
         let keys = m.keys.join(keys::KEY_SEPARATOR);
-        let fields = MessageFields {
-            tags: m.tags.as_deref(),
-            keys: Some(keys.as_str()),
-            delay_level: m.delay_level,
-            wait_store_msg_ok: m.wait_store_msg_ok,
-            user: m.properties.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-        };
+        let fields = fields_of(m, &keys);
         let max = self.inner.cfg.max_message_size;
         let invalid = |e| match e {
             MessageError::Invalid(v) => SendError::new(SendErrorKind::Validation(v), 0),
@@ -665,6 +661,7 @@ impl Producer {
             sys_flag,
             flag: m.flag,
             batch: false,
+            timer: m.timer.is_some(),
             msg_id: uniq,
             born,
         })
@@ -686,10 +683,7 @@ impl Producer {
         let mut ends = Vec::with_capacity(msgs.len());
         for m in msgs {
             let m = m.borrow();
-            let delayed = m.delay_level.is_some();
-            rules
-                .check(&m.topic, delayed, m.wait_store_msg_ok)
-                .map_err(rule)?;
+            rules.check(&m.topic, &fields_of(m, "")).map_err(rule)?;
             let id = self.next_uniq(born);
             self.message_props_into(m, Some(&id), &mut props)?;
             ends.push(props.len());
@@ -724,6 +718,7 @@ impl Producer {
             sys_flag: 0,
             flag: 0,
             batch: true,
+            timer: false,
             msg_id: String::new(),
             born,
         };
@@ -740,6 +735,7 @@ impl Producer {
         args.flag = p.flag;
         args.sys_flag = p.sys_flag;
         args.batch = p.batch;
+        args.timer = p.timer;
         // The session waits for the route (within the send's one deadline) and fixes the
         // queue; a selector is asked once it knows how many queues there are.
         let mut choose = None;
@@ -810,6 +806,21 @@ fn refused(r: Refused) -> SendError {
 }
 
 /// The session's failure as rmq-std reports it.
+/// What the core reads of `m` (`keys` already joined).
+fn fields_of<'a>(
+    m: &'a Message,
+    keys: &'a str,
+) -> MessageFields<'a, impl Iterator<Item = (&'a str, &'a str)> + Clone> {
+    MessageFields {
+        tags: m.tags.as_deref(),
+        keys: Some(keys),
+        delay_level: m.delay_level,
+        wait_store_msg_ok: m.wait_store_msg_ok,
+        timer: m.timer,
+        user: m.properties.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    }
+}
+
 fn send_error(f: &SendFailure) -> SendError {
     let attempts = f.attempts();
     let remark = |r: &heapless::String<{ session::MAX_REMARK }>| {
@@ -821,9 +832,16 @@ fn send_error(f: &SendFailure) -> SendError {
         } => {
             let kind = match error.kind() {
                 CoreKind::NoRoute => SendErrorKind::NoRoute,
-                CoreKind::Broker { code } => SendErrorKind::Broker {
-                    code,
-                    remark: remark(r),
+                CoreKind::Broker { code } => match TimerRefusal::of(code, r) {
+                    Some(refusal) => SendErrorKind::TimerRefused {
+                        refusal,
+                        code,
+                        remark: remark(r),
+                    },
+                    None => SendErrorKind::Broker {
+                        code,
+                        remark: remark(r),
+                    },
                 },
                 CoreKind::Transport(t) => SendErrorKind::Transport(t),
                 CoreKind::CallTimeout => SendErrorKind::Timeout,
@@ -845,6 +863,22 @@ fn send_error(f: &SendFailure) -> SendError {
             None,
         ),
         SendFailure::MalformedResponse { .. } => (SendErrorKind::Malformed, None),
+        SendFailure::TimerRefused {
+            refusal,
+            code,
+            remark: r,
+            ..
+        } => (
+            SendErrorKind::TimerRefused {
+                refusal: *refusal,
+                code: *code,
+                remark: remark(r),
+            },
+            None,
+        ),
+        &SendFailure::TimerUnsupported { broker_version } => {
+            (SendErrorKind::TimerUnsupported { broker_version }, None)
+        }
         SendFailure::Encode(e) => (SendErrorKind::Request(*e), None),
         SendFailure::Acl(e) => (SendErrorKind::Signing(*e), None),
         SendFailure::TooManyRequests => (

@@ -400,6 +400,7 @@ impl Message {
             keys: Some(keys.as_str()),
             delay_level: self.delay_level,
             wait_store_msg_ok: true,
+            timer: None,
             user: self
                 .user_properties
                 .iter()

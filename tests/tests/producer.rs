@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use rmq_std::core::producer::TimerRefusal;
 use rmq_std::core::wire::LanguageCode;
 use rmq_std::{
     FaultProfile, Message, MessageQueue, Producer, SendErrorKind, SendResult, SendStatus,
@@ -85,6 +86,30 @@ fn features(version: Version) {
             .await
             .unwrap_err();
         assert!(matches!(e.kind(), SendErrorKind::Validation(_)), "{e:?}");
+
+        // A timer message: this cluster runs without the timer wheel, so 5.3.3 refuses it;
+        // a 4.9 broker would deliver it at once, so rmq refuses it before sending.
+        let timer = Message::new(topic, "timer-refused").with_delay(Duration::from_secs(5));
+        let e = p.send(timer).await.unwrap_err();
+        match (version, e.kind()) {
+            (
+                Version::V5_3_3,
+                SendErrorKind::TimerRefused {
+                    refusal: TimerRefusal::Disabled,
+                    code: 1,
+                    ..
+                },
+            ) => {
+                assert_eq!(e.attempts(), 1, "not retried");
+                assert_eq!(p.counters().brokers_isolated, 0, "no fault counted");
+            }
+            (Version::V4_9, SendErrorKind::TimerUnsupported { broker_version }) => {
+                assert_eq!(*broker_version, rmq_std::core::wire::version::V4_9_7);
+                assert_eq!(e.attempts(), 0, "nothing sent");
+            }
+            _ => panic!("{version:?}: {e:?}"),
+        }
+        assert!(!e.to_string().is_empty());
 
         // SYNC.
         for i in 0..10 {
@@ -244,8 +269,8 @@ fn features(version: Version) {
 
         let c = p.counters();
         // 10 sync + 300 async + 5 callback + 20 oneway + 3 to-queue + 10 ordered + 1 batch
-        // + 1 compressed + 1 auto-created; the 2 validation failures.
-        assert_eq!((c.sent, c.failed), (351, 2), "{c:?}");
+        // + 1 compressed + 1 auto-created; the 2 validation failures and the refused timer.
+        assert_eq!((c.sent, c.failed), (351, 3), "{c:?}");
         assert!(c.attempts >= c.sent, "{c:?}");
         p.shutdown().await;
         let e = p.send(Message::new(topic, "late")).await.unwrap_err();
@@ -323,6 +348,117 @@ fn producer_features_5_3_3() {
 #[test]
 fn producer_features_4_9_8() {
     features(Version::V4_9_8);
+}
+
+/// Timer messages on 5.3.3 with the timer wheel on (`timerMaxDelaySec` lowered to 60 s):
+/// delivered no earlier than asked (to the broker's 100 ms precision), read back by the Java
+/// client with their properties; the broker's refusal beyond the maximum and the client's
+/// refusals (timer with a delay level, in a batch, in auto-batch it goes alone) are typed.
+#[test]
+fn timer_messages_5_3_3() {
+    let _serial = serial();
+    let options = ClusterOptions {
+        broker_config: vec![
+            "timerWheelEnable=true".into(),
+            "mappedFileSizeTimerLog=4194304".into(),
+            "timerPrecisionMs=100".into(),
+            "timerMaxDelaySec=60".into(),
+        ],
+        ..ClusterOptions::default()
+    };
+    let cluster = Cluster::start(Version::V5_3_3, options).expect("cluster");
+    let topic = "RmqTimer";
+    create_topic(&cluster, topic);
+    let ns = cluster.namesrv_addr().to_string();
+    let rt = runtime();
+    let unix_ms = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+    };
+    // body -> the earliest Unix ms it may be delivered at.
+    let mut due: BTreeMap<Vec<u8>, i64> = BTreeMap::new();
+    rt.block_on(async {
+        let p = Producer::builder()
+            .namesrv_addr(&ns)
+            .producer_group("rmq-std-timer")
+            .auto_batch(rmq_std::AutoBatch::default())
+            .start()
+            .await
+            .expect("producer");
+        let at = std::time::SystemTime::now() + Duration::from_secs(3);
+        let r = p
+            .send(Message::new(topic, "at").with_deliver_at(at))
+            .await
+            .expect("deliver_at send");
+        check_ok(&r, topic);
+        due.insert(b"at".to_vec(), unix_ms(at));
+        let sent = std::time::SystemTime::now();
+        let r = p
+            .send(Message::new(topic, "after").with_delay(Duration::from_secs(2)))
+            .await
+            .expect("delay send");
+        check_ok(&r, topic);
+        due.insert(b"after".to_vec(), unix_ms(sent) + 2000);
+        let past = std::time::SystemTime::now() - Duration::from_secs(10);
+        p.send(Message::new(topic, "past").with_deliver_at(past))
+            .await
+            .expect("past send");
+        due.insert(b"past".to_vec(), 0);
+
+        // Beyond timerMaxDelaySec: the broker's refusal, typed, not retried.
+        let far = Message::new(topic, "far").with_delay(Duration::from_secs(120));
+        let e = p.send(far).await.unwrap_err();
+        assert!(
+            matches!(
+                e.kind(),
+                SendErrorKind::TimerRefused {
+                    refusal: TimerRefusal::TooFarAhead,
+                    code: 13,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(e.attempts(), 1, "MESSAGE_ILLEGAL is final");
+        // Refused before sending: a delay level too, or in a batch.
+        let both = Message::new(topic, "both")
+            .with_delay(Duration::from_secs(5))
+            .with_delay_level(2);
+        let e = p.send(both).await.unwrap_err();
+        assert!(matches!(e.kind(), SendErrorKind::Validation(_)), "{e:?}");
+        let batch = vec![
+            Message::new(topic, "b1"),
+            Message::new(topic, "b2").with_delay(Duration::from_secs(5)),
+        ];
+        let e = p.send_batch(batch).await.unwrap_err();
+        assert!(matches!(e.kind(), SendErrorKind::InvalidBatch(_)), "{e:?}");
+        p.shutdown().await;
+    });
+    let got = verifier_read(&cluster, topic, due.len(), Duration::from_secs(10)).expect("verifier");
+    let bodies: BTreeSet<&[u8]> = got.iter().map(|m| &m.body[..]).collect();
+    assert_eq!(bodies, due.keys().map(|b| &b[..]).collect(), "{got:?}");
+    for m in &got {
+        let due_ms = due[&m.body];
+        let key = match &m.body[..] {
+            b"after" => "TIMER_DELAY_MS",
+            _ => "TIMER_DELIVER_MS",
+        };
+        assert!(m.properties.contains_key(key), "{key}: {m:?}");
+        // Stored again when due: never earlier than asked, to the wheel's precision.
+        assert!(
+            m.store_timestamp >= due_ms - 100,
+            "{} delivered {} ms early: {m:?}",
+            String::from_utf8_lossy(&m.body),
+            due_ms - m.store_timestamp
+        );
+        if due_ms > 0 {
+            assert!(m.properties.contains_key("TIMER_OUT_MS"), "{m:?}");
+            eprintln!(
+                "timer {}: delivered {} ms after its due time",
+                String::from_utf8_lossy(&m.body),
+                m.store_timestamp - due_ms
+            );
+        }
+    }
 }
 
 /// Two brokers; `kill -9` one during a stream of async sends. Every acknowledged message is

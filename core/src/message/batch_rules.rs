@@ -1,14 +1,20 @@
 //! What may go into one SEND_BATCH_MESSAGE (Java `MessageBatch.generateFromList` and
 //! `DefaultMQProducerImpl.batch`), checked once here for every runtime: one topic, not a
-//! `%RETRY%` topic, no delay level, one `waitStoreMsgOK`; and the request's own properties,
-//! which carry `WAIT` only (each message's properties travel in its record).
+//! `%RETRY%` topic, no delay level, no timer (the broker reads only the batch's own
+//! properties, so a record's timer would be ignored), one `waitStoreMsgOK`; and the request's
+//! own properties, which carry `WAIT` only (each message's properties travel in its record).
 //!
 //! ```
 //! use rmq_core::message::batch_rules::{BatchRules, RuleError};
+//! use rmq_core::producer::{MessageFields, TimerDelivery};
 //! let rules = BatchRules::new("T", true).unwrap();
-//! assert_eq!(rules.check("T", false, true), Ok(()));
-//! assert_eq!(rules.check("U", false, true), Err(RuleError::MixedTopics));
-//! assert_eq!(rules.check("T", true, true), Err(RuleError::Delayed));
+//! let plain = MessageFields::new(Some("TagA"), None);
+//! assert_eq!(rules.check("T", &plain), Ok(()));
+//! assert_eq!(rules.check("U", &plain), Err(RuleError::MixedTopics));
+//! let delayed = MessageFields { delay_level: Some(3), ..plain.clone() };
+//! assert_eq!(rules.check("T", &delayed), Err(RuleError::Delayed));
+//! let timer = MessageFields { timer: Some(TimerDelivery::After(5000)), ..plain };
+//! assert_eq!(rules.check("T", &timer), Err(RuleError::Timer));
 //! let mut props = [0u8; 16];
 //! let n = rules.write_properties(&mut props).unwrap();
 //! assert_eq!(&props[..n], b"WAIT\x01true\x02");
@@ -30,6 +36,8 @@ pub enum RuleError {
     /// A batch cannot carry a delay level (Java: "TimeDelayLevel is not supported for
     /// batching").
     Delayed,
+    /// A batch cannot carry a timer message (the broker would deliver it at once).
+    Timer,
     /// The messages of a batch must share `waitStoreMsgOK`.
     MixedWait,
     /// A `%RETRY%` topic cannot be batched (Java: "Retry Group is not supported for
@@ -46,6 +54,7 @@ impl RuleError {
             RuleError::Empty => "empty batch",
             RuleError::MixedTopics => "messages of a batch must share one topic",
             RuleError::Delayed => "delay levels are not supported in a batch",
+            RuleError::Timer => "timer messages are not supported in a batch",
             RuleError::MixedWait => "messages of a batch must share waitStoreMsgOK",
             RuleError::RetryTopic => "retry topics are not supported in a batch",
             RuleError::BufferTooSmall => "batch properties do not fit",
@@ -80,18 +89,26 @@ impl<'a> BatchRules<'a> {
         Ok(BatchRules { topic, wait })
     }
 
-    /// Whether a message to `topic` (with a delay level when `delayed`) may join.
+    /// Whether a message to `topic` with `fields` may join.
     ///
     /// # Errors
-    /// [`RuleError::MixedTopics`], [`RuleError::Delayed`] or [`RuleError::MixedWait`].
-    pub fn check(&self, topic: &str, delayed: bool, wait: bool) -> Result<(), RuleError> {
+    /// [`RuleError::MixedTopics`], [`RuleError::Delayed`], [`RuleError::Timer`] or
+    /// [`RuleError::MixedWait`].
+    pub fn check<U>(
+        &self,
+        topic: &str,
+        fields: &crate::producer::MessageFields<'_, U>,
+    ) -> Result<(), RuleError> {
         if topic != self.topic {
             return Err(RuleError::MixedTopics);
         }
-        if delayed {
+        if fields.delay_level.is_some() {
             return Err(RuleError::Delayed);
         }
-        if wait != self.wait {
+        if fields.timer.is_some() {
+            return Err(RuleError::Timer);
+        }
+        if fields.wait_store_msg_ok != self.wait {
             return Err(RuleError::MixedWait);
         }
         Ok(())
@@ -139,11 +156,28 @@ mod tests {
             BatchRules::new("%RETRY%g", true),
             Err(RuleError::RetryTopic)
         );
+        use crate::producer::{MessageFields, TimerDelivery};
         let r = BatchRules::new("T", false).unwrap();
-        assert_eq!(r.check("T", false, false), Ok(()));
-        assert_eq!(r.check("T", false, true), Err(RuleError::MixedWait));
-        assert_eq!(r.check("T2", false, false), Err(RuleError::MixedTopics));
-        assert_eq!(r.check("T", true, false), Err(RuleError::Delayed));
+        let nowait = MessageFields {
+            wait_store_msg_ok: false,
+            ..MessageFields::new(None, None)
+        };
+        assert_eq!(r.check("T", &nowait), Ok(()));
+        assert_eq!(
+            r.check("T", &MessageFields::new(None, None)),
+            Err(RuleError::MixedWait)
+        );
+        assert_eq!(r.check("T2", &nowait), Err(RuleError::MixedTopics));
+        let delayed = MessageFields {
+            delay_level: Some(1),
+            ..nowait.clone()
+        };
+        assert_eq!(r.check("T", &delayed), Err(RuleError::Delayed));
+        let timer = MessageFields {
+            timer: Some(TimerDelivery::At(1)),
+            ..nowait
+        };
+        assert_eq!(r.check("T", &timer), Err(RuleError::Timer));
         let mut buf = [0u8; 32];
         let n = r.write_properties(&mut buf).unwrap();
         assert_eq!(&buf[..n], b"WAIT\x01false\x02");

@@ -71,6 +71,13 @@ pub enum ValidationError {
     PropertySeparator,
     /// The delay level is outside `1..=max`.
     DelayLevelOutOfRange,
+    /// A timer message also has a delay level (a 5.x broker would drop the timer).
+    TimerWithDelayLevel,
+    /// A timer message in a batch (the broker reads only the batch's own properties, so it
+    /// would be delivered at once).
+    TimerInBatch,
+    /// The timer's value is beyond what the broker can parse (a Java `long`).
+    TimerOutOfRange,
 }
 
 impl fmt::Display for ValidationError {
@@ -90,6 +97,11 @@ impl fmt::Display for ValidationError {
             ValidationError::PropertyValueBlank => "property value is blank",
             ValidationError::PropertySeparator => "property contains a 0x01/0x02 separator byte",
             ValidationError::DelayLevelOutOfRange => "delay level is out of range",
+            ValidationError::TimerWithDelayLevel => {
+                "a timer message cannot also have a delay level"
+            }
+            ValidationError::TimerInBatch => "timer messages are not supported in a batch",
+            ValidationError::TimerOutOfRange => "timer delivery time is out of range",
         })
     }
 }

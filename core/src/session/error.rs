@@ -106,6 +106,27 @@ pub enum SendFailure {
     /// The send's [`Target::Queue`](super::Target::Queue) names a broker the topic's route
     /// does not (Java's "The broker[..] not exist").
     NoSuchBroker,
+    /// A timer message for a broker older than 5.0, which would ignore its delivery time and
+    /// deliver it at once; nothing was sent. The version is the broker's remoting version
+    /// ([`crate::wire::version`]), from its last answer or, before it answered, the
+    /// NameServer's.
+    TimerUnsupported {
+        /// The remoting version that refused it (e.g. 407 for 4.9.7).
+        broker_version: i32,
+    },
+    /// The broker refused a timer message for good: too far ahead or its timer wheel off (not
+    /// retried, no fault counted against it). Flow control is retried and, if every attempt
+    /// meets it, ends as [`SendFailure::Plan`] with the broker's code and remark.
+    TimerRefused {
+        /// Why.
+        refusal: crate::producer::TimerRefusal,
+        /// The response code (13 or 1).
+        code: i32,
+        /// Attempts made.
+        attempts: u8,
+        /// The broker's remark.
+        remark: String<MAX_REMARK>,
+    },
 }
 
 impl SendFailure {
@@ -115,6 +136,8 @@ impl SendFailure {
             SendFailure::Plan { broker, .. } => *broker,
             SendFailure::NoNameServer
             | SendFailure::NoSuchBroker
+            | SendFailure::TimerUnsupported { .. }
+            | SendFailure::TimerRefused { .. }
             | SendFailure::Encode(_)
             | SendFailure::Acl(_)
             | SendFailure::Authentication { .. }
@@ -132,7 +155,9 @@ impl SendFailure {
         match self {
             SendFailure::Plan { error, .. } => error.is_retryable(),
             SendFailure::TooManyRequests | SendFailure::NoNameServer => true,
-            SendFailure::NoSuchBroker => false,
+            SendFailure::NoSuchBroker
+            | SendFailure::TimerUnsupported { .. }
+            | SendFailure::TimerRefused { .. } => false,
             SendFailure::Encode(_)
             | SendFailure::Acl(_)
             | SendFailure::Authentication { .. }
@@ -145,12 +170,14 @@ impl SendFailure {
         match self {
             SendFailure::Plan { error, .. } => error.attempts(),
             SendFailure::MalformedResponse { attempts }
-            | SendFailure::Authentication { attempts, .. } => *attempts,
+            | SendFailure::Authentication { attempts, .. }
+            | SendFailure::TimerRefused { attempts, .. } => *attempts,
             SendFailure::Encode(_)
             | SendFailure::Acl(_)
             | SendFailure::TooManyRequests
             | SendFailure::NoNameServer
-            | SendFailure::NoSuchBroker => 0,
+            | SendFailure::NoSuchBroker
+            | SendFailure::TimerUnsupported { .. } => 0,
         }
     }
 }
@@ -176,6 +203,19 @@ impl fmt::Display for SendFailure {
             SendFailure::TooManyRequests => f.write_str("too many requests in flight"),
             SendFailure::NoNameServer => f.write_str("no name server answered: no route"),
             SendFailure::NoSuchBroker => f.write_str("the broker is not in the topic's route"),
+            SendFailure::TimerRefused {
+                refusal,
+                code,
+                remark,
+                ..
+            } => write!(
+                f,
+                "the broker refused the timer message: {refusal} (code {code}: {remark})"
+            ),
+            SendFailure::TimerUnsupported { broker_version } => write!(
+                f,
+                "timer messages need a 5.x broker; this one is older (remoting version {broker_version}) and would deliver it at once"
+            ),
         }
     }
 }

@@ -73,8 +73,8 @@ use crate::deadline::DeadlineHeap;
 use crate::fault::{FaultTable, UpdateRule};
 use crate::producer::{
     Backoff, CLIENT_API_TIMEOUT, DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, HeartbeatFlavor,
-    NamesrvCursor, POLL_NAME_SERVER_INTERVAL, SendRequest, SendResponse, error_refresh_due,
-    is_auth_failure, parse_send_response_collected, write_heartbeat,
+    NamesrvCursor, POLL_NAME_SERVER_INTERVAL, SendRequest, SendResponse, TimerRefusal,
+    error_refresh_due, is_auth_failure, parse_send_response_collected, write_heartbeat,
 };
 use crate::retry::{
     AttemptOutcome, RetryConfig, SendEnv, SendError, SendErrorKind, SendMode, SendPlan, SendStatus,
@@ -411,6 +411,8 @@ pub struct Session<
     unregistered: bool,
     route_events: Deque<u16, TOPICS>,
     timers: [Option<Instant>; TIMERS],
+    /// The remoting version of the NameServers' last answer (0 before any).
+    namesrv_version: i32,
     stats: Stats,
 }
 
@@ -532,6 +534,7 @@ impl<
             unregistered: false,
             route_events: Deque::new(),
             timers,
+            namesrv_version: 0,
             stats: Stats::default(),
         }
     }
@@ -813,10 +816,14 @@ impl<
         let Some(kind) = self.free_req(i) else {
             return Ok(Incoming::Handled);
         };
-        if let Peer::Broker(b) = peer
-            && let Some(x) = self.brokers.get_mut(usize::from(b.0))
-        {
-            x.last_answer = Some(now);
+        match peer {
+            Peer::Broker(b) => {
+                if let Some(x) = self.brokers.get_mut(usize::from(b.0)) {
+                    x.last_answer = Some(now);
+                    x.version = h.version();
+                }
+            }
+            _ => self.namesrv_version = h.version(),
         }
         let code = h.code();
         match kind {
@@ -1104,6 +1111,19 @@ impl<
             Some(Ending::Encode(e)) => Err(SendFailure::Encode(e)),
             Some(Ending::NoNameServer) => Err(SendFailure::NoNameServer),
             Some(Ending::NoSuchBroker) => Err(SendFailure::NoSuchBroker),
+            Some(Ending::TimerRefused {
+                refusal,
+                code,
+                attempts,
+            }) => Err(SendFailure::TimerRefused {
+                refusal,
+                code,
+                attempts,
+                remark: core::mem::take(&mut slot.remark),
+            }),
+            Some(Ending::TimerUnsupported(broker_version)) => {
+                Err(SendFailure::TimerUnsupported { broker_version })
+            }
             Some(Ending::Acl(e)) => Err(SendFailure::Acl(e)),
             Some(Ending::TooManyRequests) | None => Err(SendFailure::TooManyRequests),
         };

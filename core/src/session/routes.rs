@@ -45,6 +45,8 @@ pub(super) struct Broker {
     pub(super) slave: String<MAX_ADDR_LEN>,
     /// When a response last came from it.
     pub(super) last_answer: Option<Instant>,
+    /// The remoting version of its last answer (0 before any).
+    pub(super) version: i32,
 }
 
 impl<
@@ -344,6 +346,7 @@ impl<
             addr: String::new(),
             slave: String::new(),
             last_answer: None,
+            version: 0,
         };
         if self.brokers.len() < BROKERS {
             let id = BrokerId(u16::try_from(self.brokers.len()).ok()?);

@@ -48,6 +48,10 @@ pub struct SendArgs<'a> {
     /// A consumed message resent to `%RETRY%<group>`: `(reconsumeTimes, maxReconsumeTimes)`
     /// of the send header ([`crate::send_back::RetryProperties::reconsume`]).
     pub reconsume: Option<(i32, i32)>,
+    /// A timer message ([`crate::producer::MessageFields::timer`]): refused before sending to
+    /// a broker older than 5.0, which would deliver it at once
+    /// ([`SendFailure::TimerUnsupported`]).
+    pub timer: bool,
 }
 
 impl SendArgs<'_> {
@@ -62,6 +66,7 @@ impl SendArgs<'_> {
             born_timestamp,
             target: Target::Select,
             reconsume: None,
+            timer: false,
         }
     }
 }
@@ -119,6 +124,14 @@ pub(super) enum Ending {
     NoNameServer,
     /// The target's broker is not in the route.
     NoSuchBroker,
+    /// A timer send to a broker older than 5.0 (its remoting version).
+    TimerUnsupported(i32),
+    /// The broker refused a timer send for good (the remark is the slot's).
+    TimerRefused {
+        refusal: TimerRefusal,
+        code: i32,
+        attempts: u8,
+    },
 }
 
 /// A send's target while it waits for its route (the broker name copied).
@@ -143,6 +156,7 @@ pub(super) struct SendSlot<P> {
     pub(super) batch: bool,
     pub(super) born: i64,
     pub(super) reconsume: Option<(i32, i32)>,
+    pub(super) timer: bool,
     pub(super) plan: Option<SendPlan<BrokerId, P>>,
     pub(super) aim: Aim,
     pub(super) req: Option<u16>,
@@ -163,6 +177,7 @@ impl<P> crate::store::Empty for SendSlot<P> {
         batch: false,
         born: 0,
         reconsume: None,
+        timer: false,
         plan: None,
         aim: Aim::Select,
         req: None,
@@ -230,6 +245,7 @@ impl<
             batch: args.batch,
             born: args.born_timestamp,
             reconsume: args.reconsume,
+            timer: args.timer,
             plan: Some(plan),
             aim,
             ..<SendSlot<F> as crate::store::Empty>::EMPTY
@@ -393,6 +409,9 @@ impl<
                         });
                         continue;
                     }
+                    if let Some(v) = self.timer_refused(s, b) {
+                        return self.finish(now, s, Ending::TimerUnsupported(v));
+                    }
                     let Some(r) =
                         self.alloc_req(Peer::Broker(b), ReqKind::Send { send: s }, att.deadline)
                     else {
@@ -406,6 +425,22 @@ impl<
                 }
             }
         }
+    }
+
+    /// The remoting version of broker `b` when send `s` is a timer message and `b` is older
+    /// than 5.0: the version of its last answer, or before it answered, the NameServer's (a
+    /// cluster runs one line; docs/protocol/STRATEGY.md §11).
+    fn timer_refused(&self, s: u16, b: BrokerId) -> Option<i32> {
+        if !self.sends.get(usize::from(s)).is_some_and(|x| x.timer) {
+            return None;
+        }
+        let v = self
+            .brokers
+            .get(usize::from(b.0))
+            .map_or(0, |x| x.version)
+            .max(0);
+        let v = if v == 0 { self.namesrv_version } else { v };
+        (v > 0 && v < crate::wire::version::V5_0_0).then_some(v)
     }
 
     pub(super) fn finish(&mut self, now: Instant, s: u16, ending: Ending) {
@@ -497,6 +532,22 @@ impl<
                         now,
                         s,
                         Ending::Authentication {
+                            code,
+                            attempts: attempt,
+                        },
+                    );
+                }
+                // A timer too far ahead, or a wheel that is off (a cluster's brokers share
+                // their settings): no retry, and no fault counted against the broker. Flow
+                // control is retried, as Java does.
+                if let Some(refusal) = TimerRefusal::of(code, &slot.remark).filter(|r| {
+                    slot.timer && matches!(r, TimerRefusal::TooFarAhead | TimerRefusal::Disabled)
+                }) {
+                    return self.finish(
+                        now,
+                        s,
+                        Ending::TimerRefused {
+                            refusal,
                             code,
                             attempts: attempt,
                         },

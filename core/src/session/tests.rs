@@ -54,7 +54,12 @@ fn route(brokers: &[(&str, &str)], queues: i32) -> StdString {
 }
 
 fn response(code: i32, opaque: i32, ext: &[(&str, &str)], body: &[u8]) -> StdVec<u8> {
-    let cmd = CommandRepr::response(ResponseCode(code), opaque, version::V5_3_3, Some(ext));
+    response_of(version::V5_3_3, code, opaque, ext, body)
+}
+
+/// A response from a server of remoting version `v`.
+fn response_of(v: i32, code: i32, opaque: i32, ext: &[(&str, &str)], body: &[u8]) -> StdVec<u8> {
+    let cmd = CommandRepr::response(ResponseCode(code), opaque, v, Some(ext));
     let mut buf = std::vec![0u8; 1024];
     let n = cmd
         .emit_frame_prefix_and_header(SerializeType::JSON, body.len(), &mut buf)
@@ -1167,4 +1172,139 @@ fn a_session_without_slaves_keeps_none_and_reads_from_the_master() {
     assert_eq!(lean.slave_addr(b), None);
     assert_eq!(lean.read_peer(b, true), Peer::Broker(b));
     assert_eq!(lean.peer_addr(Peer::Broker(b)), Some("10.0.0.1:10911"));
+}
+
+impl World {
+    fn send_timer(&mut self, topic: &str) -> SendId {
+        let tid = self.s.topic(self.now, topic).unwrap();
+        let mut args = SendArgs::new(RetryConfig::java49(SendMode::Sync), 5, 1_700_000_000_000);
+        args.timer = true;
+        self.s.send(self.now, tid, &args).unwrap()
+    }
+
+    fn reply_of(&mut self, v: i32, to: &Sent, code: i32, ext: &[(&str, &str)], body: &[u8]) {
+        let f = response_of(v, code, to.opaque, ext, body);
+        assert_eq!(
+            self.s.handle_frame(self.now, to.peer, &f).unwrap(),
+            Incoming::Handled
+        );
+        self.drain();
+    }
+
+    fn stored_by(&mut self, v: i32, to: &Sent) {
+        let qid = to.ext["e"].clone();
+        let ext = [
+            ("msgId", "0A0000010000"),
+            ("queueId", &*qid),
+            ("queueOffset", "1"),
+        ];
+        self.reply_of(v, to, 0, &ext, b"");
+    }
+}
+
+#[test]
+fn a_timer_send_to_a_4x_broker_is_refused_before_anything_is_sent() {
+    // A 4.9.7 cluster: the NameServer's answer says so before the broker has said anything.
+    let mut w = World::new(1);
+    let timer = w.send_timer("T");
+    let r = one(w.out());
+    w.reply_of(version::V4_9_7, &r, 0, &[], route(&[A], 4).as_bytes());
+    assert!(w.out().is_empty(), "nothing written for the timer send");
+    let refused = Some(Err(SendFailure::TimerUnsupported {
+        broker_version: version::V4_9_7,
+    }));
+    assert_eq!(w.done(timer), refused);
+    assert_eq!(w.s.stats().attempts, 1, "counted, not written");
+    // A plain send still goes; the broker's own answer (4.9.7) then decides.
+    let plain = w.send("T");
+    let s = one(w.out());
+    w.stored_by(version::V4_9_7, &s);
+    assert!(w.done(plain).unwrap().is_ok());
+    let timer = w.send_timer("T");
+    assert!(w.out().is_empty());
+    assert_eq!(w.done(timer), refused);
+    assert!(
+        !SendFailure::TimerUnsupported {
+            broker_version: 407
+        }
+        .is_retryable()
+    );
+}
+
+#[test]
+fn a_timer_send_follows_the_brokers_own_version_once_it_answered() {
+    // A 5.x NameServer in front of a broker that answers as 4.9.7: the broker's word wins.
+    let mut w = World::new(1);
+    let plain = w.send("T");
+    let r = one(w.out());
+    w.reply_of(version::V5_3_3, &r, 0, &[], route(&[A, B], 1).as_bytes());
+    let s = one(w.out());
+    let (old, new) = (
+        s.peer,
+        if s.peer == Peer::Broker(BrokerId(0)) {
+            1
+        } else {
+            0
+        },
+    );
+    w.stored_by(version::V4_9_7, &s);
+    assert!(w.done(plain).unwrap().is_ok());
+    // Round robin: the next send goes to the other broker, not heard from yet (the
+    // NameServer's 5.3.3 stands for it), the one after to the 4.9.7 broker.
+    let timer = w.send_timer("T");
+    let s = one(w.out());
+    assert_eq!(s.peer, Peer::Broker(BrokerId(new)));
+    assert_ne!(s.peer, old);
+    w.stored_by(version::V5_3_3, &s);
+    assert!(w.done(timer).unwrap().is_ok());
+    let timer = w.send_timer("T");
+    assert!(w.out().is_empty());
+    assert_eq!(
+        w.done(timer),
+        Some(Err(SendFailure::TimerUnsupported {
+            broker_version: version::V4_9_7
+        }))
+    );
+}
+
+#[test]
+fn a_timer_refused_for_good_ends_at_once_and_flow_control_is_retried() {
+    use crate::producer::TimerRefusal;
+    let mut w = World::new(1);
+    let off = w.send_timer("T");
+    let r = one(w.out());
+    w.reply(&r, 0, &[], route(&[A, B], 1).as_bytes());
+    let s = one(w.out());
+    let remark = "accurate timer message is not enabled, timerWheelEnable is false";
+    let f = rejected(1, s.opaque, remark);
+    assert_eq!(
+        w.s.handle_frame(w.now, s.peer, &f).unwrap(),
+        Incoming::Handled
+    );
+    w.drain();
+    assert!(w.out().is_empty(), "not retried");
+    match w.done(off) {
+        Some(Err(SendFailure::TimerRefused {
+            refusal: TimerRefusal::Disabled,
+            code: 1,
+            attempts: 1,
+            remark: r,
+        })) => assert_eq!(r.as_str(), remark),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(w.s.stats().brokers_isolated, 0, "no fault counted");
+    // Flow control is retried on the other broker, as Java does.
+    let busy = w.send_timer("T");
+    let s = one(w.out());
+    let remark = "timer message is under flow control, max num limit is 2";
+    let f = rejected(1, s.opaque, remark);
+    assert_eq!(
+        w.s.handle_frame(w.now, s.peer, &f).unwrap(),
+        Incoming::Handled
+    );
+    w.drain();
+    let again = one(w.out());
+    assert_ne!(again.peer, s.peer);
+    w.stored(&again, 3);
+    assert!(w.done(busy).unwrap().is_ok());
 }
