@@ -4,6 +4,9 @@
 // usage: JavaProducer --namesrv H:P --topic T [--count N] [--size S | --body TEXT] [--tags T]
 //                     [--keys K] [--prop k=v]... [--mode sync|async|oneway] [--group G]
 //                     [--compress-over BYTES] [--compress-type ZLIB|LZ4|ZSTD] [--timeout MS]
+//                     [--delay-ms MS]
+// --delay-ms makes each message a 5.x timer message (TIMER_DELAY_MS, as setDelayTimeMs writes it;
+// through MessageAccessor so that the tool also builds against the 4.9 client).
 // In --body and --keys, "{i}" is replaced by the message index.  Without --body, message i has
 // --size bytes: (i + j) % 26 + 'a' for j = 0..size.
 import java.nio.charset.StandardCharsets;
@@ -17,6 +20,7 @@ import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageAccessor;
 
 public final class JavaProducer {
     public static void main(String[] args) throws Exception {
@@ -33,6 +37,7 @@ public final class JavaProducer {
         String compressType = null;
         int timeout = 10000;
         Map<String, String> props = new LinkedHashMap<>();
+        String delayMs = null;
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
             String v = i + 1 < args.length ? args[i + 1] : null;
@@ -53,6 +58,7 @@ public final class JavaProducer {
                 case "--compress-over": compressOver = Integer.parseInt(v); break;
                 case "--compress-type": compressType = v; break;
                 case "--timeout": timeout = Integer.parseInt(v); break;
+                case "--delay-ms": delayMs = v; break;
                 case "--prop": {
                     int eq = v.indexOf('=');
                     if (eq <= 0) {
@@ -98,6 +104,9 @@ public final class JavaProducer {
                 }
                 for (Map.Entry<String, String> e : props.entrySet()) {
                     msg.putUserProperty(e.getKey(), e.getValue().replace("{i}", Integer.toString(i)));
+                }
+                if (delayMs != null) {
+                    MessageAccessor.putProperty(msg, "TIMER_DELAY_MS", delayMs);
                 }
                 switch (mode) {
                     case "sync":

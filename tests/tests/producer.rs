@@ -13,7 +13,7 @@ use rmq_std::core::wire::LanguageCode;
 use rmq_std::{
     FaultProfile, Message, MessageQueue, Producer, SendErrorKind, SendResult, SendStatus,
 };
-use rmq_tests::broker::{Cluster, ClusterOptions, Version, verifier_read};
+use rmq_tests::broker::{Cluster, ClusterOptions, JavaProducer, Version, verifier_read};
 
 /// The machine running these tests may have two cores: one cluster at a time, or the JVMs
 /// starve each other and the latency-driven parts (timeouts, fault isolation) stop meaning
@@ -433,13 +433,22 @@ fn timer_messages_5_3_3() {
         assert!(matches!(e.kind(), SendErrorKind::InvalidBatch(_)), "{e:?}");
         p.shutdown().await;
     });
+    // A timer message from the official Java client, read below by rmq's consumer.
+    let before_java = unix_ms(std::time::SystemTime::now());
+    let sent = JavaProducer::new(topic, 1)
+        .body("java-timer")
+        .delay_ms(2000)
+        .run(&cluster)
+        .expect("java producer");
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    due.insert(b"java-timer".to_vec(), before_java + 2000);
     let got = verifier_read(&cluster, topic, due.len(), Duration::from_secs(10)).expect("verifier");
     let bodies: BTreeSet<&[u8]> = got.iter().map(|m| &m.body[..]).collect();
     assert_eq!(bodies, due.keys().map(|b| &b[..]).collect(), "{got:?}");
     for m in &got {
         let due_ms = due[&m.body];
         let key = match &m.body[..] {
-            b"after" => "TIMER_DELAY_MS",
+            b"after" | b"java-timer" => "TIMER_DELAY_MS",
             _ => "TIMER_DELIVER_MS",
         };
         assert!(m.properties.contains_key(key), "{key}: {m:?}");
@@ -459,6 +468,48 @@ fn timer_messages_5_3_3() {
             );
         }
     }
+    // rmq's consumer reads the same messages with the same properties (the Java client's
+    // timer message too).
+    let read = rt.block_on(async {
+        let c = rmq_std::consumer::Consumer::builder()
+            .namesrv_addr(&ns)
+            .group("cg_timer")
+            .subscribe(topic, "*")
+            .consume_from(rmq_std::consumer::ConsumeFromWhere::FirstOffset)
+            .start()
+            .await
+            .expect("consumer");
+        let mut read = BTreeMap::new();
+        let t0 = Instant::now();
+        while read.len() < due.len() && t0.elapsed() < Duration::from_secs(60) {
+            for m in c.poll(16, Duration::from_secs(2)).await {
+                assert!(c.ack(&m), "ack");
+                read.insert(m.body.to_vec(), m);
+            }
+        }
+        c.shutdown().await;
+        read
+    });
+    assert_eq!(
+        read.keys().collect::<BTreeSet<_>>(),
+        due.keys().collect::<BTreeSet<_>>()
+    );
+    for v in &got {
+        let m = &read[&v.body];
+        assert_eq!(m.msg_id, v.msg_id);
+        assert_eq!(m.store_timestamp, v.store_timestamp);
+        for k in ["TIMER_DELAY_MS", "TIMER_DELIVER_MS", "TIMER_OUT_MS"] {
+            assert_eq!(
+                m.property(k),
+                v.properties.get(k).map(String::as_str),
+                "{k}"
+            );
+        }
+    }
+    assert_eq!(
+        read[&b"java-timer"[..]].property("TIMER_DELAY_MS"),
+        Some("2000")
+    );
 }
 
 /// Two brokers; `kill -9` one during a stream of async sends. Every acknowledged message is

@@ -230,6 +230,7 @@ pub struct JavaProducer {
     compress_type: Option<String>,
     timeout: Duration,
     namesrv: Option<String>,
+    delay_ms: Option<String>,
 }
 
 impl JavaProducer {
@@ -249,7 +250,15 @@ impl JavaProducer {
             compress_type: None,
             timeout: Duration::from_secs(120),
             namesrv: None,
+            delay_ms: None,
         }
+    }
+
+    /// Timer messages delivered `ms` after the broker receives them (`TIMER_DELAY_MS`, Java
+    /// 5.x `Message.setDelayTimeMs`).
+    pub fn delay_ms(mut self, ms: u64) -> Self {
+        self.delay_ms = Some(ms.to_string());
+        self
     }
 
     /// Body text; `{i}` is replaced by the message index.
@@ -355,6 +364,7 @@ impl JavaProducer {
             &self.compress_over.map(|n| n.to_string()),
         );
         opt("--compress-type", &self.compress_type);
+        opt("--delay-ms", &self.delay_ms);
         for (k, v) in &self.props {
             args.push("--prop".to_owned());
             args.push(format!("{k}={v}"));
