@@ -444,20 +444,8 @@ impl TimerDelivery {
     /// `i64::MAX` (the broker could not parse it).
     pub fn write_value(self, buf: &mut [u8; 20]) -> Option<&str> {
         let (TimerDelivery::At(v) | TimerDelivery::After(v)) = self;
-        if i64::try_from(v).is_err() {
-            return None;
-        }
-        let mut at = buf.len();
-        let mut v = v;
-        loop {
-            at -= 1;
-            buf[at] = b'0' + (v % 10) as u8;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
-        }
-        core::str::from_utf8(&buf[at..]).ok()
+        let n = crate::json::fmt_i64(i64::try_from(v).ok()?, buf);
+        core::str::from_utf8(buf.get(buf.len() - n..)?).ok()
     }
 }
 

@@ -17,8 +17,8 @@ use rmq_core::message::properties::Preencoded;
 use rmq_core::message::validate::ValidationError;
 use rmq_core::message::{BatchMessage, UniqKeyGenerator, encode_batch, keys};
 use rmq_core::producer::{
-    CLIENT_API_TIMEOUT, DEFAULT_TOPIC, MessageError, MessageFields, TimerRefusal,
-    compression_flags, encode_message_properties, message_properties_len,
+    CLIENT_API_TIMEOUT, DEFAULT_TOPIC, MessageError, MessageFields, compression_flags,
+    encode_message_properties, message_properties_len,
 };
 use rmq_core::retry::{SendErrorKind as CoreKind, SendMode};
 use rmq_core::select::java_string_hash;
@@ -832,7 +832,7 @@ fn send_error(f: &SendFailure) -> SendError {
         } => {
             let kind = match error.kind() {
                 CoreKind::NoRoute => SendErrorKind::NoRoute,
-                CoreKind::Broker { code } => match TimerRefusal::of(code, r) {
+                CoreKind::Broker { code } => match f.timer_refusal() {
                     Some(refusal) => SendErrorKind::TimerRefused {
                         refusal,
                         code,

@@ -165,6 +165,21 @@ impl SendFailure {
         }
     }
 
+    /// Why a broker refused a timer message: [`SendFailure::TimerRefused`], or a retry plan
+    /// that ended on a broker's timer refusal (flow control, which is retried).
+    pub fn timer_refusal(&self) -> Option<crate::producer::TimerRefusal> {
+        match self {
+            SendFailure::TimerRefused { refusal, .. } => Some(*refusal),
+            SendFailure::Plan { error, remark, .. } => match error.kind() {
+                crate::retry::SendErrorKind::Broker { code } => {
+                    crate::producer::TimerRefusal::of(code, remark)
+                }
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// Attempts made before the failure.
     pub fn attempts(&self) -> u8 {
         match self {
