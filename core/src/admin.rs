@@ -461,5 +461,43 @@ pub fn write_running_info(
     w.finish()
 }
 
+/// Writes a `GetConsumerStatusBody` (the answer to GET_CONSUMER_STATUS_FROM_CLIENT, Java
+/// `ClientRemotingProcessor.getConsumeStatus`): `messageQueueTable`, each queue of the asked
+/// topic with the consumer's offset (sorted here), and an empty `consumerTable` (the broker
+/// fills that one when it gathers every client's answer).
+///
+/// ```
+/// use rmq_core::admin::write_consumer_status;
+/// use rmq_core::consumer::MessageQueue;
+/// let mut queues = [(MessageQueue::new("T", "broker-a", 1), 7), (MessageQueue::new("T", "broker-a", 0), 3)];
+/// let mut buf = [0u8; 256];
+/// let n = write_consumer_status(&mut queues, &mut buf).unwrap();
+/// assert_eq!(
+///     core::str::from_utf8(&buf[..n]).unwrap(),
+///     r#"{"consumerTable":{},"messageQueueTable":{{"brokerName":"broker-a","queueId":0,"topic":"T"}:3,{"brokerName":"broker-a","queueId":1,"topic":"T"}:7}}"#
+/// );
+/// ```
+///
+/// # Errors
+/// [`BufferTooSmall`].
+pub fn write_consumer_status(
+    queues: &mut [(MessageQueue<'_>, i64)],
+    buf: &mut [u8],
+) -> Result<usize, BufferTooSmall> {
+    queues.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let mut w = SliceWriter::new(buf);
+    w.put(br#"{"consumerTable":{},"messageQueueTable":{"#);
+    for (i, (q, offset)) in queues.iter().enumerate() {
+        if i > 0 {
+            w.put_u8(b',');
+        }
+        put_queue(&mut w, q);
+        w.put_u8(b':');
+        w.put_i64_dec(*offset);
+    }
+    w.put(b"}}");
+    w.finish()
+}
+
 #[cfg(test)]
 mod tests;

@@ -1481,6 +1481,41 @@ fn scenario_admin(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
         .collect();
     assert_eq!(cached.len(), 2, "one detail row per queue");
     assert_eq!(cached.iter().sum::<u64>(), 2, "in flight: {cached:?}");
+    // The operators' consumer status (getConsumeStatus: 223 to the broker, 221 to this client):
+    // per owned queue, the offset this consumer would commit (the lowest unacknowledged one, or
+    // one past the last message read when all are acknowledged), as Java's offset store holds it.
+    let mut per_queue: BTreeMap<String, (Option<i64>, i64)> = BTreeMap::new();
+    for (i, m) in got.iter().enumerate() {
+        let (q, t) = (&m.queue, &m.topic);
+        let key = format!("{} {t}/{}/{}", c.client_id(), q.broker_name, q.queue_id);
+        let (unacked, read) = per_queue.entry(key).or_insert((None, -1));
+        *read = (*read).max(m.queue_offset);
+        if i >= 4 {
+            *unacked = Some(unacked.map_or(m.queue_offset, |u| u.min(m.queue_offset)));
+        }
+    }
+    let want: BTreeMap<String, i64> = per_queue
+        .into_iter()
+        .map(|(k, (unacked, read))| (k, unacked.unwrap_or(read + 1)))
+        .collect();
+    let status = cluster
+        .run_java_tool(
+            "ConsumerStatus",
+            &[ns.clone(), topic.into(), group.into(), c.client_id().into()],
+            Duration::from_secs(60),
+        )
+        .expect("ConsumerStatus");
+    eprintln!("ConsumerStatus:\n{status}");
+    let seen: BTreeMap<String, i64> = status
+        .lines()
+        .filter_map(|l| l.strip_prefix("RMQS "))
+        .filter_map(|l| {
+            let (k, v) = l.rsplit_once(' ')?;
+            Some((k.to_owned(), v.parse().ok()?))
+        })
+        .collect();
+    assert!(status.contains("RMQS-CLIENTS 1"), "one client answered");
+    assert_eq!(seen, want, "consumer status (221) vs what was acknowledged");
     rt.block_on(async {
         c.ack_all(&got[4..]);
         c.commit_all().await;

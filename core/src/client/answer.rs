@@ -7,7 +7,8 @@
 //! | 220 | RESET_CONSUMER_CLIENT_OFFSET | the consumer seeks the listed queues (oneway) |
 //! | 307 | GET_CONSUMER_RUNNING_INFO | answered with the consumer's running info (`mqadmin consumerStatus`), or SYSTEM_ERROR for another group |
 //! | 309 | CONSUME_MESSAGE_DIRECTLY | the message goes to the application ([`Inbound::Direct`](super::Inbound::Direct)), whose outcome [`Client::answer_direct`](super::Client::answer_direct) writes |
-//! | other | (221 GET_CONSUMER_STATUS, 39, 326, ...) | REQUEST_CODE_NOT_SUPPORTED unless oneway, as Java answers a code it has no processor for |
+//! | 221 | GET_CONSUMER_STATUS_FROM_CLIENT | answered with the offsets of the asked topic's owned queues (`DefaultMQAdminExt.getConsumeStatus`, via the broker's 223; mqadmin 5.3.3 and 4.9.7 register no command for it); an empty table for another group or topic, as Java |
+//! | other | (39, 326, ...) | REQUEST_CODE_NOT_SUPPORTED unless oneway, as Java answers a code it has no processor for |
 //!
 //! A client without a consumer answers every code but the oneway ones with
 //! REQUEST_CODE_NOT_SUPPORTED. Answers are encoded when they are polled
@@ -45,6 +46,13 @@ pub(super) enum Answer {
     NotServed { peer: Peer, opaque: i32, code: i32 },
     /// GET_CONSUMER_RUNNING_INFO: the running info when it names our group.
     RunningInfo { peer: Peer, opaque: i32, ours: bool },
+    /// GET_CONSUMER_STATUS_FROM_CLIENT: the offsets of topic `topic` (`None`: another group's
+    /// or a topic it does not consume: an empty table).
+    ConsumerStatus {
+        peer: Peer,
+        opaque: i32,
+        topic: Option<crate::session::TopicId>,
+    },
     /// CONSUME_MESSAGE_DIRECTLY's result (`None`: the message did not decode).
     Direct {
         peer: Peer,
@@ -59,6 +67,7 @@ impl Answer {
         match *self {
             Answer::NotServed { peer, .. }
             | Answer::RunningInfo { peer, .. }
+            | Answer::ConsumerStatus { peer, .. }
             | Answer::Direct { peer, .. } => peer,
         }
     }
@@ -67,12 +76,14 @@ impl Answer {
         match *self {
             Answer::NotServed { opaque, .. }
             | Answer::RunningInfo { opaque, .. }
+            | Answer::ConsumerStatus { opaque, .. }
             | Answer::Direct { opaque, .. } => opaque,
         }
     }
 
-    /// Writes this answer into `buf` (the running info's body comes from `info`, written into
-    /// the buffer it is given); its length, or `None` when it does not fit.
+    /// Writes this answer into `buf` (the body of the running info or of the consumer status
+    /// comes from `info`, written into the buffer it is given); its length, or `None` when it
+    /// does not fit.
     pub(super) fn write(
         &self,
         version: i32,
@@ -100,7 +111,7 @@ impl Answer {
                 }
                 write_response(1, opaque, version, Some(&remark), &[], buf).ok()
             }
-            Answer::RunningInfo { opaque, .. } => {
+            Answer::RunningInfo { opaque, .. } | Answer::ConsumerStatus { opaque, .. } => {
                 // The body is written behind room for the header, then moved up to it.
                 let start = buf.len().min(1024);
                 let (head, tail) = buf.split_at_mut(start);

@@ -68,6 +68,14 @@ pub trait Attached {
     fn ack(&mut self, now: Instant, queue: QueueKey, lease: u32, offset: i64) -> bool;
     /// Deliveries of a message before it goes to the dead-letter queue.
     fn max_reconsume(&self) -> i32;
+    /// The `GetConsumerStatusBody` of topic `t` (its owned queues' offsets), written into
+    /// `buf`.
+    fn consumer_status<S: SessionApi>(
+        &self,
+        session: &S,
+        t: TopicId,
+        buf: &mut [u8],
+    ) -> Option<usize>;
     /// The `ConsumerRunningInfo` body, written into `buf`.
     #[allow(clippy::too_many_arguments)]
     fn running_info<S: SessionApi>(
@@ -140,6 +148,9 @@ impl Attached for NoConsumer {
     }
     fn max_reconsume(&self) -> i32 {
         0
+    }
+    fn consumer_status<S: SessionApi>(&self, _: &S, _: TopicId, _: &mut [u8]) -> Option<usize> {
+        None
     }
     fn running_info<S: SessionApi>(
         &mut self,
@@ -232,6 +243,14 @@ impl<
     }
     fn max_reconsume(&self) -> i32 {
         self.max_reconsume_times()
+    }
+    fn consumer_status<S: SessionApi>(
+        &self,
+        session: &S,
+        t: TopicId,
+        buf: &mut [u8],
+    ) -> Option<usize> {
+        PullConsumer::consumer_status(self, session, t, buf)
     }
     fn running_info<S: SessionApi>(
         &mut self,

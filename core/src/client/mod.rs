@@ -81,7 +81,7 @@ use crate::store::{Fixed, Store};
 use crate::time::Instant;
 use crate::time::WallClock;
 use crate::transport::TransportError;
-use crate::wire::headers::GetConsumerRunningInfoRequestHeader;
+use crate::wire::headers::{GetConsumerRunningInfoRequestHeader, GetConsumerStatusRequestHeader};
 use crate::wire::{CommandHeader, Frame, RequestCode, Scratch};
 
 /// Something a caller of the client waits for.
@@ -810,6 +810,17 @@ impl<
             let ours = GetConsumerRunningInfoRequestHeader::decode(&h, &mut Scratch::default())
                 .is_ok_and(|r| r.consumer_group == group);
             self.answer(Answer::RunningInfo { peer, opaque, ours });
+        } else if C::ATTACHED && c == RequestCode::GET_CONSUMER_STATUS_FROM_CLIENT {
+            let group = self.consumer.group();
+            let topic = GetConsumerStatusRequestHeader::decode(&h, &mut Scratch::default())
+                .ok()
+                .filter(|r| r.group == group)
+                .and_then(|r| self.session.topic_id(r.topic));
+            self.answer(Answer::ConsumerStatus {
+                peer,
+                opaque,
+                topic,
+            });
         } else if C::ATTACHED && c == RequestCode::CONSUME_MESSAGE_DIRECTLY {
             match direct_message(frame) {
                 Some((m, broker_name)) => {
@@ -863,6 +874,13 @@ impl<
                 let mut name = heapless::String::<{ crate::pull_consumer::MAX_NAME }>::new();
                 let _ = name.push_str(consumer.group());
                 let orderly = consumer.orderly();
+                if let Answer::ConsumerStatus { topic, .. } = a {
+                    let n = a.write(version, &name, orderly, buf, |tail| match topic {
+                        Some(t) => consumer.consumer_status(session, t, tail),
+                        None => crate::admin::write_consumer_status(&mut [], tail).ok(),
+                    });
+                    return answered(&mut self.stats, a, n);
+                }
                 a.write(version, &name, orderly, buf, |tail| {
                     let mut extra: Vec<(&str, &str), 32> = Vec::new();
                     let mut i = 0;

@@ -219,6 +219,34 @@ fn a_consumer_answers_its_running_info_and_refuses_another_groups() {
     );
 }
 
+#[test]
+fn a_consumer_answers_its_offsets_of_a_topic_and_an_empty_table_for_others() {
+    let mut c = consumer();
+    for (opaque, group, topic) in [(7, "cg", "T"), (8, "xx", "T"), (9, "cg", "Nope")] {
+        let f = request(
+            RequestCode::GET_CONSUMER_STATUS_FROM_CLIENT,
+            opaque,
+            false,
+            &[("topic", topic), ("group", group), ("clientAddr", ME)],
+            b"",
+        );
+        c.handle_frame(t(2), BROKER, &f, &mut |_| {}).unwrap();
+    }
+    let w: StdVec<Written> = out(&mut c, t(2))
+        .into_iter()
+        .filter(|w| w.tx.answer)
+        .collect();
+    let got: StdVec<(i32, i32)> = w.iter().map(|w| (w.opaque, w.code)).collect();
+    assert_eq!(got, [(7, 0), (8, 0), (9, 0)], "SUCCESS, as Java answers");
+    // No queue owned yet (no route): every table is empty; another group's is too.
+    for w in &w {
+        assert_eq!(
+            core::str::from_utf8(&w.body).unwrap(),
+            r#"{"consumerTable":{},"messageQueueTable":{}}"#
+        );
+    }
+}
+
 fn stored(offset: i64) -> StdVec<u8> {
     let host = core::net::SocketAddr::from(([10, 0, 0, 1], 10911));
     let m = StoredMessage {

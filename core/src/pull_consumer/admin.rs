@@ -55,6 +55,28 @@ impl<
         }
     }
 
+    /// The `GetConsumerStatusBody` of GET_CONSUMER_STATUS_FROM_CLIENT (the admin
+    /// API's `getConsumeStatus`, see [`crate::admin::write_consumer_status`]): each owned queue of
+    /// topic `t` with its offset as Java's offset store holds it (what is committable now).
+    /// `None` when it does not fit.
+    pub fn consumer_status<S: SessionApi>(
+        &self,
+        session: &S,
+        t: TopicId,
+        buf: &mut [u8],
+    ) -> Option<usize> {
+        let mut queues: Vec<(MessageQueue<'_>, i64), OWNED> = Vec::new();
+        let topic = session.topic_name(t)?;
+        for o in self.owned.iter().filter(|o| o.key.topic == t) {
+            let Some(broker) = session.broker_name(o.key.broker) else {
+                continue;
+            };
+            let q = MessageQueue::new(topic, broker, o.key.queue_id);
+            let _ = queues.push((q, o.tracker.committable()));
+        }
+        crate::admin::write_consumer_status(&mut queues, buf).ok()
+    }
+
     /// The `ConsumerRunningInfo` body of GET_CONSUMER_RUNNING_INFO (see [`crate::admin`]):
     /// every owned queue's state, this consumer's settings plus the runtime's `extra`
     /// properties, each topic's pull and consume rates since the previous report (mean

@@ -551,6 +551,12 @@ impl<
         self.namesrv.current(self.cfg.name_servers) as u8
     }
 
+    /// The id of a topic already in the route table.
+    pub fn topic_id(&self, name: &str) -> Option<TopicId> {
+        let i = self.topics.iter().position(|t| t.name == name)?;
+        Some(TopicId(u16::try_from(i).ok()?))
+    }
+
     /// A topic's name.
     pub fn topic_name(&self, t: TopicId) -> Option<&str> {
         self.topics.get(usize::from(t.0)).map(|t| t.name.as_str())

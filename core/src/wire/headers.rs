@@ -430,6 +430,20 @@ ext_header! {
 }
 
 ext_header! {
+    /// GET_CONSUMER_STATUS_FROM_CLIENT (221, broker to client, fanned out from the admin API's
+    /// `getConsumeStatus`, 223)
+    /// request.
+    pub struct GetConsumerStatusRequestHeader<'a> {
+        /// The topic whose offsets are asked for.
+        topic: &'a str = "topic",
+        /// Consumer group.
+        group: &'a str = "group",
+        /// The client the operator named (unused by the client).
+        client_addr: Option<&'a str> = "clientAddr",
+    }
+}
+
+ext_header! {
     /// GET_CONSUMER_LIST_BY_GROUP (38) request.
     pub struct GetConsumerListByGroupRequestHeader<'a> {
         /// Consumer group.
