@@ -82,6 +82,7 @@ pub mod send_back;
 pub mod session;
 pub mod store;
 pub mod time;
+pub mod transaction;
 pub mod transport;
 pub mod wire;
 

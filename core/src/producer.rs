@@ -395,6 +395,9 @@ pub struct MessageFields<'a, U> {
     /// A 5.x timer message's delivery time (`TIMER_DELIVER_MS` or `TIMER_DELAY_MS`); not
     /// with a delay level, not in a batch.
     pub timer: Option<TimerDelivery>,
+    /// A transaction's half message of this producer group (`TRAN_MSG=true`, `PGROUP`; see
+    /// [`crate::transaction`]): its delay level is dropped, as Java does.
+    pub transaction: Option<&'a str>,
     /// User properties (checked with [`crate::message::validate::validate_user_property`]).
     pub user: U,
 }
@@ -411,6 +414,7 @@ impl<'a> MessageFields<'a, NoUserProperties> {
             delay_level: None,
             wait_store_msg_ok: true,
             timer: None,
+            transaction: None,
             user: core::iter::empty(),
         }
     }
@@ -500,6 +504,8 @@ where
         "17", "18",
     ];
     let delay = match m.delay_level {
+        // Java's sendMessageInTransaction clears the delay level of a half message.
+        Some(_) if m.transaction.is_some() => None,
         Some(l) => {
             validate_delay_level(l, MAX_DELAY_LEVEL).map_err(invalid)?;
             usize::try_from(l - 1)
@@ -513,6 +519,9 @@ where
     let timer = match m.timer {
         // A 5.x broker lets the delay level win and drops the timer silently: refuse both.
         Some(_) if delay.is_some() => return Err(invalid(ValidationError::TimerWithDelayLevel)),
+        Some(_) if m.transaction.is_some() => {
+            return Err(invalid(ValidationError::TimerInTransaction));
+        }
         Some(t) => Some((
             t.key(),
             t.write_value(&mut digits)
@@ -528,6 +537,8 @@ where
         (timer.map_or("", |t| t.0), timer.map(|t| t.1)),
         (keys::WAIT_STORE_MSG_OK, Some(wait)),
         (keys::UNIQ_KEY, uniq),
+        (keys::TRANSACTION_PREPARED, m.transaction.map(|_| "true")),
+        (keys::PRODUCER_GROUP, m.transaction),
     ];
     // The map of the user entries is not an identity: it shortens their lifetime to the
     // timer digits'.

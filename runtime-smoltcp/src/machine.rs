@@ -157,7 +157,8 @@ impl<
                     deliver(&message);
                     direct = Some((peer, opaque));
                 }
-                Inbound::Direct { .. } => {}
+                // (A gateway sends no half messages: no check-back names its group.)
+                Inbound::Direct { .. } | Inbound::Check { .. } => {}
             });
         if let Some((peer, opaque)) = direct.filter(|_| F::ADMIN) {
             self.client

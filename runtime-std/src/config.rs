@@ -501,6 +501,26 @@ impl ProducerBuilder {
     /// # Panics
     /// Outside a tokio runtime.
     pub async fn start(self) -> Result<Producer, ConfigError> {
+        let p = self.launch()?;
+        p.look_up_topics().await.map(|()| p)
+    }
+
+    /// Starts a producer of transactional messages (see [`crate::transaction`]) whose
+    /// `checker` answers the broker's check-backs; otherwise as [`ProducerBuilder::start`].
+    ///
+    /// # Errors
+    /// As [`ProducerBuilder::start`].
+    pub async fn start_transactional(
+        self,
+        checker: impl crate::transaction::TransactionChecker,
+    ) -> Result<crate::transaction::TransactionProducer, ConfigError> {
+        let p = self.launch()?;
+        // Checks are handed out before the first heartbeat names the group to brokers.
+        let t = crate::transaction::TransactionProducer::new(p.clone(), checker);
+        p.look_up_topics().await.map(|()| t)
+    }
+
+    fn launch(self) -> Result<Producer, ConfigError> {
         if self.cfg.namesrv_addr.is_empty() {
             return Err(ConfigError::NoNameServer);
         }
@@ -518,8 +538,7 @@ impl ProducerBuilder {
         for t in &self.cfg.topics {
             validate_topic(t).map_err(|e| ConfigError::Topic(t.clone(), e))?;
         }
-        let p = Producer::start(self.cfg).map_err(ConfigError::Session)?;
-        p.look_up_topics().await.map(|()| p)
+        Producer::start(self.cfg).map_err(ConfigError::Session)
     }
 }
 

@@ -1023,11 +1023,6 @@ impl ConsumedMessage {
     /// VIEW_MESSAGE_BY_ID and QUERY_MESSAGE: `rmq-admin`'s queries), stored on `broker_name`;
     /// acknowledging them does nothing. A record that does not decode ends the list.
     pub fn decode_stored(body: &Bytes, broker_name: &str) -> Vec<ConsumedMessage> {
-        let none = QueueKey {
-            topic: rmq_core::session::TopicId(u16::MAX),
-            broker: rmq_core::session::BrokerId(u16::MAX),
-            queue_id: -1,
-        };
         let records = rmq_core::message::decode_stored(body).map_while(Result::ok);
         records
             .map(|m| {
@@ -1036,10 +1031,26 @@ impl ConsumedMessage {
                     broker_name: broker_name.to_owned(),
                     queue_id: m.queue_id,
                 };
-                from_stored(body, &m, m.topic, queue, (none, 0))
+                outside(body, &m, m.topic, queue)
             })
             .collect()
     }
+}
+
+/// Stored message `m` of `frame` read outside a consumer (a query's, a transaction
+/// check-back's): acknowledging it does nothing.
+pub(crate) fn outside(
+    frame: &Bytes,
+    m: &rmq_core::message::StoredMessage<'_>,
+    topic: &str,
+    queue: MessageQueue,
+) -> ConsumedMessage {
+    let none = QueueKey {
+        topic: rmq_core::session::TopicId(u16::MAX),
+        broker: rmq_core::session::BrokerId(u16::MAX),
+        queue_id: -1,
+    };
+    from_stored(frame, m, topic, queue, (none, 0))
 }
 
 /// Stored message `m` of `frame` as consumed from `queue`, first consumed from `topic`.

@@ -33,6 +33,7 @@ use rmq_core::session::{
     self, Outbound, Peer, SendArgs, SendFailure, SendId, SendReceipt, SubmitError, TopicId,
 };
 use rmq_core::time::Instant;
+use rmq_core::transaction::EndTransaction;
 use rmq_core::transport::TransportError;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio::task::JoinHandle;
@@ -48,6 +49,7 @@ use crate::heap::Heap;
 use crate::message::ConnectionError;
 use crate::shared::Counters;
 use crate::sync::{Mutex, MutexGuard, lock};
+use crate::transaction::{Check, EndTx};
 use rustc_hash::FxHashMap as FastMap;
 
 /// Topics with a route per client.
@@ -240,6 +242,11 @@ struct State<C: Attached> {
     waiters: Vec<(Wait, oneshot::Sender<bool>)>,
     /// The nacked messages on their way.
     nacked: FastMap<NackKey, Kept>,
+    /// Where a transactional producer's check-backs go (`None`: dropped).
+    checks: Option<tokio::sync::mpsc::UnboundedSender<Check>>,
+    /// END_TRANSACTION fields lent while the client writes them, by token.
+    ends: FastMap<u32, EndTx>,
+    next_end: u32,
     /// The deadline the driver task sleeps until (set by its last step; `None`: no deadline,
     /// or the task has not run yet). A send whose deadlines are all later needs no wake-up.
     armed: Option<Instant>,
@@ -279,6 +286,7 @@ impl<C: Attached> State<C> {
 struct Lend<'a> {
     sends: &'a Sends,
     nacked: &'a FastMap<NackKey, Kept>,
+    ends: &'a FastMap<u32, EndTx>,
     acl: Option<&'a crate::AclConfig>,
     extras: &'a Extras,
 }
@@ -294,6 +302,10 @@ impl rmq_core::client::Lend for Lend<'_> {
             reconsume_times: m.reconsume_times,
             flag: m.flag,
         })
+    }
+
+    fn end_transaction(&self, token: u32) -> Option<EndTransaction<'_>> {
+        self.ends.get(&token).map(EndTx::lend)
     }
 }
 
@@ -419,6 +431,9 @@ impl<C: Attached + Send + 'static> Driver<C> {
                 causes: HashMap::new(),
                 waiters: Vec::new(),
                 nacked: FastMap::default(),
+                checks: None,
+                ends: FastMap::default(),
+                next_end: 0,
                 armed: None,
             }),
             wake: Notify::new(),
@@ -470,6 +485,31 @@ impl<C: Attached + Send + 'static> Driver<C> {
         let mut st = lock(&self.inner.state);
         st.client.answer_direct(peer, opaque, o, spent);
         self.inner.flush(&mut st, clock::now());
+    }
+
+    /// Hands the broker's transaction check-backs to `checks` from now on.
+    pub(crate) fn on_checks(&self, checks: tokio::sync::mpsc::UnboundedSender<Check>) {
+        lock(&self.inner.state).checks = Some(checks);
+    }
+
+    /// Writes END_TRANSACTION `end` to the broker named in it (a check's answer: to the
+    /// broker that asked, `peer`); `false` when it could not be (no such broker, stopped).
+    pub(crate) fn end_transaction(&self, peer: Option<Peer>, end: EndTx) -> bool {
+        let mut st = lock(&self.inner.state);
+        let Some(peer) = peer.or_else(|| {
+            let b = st.client.session().find_broker(&end.broker_name)?;
+            Some(Peer::Broker(b))
+        }) else {
+            return false;
+        };
+        st.next_end = st.next_end.wrapping_add(1);
+        let token = st.next_end;
+        st.ends.insert(token, end);
+        let queued = st.client.end_transaction(peer, token);
+        // Answers are written first: this flush writes it (or drops it when it cannot).
+        self.inner.flush(&mut st, clock::now());
+        st.ends.remove(&token);
+        queued && !st.stopped
     }
 
     /// Runs `f` on the session (read-only work: getters, stats).
@@ -793,6 +833,7 @@ impl<C: Attached + Send + 'static> Inner<C> {
             let lend = Lend {
                 sends: &state.sends,
                 nacked: &state.nacked,
+                ends: &state.ends,
                 acl: self.security.acl.as_ref(),
                 extras: &state.extras,
             };
@@ -1025,7 +1066,7 @@ impl<C: Attached + Send + 'static> FrameSink for PeerSink<C> {
         let mut r = Ok(());
         for bytes in frames {
             let state = &mut *st;
-            let sink = &mut state.sink;
+            let (sink, checks) = (&mut state.sink, &state.checks);
             r = state
                 .client
                 .handle_frame(now, self.peer, bytes, &mut |i| match (i, sink.as_mut()) {
@@ -1039,6 +1080,11 @@ impl<C: Attached + Send + 'static> FrameSink for PeerSink<C> {
                         Some(s),
                     ) => {
                         s.direct(peer, opaque, bytes, message);
+                    }
+                    (Inbound::Check { peer, check }, _) => {
+                        if let Some(tx) = checks {
+                            let _ = tx.send(Check::new(peer, bytes, &check));
+                        }
                     }
                     (_, None) => {}
                 })

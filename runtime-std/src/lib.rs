@@ -12,6 +12,9 @@
 //!   failover, refresh every `poll_name_server_interval`, the TBW102 template route for topics
 //!   that do not exist yet), queue choice and retries within one total deadline, heartbeats,
 //!   ACL signing and the fault table.
+//! - [`transaction::TransactionProducer`] (built with
+//!   [`ProducerBuilder::start_transactional`]): half messages, the application's local
+//!   transaction and its checker for the broker's check-backs.
 //! - `driver`: drives the session over tokio: one task runs its timers and writes what it
 //!   wants written; each connection's task hands the frames it reads to the session; the
 //!   session's events complete the callers' futures.
@@ -90,6 +93,7 @@ mod shared;
 mod sync;
 #[cfg(feature = "tls")]
 mod tls;
+pub mod transaction;
 mod zlib;
 
 pub use batcher::AutoBatch;

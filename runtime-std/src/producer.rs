@@ -72,6 +72,8 @@ enum Target {
     Queue(String, i32),
     Index(Box<dyn FnOnce(usize) -> usize + Send>),
     Key(String),
+    /// A transaction's half message (a selected queue; see [`crate::transaction`]).
+    Half,
 }
 
 /// What [`Producer::metrics`] reports from.
@@ -507,6 +509,15 @@ impl Producer {
             .await;
     }
 
+    /// A transaction's half message, sent as [`Producer::send`] does (no auto-batch).
+    pub(crate) async fn send_half(&self, msg: Message) -> Result<SendResult, SendError> {
+        self.send_with(msg, SendMode::Sync, Target::Half).await
+    }
+
+    pub(crate) fn driver(&self) -> &Driver {
+        &self.inner.driver
+    }
+
     fn enter(&self) -> Result<ActiveGuard<'_>, SendError> {
         self.inner.active.fetch_add(1, Ordering::AcqRel);
         let g = ActiveGuard(&self.inner);
@@ -526,7 +537,7 @@ impl Producer {
         let started = std::time::Instant::now();
         let span = info_span!("send", topic = %msg.topic, mode = ?mode);
         let r = async {
-            let p = self.prepare(&msg)?;
+            let p = self.prepare(&msg, matches!(target, Target::Half))?;
             self.drive(p, mode, target).await
         }
         .instrument(span)
@@ -587,9 +598,9 @@ impl Producer {
     }
 
     /// The properties string of `m` (validated by the core, as every runtime does).
-    fn message_props(&self, m: &Message, uniq: Option<&str>) -> Result<String, SendError> {
+    fn message_props(&self, m: &Message, uniq: &str, half: bool) -> Result<String, SendError> {
         let mut bytes = Vec::new();
-        self.message_props_into(m, uniq, &mut bytes)?;
+        self.message_props_into(m, Some(uniq), half, &mut bytes)?;
         String::from_utf8(bytes).map_err(|_| SendError::new(SendErrorKind::Malformed, 0))
     }
 
@@ -598,10 +609,12 @@ impl Producer {
         &self,
         m: &Message,
         uniq: Option<&str>,
+        half: bool,
         out: &mut Vec<u8>,
     ) -> Result<(), SendError> {
         let keys = m.keys.join(keys::KEY_SEPARATOR);
-        let fields = fields_of(m, &keys);
+        let mut fields = fields_of(m, &keys);
+        fields.transaction = half.then_some(self.inner.cfg.producer_group.as_str());
         let max = self.inner.cfg.max_message_size;
         let invalid = |e| match e {
             MessageError::Invalid(v) => SendError::new(SendErrorKind::Validation(v), 0),
@@ -633,12 +646,16 @@ impl Producer {
         Ok(())
     }
 
-    fn prepare<'m>(&self, m: &'m Message) -> Result<Prepared<'m>, SendError> {
+    fn prepare<'m>(&self, m: &'m Message, half: bool) -> Result<Prepared<'m>, SendError> {
         let born = clock::unix_millis();
         let uniq = self.next_uniq(born);
-        let properties = self.message_props(m, Some(&uniq))?;
+        let properties = self.message_props(m, &uniq, half)?;
         let mut body = m.body.clone();
-        let mut sys_flag = 0;
+        let mut sys_flag = if half {
+            rmq_core::transaction::HALF_SYS_FLAG
+        } else {
+            0
+        };
         let cfg = &self.inner.cfg;
         if let Some(bits) = compression_flags(
             body.len(),
@@ -685,7 +702,7 @@ impl Producer {
             let m = m.borrow();
             rules.check(&m.topic, &fields_of(m, "")).map_err(rule)?;
             let id = self.next_uniq(born);
-            self.message_props_into(m, Some(&id), &mut props)?;
+            self.message_props_into(m, Some(&id), false, &mut props)?;
             ends.push(props.len());
             ids.push(id);
         }
@@ -741,7 +758,7 @@ impl Producer {
         let mut choose = None;
         let name;
         args.target = match target {
-            Target::Select => session::Target::Select,
+            Target::Select | Target::Half => session::Target::Select,
             Target::Queue(broker, queue_id) => {
                 name = broker;
                 session::Target::Queue {
@@ -817,6 +834,7 @@ fn fields_of<'a>(
         delay_level: m.delay_level,
         wait_store_msg_ok: m.wait_store_msg_ok,
         timer: m.timer,
+        transaction: None,
         user: m.properties.iter().map(|(k, v)| (k.as_str(), v.as_str())),
     }
 }

@@ -2,11 +2,13 @@
 // result and a final "RMQP-END {sent} {failed}" line.
 //
 // usage: JavaProducer --namesrv H:P --topic T [--count N] [--size S | --body TEXT] [--tags T]
-//                     [--keys K] [--prop k=v]... [--mode sync|async|oneway] [--group G]
+//                     [--keys K] [--prop k=v]... [--mode sync|async|oneway|transaction] [--group G]
 //                     [--compress-over BYTES] [--compress-type ZLIB|LZ4|ZSTD] [--timeout MS]
 //                     [--delay-ms MS]
 // --delay-ms makes each message a 5.x timer message (TIMER_DELAY_MS, as setDelayTimeMs writes it;
 // through MessageAccessor so that the tool also builds against the 4.9 client).
+// --mode transaction sends each message with a TransactionMQProducer whose listener commits
+// (its local transaction and its check-back both answer COMMIT_MESSAGE).
 // In --body and --keys, "{i}" is replaced by the message index.  Without --body, message i has
 // --size bytes: (i + j) % 26 + 'a' for j = 0..size.
 import java.nio.charset.StandardCharsets;
@@ -17,6 +19,10 @@ import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.LocalTransactionState;
+import org.apache.rocketmq.client.producer.TransactionListener;
+import org.apache.rocketmq.client.producer.TransactionMQProducer;
+import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.common.message.Message;
@@ -78,7 +84,24 @@ public final class JavaProducer {
             // Read when the producer is built (MixAll.MESSAGE_COMPRESS_TYPE), on 4.9.4+ and 5.x.
             System.setProperty("rocketmq.message.compressType", compressType);
         }
-        DefaultMQProducer producer = new DefaultMQProducer(group);
+        DefaultMQProducer producer;
+        if (mode.equals("transaction")) {
+            TransactionMQProducer tx = new TransactionMQProducer(group);
+            tx.setTransactionListener(new TransactionListener() {
+                @Override
+                public LocalTransactionState executeLocalTransaction(Message m, Object arg) {
+                    return LocalTransactionState.COMMIT_MESSAGE;
+                }
+
+                @Override
+                public LocalTransactionState checkLocalTransaction(MessageExt m) {
+                    return LocalTransactionState.COMMIT_MESSAGE;
+                }
+            });
+            producer = tx;
+        } else {
+            producer = new DefaultMQProducer(group);
+        }
         producer.setNamesrvAddr(namesrv);
         producer.setInstanceName("java-producer-" + System.nanoTime());
         producer.setSendMsgTimeout(timeout);
@@ -112,6 +135,15 @@ public final class JavaProducer {
                     case "sync":
                         try {
                             print(idx, producer.send(msg));
+                            sent.incrementAndGet();
+                        } catch (Exception e) {
+                            failed.incrementAndGet();
+                            printErr(idx, e);
+                        }
+                        break;
+                    case "transaction":
+                        try {
+                            print(idx, producer.sendMessageInTransaction(msg, null));
                             sent.incrementAndGet();
                         } catch (Exception e) {
                             failed.incrementAndGet();

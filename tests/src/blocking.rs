@@ -401,6 +401,7 @@ impl Message {
             delay_level: self.delay_level,
             wait_store_msg_ok: true,
             timer: None,
+            transaction: None,
             user: self
                 .user_properties
                 .iter()

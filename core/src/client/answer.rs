@@ -53,6 +53,9 @@ pub(super) enum Answer {
         opaque: i32,
         topic: Option<crate::session::TopicId>,
     },
+    /// An END_TRANSACTION (a oneway request with this negative `opaque`, which no request of
+    /// the session's has) whose fields the runtime lends under `token`.
+    EndTransaction { peer: Peer, opaque: i32, token: u32 },
     /// CONSUME_MESSAGE_DIRECTLY's result (`None`: the message did not decode).
     Direct {
         peer: Peer,
@@ -68,6 +71,7 @@ impl Answer {
             Answer::NotServed { peer, .. }
             | Answer::RunningInfo { peer, .. }
             | Answer::ConsumerStatus { peer, .. }
+            | Answer::EndTransaction { peer, .. }
             | Answer::Direct { peer, .. } => peer,
         }
     }
@@ -77,6 +81,7 @@ impl Answer {
             Answer::NotServed { opaque, .. }
             | Answer::RunningInfo { opaque, .. }
             | Answer::ConsumerStatus { opaque, .. }
+            | Answer::EndTransaction { opaque, .. }
             | Answer::Direct { opaque, .. } => opaque,
         }
     }
@@ -96,6 +101,8 @@ impl Answer {
             Answer::NotServed { opaque, code, .. } => {
                 crate::admin::write_not_supported(code, opaque, version, buf).ok()
             }
+            // Written by the client (a request, signed by the session).
+            Answer::EndTransaction { .. } => None,
             Answer::RunningInfo {
                 opaque,
                 ours: false,

@@ -1,6 +1,6 @@
 //! The client: one sans-IO value per client instance (Java's `MQClientInstance`) that owns the
 //! [`Session`] and every machine attached to it (the [`PullConsumer`](crate::pull_consumer),
-//! and the transaction, request-reply and POP machines to come), in quinn-proto's
+//! and the request-reply and POP machines to come), in quinn-proto's
 //! `Connection` shape. It is what runtimes drive: they move bytes and time, and never look at
 //! a request code or choose which machine a frame is for.
 //!
@@ -9,8 +9,9 @@
 //! - **Frames**: [`Client::handle_frame`] hands a response to whoever issued the request (the
 //!   session's own, or the consumer's calls, correlated by the session's one request table)
 //!   and dispatches every request a broker sends (NOTIFY_CONSUMER_IDS_CHANGED,
-//!   RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY, and
-//!   REQUEST_CODE_NOT_SUPPORTED for the rest).
+//!   RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_STATUS_FROM_CLIENT, GET_CONSUMER_RUNNING_INFO,
+//!   CONSUME_MESSAGE_DIRECTLY, CHECK_TRANSACTION_STATE, and REQUEST_CODE_NOT_SUPPORTED for
+//!   the rest).
 //! - **Transmits**: [`Client::poll_transmit`] gives answers to brokers first, then the
 //!   session's requests (routes, sends, heartbeats), then the consumer's (pulls, offsets,
 //!   locks, send-backs).
@@ -80,6 +81,7 @@ use crate::store::Table;
 use crate::store::{Fixed, Store};
 use crate::time::Instant;
 use crate::time::WallClock;
+use crate::transaction::TransactionCheck;
 use crate::transport::TransportError;
 use crate::wire::headers::{GetConsumerRunningInfoRequestHeader, GetConsumerStatusRequestHeader};
 use crate::wire::{CommandHeader, Frame, RequestCode, Scratch};
@@ -148,6 +150,16 @@ pub enum Inbound<'a, 'm> {
         /// The message.
         message: Delivery<'a, 'm>,
     },
+    /// CHECK_TRANSACTION_STATE for a half message of this producer's group (see
+    /// [`crate::transaction`]): ask the application's checker, then answer with
+    /// [`Client::end_transaction`]`(peer, ..)` and [`crate::transaction::EndTransaction::answer`] lent under its
+    /// token. Another group's checks are dropped, as Java does.
+    Check {
+        /// The broker that asked (the answer goes to it).
+        peer: Peer,
+        /// The check and its half message.
+        check: TransactionCheck<'a>,
+    },
 }
 
 /// Counters of the client's own work (the session's and the consumer's have theirs).
@@ -184,6 +196,8 @@ pub struct Client<
     now: Instant,
     /// The wall clock, as the runtime lent it last (a resend's born timestamp).
     wall: WallClock,
+    /// The opaque of the last oneway request the client wrote (negative: never a session's).
+    oneway: i32,
 }
 
 impl<
@@ -215,6 +229,7 @@ impl<
             stats: ClientStats::default(),
             now: Instant::ZERO,
             wall: WallClock::default(),
+            oneway: 0,
         }
     }
 
@@ -236,6 +251,7 @@ impl<
             stats: ClientStats::default(),
             now,
             wall: WallClock::default(),
+            oneway: 0,
         }
     }
 
@@ -253,6 +269,7 @@ impl<
             stats: ClientStats::default(),
             now,
             wall: WallClock::default(),
+            oneway: 0,
         }
     }
 
@@ -412,6 +429,30 @@ impl<
             outcome: Some(outcome),
             spent_ms,
         });
+    }
+
+    /// Queues an END_TRANSACTION to `peer` (the broker that stored the half message, or the
+    /// one whose check it answers; see [`crate::transaction`]), written with the next
+    /// transmits from the fields the runtime lends under `token` ([`Lend::end_transaction`]):
+    /// the runtime keeps them until then. `false`: not queued (a build without
+    /// [`Features::ADMIN`], or too many answers waiting).
+    pub fn end_transaction(&mut self, peer: Peer, token: u32) -> bool {
+        if !F::ADMIN || self.answers.is_full() {
+            return false;
+        }
+        // -1, -2, ... down to i32::MIN, then -1 again.
+        self.oneway = match self.oneway {
+            i32::MIN | 0.. => -1,
+            o => o - 1,
+        };
+        let opaque = self.oneway;
+        self.answers
+            .push_back(Answer::EndTransaction {
+                peer,
+                opaque,
+                token,
+            })
+            .is_ok()
     }
 
     // ----- inputs --------------------------------------------------------------------------
@@ -851,6 +892,10 @@ impl<
                     spent_ms: 0,
                 }),
             }
+        } else if !C::ATTACHED && c == RequestCode::CHECK_TRANSACTION_STATE {
+            if let Some(check) = crate::transaction::check_request(frame, self.session.group()) {
+                inbound(Inbound::Check { peer, check });
+            }
         } else if !is_oneway(&h) {
             self.answer(Answer::NotServed { peer, opaque, code });
         }
@@ -868,6 +913,13 @@ impl<
         let n = match a {
             Answer::NotServed { opaque, code, .. } => {
                 crate::admin::write_not_supported(code, opaque, version, buf).ok()
+            }
+            Answer::EndTransaction { opaque, token, .. } => {
+                lend.end_transaction(token).and_then(|e| {
+                    let code = RequestCode::END_TRANSACTION;
+                    let s = &self.session;
+                    s.emit_oneway(code, opaque, e.header(), e.remark, buf, lend)
+                })
             }
             _ => {
                 let (consumer, session) = (&mut self.consumer, &self.session);

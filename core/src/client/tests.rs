@@ -301,7 +301,7 @@ fn consume_directly_runs_on_the_application_and_its_outcome_is_answered() {
                 message.broker_name.to_string(),
             ));
         }
-        Inbound::Message(_) => panic!("not a pull answer"),
+        Inbound::Message(_) | Inbound::Check { .. } => panic!("not a direct message"),
     })
     .unwrap();
     assert_eq!(
@@ -750,4 +750,181 @@ fn a_send_back_without_an_answer_is_resent_and_once_stored_counts_as_consumed() 
         8
     );
     assert_eq!(c.resend_of(tx.body.unwrap()), None);
+}
+
+/// A producer's lent END_TRANSACTION fields (token 5 only).
+struct TxLent<'a>(crate::transaction::EndTransaction<'a>);
+impl nack::Lend for TxLent<'_> {
+    fn end_transaction(&self, token: u32) -> Option<crate::transaction::EndTransaction<'_>> {
+        (token == 5).then_some(self.0)
+    }
+}
+impl Outbound for TxLent<'_> {
+    fn properties(&self, _: SendId) -> &str {
+        ""
+    }
+}
+
+fn half(group: &str) -> StdVec<u8> {
+    let host = core::net::SocketAddr::from(([10, 0, 0, 1], 10911));
+    let mut props = StdString::from("TRAN_MSG\u{1}true\u{2}PGROUP\u{1}");
+    props.push_str(group);
+    props.push_str("\u{2}UNIQ_KEY\u{1}U1\u{2}");
+    let m = StoredMessage {
+        version: MessageVersion::V1,
+        body_crc: 0,
+        queue_id: 1,
+        flag: 0,
+        queue_offset: 0,
+        physical_offset: 4242,
+        sys_flag: SysFlag(SysFlag::TRANSACTION_PREPARED_TYPE.0),
+        born_timestamp: 1,
+        born_host: host,
+        store_timestamp: 2,
+        store_host: host,
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+        body: b"order-1",
+        topic: "Orders",
+        raw_properties: props.as_bytes(),
+    };
+    let mut buf = std::vec![0u8; m.encoded_len().unwrap()];
+    m.encode(&mut buf).unwrap();
+    buf
+}
+
+#[test]
+fn a_check_back_reaches_the_application_and_its_answer_is_a_oneway_end_transaction() {
+    use crate::transaction::{EndTransaction, LocalState};
+    let mut c = producer();
+    let ext = [
+        ("tranStateTableOffset", "17"),
+        ("commitLogOffset", "4242"),
+        ("msgId", "U1"),
+        ("transactionId", "TX1"),
+        ("topic", "RMQ_SYS_TRANS_HALF_TOPIC"),
+        ("bname", "broker-a"),
+    ];
+    // Another group's half message: dropped, nothing answered.
+    let f = request(
+        RequestCode::CHECK_TRANSACTION_STATE,
+        3,
+        true,
+        &ext,
+        &half("other"),
+    );
+    let mut n = 0;
+    c.handle_frame(t(1), BROKER, &f, &mut |_| n += 1).unwrap();
+    assert_eq!(n, 0);
+    let mut buf = [0u8; 2048];
+    assert!(c.poll_transmit(t(1), &mut buf, &Lent).is_none());
+    // Ours: handed out with the header's fields and the half message.
+    let f = request(
+        RequestCode::CHECK_TRANSACTION_STATE,
+        4,
+        true,
+        &ext,
+        &half("pg"),
+    );
+    let mut seen = StdVec::new();
+    c.handle_frame(t(2), BROKER, &f, &mut |i| {
+        if let Inbound::Check { peer, check } = i {
+            let end = EndTransaction::answer("pg", &check, LocalState::Commit, Some("why"));
+            seen.push((peer, check.topic().to_string(), check.message.body.to_vec()));
+            seen.push((
+                peer,
+                end.msg_id.to_string(),
+                end.broker_name.as_bytes().to_vec(),
+            ));
+            assert_eq!(end.header().tran_state_table_offset, 17);
+            assert_eq!(end.header().commit_log_offset, 4242);
+            assert_eq!(end.header().transaction_id, Some("TX1"));
+        }
+    })
+    .unwrap();
+    assert_eq!(
+        seen,
+        [
+            (BROKER, "Orders".to_string(), b"order-1".to_vec()),
+            (BROKER, "U1".to_string(), b"broker-a".to_vec()),
+        ]
+    );
+    assert!(
+        c.poll_transmit(t(2), &mut buf, &Lent).is_none(),
+        "no response to a oneway"
+    );
+    // The application's answer: END_TRANSACTION, oneway, with an opaque no request has.
+    let check = crate::transaction::check_request(&f, "pg").unwrap();
+    let lent = TxLent(EndTransaction::answer(
+        "pg",
+        &check,
+        LocalState::Rollback,
+        Some("checker failed"),
+    ));
+    assert!(c.end_transaction(BROKER, 5));
+    assert!(
+        c.end_transaction(BROKER, 6),
+        "token 6 is not lent: not written"
+    );
+    let tx = c.poll_transmit(t(3), &mut buf, &lent).unwrap();
+    assert!(tx.answer && tx.peer == BROKER && tx.opaque < 0);
+    let w = written(tx, &buf);
+    assert_eq!(w.code, RequestCode::END_TRANSACTION.0);
+    assert_eq!(w.opaque, -1);
+    assert_eq!(w.remark.as_deref(), Some("checker failed"));
+    let f = Frame::new_checked(&buf[..w.tx.len]).unwrap();
+    let h = CommandHeader::parse(&f).unwrap();
+    assert!(crate::admin::is_oneway(&h));
+    let fields: StdVec<(StdString, StdString)> = h
+        .ext_iter()
+        .map(|(k, v)| {
+            let mut kb = [0u8; 64];
+            let mut vb = [0u8; 64];
+            (
+                k.unescape_into(&mut kb).unwrap().to_string(),
+                v.as_str()
+                    .map(ToString::to_string)
+                    .unwrap_or_else(|| v.unescape_into(&mut vb).unwrap().to_string()),
+            )
+        })
+        .collect();
+    for want in [
+        ("producerGroup", "pg"),
+        ("tranStateTableOffset", "17"),
+        ("commitLogOffset", "4242"),
+        ("commitOrRollback", "12"),
+        ("fromTransactionCheck", "true"),
+        ("msgId", "U1"),
+        ("transactionId", "TX1"),
+        // The header's topic, as Java answers (5.x: the half topic).
+        ("topic", "RMQ_SYS_TRANS_HALF_TOPIC"),
+        ("bname", "broker-a"),
+    ] {
+        assert!(
+            fields.iter().any(|(k, v)| (k.as_str(), v.as_str()) == want),
+            "{want:?} in {fields:?}"
+        );
+    }
+    assert!(c.poll_transmit(t(3), &mut buf, &lent).is_none());
+    assert_eq!(c.stats().answers_dropped, 1, "the unlent token");
+    // The next one counts down.
+    assert!(c.end_transaction(BROKER, 5));
+    let tx = c.poll_transmit(t(4), &mut buf, &lent).unwrap();
+    assert_eq!(tx.opaque, -3, "-2 went to the unlent token");
+}
+
+#[test]
+fn a_consumer_drops_check_backs() {
+    let mut c = consumer();
+    let ext = [("tranStateTableOffset", "1"), ("commitLogOffset", "2")];
+    let f = request(
+        RequestCode::CHECK_TRANSACTION_STATE,
+        3,
+        true,
+        &ext,
+        &half("cg"),
+    );
+    let mut n = 0;
+    c.handle_frame(t(1), BROKER, &f, &mut |_| n += 1).unwrap();
+    assert_eq!(n, 0);
 }

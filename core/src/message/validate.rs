@@ -78,6 +78,9 @@ pub enum ValidationError {
     TimerInBatch,
     /// The timer's value is beyond what the broker can parse (a Java `long`).
     TimerOutOfRange,
+    /// A timer on a transaction's half message (5.3.3 skips timer handling for half messages:
+    /// the timer would be lost).
+    TimerInTransaction,
 }
 
 impl fmt::Display for ValidationError {
@@ -102,6 +105,9 @@ impl fmt::Display for ValidationError {
             }
             ValidationError::TimerInBatch => "timer messages are not supported in a batch",
             ValidationError::TimerOutOfRange => "timer delivery time is out of range",
+            ValidationError::TimerInTransaction => {
+                "a transactional message cannot be a timer message"
+            }
         })
     }
 }

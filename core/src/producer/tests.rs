@@ -219,6 +219,7 @@ fn message_properties_are_validated_and_ordered() {
         delay_level: Some(12),
         wait_store_msg_ok: true,
         timer: None,
+        transaction: None,
         user: user.iter().copied(),
     };
     let mut buf = [0u8; 128];
@@ -274,6 +275,7 @@ fn message_properties_are_validated_and_ordered() {
         delay_level: None,
         wait_store_msg_ok: true,
         timer: None,
+        transaction: None,
         user: reserved.iter().copied(),
     };
     assert_eq!(
@@ -293,6 +295,7 @@ fn timer_messages_carry_their_property_and_are_refused_where_the_broker_would_dr
         delay_level: None,
         wait_store_msg_ok: true,
         timer: Some(TimerDelivery::At(1_700_000_003_000)),
+        transaction: None,
         user: user.iter().copied(),
     };
     let n = encode_message_properties("T", b"x", 10, &at, Some("AB"), &mut buf).unwrap();
@@ -345,6 +348,7 @@ fn timer_messages_carry_their_property_and_are_refused_where_the_broker_would_dr
         delay_level: None,
         wait_store_msg_ok: true,
         timer: None,
+        transaction: None,
         user: by_hand.iter().copied(),
     };
     assert_eq!(
@@ -420,4 +424,39 @@ fn auth_failures_are_recognised() {
         Some("the broker[broker-a] sending message is forbidden")
     ));
     assert!(!is_auth_failure(13, Some("check signature failed.")));
+}
+
+#[test]
+fn a_half_message_says_so_and_names_its_group_and_drops_its_delay_level() {
+    let m = MessageFields {
+        delay_level: Some(3),
+        transaction: Some("pg-orders"),
+        ..MessageFields::new(Some("TagA"), None)
+    };
+    let mut buf = [0u8; 128];
+    let n = encode_message_properties("T", b"x", 10, &m, Some("AB"), &mut buf).unwrap();
+    assert_eq!(
+        core::str::from_utf8(&buf[..n]).unwrap(),
+        "TAGS\u{1}TagA\u{2}WAIT\u{1}true\u{2}UNIQ_KEY\u{1}AB\u{2}TRAN_MSG\u{1}true\u{2}PGROUP\u{1}pg-orders\u{2}"
+    );
+    assert_eq!(message_properties_len("T", b"x", 10, &m, Some("AB")), Ok(n));
+    // Without a transaction the same fields carry the delay level and no mark.
+    let plain = MessageFields {
+        transaction: None,
+        ..m.clone()
+    };
+    let n = encode_message_properties("T", b"x", 10, &plain, Some("AB"), &mut buf).unwrap();
+    let text = core::str::from_utf8(&buf[..n]).unwrap();
+    assert!(text.contains("DELAY\u{1}3\u{2}") && !text.contains("TRAN_MSG"));
+    // A timer is refused (5.3.3 would lose it).
+    let timer = MessageFields {
+        timer: Some(TimerDelivery::After(1000)),
+        ..m
+    };
+    assert_eq!(
+        encode_message_properties("T", b"x", 10, &timer, Some("AB"), &mut buf),
+        Err(MessageError::Invalid(
+            crate::message::validate::ValidationError::TimerInTransaction
+        ))
+    );
 }

@@ -181,10 +181,36 @@ impl<
             Some(id) => out.body(id),
             None => tail,
         };
-        let h = self.emit(code, opaque, Some(header), flag, body, body_len, head, out)?;
+        let h = self.emit(
+            code,
+            opaque,
+            Some(header),
+            flag,
+            None,
+            (body, body_len),
+            head,
+            out,
+        )?;
         buf.copy_within(total - after.., h);
         tx.len = h + after;
         Ok(tx)
+    }
+
+    /// A oneway request with no body (END_TRANSACTION) written into `buf` with `opaque`
+    /// (signed when the runtime lends credentials): its length, or `None` when it does not
+    /// fit. Nothing is registered: no answer comes.
+    pub(crate) fn emit_oneway<E: crate::wire::ExtFields, M: Outbound + ?Sized>(
+        &self,
+        code: RequestCode,
+        opaque: i32,
+        ext: E,
+        remark: Option<&str>,
+        buf: &mut [u8],
+        out: &M,
+    ) -> Option<usize> {
+        let (flag, body) = (flag::ONEWAY, (&[][..], 0));
+        self.emit(code, opaque, ext, flag, remark, body, buf, out)
+            .ok()
     }
 
     /// Writes the prefix and header of a request into `head` (signed over `body` when the
@@ -196,8 +222,8 @@ impl<
         opaque: i32,
         ext: E,
         flag: i32,
-        body: &[u8],
-        body_len: usize,
+        remark: Option<&str>,
+        (body, body_len): (&[u8], usize),
         head: &mut [u8],
         out: &M,
     ) -> Result<usize, Ending> {
@@ -209,6 +235,7 @@ impl<
         let mut repr = CommandRepr::request(code, opaque, self.cfg.version, None::<()>);
         repr.language = self.cfg.language;
         repr.flag = flag;
+        repr.remark = remark;
         let creds = out.credentials();
         crate::acl::emit_request(&repr, ext, creds.as_ref(), ty, (body, body_len), head).map_err(
             |e| match e {

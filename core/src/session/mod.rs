@@ -640,6 +640,16 @@ impl<
             .count()
     }
 
+    /// The remoting version of broker `b`'s last answer (0 before any).
+    pub fn broker_version(&self, b: BrokerId) -> i32 {
+        self.brokers.get(usize::from(b.0)).map_or(0, |x| x.version)
+    }
+
+    /// The group this client announces (a producer's or a consumer's).
+    pub fn group(&self) -> &str {
+        &self.group
+    }
+
     /// The remoting `version` this session announces.
     pub const fn config_version(&self) -> i32 {
         self.cfg.version

@@ -150,7 +150,7 @@ impl<
             .map_or(0, |r| (r.generation + 1) % Self::generations());
         let opaque = self.opaque_of(i, generation);
         let len = self
-            .emit(code, opaque, ext, 0, body, body.len(), buf, out)
+            .emit(code, opaque, ext, 0, None, (body, body.len()), buf, out)
             .map_err(|e| match e {
                 Ending::Acl(a) => CallError::Acl(a),
                 Ending::Encode(e) => CallError::Encode(e),

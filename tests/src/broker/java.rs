@@ -297,6 +297,12 @@ impl JavaProducer {
         self
     }
 
+    /// Transactional sends (a `TransactionMQProducer` whose listener commits).
+    pub fn transactional(mut self) -> Self {
+        self.mode = "transaction";
+        self
+    }
+
     /// One-way sends.
     pub fn oneway(mut self) -> Self {
         self.mode = "oneway";
