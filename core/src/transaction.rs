@@ -131,13 +131,12 @@ impl<'a> EndTransaction<'a> {
 
     /// The END_TRANSACTION answering `check` (to the broker that sent it).
     pub fn answer(
-        producer_group: &'a str,
         check: &TransactionCheck<'a>,
         state: LocalState,
         remark: Option<&'a str>,
     ) -> Self {
         EndTransaction {
-            producer_group,
+            producer_group: check.producer_group,
             // Java names the header's topic (5.x: the half topic), else none.
             topic: check.header_topic.unwrap_or(""),
             broker_name: check.broker_name.unwrap_or(""),
@@ -188,6 +187,8 @@ pub struct TransactionCheck<'a> {
     pub message: StoredMessage<'a>,
     /// The header's `topic` (5.x: the half topic, `RMQ_SYS_TRANS_HALF_TOPIC`).
     pub header_topic: Option<&'a str>,
+    /// The producer group the half message names (`PGROUP`): this producer's.
+    pub producer_group: &'a str,
 }
 
 /// The topic where brokers keep half messages.
@@ -241,6 +242,7 @@ pub fn check_request<'a>(frame: &'a [u8], producer_group: &str) -> Option<Transa
         offset_msg_id: field("offsetMsgId"),
         broker_name: field("bname"),
         header_topic: field("topic"),
+        producer_group: group,
         message,
     })
 }

@@ -1083,7 +1083,7 @@ impl<C: Attached + Send + 'static> FrameSink for PeerSink<C> {
                     }
                     (Inbound::Check { peer, check }, _) => {
                         if let Some(tx) = checks {
-                            let _ = tx.send(Check::new(peer, bytes, &check));
+                            let _ = tx.send(Check::new(peer, bytes, check));
                         }
                     }
                     (_, None) => {}

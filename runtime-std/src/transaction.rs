@@ -238,12 +238,7 @@ impl Check {
             broker_name: check.broker_name.unwrap_or_default().to_owned(),
             queue_id: m.queue_id,
         };
-        // The message is not in flight: the core ignores acknowledgements of it.
-        let group = m
-            .properties()
-            .ok()
-            .and_then(|p| p.get(rmq_core::message::keys::PRODUCER_GROUP));
-        let end = EndTransaction::answer(group.unwrap_or(""), check, LocalState::Unknown, None);
+        let end = EndTransaction::answer(check, LocalState::Unknown, None);
         Check {
             peer,
             message: crate::consumer::outside(frame, m, check.topic(), queue),

@@ -158,7 +158,7 @@ pub enum Inbound<'a, 'm> {
         /// The broker that asked (the answer goes to it).
         peer: Peer,
         /// The check and its half message.
-        check: TransactionCheck<'a>,
+        check: &'m TransactionCheck<'a>,
     },
 }
 
@@ -894,7 +894,10 @@ impl<
             }
         } else if !C::ATTACHED && c == RequestCode::CHECK_TRANSACTION_STATE {
             if let Some(check) = crate::transaction::check_request(frame, self.session.group()) {
-                inbound(Inbound::Check { peer, check });
+                inbound(Inbound::Check {
+                    peer,
+                    check: &check,
+                });
             }
         } else if !is_oneway(&h) {
             self.answer(Answer::NotServed { peer, opaque, code });

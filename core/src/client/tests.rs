@@ -249,7 +249,7 @@ fn a_consumer_answers_its_offsets_of_a_topic_and_an_empty_table_for_others() {
 
 fn stored(offset: i64) -> StdVec<u8> {
     let host = core::net::SocketAddr::from(([10, 0, 0, 1], 10911));
-    let m = StoredMessage {
+    encoded(&StoredMessage {
         version: MessageVersion::V1,
         body_crc: 0,
         queue_id: 3,
@@ -266,7 +266,10 @@ fn stored(offset: i64) -> StdVec<u8> {
         body: b"direct",
         topic: "T",
         raw_properties: b"TAGS\x01A\x02",
-    };
+    })
+}
+
+fn encoded(m: &StoredMessage<'_>) -> StdVec<u8> {
     let mut buf = std::vec![0u8; m.encoded_len().unwrap()];
     m.encode(&mut buf).unwrap();
     buf
@@ -765,32 +768,22 @@ impl Outbound for TxLent<'_> {
     }
 }
 
+/// A half message of `group` on topic `Orders` (the stored message of [`stored`], otherwise).
 fn half(group: &str) -> StdVec<u8> {
-    let host = core::net::SocketAddr::from(([10, 0, 0, 1], 10911));
     let mut props = StdString::from("TRAN_MSG\u{1}true\u{2}PGROUP\u{1}");
     props.push_str(group);
     props.push_str("\u{2}UNIQ_KEY\u{1}U1\u{2}");
-    let m = StoredMessage {
-        version: MessageVersion::V1,
-        body_crc: 0,
+    let b = stored(0);
+    let (m, _) = StoredMessage::decode(&b, crate::message::stored::CrcCheck::Skip).unwrap();
+    encoded(&StoredMessage {
         queue_id: 1,
-        flag: 0,
-        queue_offset: 0,
         physical_offset: 4242,
         sys_flag: SysFlag(SysFlag::TRANSACTION_PREPARED_TYPE.0),
-        born_timestamp: 1,
-        born_host: host,
-        store_timestamp: 2,
-        store_host: host,
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
         body: b"order-1",
         topic: "Orders",
         raw_properties: props.as_bytes(),
-    };
-    let mut buf = std::vec![0u8; m.encoded_len().unwrap()];
-    m.encode(&mut buf).unwrap();
-    buf
+        ..m
+    })
 }
 
 #[test]
@@ -829,7 +822,7 @@ fn a_check_back_reaches_the_application_and_its_answer_is_a_oneway_end_transacti
     let mut seen = StdVec::new();
     c.handle_frame(t(2), BROKER, &f, &mut |i| {
         if let Inbound::Check { peer, check } = i {
-            let end = EndTransaction::answer("pg", &check, LocalState::Commit, Some("why"));
+            let end = EndTransaction::answer(check, LocalState::Commit, Some("why"));
             seen.push((peer, check.topic().to_string(), check.message.body.to_vec()));
             seen.push((
                 peer,
@@ -856,7 +849,6 @@ fn a_check_back_reaches_the_application_and_its_answer_is_a_oneway_end_transacti
     // The application's answer: END_TRANSACTION, oneway, with an opaque no request has.
     let check = crate::transaction::check_request(&f, "pg").unwrap();
     let lent = TxLent(EndTransaction::answer(
-        "pg",
         &check,
         LocalState::Rollback,
         Some("checker failed"),
