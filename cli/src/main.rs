@@ -29,6 +29,7 @@ mod cli {
     use clap::{Parser, Subcommand, ValueEnum};
     use hdrhistogram::Histogram;
     use indicatif::{ProgressBar, ProgressStyle};
+    use rmq_std::transaction::{LocalState, TransactionProducer};
     use rmq_std::{Message, Producer, SendError};
 
     #[derive(Parser, Debug)]
@@ -155,6 +156,9 @@ mod cli {
         Sync,
         Async,
         Oneway,
+        /// A transactional send whose local transaction commits at once (a half message,
+        /// then END_TRANSACTION).
+        Transaction,
     }
 
     /// Where `rmq consume` starts.
@@ -577,6 +581,39 @@ mod cli {
         Ok(secured!(b, cli))
     }
 
+    /// The producer of `b`, and for `--mode transaction` its transactional front (whose local
+    /// transactions commit at once, as do its answers to check-backs).
+    async fn start(
+        b: rmq_std::ProducerBuilder,
+        mode: Mode,
+    ) -> Result<(Producer, Option<TransactionProducer>), Box<dyn std::error::Error>> {
+        if mode != Mode::Transaction {
+            return Ok((b.start().await?, None));
+        }
+        let t = b
+            .start_transactional(|_: &rmq_std::consumer::ConsumedMessage| LocalState::Commit)
+            .await?;
+        Ok((t.producer().clone(), Some(t)))
+    }
+
+    /// Sends `m` as `mode` says (`None`: written oneway).
+    async fn send(
+        p: &Producer,
+        tx: Option<&TransactionProducer>,
+        mode: Mode,
+        m: Message,
+    ) -> Result<Option<rmq_std::SendResult>, SendError> {
+        match (mode, tx) {
+            (Mode::Sync, _) | (Mode::Transaction, None) => p.send(m).await.map(Some),
+            (Mode::Async, _) => p.send_async(m).await.map(Some),
+            (Mode::Oneway, _) => p.send_oneway(m).await.map(|()| None),
+            (Mode::Transaction, Some(t)) => {
+                let r = t.send(m, |_| async { LocalState::Commit }).await?;
+                Ok(Some(r.send))
+            }
+        }
+    }
+
     /// A producer whose start looks `topic`'s route up.
     async fn producer(
         cli: &Cli,
@@ -644,7 +681,8 @@ mod cli {
                         .ok_or_else(|| format!("--prop {kv:?}: expected k=v"))?;
                     props_kv.push((k, v));
                 }
-                let p = producer(&cli, &need_namesrv(&cli)?, topic).await?;
+                let b = builder(&cli, &need_namesrv(&cli)?)?.topics([topic]);
+                let (p, tx) = start(b, *mode).await?;
                 let mut outcome = Ok(());
                 for body in bodies {
                     let mut m = Message::new(topic.clone(), body);
@@ -667,12 +705,7 @@ mod cli {
                     if let Some(d) = delay {
                         m = m.with_delay(*d);
                     }
-                    let r = match mode {
-                        Mode::Sync => p.send(m).await.map(Some),
-                        Mode::Async => p.send_async(m).await.map(Some),
-                        Mode::Oneway => p.send_oneway(m).await.map(|()| None),
-                    };
-                    match r {
+                    match send(&p, tx.as_ref(), *mode, m).await {
                         Ok(r) => print_sent(r.as_ref(), cli.json),
                         Err(e) => {
                             outcome = Err(e);
@@ -742,7 +775,7 @@ mod cli {
                         ..rmq_std::AutoBatch::default()
                     });
                 }
-                let p = b.start().await?;
+                let (p, tx) = start(b, *mode).await?;
                 let limit = match (count, duration) {
                     (Some(n), _) => Limit::Count(*n),
                     (None, Some(s)) => Limit::Time(Duration::from_secs(*s)),
@@ -754,7 +787,7 @@ mod cli {
                     concurrency: *concurrency,
                     rate: *rate,
                 };
-                let report = bench(&p, topic, shape, limit, "bench").await;
+                let report = bench(&p, tx, topic, shape, limit, "bench").await;
                 let m = p.metrics();
                 p.shutdown().await;
                 if cli.json {
@@ -1334,6 +1367,7 @@ mod cli {
 
     async fn bench(
         p: &Producer,
+        tx: Option<TransactionProducer>,
         topic: &str,
         shape: Shape,
         limit: Limit,
@@ -1369,7 +1403,7 @@ mod cli {
         };
         let mut workers = Vec::new();
         for _ in 0..concurrency.max(1) {
-            let (p, topic, body) = (p.clone(), topic.to_owned(), body.clone());
+            let (p, tx, topic, body) = (p.clone(), tx.clone(), topic.to_owned(), body.clone());
             let (ok, failed, first_error, take, paced) = (
                 ok.clone(),
                 failed.clone(),
@@ -1391,11 +1425,7 @@ mod cli {
                         t0 = Instant::now();
                     }
                     let m = Message::new(topic.clone(), body.clone());
-                    let r: Result<(), SendError> = match mode {
-                        Mode::Sync => p.send(m).await.map(|_| ()),
-                        Mode::Async => p.send_async(m).await.map(|_| ()),
-                        Mode::Oneway => p.send_oneway(m).await,
-                    };
+                    let r = send(&p, tx.as_ref(), mode, m).await.map(|_| ());
                     let end = Instant::now();
                     let us = (end - t0).as_micros() as u64;
                     t0 = end;

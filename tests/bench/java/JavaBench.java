@@ -2,11 +2,13 @@
 //
 // Same command line and result line as the other bench clients:
 //
-//   JavaBench --namesrv H:P --topic T --mode sync|async --size N --conc N --count N
+//   JavaBench --namesrv H:P --topic T --mode sync|async|transaction --size N --conc N --count N
 //             [--warmup N] [--group G] [--timeout-ms MS] [--latency-fault true|false]
 //   RESULT client=java mode=.. size=.. conc=.. msgs=.. errors=.. secs=.. msgs_per_s=.. p50_us=.. p99_us=..
 //
 // sync: conc threads, each calling send(msg, timeout) in a loop.
+// transaction: conc threads, each calling a TransactionMQProducer's sendMessageInTransaction in a
+// loop (its listener commits at once; an error is anything but SEND_OK and COMMIT_MESSAGE).
 // async: one thread calling send(msg, callback, timeout) with at most conc sends in flight
 // (a Semaphore released by the callback).
 // Body: `size` bytes of 'x', as in `rmq bench`. Compression is left at the client's default
@@ -16,6 +18,11 @@ import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.LocalTransactionState;
+import org.apache.rocketmq.client.producer.TransactionListener;
+import org.apache.rocketmq.client.producer.TransactionMQProducer;
+import org.apache.rocketmq.client.producer.TransactionSendResult;
+import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.producer.SendStatus;
@@ -72,12 +79,30 @@ public final class JavaBench {
                     System.exit(2);
             }
         }
-        if (args.length % 2 != 0 || conc < 1 || !(mode.equals("sync") || mode.equals("async"))) {
-            System.err.println("JavaBench: bad arguments (--conc >= 1, --mode sync|async)");
+        boolean tx = mode.equals("transaction");
+        if (args.length % 2 != 0 || conc < 1 || !(mode.equals("sync") || mode.equals("async") || tx)) {
+            System.err.println("JavaBench: bad arguments (--conc >= 1, --mode sync|async|transaction)");
             System.exit(2);
         }
 
-        DefaultMQProducer producer = new DefaultMQProducer(group);
+        DefaultMQProducer producer;
+        if (tx) {
+            TransactionMQProducer t = new TransactionMQProducer(group);
+            t.setTransactionListener(new TransactionListener() {
+                @Override
+                public LocalTransactionState executeLocalTransaction(Message m, Object arg) {
+                    return LocalTransactionState.COMMIT_MESSAGE;
+                }
+
+                @Override
+                public LocalTransactionState checkLocalTransaction(MessageExt m) {
+                    return LocalTransactionState.COMMIT_MESSAGE;
+                }
+            });
+            producer = t;
+        } else {
+            producer = new DefaultMQProducer(group);
+        }
         producer.setNamesrvAddr(namesrv);
         producer.setSendMsgTimeout(timeout);
         producer.setSendLatencyFaultEnable(latencyFault);
@@ -114,7 +139,8 @@ public final class JavaBench {
     static Stats run(DefaultMQProducer producer, String topic, byte[] body, String mode, int conc,
                      long n, int timeout) throws Exception {
         Stats st = new Stats(n);
-        if (mode.equals("sync")) {
+        if (!mode.equals("async")) {
+            boolean tx = mode.equals("transaction");
             AtomicLong next = new AtomicLong();
             Thread[] threads = new Thread[conc];
             for (int w = 0; w < conc; w++) {
@@ -123,8 +149,15 @@ public final class JavaBench {
                         long t = System.nanoTime();
                         boolean err;
                         try {
-                            SendResult r = producer.send(new Message(topic, body), timeout);
-                            err = r.getSendStatus() != SendStatus.SEND_OK;
+                            if (tx) {
+                                TransactionSendResult r =
+                                    producer.sendMessageInTransaction(new Message(topic, body), null);
+                                err = r.getSendStatus() != SendStatus.SEND_OK
+                                    || r.getLocalTransactionState() != LocalTransactionState.COMMIT_MESSAGE;
+                            } else {
+                                SendResult r = producer.send(new Message(topic, body), timeout);
+                                err = r.getSendStatus() != SendStatus.SEND_OK;
+                            }
                         } catch (Exception e) {
                             err = true;
                         }
