@@ -103,6 +103,7 @@ pub struct SendRequest<'a> {
     flag: i32,
     sys_flag: i32,
     batch: bool,
+    reply: bool,
     reconsume: Option<(i32, i32)>,
     default_topic: &'a str,
     default_topic_queue_nums: i32,
@@ -129,6 +130,7 @@ impl<'a> SendRequest<'a> {
             flag: 0,
             sys_flag: 0,
             batch: false,
+            reply: false,
             reconsume: None,
             default_topic: DEFAULT_TOPIC,
             default_topic_queue_nums: DEFAULT_TOPIC_QUEUE_NUMS,
@@ -156,6 +158,13 @@ impl<'a> SendRequest<'a> {
         self
     }
 
+    /// A reply of request-reply ([`crate::reply`]): code 325.
+    #[must_use]
+    pub fn reply(mut self, reply: bool) -> Self {
+        self.reply = reply;
+        self
+    }
+
     /// A consumed message resent to `%RETRY%<group>`: `(reconsumeTimes, maxReconsumeTimes)`.
     #[must_use]
     pub fn reconsume(mut self, reconsume: Option<(i32, i32)>) -> Self {
@@ -171,11 +180,14 @@ impl<'a> SendRequest<'a> {
         self
     }
 
-    /// The request code: SEND_BATCH_MESSAGE (320) for a batch, else SEND_MESSAGE_V2 (310)
-    /// (`sendSmartMsg` on, the Java default; docs/protocol/WIRE.md §6.3).
+    /// The request code: SEND_BATCH_MESSAGE (320) for a batch, SEND_REPLY_MESSAGE_V2 (325) for
+    /// a reply, else SEND_MESSAGE_V2 (310) (`sendSmartMsg` on, the Java default;
+    /// docs/protocol/WIRE.md §6.3).
     pub fn code(&self) -> RequestCode {
         if self.batch {
             RequestCode::SEND_BATCH_MESSAGE
+        } else if self.reply {
+            RequestCode::SEND_REPLY_MESSAGE_V2
         } else {
             RequestCode::SEND_MESSAGE_V2
         }
@@ -398,6 +410,8 @@ pub struct MessageFields<'a, U> {
     /// A transaction's half message of this producer group (`TRAN_MSG=true`, `PGROUP`; see
     /// [`crate::transaction`]): its delay level is dropped, as Java does.
     pub transaction: Option<&'a str>,
+    /// A request's or a reply's correlation properties ([`crate::reply`]).
+    pub correlation: Option<crate::reply::Correlation<'a>>,
     /// User properties (checked with [`crate::message::validate::validate_user_property`]).
     pub user: U,
 }
@@ -415,6 +429,7 @@ impl<'a> MessageFields<'a, NoUserProperties> {
             wait_store_msg_ok: true,
             timer: None,
             transaction: None,
+            correlation: None,
             user: core::iter::empty(),
         }
     }
@@ -530,6 +545,8 @@ where
         None => None,
     };
     let wait = if m.wait_store_msg_ok { "true" } else { "false" };
+    // A request's or a reply's properties (absent entries are filtered out below).
+    let [e0, e1, e2, e3] = m.correlation.map_or([("", None); 4], |c| c.entries());
     let fixed = [
         (keys::TAGS, m.tags),
         (keys::KEYS, m.keys),
@@ -539,6 +556,10 @@ where
         (keys::UNIQ_KEY, uniq),
         (keys::TRANSACTION_PREPARED, m.transaction.map(|_| "true")),
         (keys::PRODUCER_GROUP, m.transaction),
+        e0,
+        e1,
+        e2,
+        e3,
     ];
     // The map of the user entries is not an identity: it shortens their lifetime to the
     // timer digits'.

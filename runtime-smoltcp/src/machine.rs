@@ -48,6 +48,9 @@ impl<const CONSUMER: bool> Features for Gateway<CONSUMER> {
     const ADMIN: bool = cfg!(feature = "admin");
     const MILESTONES: bool = cfg!(feature = "rebalance");
     const SLAVES: bool = false;
+    // A gateway sends neither half messages nor requests.
+    const TRANSACTIONS: bool = false;
+    const REPLIES: bool = false;
 }
 
 /// A gateway: the core client of a session with `T` topics, `B` brokers, `Q` queues, `R`
@@ -158,7 +161,7 @@ impl<
                     direct = Some((peer, opaque));
                 }
                 // (A gateway sends no half messages: no check-back names its group.)
-                Inbound::Direct { .. } | Inbound::Check { .. } => {}
+                Inbound::Direct { .. } | Inbound::Check { .. } | Inbound::Reply(_) => {}
             });
         if let Some((peer, opaque)) = direct.filter(|_| F::ADMIN) {
             self.client

@@ -1037,6 +1037,57 @@ impl ConsumedMessage {
     }
 }
 
+/// The reply a broker pushed in `frame` (see [`rmq_core::reply`]): not in a queue (offset -1),
+/// its body decompressed.
+pub(crate) fn pushed(frame: &Bytes, r: &rmq_core::reply::PushedReply<'_>) -> ConsumedMessage {
+    let none = QueueKey {
+        topic: rmq_core::session::TopicId(u16::MAX),
+        broker: rmq_core::session::BrokerId(u16::MAX),
+        queue_id: -1,
+    };
+    let sys = rmq_core::message::SysFlag(r.sys_flag);
+    let body = match sys.is_compressed() {
+        true => sys
+            .compression_type()
+            .ok()
+            .and_then(|ty| crate::zlib::decompress_body(ty, r.body))
+            .map_or_else(|| share(frame, r.body), Bytes::from),
+        false => share(frame, r.body),
+    };
+    let props = r.properties.and_then(|p| {
+        let mut buf = vec![0u8; p.unescaped_len().ok()?];
+        let n = p.unescape_into(&mut buf).ok()?.len();
+        buf.truncate(n);
+        Some(Bytes::from(buf))
+    });
+    let properties = Properties(props.unwrap_or_default());
+    let topic = r.topic.unwrap_or_default().to_owned();
+    ConsumedMessage {
+        queue: MessageQueue {
+            topic: topic.clone(),
+            broker_name: String::new(),
+            queue_id: r.queue_id,
+        },
+        topic,
+        queue_offset: -1,
+        msg_id: properties
+            .get(keys::UNIQ_KEY)
+            .unwrap_or_default()
+            .to_owned(),
+        offset_msg_id: String::new(),
+        body,
+        properties,
+        flag: r.flag,
+        born_timestamp: r.born_timestamp,
+        store_timestamp: r.store_timestamp,
+        reconsume_times: r.reconsume_times,
+        commit_log_offset: -1,
+        key: none,
+        lease: 0,
+        polled_at: None,
+    }
+}
+
 /// Stored message `m` of `frame` read outside a consumer (a query's, a transaction
 /// check-back's): acknowledging it does nothing.
 pub(crate) fn outside(

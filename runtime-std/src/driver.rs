@@ -244,6 +244,8 @@ struct State<C: Attached> {
     nacked: FastMap<NackKey, Kept>,
     /// Where a transactional producer's check-backs go (`None`: dropped).
     checks: Option<tokio::sync::mpsc::UnboundedSender<Check>>,
+    /// The requests waiting for their reply, by correlation id.
+    replies: FastMap<String, oneshot::Sender<ConsumedMessage>>,
     /// END_TRANSACTION fields lent while the client writes them, by token.
     ends: FastMap<u32, EndTx>,
     next_end: u32,
@@ -432,6 +434,7 @@ impl<C: Attached + Send + 'static> Driver<C> {
                 waiters: Vec::new(),
                 nacked: FastMap::default(),
                 checks: None,
+                replies: FastMap::default(),
                 ends: FastMap::default(),
                 next_end: 0,
                 armed: None,
@@ -485,6 +488,18 @@ impl<C: Attached + Send + 'static> Driver<C> {
         let mut st = lock(&self.inner.state);
         st.client.answer_direct(peer, opaque, o, spent);
         self.inner.flush(&mut st, clock::now());
+    }
+
+    /// The reply to the request with correlation id `id`, when it comes.
+    pub(crate) fn await_reply(&self, id: String) -> oneshot::Receiver<ConsumedMessage> {
+        let (tx, rx) = oneshot::channel();
+        lock(&self.inner.state).replies.insert(id, tx);
+        rx
+    }
+
+    /// Stops waiting for the reply to `id`.
+    pub(crate) fn forget_reply(&self, id: &str) {
+        lock(&self.inner.state).replies.remove(id);
     }
 
     /// Hands the broker's transaction check-backs to `checks` from now on.
@@ -1066,7 +1081,7 @@ impl<C: Attached + Send + 'static> FrameSink for PeerSink<C> {
         let mut r = Ok(());
         for bytes in frames {
             let state = &mut *st;
-            let (sink, checks) = (&mut state.sink, &state.checks);
+            let (sink, checks, replies) = (&mut state.sink, &state.checks, &mut state.replies);
             r = state
                 .client
                 .handle_frame(now, self.peer, bytes, &mut |i| match (i, sink.as_mut()) {
@@ -1081,6 +1096,12 @@ impl<C: Attached + Send + 'static> FrameSink for PeerSink<C> {
                     ) => {
                         s.direct(peer, opaque, bytes, message);
                     }
+                    (Inbound::Reply(r), _) => {
+                        // A reply nobody waits for any more (timed out) is dropped, as Java does.
+                        if let Some(tx) = replies.remove(r.correlation_id.as_str()) {
+                            let _ = tx.send(crate::consumer::pushed(bytes, r));
+                        }
+                    }
                     (Inbound::Check { peer, check }, _) => {
                         if let Some(tx) = checks {
                             let _ = tx.send(Check::new(peer, bytes, check));
@@ -1091,6 +1112,10 @@ impl<C: Attached + Send + 'static> FrameSink for PeerSink<C> {
                 .map_err(|e| e.to_string());
             if r.is_err() {
                 break;
+            }
+            if st.client.must_transmit() {
+                // A burst of broker requests (pushed replies) outgrew the answer queue.
+                inner.flush(&mut st, now);
             }
         }
         inner.events(&mut st);

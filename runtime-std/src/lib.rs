@@ -54,6 +54,7 @@
 //! | --- | --- |
 //! | [`ProducerBuilder::start`], [`consumer::ConsumerBuilder::start`] | the client is dropped; its tasks end |
 //! | [`Producer::send`], [`send_to_queue`](Producer::send_to_queue), [`send_ordered`](Producer::send_ordered), [`send_sharded`](Producer::send_sharded), [`send_batch`](Producer::send_batch), [`send_oneway`](Producer::send_oneway) | a send not yet handed to the session (waiting for a route or a request slot) is withdrawn; one handed to the session goes on (it may be stored), only its result is lost. An auto-batched message leaves with its batch |
+//! | [`Producer::request`] | as a send; once the request is stored, its reply is dropped when it comes |
 //! | [`Producer::route`] | the lookup goes on; its route serves later sends |
 //! | [`Producer::shutdown`], [`consumer::Consumer::shutdown`] | new sends / pulls are already refused; what the shutdown had not done yet (the drain, the consumer's last commit, unregistering) is skipped: uncommitted messages are delivered again |
 //! | [`consumer::Consumer::poll`], the [`consumer::MessageStream`] | cancellation safe: no message is taken before the future completes |

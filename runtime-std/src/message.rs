@@ -260,6 +260,11 @@ pub enum SendErrorKind {
         /// The remoting version (`MQVersion` ordinal: 407 is 4.9.7, 413 is 5.0.0).
         broker_version: i32,
     },
+    /// [`crate::Producer::request`]: the request was stored but no reply came in time.
+    ReplyTimeout,
+    /// [`crate::Producer::reply`]: the message is not a request a broker stored; nothing was
+    /// sent.
+    NotARequest(rmq_core::reply::ReplyError),
 }
 
 impl SendErrorKind {
@@ -268,12 +273,13 @@ impl SendErrorKind {
         match self {
             SendErrorKind::Validation(_)
             | SendErrorKind::InvalidBatch(_)
-            | SendErrorKind::TimerUnsupported { .. } => 0,
+            | SendErrorKind::TimerUnsupported { .. }
+            | SendErrorKind::NotARequest(_) => 0,
             SendErrorKind::NoRoute => 1,
             SendErrorKind::NoNameServer => 2,
             SendErrorKind::Broker { .. } | SendErrorKind::TimerRefused { .. } => 3,
             SendErrorKind::Transport(_) => 4,
-            SendErrorKind::Timeout => 5,
+            SendErrorKind::Timeout | SendErrorKind::ReplyTimeout => 5,
             SendErrorKind::Malformed => 6,
             SendErrorKind::Shutdown => 7,
             SendErrorKind::Capacity(_) => 8,
@@ -435,6 +441,10 @@ impl fmt::Display for SendError {
                 "timer messages need a 5.x broker; this one (remoting version {broker_version}) \
                  would deliver it at once, so it was not sent"
             ),
+            SendErrorKind::ReplyTimeout => {
+                f.write_str("the request was sent, but no reply came before its timeout")
+            }
+            SendErrorKind::NotARequest(e) => write!(f, "cannot reply: {e}"),
         }
     }
 }

@@ -15,11 +15,12 @@ use bytes::Bytes;
 use rmq_core::message::batch_rules::{BatchRules, RuleError};
 use rmq_core::message::properties::Preencoded;
 use rmq_core::message::validate::ValidationError;
-use rmq_core::message::{BatchMessage, UniqKeyGenerator, encode_batch, keys};
+use rmq_core::message::{BatchMessage, PropertiesRef, UniqKeyGenerator, encode_batch, keys};
 use rmq_core::producer::{
     CLIENT_API_TIMEOUT, DEFAULT_TOPIC, MessageError, MessageFields, compression_flags,
     encode_message_properties, message_properties_len,
 };
+use rmq_core::reply::{Correlation, reply_topic};
 use rmq_core::retry::{SendErrorKind as CoreKind, SendMode};
 use rmq_core::select::java_string_hash;
 use rmq_core::session::{self, SendArgs, SendFailure, SubmitError};
@@ -62,9 +63,34 @@ struct Prepared<'m> {
     batch: bool,
     /// A timer message (the session refuses it for a 4.x broker).
     timer: bool,
+    /// A reply (code 325).
+    reply: bool,
     msg_id: String,
     /// Born timestamp (unix ms), read once with the UNIQ_KEY's.
     born: i64,
+}
+
+/// What a message is besides its content.
+enum Role {
+    /// A transaction's half message ([`crate::transaction`]).
+    Half,
+    /// A request (`correlation id`, `TTL`) or a reply (also the requester's client id) of
+    /// request-reply ([`rmq_core::reply`]).
+    Request(String, String),
+    Reply(String, String, String),
+}
+
+impl Role {
+    fn correlation<'a>(&'a self, me: &'a str) -> Option<Correlation<'a>> {
+        match self {
+            Role::Half => None,
+            Role::Request(id, ttl) => Some(Correlation::request(id, me, ttl)),
+            Role::Reply(id, to, ttl) => Some(Correlation {
+                reply: true,
+                ..Correlation::request(id, to, ttl)
+            }),
+        }
+    }
 }
 
 enum Target {
@@ -72,8 +98,8 @@ enum Target {
     Queue(String, i32),
     Index(Box<dyn FnOnce(usize) -> usize + Send>),
     Key(String),
-    /// A transaction's half message (a selected queue; see [`crate::transaction`]).
-    Half,
+    /// A message with a role (a selected queue).
+    Role(Role),
 }
 
 /// What [`Producer::metrics`] reports from.
@@ -511,7 +537,93 @@ impl Producer {
 
     /// A transaction's half message, sent as [`Producer::send`] does (no auto-batch).
     pub(crate) async fn send_half(&self, msg: Message) -> Result<SendResult, SendError> {
-        self.send_with(msg, SendMode::Sync, Target::Half).await
+        self.send_with(msg, SendMode::Sync, Target::Role(Role::Half))
+            .await
+    }
+
+    /// Sends `msg` as a request (Java `DefaultMQProducer.request`) and waits up to `timeout`
+    /// (its send included) for the reply a consumer sends with [`Producer::reply`] (or Java's
+    /// `MessageUtil.createReplyMessage`), pushed back by the broker this producer sends
+    /// heartbeats to. See [`rmq_core::reply`].
+    ///
+    /// # Errors
+    /// The request's [`SendError`], or [`SendErrorKind::ReplyTimeout`] when no reply came in
+    /// time.
+    ///
+    /// ```no_run
+    /// # async fn f(p: rmq_std::Producer) -> Result<(), rmq_std::SendError> {
+    /// use std::time::Duration;
+    /// let reply = p
+    ///     .request(rmq_std::Message::new("Prices", "SKU-1"), Duration::from_secs(3))
+    ///     .await?;
+    /// println!("{}", String::from_utf8_lossy(&reply.body));
+    /// # Ok(()) }
+    /// ```
+    pub async fn request(
+        &self,
+        msg: Message,
+        timeout: StdDuration,
+    ) -> Result<crate::consumer::ConsumedMessage, SendError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let id = self.next_uniq(clock::unix_millis());
+        let d = &self.inner.driver;
+        let routed = d.with(|s| {
+            s.topic_id(&msg.topic)
+                .is_some_and(|t| !s.publish_queues(t).is_empty())
+        });
+        if !routed {
+            // As Java's prepareSendRequest: the route, then a heartbeat to every broker, so
+            // that whichever broker takes the reply knows this client and can push it.
+            d.route(&msg.topic, false, timeout).await;
+            let now = clock::now();
+            d.wait(crate::driver::Wait::Heartbeats, timeout, |c| {
+                c.session_mut().heartbeat_now(now);
+            })
+            .await;
+        }
+        let rx = d.await_reply(id.clone());
+        // However this ends (a reply, an error, the caller dropping the future), the wait is
+        // forgotten: a late reply is dropped.
+        struct Waiting<'a>(&'a Driver, &'a str);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.forget_reply(self.1);
+            }
+        }
+        let _waiting = Waiting(d, &id);
+        let role = Role::Request(id.clone(), timeout.as_millis().to_string());
+        let sent = self
+            .send_with(msg, SendMode::Sync, Target::Role(role))
+            .await?;
+        match tokio::time::timeout_at(deadline, rx).await {
+            Ok(Ok(reply)) => Ok(reply),
+            _ => Err(SendError::new(SendErrorKind::ReplyTimeout, sent.attempts)),
+        }
+    }
+
+    /// Replies `body` to `request`, a consumed message sent with [`Producer::request`] (or
+    /// Java's `request`): to `<CLUSTER>_REPLY_TOPIC` with its correlation properties, as
+    /// SEND_REPLY_MESSAGE_V2.
+    ///
+    /// # Errors
+    /// [`SendErrorKind::NotARequest`] (nothing sent), or the send's [`SendError`].
+    pub async fn reply(
+        &self,
+        request: &crate::consumer::ConsumedMessage,
+        body: impl Into<Bytes>,
+    ) -> Result<SendResult, SendError> {
+        let props = PropertiesRef::new(request.properties.as_raw());
+        let (c, cluster) = Correlation::reply_to(&props)
+            .map_err(|e| SendError::new(SendErrorKind::NotARequest(e), 0))?;
+        let mut buf = [0u8; 256];
+        let topic = reply_topic(cluster, &mut buf).ok_or(SendError::new(
+            SendErrorKind::Validation(ValidationError::TopicTooLong),
+            0,
+        ))?;
+        let role = Role::Reply(c.correlation_id.into(), c.reply_to.into(), c.ttl.into());
+        let msg = Message::new(topic, body);
+        self.send_with(msg, SendMode::Sync, Target::Role(role))
+            .await
     }
 
     pub(crate) fn driver(&self) -> &Driver {
@@ -537,7 +649,11 @@ impl Producer {
         let started = std::time::Instant::now();
         let span = info_span!("send", topic = %msg.topic, mode = ?mode);
         let r = async {
-            let p = self.prepare(&msg, matches!(target, Target::Half))?;
+            let role = match &target {
+                Target::Role(r) => Some(r),
+                _ => None,
+            };
+            let p = self.prepare(&msg, role)?;
             self.drive(p, mode, target).await
         }
         .instrument(span)
@@ -598,9 +714,14 @@ impl Producer {
     }
 
     /// The properties string of `m` (validated by the core, as every runtime does).
-    fn message_props(&self, m: &Message, uniq: &str, half: bool) -> Result<String, SendError> {
+    fn message_props(
+        &self,
+        m: &Message,
+        uniq: &str,
+        role: Option<&Role>,
+    ) -> Result<String, SendError> {
         let mut bytes = Vec::new();
-        self.message_props_into(m, Some(uniq), half, &mut bytes)?;
+        self.message_props_into(m, Some(uniq), role, &mut bytes)?;
         String::from_utf8(bytes).map_err(|_| SendError::new(SendErrorKind::Malformed, 0))
     }
 
@@ -609,12 +730,14 @@ impl Producer {
         &self,
         m: &Message,
         uniq: Option<&str>,
-        half: bool,
+        role: Option<&Role>,
         out: &mut Vec<u8>,
     ) -> Result<(), SendError> {
         let keys = m.keys.join(keys::KEY_SEPARATOR);
         let mut fields = fields_of(m, &keys);
+        let half = matches!(role, Some(Role::Half));
         fields.transaction = half.then_some(self.inner.cfg.producer_group.as_str());
+        fields.correlation = role.and_then(|r| r.correlation(&self.inner.client_id));
         let max = self.inner.cfg.max_message_size;
         let invalid = |e| match e {
             MessageError::Invalid(v) => SendError::new(SendErrorKind::Validation(v), 0),
@@ -646,10 +769,11 @@ impl Producer {
         Ok(())
     }
 
-    fn prepare<'m>(&self, m: &'m Message, half: bool) -> Result<Prepared<'m>, SendError> {
+    fn prepare<'m>(&self, m: &'m Message, role: Option<&Role>) -> Result<Prepared<'m>, SendError> {
+        let half = matches!(role, Some(Role::Half));
         let born = clock::unix_millis();
         let uniq = self.next_uniq(born);
-        let properties = self.message_props(m, &uniq, half)?;
+        let properties = self.message_props(m, &uniq, role)?;
         let mut body = m.body.clone();
         let mut sys_flag = if half {
             rmq_core::transaction::HALF_SYS_FLAG
@@ -679,6 +803,7 @@ impl Producer {
             flag: m.flag,
             batch: false,
             timer: m.timer.is_some(),
+            reply: matches!(role, Some(Role::Reply(..))),
             msg_id: uniq,
             born,
         })
@@ -702,7 +827,7 @@ impl Producer {
             let m = m.borrow();
             rules.check(&m.topic, &fields_of(m, "")).map_err(rule)?;
             let id = self.next_uniq(born);
-            self.message_props_into(m, Some(&id), false, &mut props)?;
+            self.message_props_into(m, Some(&id), None, &mut props)?;
             ends.push(props.len());
             ids.push(id);
         }
@@ -736,6 +861,7 @@ impl Producer {
             flag: 0,
             batch: true,
             timer: false,
+            reply: false,
             msg_id: String::new(),
             born,
         };
@@ -753,12 +879,13 @@ impl Producer {
         args.sys_flag = p.sys_flag;
         args.batch = p.batch;
         args.timer = p.timer;
+        args.reply = p.reply;
         // The session waits for the route (within the send's one deadline) and fixes the
         // queue; a selector is asked once it knows how many queues there are.
         let mut choose = None;
         let name;
         args.target = match target {
-            Target::Select | Target::Half => session::Target::Select,
+            Target::Select | Target::Role(_) => session::Target::Select,
             Target::Queue(broker, queue_id) => {
                 name = broker;
                 session::Target::Queue {
@@ -835,6 +962,7 @@ fn fields_of<'a>(
         wait_store_msg_ok: m.wait_store_msg_ok,
         timer: m.timer,
         transaction: None,
+        correlation: None,
         user: m.properties.iter().map(|(k, v)| (k.as_str(), v.as_str())),
     }
 }

@@ -402,6 +402,7 @@ impl Message {
             wait_store_msg_ok: true,
             timer: None,
             transaction: None,
+            correlation: None,
             user: self
                 .user_properties
                 .iter()

@@ -53,6 +53,9 @@ pub(super) enum Answer {
         opaque: i32,
         topic: Option<crate::session::TopicId>,
     },
+    /// A bare status: SUCCESS, or SYSTEM_ERROR "process reply message fail" (Java's answers to
+    /// PUSH_REPLY_MESSAGE_TO_CLIENT).
+    Status { peer: Peer, opaque: i32, ok: bool },
     /// An END_TRANSACTION (a oneway request with this negative `opaque`, which no request of
     /// the session's has) whose fields the runtime lends under `token`.
     EndTransaction { peer: Peer, opaque: i32, token: u32 },
@@ -72,6 +75,7 @@ impl Answer {
             | Answer::RunningInfo { peer, .. }
             | Answer::ConsumerStatus { peer, .. }
             | Answer::EndTransaction { peer, .. }
+            | Answer::Status { peer, .. }
             | Answer::Direct { peer, .. } => peer,
         }
     }
@@ -82,6 +86,7 @@ impl Answer {
             | Answer::RunningInfo { opaque, .. }
             | Answer::ConsumerStatus { opaque, .. }
             | Answer::EndTransaction { opaque, .. }
+            | Answer::Status { opaque, .. }
             | Answer::Direct { opaque, .. } => opaque,
         }
     }
@@ -103,6 +108,13 @@ impl Answer {
             }
             // Written by the client (a request, signed by the session).
             Answer::EndTransaction { .. } => None,
+            Answer::Status { opaque, ok, .. } => {
+                let (code, remark) = match ok {
+                    true => (0, None),
+                    false => (1, Some("process reply message fail")),
+                };
+                write_response(code, opaque, version, remark, &[], buf).ok()
+            }
             Answer::RunningInfo {
                 opaque,
                 ours: false,

@@ -1,6 +1,6 @@
 //! The client: one sans-IO value per client instance (Java's `MQClientInstance`) that owns the
 //! [`Session`] and every machine attached to it (the [`PullConsumer`](crate::pull_consumer),
-//! and the request-reply and POP machines to come), in quinn-proto's
+//! and the POP machine to come), in quinn-proto's
 //! `Connection` shape. It is what runtimes drive: they move bytes and time, and never look at
 //! a request code or choose which machine a frame is for.
 //!
@@ -10,8 +10,8 @@
 //!   session's own, or the consumer's calls, correlated by the session's one request table)
 //!   and dispatches every request a broker sends (NOTIFY_CONSUMER_IDS_CHANGED,
 //!   RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_STATUS_FROM_CLIENT, GET_CONSUMER_RUNNING_INFO,
-//!   CONSUME_MESSAGE_DIRECTLY, CHECK_TRANSACTION_STATE, and REQUEST_CODE_NOT_SUPPORTED for
-//!   the rest).
+//!   CONSUME_MESSAGE_DIRECTLY, CHECK_TRANSACTION_STATE, PUSH_REPLY_MESSAGE_TO_CLIENT, and
+//!   REQUEST_CODE_NOT_SUPPORTED for the rest).
 //! - **Transmits**: [`Client::poll_transmit`] gives answers to brokers first, then the
 //!   session's requests (routes, sends, heartbeats), then the consumer's (pulls, offsets,
 //!   locks, send-backs).
@@ -71,6 +71,7 @@ use start::Start;
 
 use crate::admin::{direct_message, is_oneway};
 use crate::pull_consumer::{Delivery, PullEvent, QueueKey};
+use crate::reply::PushedReply;
 use crate::retry::{RetryConfig, SendMode};
 use crate::send_back::{Nack, NackError, RETRY_TOPIC_PREFIX, retry_topic};
 use crate::session::{
@@ -150,6 +151,9 @@ pub enum Inbound<'a, 'm> {
         /// The message.
         message: Delivery<'a, 'm>,
     },
+    /// PUSH_REPLY_MESSAGE_TO_CLIENT: the reply to one of this requester's requests (see
+    /// [`crate::reply`]), matched by its `correlation_id`. The client answers SUCCESS.
+    Reply(&'m PushedReply<'a>),
     /// CHECK_TRANSACTION_STATE for a half message of this producer's group (see
     /// [`crate::transaction`]): ask the application's checker, then answer with
     /// [`Client::end_transaction`]`(peer, ..)` and [`crate::transaction::EndTransaction::answer`] lent under its
@@ -302,6 +306,14 @@ impl<
         (F::ADMIN && !self.answers.is_empty())
             || self.session.has_transmit()
             || self.consumer.take_wake()
+    }
+
+    /// Whether the answer queue is full: the runtime writes what [`Client::poll_transmit`]
+    /// gives before it hands in the next frame of a read, or a further request's answer is
+    /// dropped (counted in [`ClientStats::answers_dropped`]) and the broker waits for it until
+    /// its own timeout (10 s for a pushed reply, a thread of its reply pool blocked).
+    pub fn must_transmit(&self) -> bool {
+        F::ADMIN && self.answers.is_full()
     }
 
     // ----- commands ------------------------------------------------------------------------
@@ -892,7 +904,14 @@ impl<
                     spent_ms: 0,
                 }),
             }
-        } else if !C::ATTACHED && c == RequestCode::CHECK_TRANSACTION_STATE {
+        } else if F::REPLIES && !C::ATTACHED && c == RequestCode::PUSH_REPLY_MESSAGE_TO_CLIENT {
+            let reply = crate::reply::pushed_reply(frame);
+            if let Some(r) = &reply {
+                inbound(Inbound::Reply(r));
+            }
+            let ok = reply.is_some();
+            self.answer(Answer::Status { peer, opaque, ok });
+        } else if F::TRANSACTIONS && !C::ATTACHED && c == RequestCode::CHECK_TRANSACTION_STATE {
             if let Some(check) = crate::transaction::check_request(frame, self.session.group()) {
                 inbound(Inbound::Check {
                     peer,

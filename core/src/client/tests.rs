@@ -304,7 +304,9 @@ fn consume_directly_runs_on_the_application_and_its_outcome_is_answered() {
                 message.broker_name.to_string(),
             ));
         }
-        Inbound::Message(_) | Inbound::Check { .. } => panic!("not a direct message"),
+        Inbound::Message(_) | Inbound::Check { .. } | Inbound::Reply(_) => {
+            panic!("not a direct message")
+        }
     })
     .unwrap();
     assert_eq!(
@@ -919,4 +921,95 @@ fn a_consumer_drops_check_backs() {
     let mut n = 0;
     c.handle_frame(t(1), BROKER, &f, &mut |_| n += 1).unwrap();
     assert_eq!(n, 0);
+}
+
+#[test]
+fn a_pushed_reply_reaches_the_application_and_is_answered_success() {
+    let mut c = producer();
+    let ext = [
+        ("topic", "DefaultCluster_REPLY_TOPIC"),
+        (
+            "properties",
+            "MSG_TYPE\u{1}reply\u{2}CORRELATION_ID\u{1}c-7\u{2}",
+        ),
+        ("sysFlag", "0"),
+        ("queueId", "0"),
+        ("bornTimestamp", "5"),
+    ];
+    let f = request(
+        RequestCode::PUSH_REPLY_MESSAGE_TO_CLIENT,
+        9,
+        false,
+        &ext,
+        b"pong",
+    );
+    let mut seen = StdVec::new();
+    c.handle_frame(t(1), BROKER, &f, &mut |i| {
+        if let Inbound::Reply(r) = i {
+            let topic = r.topic.map(ToString::to_string);
+            seen.push((r.correlation_id.to_string(), r.body.to_vec(), topic));
+        }
+    })
+    .unwrap();
+    assert_eq!(
+        seen,
+        [(
+            "c-7".to_string(),
+            b"pong".to_vec(),
+            Some("DefaultCluster_REPLY_TOPIC".to_string())
+        )]
+    );
+    let mut buf = [0u8; 512];
+    let w = written(c.poll_transmit(t(1), &mut buf, &Lent).unwrap(), &buf);
+    assert!(w.tx.answer && w.opaque == 9);
+    assert_eq!((w.code, w.remark), (0, None), "SUCCESS, as Java answers");
+    // A consumer client does not take replies: REQUEST_CODE_NOT_SUPPORTED.
+    let mut c = consumer();
+    let mut n = 0;
+    c.handle_frame(t(1), BROKER, &f, &mut |_| n += 1).unwrap();
+    assert_eq!(n, 0);
+    let w = written(c.poll_transmit(t(1), &mut buf, &Lent).unwrap(), &buf);
+    assert_eq!(w.code, ResponseCode::REQUEST_CODE_NOT_SUPPORTED.0);
+}
+
+#[test]
+fn a_burst_of_pushed_replies_asks_for_a_transmit_before_the_queue_drops_answers() {
+    let mut c = producer();
+    let ext = [
+        ("topic", "DefaultCluster_REPLY_TOPIC"),
+        (
+            "properties",
+            "MSG_TYPE\u{1}reply\u{2}CORRELATION_ID\u{1}c\u{2}",
+        ),
+        ("sysFlag", "0"),
+        ("queueId", "0"),
+        ("bornTimestamp", "5"),
+    ];
+    let mut buf = [0u8; 512];
+    let mut answered = StdVec::new();
+    for opaque in 1..=40 {
+        let f = request(
+            RequestCode::PUSH_REPLY_MESSAGE_TO_CLIENT,
+            opaque,
+            false,
+            &ext,
+            b"x",
+        );
+        c.handle_frame(t(1), BROKER, &f, &mut |_| {}).unwrap();
+        // What a runtime does between the frames of one read.
+        if c.must_transmit() {
+            while let Some(tx) = c.poll_transmit(t(1), &mut buf, &Lent) {
+                answered.push(written(tx, &buf).opaque);
+            }
+        }
+    }
+    while let Some(tx) = c.poll_transmit(t(1), &mut buf, &Lent) {
+        answered.push(written(tx, &buf).opaque);
+    }
+    assert_eq!(
+        answered,
+        (1..=40).collect::<StdVec<_>>(),
+        "every push answered once"
+    );
+    assert_eq!(c.stats().answers_dropped, 0);
 }

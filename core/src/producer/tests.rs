@@ -220,6 +220,7 @@ fn message_properties_are_validated_and_ordered() {
         wait_store_msg_ok: true,
         timer: None,
         transaction: None,
+        correlation: None,
         user: user.iter().copied(),
     };
     let mut buf = [0u8; 128];
@@ -276,6 +277,7 @@ fn message_properties_are_validated_and_ordered() {
         wait_store_msg_ok: true,
         timer: None,
         transaction: None,
+        correlation: None,
         user: reserved.iter().copied(),
     };
     assert_eq!(
@@ -296,6 +298,7 @@ fn timer_messages_carry_their_property_and_are_refused_where_the_broker_would_dr
         wait_store_msg_ok: true,
         timer: Some(TimerDelivery::At(1_700_000_003_000)),
         transaction: None,
+        correlation: None,
         user: user.iter().copied(),
     };
     let n = encode_message_properties("T", b"x", 10, &at, Some("AB"), &mut buf).unwrap();
@@ -349,6 +352,7 @@ fn timer_messages_carry_their_property_and_are_refused_where_the_broker_would_dr
         wait_store_msg_ok: true,
         timer: None,
         transaction: None,
+        correlation: None,
         user: by_hand.iter().copied(),
     };
     assert_eq!(
@@ -458,5 +462,39 @@ fn a_half_message_says_so_and_names_its_group_and_drops_its_delay_level() {
         Err(MessageError::Invalid(
             crate::message::validate::ValidationError::TimerInTransaction
         ))
+    );
+}
+
+#[test]
+fn requests_and_replies_carry_their_correlation_and_a_reply_is_code_325() {
+    use crate::reply::Correlation;
+    let request = MessageFields {
+        correlation: Some(Correlation::request("c-1", "10.0.0.2@app", "3000")),
+        ..MessageFields::new(None, None)
+    };
+    let mut buf = [0u8; 160];
+    let n = encode_message_properties("T", b"x", 10, &request, Some("AB"), &mut buf).unwrap();
+    assert_eq!(
+        core::str::from_utf8(&buf[..n]).unwrap(),
+        "WAIT\u{1}true\u{2}UNIQ_KEY\u{1}AB\u{2}CORRELATION_ID\u{1}c-1\u{2}REPLY_TO_CLIENT\u{1}10.0.0.2@app\u{2}TTL\u{1}3000\u{2}"
+    );
+    let reply = MessageFields {
+        correlation: Some(Correlation {
+            reply: true,
+            ..Correlation::request("c-1", "10.0.0.2@app", "3000")
+        }),
+        ..MessageFields::new(None, None)
+    };
+    let n = encode_message_properties("T", b"x", 10, &reply, Some("AB"), &mut buf).unwrap();
+    assert!(
+        core::str::from_utf8(&buf[..n])
+            .unwrap()
+            .contains("MSG_TYPE\u{1}reply\u{2}")
+    );
+    let req = SendRequest::new("pg", "C_REPLY_TOPIC", 0, "b", "", 0);
+    assert_eq!(req.code(), crate::wire::RequestCode::SEND_MESSAGE_V2);
+    assert_eq!(
+        req.reply(true).code(),
+        crate::wire::RequestCode::SEND_REPLY_MESSAGE_V2
     );
 }

@@ -38,6 +38,12 @@ pub trait Features {
     /// committed to the brokers). Such a consumer need not announce itself in heartbeats:
     /// every pull carries its subscription.
     const REBALANCE: bool = true;
+    /// A transactional producer's check-backs (CHECK_TRANSACTION_STATE handed to the
+    /// application, see [`crate::transaction`]); `false` drops them.
+    const TRANSACTIONS: bool = true;
+    /// A requester's replies (PUSH_REPLY_MESSAGE_TO_CLIENT handed to the application, see
+    /// [`crate::reply`]); `false` answers them REQUEST_CODE_NOT_SUPPORTED.
+    const REPLIES: bool = true;
     /// The pull consumer's timestamp positions
     /// ([`ConsumeFromWhere::Timestamp`](crate::consumer::ConsumeFromWhere::Timestamp), seeks
     /// to [`Position::Timestamp`](crate::pull_consumer::Position::Timestamp):

@@ -164,6 +164,7 @@ impl<
                 .flag(slot.flag)
                 .sys_flag(slot.sys_flag)
                 .batch(slot.batch)
+                .reply(slot.reply)
                 .reconsume(slot.reconsume);
                 tx.body = Some(id);
                 tx.body_len = slot.body_len;

@@ -52,6 +52,8 @@ pub struct SendArgs<'a> {
     /// a broker older than 5.0, which would deliver it at once
     /// ([`SendFailure::TimerUnsupported`]).
     pub timer: bool,
+    /// A reply of request-reply ([`crate::reply`]): sent as SEND_REPLY_MESSAGE_V2 (325).
+    pub reply: bool,
 }
 
 impl SendArgs<'_> {
@@ -67,6 +69,7 @@ impl SendArgs<'_> {
             target: Target::Select,
             reconsume: None,
             timer: false,
+            reply: false,
         }
     }
 }
@@ -157,6 +160,7 @@ pub(super) struct SendSlot<P> {
     pub(super) born: i64,
     pub(super) reconsume: Option<(i32, i32)>,
     pub(super) timer: bool,
+    pub(super) reply: bool,
     pub(super) plan: Option<SendPlan<BrokerId, P>>,
     pub(super) aim: Aim,
     pub(super) req: Option<u16>,
@@ -178,6 +182,7 @@ impl<P> crate::store::Empty for SendSlot<P> {
         born: 0,
         reconsume: None,
         timer: false,
+        reply: false,
         plan: None,
         aim: Aim::Select,
         req: None,
@@ -246,6 +251,7 @@ impl<
             born: args.born_timestamp,
             reconsume: args.reconsume,
             timer: args.timer,
+            reply: args.reply,
             plan: Some(plan),
             aim,
             ..<SendSlot<F> as crate::store::Empty>::EMPTY
