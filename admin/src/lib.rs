@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use rmq_core::acl::{RequestError, emit_request};
+use rmq_core::acl::RequestError;
 use rmq_core::message::OffsetMsgId;
 use rmq_core::ops::{self, BodyError};
 use rmq_core::route::{MASTER_ID, TopicRoute};
@@ -23,10 +23,7 @@ use rmq_core::wire::headers::{
     QueryMessageRequestHeader, ResetOffsetRequestHeader, SearchOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader, ViewMessageRequestHeader,
 };
-use rmq_core::wire::{
-    Chain, CommandHeader, CommandRepr, ExtFields, Frame, LanguageCode, RequestCode, ResponseCode,
-    SerializeType, version,
-};
+use rmq_core::wire::{Chain, CommandHeader, ExtFields, Frame, RequestCode, ResponseCode};
 use rmq_std::consumer::ConsumedMessage;
 use rmq_std::{AclConfig, ConnectionError, SecurityConfig};
 
@@ -301,21 +298,8 @@ impl Admin {
         body: &[u8],
     ) -> Result<Reply, AdminError> {
         let opaque = self.opaque.fetch_add(1, Ordering::Relaxed);
-        let mut repr = CommandRepr::request(code, opaque, version::V5_3_3, None::<()>);
-        repr.language = LanguageCode::RUST;
-        let creds = self.cfg.security.acl.as_ref().map(|a| a.credentials());
-        let mut head = vec![0u8; 4096];
-        let n = emit_request(
-            &repr,
-            ext,
-            creds.as_ref(),
-            SerializeType::JSON,
-            (body, body.len()),
-            &mut head,
-        )
-        .map_err(AdminError::Request)?;
-        head.truncate(n);
-        let frame = (Bytes::from(head), Bytes::copy_from_slice(body));
+        let frame = rmq_std::request_frame(code, opaque, ext, body, &self.cfg.security)
+            .map_err(AdminError::Request)?;
         let sent = rmq_std::request_once(addr, &self.cfg.security, name_server, frame, opaque);
         match tokio::time::timeout(self.cfg.request_timeout, sent).await {
             Err(_) => Err(AdminError::Timeout(addr.to_owned())),

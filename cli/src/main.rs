@@ -195,8 +195,13 @@ mod cli {
             /// Topic.
             topic: String,
             /// Tag expression (`*`, `TagA`, `TagA || TagB`).
-            #[arg(long, default_value = "*")]
+            #[arg(long, default_value = "*", conflicts_with = "sql")]
             tag: String,
+            /// SQL92 expression on the messages' properties (`a > 5 AND b = 'x'`), evaluated
+            /// by the broker (it needs `enablePropertyFilter=true`; a broker that cannot
+            /// evaluate it, or an expression that does not parse, is an error at the start).
+            #[arg(long)]
+            sql: Option<String>,
             /// `first` or `last`: where a group without a committed offset starts; or a Unix
             /// time in ms: every assigned queue starts at the first message stored then or later.
             #[arg(long, default_value = "last", value_parser = parse_from)]
@@ -806,12 +811,14 @@ mod cli {
             Cmd::Consume {
                 topic,
                 tag,
+                sql,
                 from,
                 count,
                 exit_at_end,
                 no_commit,
             } => {
                 let tail = Tail {
+                    sql: sql.clone(),
                     from: *from,
                     count: *count,
                     exit_at_end: *exit_at_end,
@@ -990,6 +997,7 @@ mod cli {
 
     /// How `rmq consume` reads.
     struct Tail {
+        sql: Option<String>,
         from: From,
         count: Option<u64>,
         exit_at_end: bool,
@@ -1001,13 +1009,15 @@ mod cli {
         use rmq_std::core::consumer::ConsumeFromWhere;
         use std::io::Write;
         let (from, json) = (tail.from, cli.json);
-        let mut b = Consumer::builder()
-            .namesrv_addr(&need_namesrv(cli)?)
-            .subscribe(topic, tag)
-            .consume_from(match from {
-                From::First => ConsumeFromWhere::FirstOffset,
-                From::Last | From::Timestamp(_) => ConsumeFromWhere::LastOffset,
-            });
+        let mut b = Consumer::builder().namesrv_addr(&need_namesrv(cli)?);
+        b = match &tail.sql {
+            Some(sql) => b.subscribe_sql(topic, sql),
+            None => b.subscribe(topic, tag),
+        };
+        let mut b = b.consume_from(match from {
+            From::First => ConsumeFromWhere::FirstOffset,
+            From::Last | From::Timestamp(_) => ConsumeFromWhere::LastOffset,
+        });
         let mut scratch = None;
         let group = if tail.no_commit {
             let g = format!(

@@ -120,25 +120,59 @@ fn or_parts(raw: &str) -> impl Iterator<Item = &str> + Clone {
 /// The subscription expression for `SUB_ALL`.
 pub const SUB_ALL: &str = "*";
 
-/// A TAG subscription expression: `*` (or empty) for all messages, otherwise tags separated by
-/// `||` (each trimmed; empty parts dropped), as Java's `FilterAPI.buildSubscriptionData`.
+/// A subscription expression. Usually a TAG one: `*` (or empty) for all messages, otherwise
+/// tags separated by `||` (each trimmed; empty parts dropped), as Java's
+/// `FilterAPI.buildSubscriptionData`. Or an SQL92 one ([`TagExpression::sql`]), which the
+/// broker evaluates on the message's properties (it must run with `enablePropertyFilter=true`);
+/// it has no tags and the client keeps whatever the broker returns (Java `FilterAPI.build`).
 ///
 /// It borrows the expression; tags are produced on demand, so it needs no storage.
+///
+/// ```
+/// use rmq_core::consumer::TagExpression;
+/// let e = TagExpression::sql("a > 5 AND region = 'eu'");
+/// assert_eq!((e.expression_type(), e.sub_string()), ("SQL92", "a > 5 AND region = 'eu'"));
+/// assert_eq!(e.tags().count(), 0);
+/// assert_eq!(TagExpression::new("A || B").expression_type(), "TAG");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TagExpression<'a> {
     raw: &'a str,
+    sql: bool,
 }
 
 impl<'a> TagExpression<'a> {
-    /// Parses an expression. An empty string means `*`, as in Java.
+    /// Parses a TAG expression. An empty string means `*`, as in Java.
     pub const fn new(expr: &'a str) -> Self {
-        TagExpression { raw: expr }
+        TagExpression {
+            raw: expr,
+            sql: false,
+        }
+    }
+
+    /// An SQL92 expression, sent as given (an empty one is refused by the consumer, as Java
+    /// refuses it).
+    pub const fn sql(expr: &'a str) -> Self {
+        TagExpression {
+            raw: expr,
+            sql: true,
+        }
+    }
+
+    /// `"SQL92"` or `"TAG"` (Java's `ExpressionType`).
+    pub const fn expression_type(&self) -> &'static str {
+        if self.sql { "SQL92" } else { "TAG" }
+    }
+
+    /// Whether it is an SQL92 expression.
+    pub const fn is_sql(&self) -> bool {
+        self.sql
     }
 
     /// Whether the expression selects every message (`*` or empty). Like Java, `" * "` is not
-    /// `*`: it is a subscription to the tag `"*"`.
+    /// `*`: it is a subscription to the tag `"*"`. An SQL92 expression never is.
     pub fn is_all(&self) -> bool {
-        self.raw.is_empty() || self.raw == SUB_ALL
+        !self.sql && (self.raw.is_empty() || self.raw == SUB_ALL)
     }
 
     /// The `subString` Java sends: `*` for all, else the expression as given.
@@ -146,10 +180,11 @@ impl<'a> TagExpression<'a> {
         if self.is_all() { SUB_ALL } else { self.raw }
     }
 
-    /// The distinct tags (Java's `tagsSet`), in order of first appearance; none for `*`.
+    /// The distinct tags (Java's `tagsSet`), in order of first appearance; none for `*` or
+    /// an SQL92 expression.
     pub fn tags(&self) -> impl Iterator<Item = &'a str> + Clone + 'a {
         let raw = self.raw;
-        let all = self.is_all();
+        let all = self.sql || self.is_all();
         or_parts(raw)
             .map(java_trim)
             .enumerate()
@@ -259,7 +294,7 @@ impl<'a> PullRequest<'a> {
             suspend_timeout_millis: i64::try_from(suspend).unwrap_or(i64::MAX),
             subscription: Some(self.expression.sub_string()),
             sub_version: self.sub_version,
-            expression_type: Some("TAG"),
+            expression_type: Some(self.expression.expression_type()),
             max_msg_bytes: None,
             bname: Some(self.broker_name),
         }
@@ -902,7 +937,7 @@ impl ConsumeFromWhere {
 pub struct Subscription<'a> {
     /// Topic.
     pub topic: &'a str,
-    /// TAG expression.
+    /// TAG or SQL92 expression.
     pub expression: TagExpression<'a>,
     /// `subVersion`.
     pub sub_version: i64,
@@ -931,7 +966,9 @@ pub(crate) fn write_subscription(w: &mut SliceWriter<'_>, s: &Subscription<'_>) 
         }
         w.put_i64_dec(i64::from(c));
     }
-    w.put(br#"],"expressionType":"TAG","subString":"#);
+    w.put(br#"],"expressionType":""#);
+    w.put(s.expression.expression_type().as_bytes());
+    w.put(br#"","subString":"#);
     w.put_json_str(s.expression.sub_string());
     w.put(br#","subVersion":"#);
     w.put_i64_dec(s.sub_version);
@@ -987,6 +1024,32 @@ pub fn write_heartbeat(
             write_consumer(w, c);
         }
     });
+    w.finish()
+}
+
+/// Writes the body of CHECK_CLIENT_CONFIG (46, no header fields): Java's
+/// `CheckClientRequestBody` (`clientId`, `group`, `subscriptionData`), with which a consumer
+/// asks a broker of the topic whether it can evaluate an SQL92 subscription before it starts
+/// (Java `MQClientInstance.checkClientInBroker`). The broker answers SUCCESS, SYSTEM_ERROR
+/// ("The broker does not support consumer to filter message by SQL92": no
+/// `enablePropertyFilter`) or SUBSCRIPTION_PARSE_FAILED with the parser's message.
+///
+/// # Errors
+/// [`BufferTooSmall`].
+pub fn write_check_client(
+    client_id: &str,
+    group: &str,
+    sub: &Subscription<'_>,
+    buf: &mut [u8],
+) -> Result<usize, BufferTooSmall> {
+    let mut w = SliceWriter::new(buf);
+    w.put(br#"{"clientId":"#);
+    w.put_json_str(client_id);
+    w.put(br#","group":"#);
+    w.put_json_str(group);
+    w.put(br#","subscriptionData":"#);
+    write_subscription(&mut w, sub);
+    w.put_u8(b'}');
     w.finish()
 }
 

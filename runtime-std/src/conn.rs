@@ -201,6 +201,35 @@ pub(crate) async fn connect(
     Ok(conn)
 }
 
+/// The frame of a request for [`request_once`]: `code` with `ext` and `body`, signed with
+/// `security`'s ACL credentials when it has them (header, then body).
+///
+/// # Errors
+/// [`rmq_core::acl::RequestError`] when the header cannot be written.
+pub fn request_frame<E: rmq_core::wire::ExtFields>(
+    code: rmq_core::wire::RequestCode,
+    opaque: i32,
+    ext: E,
+    body: &[u8],
+    security: &crate::SecurityConfig,
+) -> Result<(Bytes, Bytes), rmq_core::acl::RequestError> {
+    use rmq_core::wire::{CommandRepr, LanguageCode, SerializeType, version};
+    let mut repr = CommandRepr::request(code, opaque, version::V5_3_3, None::<()>);
+    repr.language = LanguageCode::RUST;
+    let creds = security.acl.as_ref().map(|a| a.credentials());
+    let mut head = vec![0u8; 4096];
+    let n = rmq_core::acl::emit_request(
+        &repr,
+        ext,
+        creds.as_ref(),
+        SerializeType::JSON,
+        (body, body.len()),
+        &mut head,
+    )?;
+    head.truncate(n);
+    Ok((Bytes::from(head), Bytes::copy_from_slice(body)))
+}
+
 /// One request and its answer on a connection of its own, for operators' tools (the
 /// `rmq-admin` crate): connects to `addr` (over TLS when `security` has it for a NameServer,
 /// `name_server`, or a broker), writes the encoded request (`head`, then `body`) and returns

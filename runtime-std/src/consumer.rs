@@ -105,6 +105,15 @@ use crate::shared::Counters;
 use crate::sync::{AtomicBool, Mutex, Ordering};
 use rmq_core::metrics::{AtomicHistogram, RateWindow};
 
+/// A subscription's expression.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Expression {
+    /// Tags: `*` for all, or `a || b`.
+    Tag(String),
+    /// SQL92 on the messages' properties ([`ConsumerBuilder::subscribe_sql`]).
+    Sql92(String),
+}
+
 /// The settled configuration of a [`Consumer`].
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -113,8 +122,8 @@ pub struct ConsumerConfig {
     pub namesrv_addr: Vec<String>,
     /// Consumer group.
     pub group: String,
-    /// `(topic, tag expression)` pairs.
-    pub subscriptions: Vec<(String, String)>,
+    /// `(topic, expression)` pairs.
+    pub subscriptions: Vec<(String, Expression)>,
     /// Instance name (the client id is `ip@instance`); unique per consumer by default.
     pub instance_name: String,
     /// Where a queue without a committed offset starts.
@@ -204,6 +213,17 @@ pub enum ConsumerConfigError {
     /// No NameServer answered the start (the last connection's error, if one failed): nothing
     /// could be assigned. [`ConsumerBuilder::lazy_start`] starts anyway and keeps trying.
     NameServersUnreachable(Option<crate::ConnectionError>),
+    /// The broker refused an SQL92 subscription ([`ConsumerBuilder::subscribe_sql`]):
+    /// SUBSCRIPTION_PARSE_FAILED (23) with the parser's message, or SYSTEM_ERROR (1) when it
+    /// runs without `enablePropertyFilter=true`.
+    Filter {
+        /// The topic subscribed.
+        topic: String,
+        /// The broker's response code.
+        code: i32,
+        /// The broker's remark.
+        remark: String,
+    },
 }
 
 impl std::fmt::Display for ConsumerConfigError {
@@ -217,6 +237,16 @@ impl std::fmt::Display for ConsumerConfigError {
             ConsumerConfigError::Session(_) => "the client session refused the configuration",
             ConsumerConfigError::Subscription(_) => "the consumer refused a subscription",
             ConsumerConfigError::NameServersUnreachable(_) => "no NameServer answered the start",
+            ConsumerConfigError::Filter {
+                topic,
+                code,
+                remark,
+            } => {
+                return write!(
+                    f,
+                    "the broker refused the SQL92 subscription to {topic} (code {code}): {remark}"
+                );
+            }
         })
     }
 }
@@ -281,11 +311,35 @@ impl ConsumerBuilder {
     /// Subscribes to `topic` with a TAG expression (`*`, `a || b`); a second call for the same
     /// topic replaces the expression.
     #[must_use]
-    pub fn subscribe(mut self, topic: &str, expression: &str) -> Self {
+    pub fn subscribe(self, topic: &str, expression: &str) -> Self {
+        self.subscribe_with(topic, Expression::Tag(expression.to_owned()))
+    }
+
+    /// Subscribes to `topic` with an SQL92 expression on the messages' properties (Java
+    /// `MessageSelector.bySql`), evaluated by the broker, which must run with
+    /// `enablePropertyFilter=true`: [`ConsumerBuilder::start`] asks the broker to check the
+    /// expression first (CHECK_CLIENT_CONFIG, as Java does) and fails with
+    /// [`ConsumerConfigError::Filter`] when it refuses it. A second call for the same topic
+    /// replaces the expression.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), rmq_std::consumer::ConsumerConfigError> {
+    /// let c = rmq_std::consumer::Consumer::builder()
+    ///     .namesrv_addr("127.0.0.1:9876")
+    ///     .group("alerts")
+    ///     .subscribe_sql("Telemetry", "temp > 80 AND site = 'north'")
+    ///     .start()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn subscribe_sql(self, topic: &str, expression: &str) -> Self {
+        self.subscribe_with(topic, Expression::Sql92(expression.to_owned()))
+    }
+
+    fn subscribe_with(mut self, topic: &str, expression: Expression) -> Self {
         self.cfg.subscriptions.retain(|(t, _)| t != topic);
-        self.cfg
-            .subscriptions
-            .push((topic.to_owned(), expression.to_owned()));
+        self.cfg.subscriptions.push((topic.to_owned(), expression));
         self
     }
     setters! {
@@ -683,7 +737,10 @@ impl Consumer {
         let subscribed = driver.attach(deliver, |c, s, extras| {
             let now = clock::now();
             for (topic, expression) in &cfg.subscriptions {
-                c.subscribe(now, s, topic, expression)?;
+                match expression {
+                    Expression::Tag(e) => c.subscribe(now, s, topic, e)?,
+                    Expression::Sql92(e) => c.subscribe_sql(now, s, topic, e)?,
+                };
             }
             let mut body = vec![0u8; 4096];
             while c.heartbeat_body(s, &mut body).is_none() && body.len() < (1 << 24) {
@@ -726,7 +783,72 @@ impl Consumer {
         if !started {
             debug!(group = c.inner.cfg.group, "start not confirmed in time");
         }
+        c.check_filters().await?;
         Ok(c)
+    }
+
+    /// Asks a broker of each SQL92-subscribed topic whether it can evaluate the expression
+    /// (CHECK_CLIENT_CONFIG, Java `checkClientInBroker`): a refusal fails the start. A topic
+    /// without a route yet is not checked (Java skips it too); a broker that cannot be asked
+    /// in time is logged and the start goes on.
+    async fn check_filters(&self) -> Result<(), ConsumerConfigError> {
+        let cfg = &self.inner.cfg;
+        for (topic, e) in &cfg.subscriptions {
+            let Expression::Sql92(sql) = e else { continue };
+            let addr = self.inner.driver.with(|s| {
+                let t = s.topic_id(topic)?;
+                let q = s.subscribe_queues(t).first()?;
+                s.broker_addr(q.broker).map(str::to_owned)
+            });
+            let Some(addr) = addr else { continue };
+            let sub = rmq_core::consumer::Subscription {
+                topic,
+                expression: rmq_core::consumer::TagExpression::sql(sql),
+                sub_version: 0,
+            };
+            let mut body = vec![0u8; 1024 + sql.len() * 6];
+            let n = rmq_core::consumer::write_check_client(
+                &self.inner.client_id,
+                &cfg.group,
+                &sub,
+                &mut body,
+            )
+            .unwrap_or(0);
+            body.truncate(n);
+            let code = rmq_core::wire::RequestCode::CHECK_CLIENT_CONFIG;
+            let Ok(frame) = crate::conn::request_frame(code, 1, (), &body, &cfg.security) else {
+                continue;
+            };
+            let asked = crate::conn::request_once(&addr, &cfg.security, false, frame, 1);
+            let answer = match tokio::time::timeout(cfg.start_timeout, asked).await {
+                Ok(Ok(f)) => f,
+                _ => {
+                    warn!(
+                        topic,
+                        addr, "could not check the SQL92 subscription with the broker"
+                    );
+                    continue;
+                }
+            };
+            let refused = rmq_core::wire::Frame::new_checked(&answer)
+                .ok()
+                .and_then(|f| {
+                    let h = rmq_core::wire::CommandHeader::parse(&f).ok()?;
+                    let ok = h.code() == rmq_core::wire::ResponseCode::SUCCESS.0;
+                    let remark = h.remark().and_then(unescaped).unwrap_or_default();
+                    (!ok).then(|| (h.code(), String::from_utf8_lossy(&remark).into_owned()))
+                });
+            if let Some((code, remark)) = refused {
+                // Unregistered again (Java checks before its first heartbeat).
+                self.shutdown().await;
+                return Err(ConsumerConfigError::Filter {
+                    topic: topic.clone(),
+                    code,
+                    remark,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// The client id (`ip@instance`) announced in heartbeats.
@@ -1054,12 +1176,7 @@ pub(crate) fn pushed(frame: &Bytes, r: &rmq_core::reply::PushedReply<'_>) -> Con
             .map_or_else(|| share(frame, r.body), Bytes::from),
         false => share(frame, r.body),
     };
-    let props = r.properties.and_then(|p| {
-        let mut buf = vec![0u8; p.unescaped_len().ok()?];
-        let n = p.unescape_into(&mut buf).ok()?.len();
-        buf.truncate(n);
-        Some(Bytes::from(buf))
-    });
+    let props = r.properties.and_then(unescaped).map(Bytes::from);
     let properties = Properties(props.unwrap_or_default());
     let topic = r.topic.unwrap_or_default().to_owned();
     ConsumedMessage {
@@ -1170,3 +1287,11 @@ pub use stream::MessageStream;
 
 #[cfg(test)]
 mod tests;
+
+/// A header string's bytes with its JSON escapes decoded.
+fn unescaped(f: rmq_core::wire::FieldStr<'_>) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; f.unescaped_len().ok()?];
+    let n = f.unescape_into(&mut buf).ok()?.len();
+    buf.truncate(n);
+    Some(buf)
+}

@@ -102,10 +102,10 @@ pub use config::{
     AclConfig, ConfigError, FaultProfile, ProducerBuilder, ProducerConfig, RUNTIME_ADAPTIVE,
     SecurityConfig,
 };
-pub use conn::request_once;
 /// Connection diagnostics for tests (memory bounds); not part of the API.
 #[doc(hidden)]
 pub use conn::{ConnStats, MAX_RX_FRAME};
+pub use conn::{request_frame, request_once};
 pub use driver::Health;
 pub use message::{ConnectionError, Message, MessageQueue, SendError, SendErrorKind, SendResult};
 pub use producer::{Producer, RouteInfo};

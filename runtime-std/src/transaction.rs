@@ -197,11 +197,14 @@ async fn answer_checks(
         let checker = checker.clone();
         let msg = c.message;
         let outcome = tokio::task::spawn_blocking(move || checker.check(&msg)).await;
-        c.end.state = outcome.unwrap_or(LocalState::Unknown);
-        if c.end.state == LocalState::Unknown {
-            c.end.remark =
-                Some("checkLocalTransactionState: unknown (or the checker panicked)".into());
-        }
+        // As Java: a remark only when the checker failed (a panic here), not on "unknown".
+        c.end.state = match outcome {
+            Ok(s) => s,
+            Err(_) => {
+                c.end.remark = Some("checkLocalTransactionState Exception: panicked".into());
+                LocalState::Unknown
+            }
+        };
         producer.driver().end_transaction(Some(c.peer), c.end);
     }
 }

@@ -108,6 +108,10 @@ fn pull_request_header() {
         req.rpc_timeout(Duration::from_millis(10)),
         CONSUMER_TIMEOUT_WHEN_SUSPEND
     );
+    req.expression = TagExpression::sql("a > 1 || b = '*'");
+    let h = req.header();
+    assert_eq!(h.subscription, Some("a > 1 || b = '*'"), "as given");
+    assert_eq!(h.expression_type, Some("SQL92"));
     req.suspend = None;
     req.commit_offset = None;
     req.expression = TagExpression::new("");
@@ -610,4 +614,32 @@ proptest! {
         let got: StdVec<&str> = super::or_parts(&raw).collect();
         prop_assert_eq!(got, want);
     }
+}
+
+#[test]
+fn sql92_subscriptions_have_no_tags_and_filter_nothing_on_the_client() {
+    let e = TagExpression::sql("*");
+    assert!(!e.is_all(), "an SQL92 `*` is an expression, not SUB_ALL");
+    assert_eq!(e.sub_string(), "*");
+    assert_eq!((e.tags().count(), e.codes().count()), (0, 0));
+    assert!(
+        e.matches(None) && e.matches(Some("x")),
+        "the broker filtered already"
+    );
+    let sub = Subscription {
+        topic: "T",
+        expression: TagExpression::sql("color = 'red'"),
+        sub_version: 7,
+    };
+    let mut buf = [0u8; 512];
+    let n = write_check_client("1.2.3.4@x", "g", &sub, &mut buf).unwrap();
+    assert_eq!(
+        core::str::from_utf8(&buf[..n]).unwrap(),
+        concat!(
+            r#"{"clientId":"1.2.3.4@x","group":"g","subscriptionData":{"classFilterMode":false,"#,
+            r#""codeSet":[],"expressionType":"SQL92","subString":"color = 'red'","subVersion":7,"#,
+            r#""tagsSet":[],"topic":"T"}}"#
+        )
+    );
+    assert!(write_check_client("c", "g", &sub, &mut buf[..40]).is_err());
 }

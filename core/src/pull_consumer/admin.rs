@@ -147,7 +147,7 @@ impl<
             let _ = status.push((topic, st));
             let _ = subs.push(Subscription {
                 topic,
-                expression: TagExpression::new(&s.expression),
+                expression: s.expr(),
                 sub_version: self.sub_version,
             });
         }
@@ -186,7 +186,7 @@ impl<
             let topic = session.topic_name(s.topic)?;
             let sub = Subscription {
                 topic,
-                expression: TagExpression::new(&s.expression),
+                expression: s.expr(),
                 sub_version: self.sub_version,
             };
             subs.push(sub).ok()?;

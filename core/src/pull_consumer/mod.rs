@@ -356,6 +356,8 @@ enum LockStep {
 struct Sub {
     topic: TopicId,
     expression: String<MAX_EXPRESSION>,
+    /// An SQL92 expression (else TAG).
+    sql: bool,
     /// Pulls answered, their summed round trips (ms), messages acknowledged and nacked, and
     /// those counts at the last running-info report.
     counts: SubCounts,
@@ -371,6 +373,16 @@ struct Sub {
     /// periodic refresh.
     stale: bool,
     refreshed_at: Option<Instant>,
+}
+
+impl Sub {
+    fn expr(&self) -> TagExpression<'_> {
+        if self.sql {
+            TagExpression::sql(&self.expression)
+        } else {
+            TagExpression::new(&self.expression)
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default)]

@@ -45,7 +45,7 @@ impl<
         match result.status {
             PullStatus::Found => {
                 let sub = self.subs.iter().find(|s| s.topic == key.topic);
-                let expr = TagExpression::new(sub.map_or("*", |s| s.expression.as_str()));
+                let expr = sub.map_or(TagExpression::new(SUB_ALL), Sub::expr);
                 let topic = session.topic_name(key.topic).unwrap_or("");
                 let retry = topic.starts_with(RETRY_TOPIC_PREFIX);
                 let broker_name = session.broker_name(key.broker).unwrap_or("");
@@ -147,6 +147,7 @@ impl<
         };
         let mut expression: String<MAX_EXPRESSION> = String::new();
         let _ = expression.push_str(&sub.expression);
+        let sql = sub.sql;
         let peer = session.read_peer(key.broker, false);
         let (tx, next) = match state {
             QState::New if self.broadcasting::<S>() => {
@@ -283,7 +284,11 @@ impl<
                     max_msgs: max,
                     commit_offset,
                     suspend: self.suspend,
-                    expression: TagExpression::new(&expression),
+                    expression: if sql {
+                        TagExpression::sql(&expression)
+                    } else {
+                        TagExpression::new(&expression)
+                    },
                     sub_version: self.sub_version,
                 };
                 let timeout = req.rpc_timeout(CLIENT_API_TIMEOUT);

@@ -26,6 +26,36 @@ impl<
         topic: &str,
         expression: &str,
     ) -> Result<TopicId, PullConfigError> {
+        self.subscribe_as(now, session, topic, TagExpression::new(expression))
+    }
+
+    /// Subscribes `topic` with an SQL92 `expression` on the messages' properties (the broker
+    /// evaluates it and must run with `enablePropertyFilter=true`); the group's retry topic
+    /// stays subscribed to `*`, as in Java.
+    ///
+    /// # Errors
+    /// [`PullConfigError`]; [`PullConfigError::Expression`] for an empty expression too.
+    pub fn subscribe_sql<S: SessionApi>(
+        &mut self,
+        now: Instant,
+        session: &mut S,
+        topic: &str,
+        expression: &str,
+    ) -> Result<TopicId, PullConfigError> {
+        if java_blank(expression) {
+            return Err(PullConfigError::Expression);
+        }
+        self.subscribe_as(now, session, topic, TagExpression::sql(expression))
+    }
+
+    fn subscribe_as<S: SessionApi>(
+        &mut self,
+        now: Instant,
+        session: &mut S,
+        topic: &str,
+        expr: TagExpression<'_>,
+    ) -> Result<TopicId, PullConfigError> {
+        let expression = expr.sub_string();
         let broadcasting = self.model == MessageModel::Broadcasting;
         let timestamp = self.consume_from == ConsumeFromWhere::Timestamp;
         if self.orderly != self.orderly::<S>()
@@ -44,7 +74,7 @@ impl<
         if self.subs.iter().any(|s| s.topic == t) {
             return Err(PullConfigError::Duplicate);
         }
-        self.add_sub(t, e)?;
+        self.add_sub(t, e, expr.is_sql())?;
         if self.retry && !topic.starts_with(RETRY_TOPIC_PREFIX) {
             // Where this group's messages sent back return (Java `copySubscription`).
             let name: String<{ MAX_NAME + 8 }> =
@@ -55,7 +85,7 @@ impl<
             if !self.subs.iter().any(|s| s.topic == r) {
                 let mut all = String::new();
                 let _ = all.push_str(SUB_ALL);
-                self.add_sub(r, all)?;
+                self.add_sub(r, all, false)?;
             }
         }
         Ok(t)
@@ -65,10 +95,12 @@ impl<
         &mut self,
         topic: TopicId,
         expression: String<MAX_EXPRESSION>,
+        sql: bool,
     ) -> Result<(), PullConfigError> {
         let sub = Sub {
             topic,
             expression,
+            sql,
             list: false,
             listing: false,
             unrouted: false,
@@ -312,4 +344,9 @@ impl<
         )
         .ok()
     }
+}
+
+/// Java `StringUtils.isBlank` for ASCII white space (what `FilterAPI.build` refuses).
+fn java_blank(s: &str) -> bool {
+    s.bytes().all(|b| b.is_ascii_whitespace())
 }

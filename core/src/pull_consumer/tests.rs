@@ -482,6 +482,24 @@ fn heartbeat_announces_the_subscription() {
 }
 
 #[test]
+fn an_sql92_subscription_is_announced_as_such() {
+    let mut w = World::new(1);
+    assert_eq!(
+        w.c.subscribe_sql(w.now, &mut w.s, "S", " \t"),
+        Err(PullConfigError::Expression),
+        "blank, as Java refuses it"
+    );
+    w.c.subscribe_sql(w.now, &mut w.s, "S", "a > 5").unwrap();
+    let mut buf = [0u8; 2048];
+    let n = w.c.heartbeat_body(&w.s, &mut buf).unwrap();
+    let body = core::str::from_utf8(&buf[..n]).unwrap();
+    assert!(
+        body.contains(r#""expressionType":"SQL92","subString":"a > 5","subVersion":77,"tagsSet":[],"topic":"S""#),
+        "{body}"
+    );
+}
+
+#[test]
 fn unknown_opaques_are_not_the_consumers() {
     let mut w = World::new(1);
     let f = response(0, 12345, &[], b"");

@@ -59,6 +59,8 @@ impl RequestCode {
     pub const LOCK_BATCH_MQ: RequestCode = RequestCode(41);
     /// `42` UNLOCK_BATCH_MQ.
     pub const UNLOCK_BATCH_MQ: RequestCode = RequestCode(42);
+    /// `46` CHECK_CLIENT_CONFIG.
+    pub const CHECK_CLIENT_CONFIG: RequestCode = RequestCode(46);
     /// `101` GET_KV_CONFIG.
     pub const GET_KV_CONFIG: RequestCode = RequestCode(101);
     /// `105` GET_ROUTEINFO_BY_TOPIC.
@@ -123,6 +125,7 @@ impl RequestCode {
             40 => "NOTIFY_CONSUMER_IDS_CHANGED",
             41 => "LOCK_BATCH_MQ",
             42 => "UNLOCK_BATCH_MQ",
+            46 => "CHECK_CLIENT_CONFIG",
             101 => "GET_KV_CONFIG",
             105 => "GET_ROUTEINFO_BY_TOPIC",
             106 => "GET_BROKER_CLUSTER_INFO",

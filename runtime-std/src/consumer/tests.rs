@@ -168,7 +168,7 @@ async fn builder_validation() {
     let b = b.subscribe("T", "a").subscribe("T", "b || c");
     assert_eq!(
         b.config().subscriptions,
-        [("T".to_owned(), "b || c".to_owned())]
+        [("T".to_owned(), Expression::Tag("b || c".to_owned()))]
     );
     // Two default builders never share an instance name (client ids must differ).
     assert_ne!(
