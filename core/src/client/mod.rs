@@ -449,7 +449,7 @@ impl<
     /// the runtime keeps them until then. `false`: not queued (a build without
     /// [`Features::ADMIN`], or too many answers waiting).
     pub fn end_transaction(&mut self, peer: Peer, token: u32) -> bool {
-        if !F::ADMIN || self.answers.is_full() {
+        if !F::ADMIN || !F::TRANSACTIONS || self.answers.is_full() {
             return false;
         }
         // -1, -2, ... down to i32::MIN, then -1 again.
@@ -936,6 +936,8 @@ impl<
             Answer::NotServed { opaque, code, .. } => {
                 crate::admin::write_not_supported(code, opaque, version, buf).ok()
             }
+            // (Never queued without transactions: a gateway's flash keeps none of this.)
+            Answer::EndTransaction { .. } if !F::TRANSACTIONS => None,
             Answer::EndTransaction { opaque, token, .. } => {
                 lend.end_transaction(token).and_then(|e| {
                     let code = RequestCode::END_TRANSACTION;
