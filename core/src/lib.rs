@@ -75,6 +75,7 @@ pub mod ops;
 pub mod outbox;
 pub mod producer;
 pub mod pull_consumer;
+pub mod recall;
 pub mod reply;
 pub mod retry;
 pub mod route;

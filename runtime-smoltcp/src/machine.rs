@@ -51,6 +51,7 @@ impl<const CONSUMER: bool> Features for Gateway<CONSUMER> {
     // A gateway sends neither half messages nor requests.
     const TRANSACTIONS: bool = false;
     const REPLIES: bool = false;
+    const RECALL: bool = false;
 }
 
 /// A gateway: the core client of a session with `T` topics, `B` brokers, `Q` queues, `R`
@@ -161,7 +162,10 @@ impl<
                     direct = Some((peer, opaque));
                 }
                 // (A gateway sends no half messages: no check-back names its group.)
-                Inbound::Direct { .. } | Inbound::Check { .. } | Inbound::Reply(_) => {}
+                Inbound::Direct { .. }
+                | Inbound::Check { .. }
+                | Inbound::Reply(_)
+                | Inbound::RecallHandle { .. } => {}
             });
         if let Some((peer, opaque)) = direct.filter(|_| F::ADMIN) {
             self.client

@@ -161,6 +161,8 @@ pub(crate) fn split(r: &SendResult, ids: Vec<String>) -> Vec<SendResult> {
             queue: r.queue.clone(),
             queue_offset,
             attempts: r.attempts,
+            // A batch has none (the broker gives none; its members are not timer messages).
+            recall_handle: None,
         })
         .collect()
 }

@@ -111,9 +111,10 @@ pub(crate) trait Sink<C>: Send {
 /// oneshot and the sender's future on every send.
 pub(crate) type Outcome = Result<SendReceipt, Box<SendFailure>>;
 
-/// How a send ended, and the name of the broker that stored it (empty on failure): read under
-/// the lock that hands the outcome out, so the sender needs no second one.
-pub(crate) type Done = (Outcome, String);
+/// How a send ended, the name of the broker that stored it (empty on failure), read under the
+/// lock that hands the outcome out, so the sender needs no second one, and its recall handle
+/// (a timer message on 5.3.2+).
+pub(crate) type Done = (Outcome, String, Option<String>);
 
 /// A queue selector: given the topic's queue count, the index of the queue to send to.
 pub(crate) type Chooser = Box<dyn FnOnce(usize) -> usize + Send>;
@@ -126,6 +127,8 @@ struct Pending {
     /// Asked when the session wants the queue chosen ([`Event::ChooseQueue`]).
     choose: Option<Chooser>,
     done: oneshot::Sender<Done>,
+    /// The broker's recall handle, once its response came ([`Inbound::RecallHandle`]).
+    recall: Option<String>,
     _slot: OwnedSemaphorePermit,
 }
 
@@ -690,6 +693,7 @@ impl<C: Attached + Send + 'static> Driver<C> {
                 body,
                 choose,
                 done,
+                recall: None,
                 _slot: slot,
             });
             self.inner.events(&mut st);
@@ -949,7 +953,7 @@ impl<C: Attached + Send + 'static> Inner<C> {
                             Err(_) => None,
                         };
                         let broker = broker.unwrap_or("").to_owned();
-                        let _ = p.done.send((result.map_err(Box::new), broker));
+                        let _ = p.done.send((result.map_err(Box::new), broker, p.recall));
                     }
                 }
                 Event::Reconnect(peer) => {
@@ -1082,6 +1086,7 @@ impl<C: Attached + Send + 'static> FrameSink for PeerSink<C> {
         for bytes in frames {
             let state = &mut *st;
             let (sink, checks, replies) = (&mut state.sink, &state.checks, &mut state.replies);
+            let sends = &mut state.sends;
             r = state
                 .client
                 .handle_frame(now, self.peer, bytes, &mut |i| match (i, sink.as_mut()) {
@@ -1095,6 +1100,11 @@ impl<C: Attached + Send + 'static> FrameSink for PeerSink<C> {
                         Some(s),
                     ) => {
                         s.direct(peer, opaque, bytes, message);
+                    }
+                    (Inbound::RecallHandle { send, handle }, _) => {
+                        if let Some(p) = sends.get_mut(send.0) {
+                            p.recall = Some(handle.to_owned());
+                        }
                     }
                     (Inbound::Reply(r), _) => {
                         // A reply nobody waits for any more (timed out) is dropped, as Java does.

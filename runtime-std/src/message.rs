@@ -199,6 +199,9 @@ pub struct SendResult {
     pub queue_offset: i64,
     /// Attempts made.
     pub attempts: u8,
+    /// What [`Producer::recall`](crate::Producer::recall) takes to stop this message before
+    /// it is delivered: set by a 5.3.2+ broker for a timer or delay message (not in a batch).
+    pub recall_handle: Option<String>,
 }
 
 /// Why a send failed.
@@ -265,6 +268,9 @@ pub enum SendErrorKind {
     /// [`crate::Producer::reply`]: the message is not a request a broker stored; nothing was
     /// sent.
     NotARequest(rmq_core::reply::ReplyError),
+    /// [`crate::Producer::recall`]: the handle is not one a broker wrote, or names another
+    /// topic or a retry/DLQ topic; nothing was sent.
+    InvalidRecallHandle(rmq_core::recall::HandleError),
 }
 
 impl SendErrorKind {
@@ -274,7 +280,8 @@ impl SendErrorKind {
             SendErrorKind::Validation(_)
             | SendErrorKind::InvalidBatch(_)
             | SendErrorKind::TimerUnsupported { .. }
-            | SendErrorKind::NotARequest(_) => 0,
+            | SendErrorKind::NotARequest(_)
+            | SendErrorKind::InvalidRecallHandle(_) => 0,
             SendErrorKind::NoRoute => 1,
             SendErrorKind::NoNameServer => 2,
             SendErrorKind::Broker { .. } | SendErrorKind::TimerRefused { .. } => 3,
@@ -445,6 +452,7 @@ impl fmt::Display for SendError {
                 f.write_str("the request was sent, but no reply came before its timeout")
             }
             SendErrorKind::NotARequest(e) => write!(f, "cannot reply: {e}"),
+            SendErrorKind::InvalidRecallHandle(e) => write!(f, "cannot recall: {e}"),
         }
     }
 }

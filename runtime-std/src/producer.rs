@@ -626,6 +626,87 @@ impl Producer {
             .await
     }
 
+    /// Recalls a timer message before it is delivered (RocketMQ 5.3.2+, Java
+    /// `DefaultMQProducer.recallMessage`): `handle` is its [`SendResult::recall_handle`].
+    /// Returns the recalled message's id (its UNIQ_KEY, the `msg_id` of its send). See
+    /// [`rmq_core::recall`].
+    ///
+    /// # Errors
+    /// [`SendErrorKind::InvalidRecallHandle`] (nothing sent); [`SendErrorKind::Broker`] with
+    /// the broker's code and remark: ILLEGAL_OPERATION (604) "timestamp invalid" once the
+    /// message is due, NO_PERMISSION (16) for a broker without `recallMessageEnable=true`,
+    /// REQUEST_CODE_NOT_SUPPORTED (25) before 5.3.2; [`SendErrorKind::NoRoute`],
+    /// [`SendErrorKind::Transport`] or [`SendErrorKind::Timeout`] when the broker cannot be
+    /// asked.
+    ///
+    /// ```no_run
+    /// # async fn f(p: rmq_std::Producer) -> Result<(), rmq_std::SendError> {
+    /// use std::time::Duration;
+    /// let m = rmq_std::Message::new("Reminders", "ping").with_delay(Duration::from_secs(60));
+    /// let sent = p.send(m).await?;
+    /// if let Some(handle) = &sent.recall_handle {
+    ///     p.recall("Reminders", handle).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn recall(&self, topic: &str, handle: &str) -> Result<String, SendError> {
+        use rmq_core::recall::{RecallHandle, request_header};
+        let invalid = |e| SendError::new(SendErrorKind::InvalidRecallHandle(e), 0);
+        let mut buf = vec![0u8; handle.len()];
+        let h = RecallHandle::for_topic(topic, handle, &mut buf).map_err(invalid)?;
+        let cfg = self.config();
+        let d = &self.inner.driver;
+        let addr_of = || {
+            d.with(|s| {
+                let b = s.find_broker(h.broker_name)?;
+                s.broker_addr(b).map(str::to_owned)
+            })
+        };
+        let timeout = cfg.send_msg_timeout;
+        let addr = match addr_of() {
+            Some(a) => a,
+            None => {
+                d.route(topic, false, timeout).await;
+                addr_of().ok_or(SendError::new(SendErrorKind::NoRoute, 0))?
+            }
+        };
+        let ext = request_header(&cfg.producer_group, topic, handle, &h);
+        let code = rmq_core::wire::RequestCode::RECALL_MESSAGE;
+        let frame = crate::conn::request_frame(code, 1, ext, &[], &cfg.security)
+            .map_err(|_| invalid(rmq_core::recall::HandleError::TooLong))?;
+        let asked = crate::conn::request_once(&addr, &cfg.security, false, frame, 1);
+        let answer = match tokio::time::timeout(timeout, asked).await {
+            Err(_) => return Err(SendError::new(SendErrorKind::Timeout, 1)),
+            Ok(Err(e)) => {
+                let mut err = SendError::new(
+                    SendErrorKind::Transport(TransportError::ConnectionClosed),
+                    1,
+                );
+                err.cause = Some(Box::new(e));
+                return Err(err);
+            }
+            Ok(Ok(f)) => f,
+        };
+        let malformed = || SendError::new(SendErrorKind::Malformed, 1);
+        let frame = rmq_core::wire::Frame::new_checked(&answer[..]).map_err(|_| malformed())?;
+        let head = rmq_core::wire::CommandHeader::parse(&frame).map_err(|_| malformed())?;
+        if head.code() != rmq_core::wire::ResponseCode::SUCCESS.0 {
+            let remark = head.remark().and_then(|r| r.as_str()).map(str::to_owned);
+            return Err(SendError::new(
+                SendErrorKind::Broker {
+                    code: head.code(),
+                    remark,
+                },
+                1,
+            ));
+        }
+        let id = head
+            .get("msgId")
+            .and_then(|m| m.as_str())
+            .unwrap_or(h.message_id);
+        Ok(id.to_owned())
+    }
+
     pub(crate) fn driver(&self) -> &Driver {
         &self.inner.driver
     }
@@ -900,7 +981,7 @@ impl Producer {
             }
         };
         let d = &self.inner.driver;
-        let (outcome, broker_name) = d
+        let (outcome, broker_name, recall_handle) = d
             .send(&p.topic, args, p.properties, p.body, choose)
             .await
             .map_err(refused)?;
@@ -935,6 +1016,7 @@ impl Producer {
             },
             queue_offset: receipt.queue_offset.unwrap_or(-1),
             attempts: receipt.attempts,
+            recall_handle,
         })
     }
 }

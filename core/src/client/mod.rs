@@ -151,6 +151,14 @@ pub enum Inbound<'a, 'm> {
         /// The message.
         message: Delivery<'a, 'm>,
     },
+    /// The recall handle of send `send`'s stored message (a timer message on a 5.3.2+ broker,
+    /// see [`crate::recall`]); its [`Event::SendDone`] follows.
+    RecallHandle {
+        /// The send.
+        send: SendId,
+        /// The handle, as the broker wrote it.
+        handle: &'a str,
+    },
     /// PUSH_REPLY_MESSAGE_TO_CLIENT: the reply to one of this requester's requests (see
     /// [`crate::reply`]), matched by its `correlation_id`. The client answers SUCCESS.
     Reply(&'m PushedReply<'a>),
@@ -486,6 +494,14 @@ impl<
         self.now = now;
         match self.session.handle_frame(now, peer, frame)? {
             Incoming::Handled => {}
+            Incoming::RecallHandle { send, start, end } => {
+                if let Some(handle) = frame
+                    .get(start..end)
+                    .and_then(|b| core::str::from_utf8(b).ok())
+                {
+                    inbound(Inbound::RecallHandle { send, handle });
+                }
+            }
             Incoming::Response(opaque) => {
                 let deliver = &mut |d: Delivery<'_, '_>| inbound(Inbound::Message(d));
                 let _ = self

@@ -304,7 +304,10 @@ fn consume_directly_runs_on_the_application_and_its_outcome_is_answered() {
                 message.broker_name.to_string(),
             ));
         }
-        Inbound::Message(_) | Inbound::Check { .. } | Inbound::Reply(_) => {
+        Inbound::Message(_)
+        | Inbound::Check { .. }
+        | Inbound::Reply(_)
+        | Inbound::RecallHandle { .. } => {
             panic!("not a direct message")
         }
     })

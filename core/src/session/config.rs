@@ -44,6 +44,9 @@ pub trait Features {
     /// A requester's replies (PUSH_REPLY_MESSAGE_TO_CLIENT handed to the application, see
     /// [`crate::reply`]); `false` answers them REQUEST_CODE_NOT_SUPPORTED.
     const REPLIES: bool = true;
+    /// The recall handles of timer messages' send responses ([`crate::recall`], handed to
+    /// the runtime as [`crate::client::Inbound::RecallHandle`]); `false` leaves them out.
+    const RECALL: bool = true;
     /// The pull consumer's timestamp positions
     /// ([`ConsumeFromWhere::Timestamp`](crate::consumer::ConsumeFromWhere::Timestamp), seeks
     /// to [`Position::Timestamp`](crate::pull_consumer::Position::Timestamp):

@@ -302,6 +302,17 @@ pub enum Incoming {
     Handled,
     /// The answer to the [`Session::call`] with this opaque: the frame is the runtime's.
     Response(i32),
+    /// A send's response carried a recall handle (a timer message on 5.3.2+, see
+    /// [`crate::recall`]; only with [`Features::RECALL`]): `frame[start..end]`, handled like
+    /// any other send response otherwise (its [`Event::SendDone`] follows).
+    RecallHandle {
+        /// The send.
+        send: SendId,
+        /// Where the handle starts in the frame.
+        start: usize,
+        /// Where it ends.
+        end: usize,
+    },
     /// A request the broker sent us (e.g. NOTIFY_CONSUMER_IDS_CHANGED): the frame is the
     /// runtime's to act on.
     Request {
@@ -861,7 +872,24 @@ impl<
                     self.route_failed(now, topic, false, true);
                 }
             }
-            ReqKind::Send { send } => self.send_response(now, send, &h, resp),
+            ReqKind::Send { send } => {
+                let handle = F::RECALL.then(|| recall_handle(&h, &resp)).flatten();
+                let id = self
+                    .sends
+                    .get(usize::from(send))
+                    .map(|x| SendId::new(send, x.generation));
+                self.send_response(now, send, &h, resp);
+                // Where the handle lies in the frame (it borrows from it: no copy here).
+                let at = handle.and_then(|f| {
+                    let raw = f.raw();
+                    let start = (raw.as_ptr() as usize).checked_sub(bytes.as_ptr() as usize)?;
+                    let end = start + raw.len();
+                    (bytes.get(start..end) == Some(raw) && !f.has_escapes()).then_some((start, end))
+                });
+                if let (Some((start, end)), Some(send)) = (at, id) {
+                    return Ok(Incoming::RecallHandle { send, start, end });
+                }
+            }
             ReqKind::Heartbeat => {
                 if code == ResponseCode::SUCCESS.0 {
                     self.stats.heartbeats_ok = self.stats.heartbeats_ok.wrapping_add(1);
@@ -1181,3 +1209,23 @@ impl<
 
 #[cfg(test)]
 mod tests;
+
+/// The `recallHandle` of a send response, from the collected ext fields (64-bit) or a scan.
+fn recall_handle<'a>(
+    h: &crate::wire::CommandHeader<'a>,
+    resp: &ResponseSlots<'a>,
+) -> Option<crate::wire::FieldStr<'a>> {
+    #[cfg(target_pointer_width = "64")]
+    {
+        let _ = h;
+        let i = SendMessageResponseHeader::KEYS
+            .iter()
+            .position(|k| *k == "recallHandle")?;
+        resp.get(i).copied().flatten()
+    }
+    #[cfg(not(target_pointer_width = "64"))]
+    {
+        let _ = resp;
+        h.get("recallHandle")
+    }
+}

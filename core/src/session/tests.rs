@@ -1308,3 +1308,31 @@ fn a_timer_refused_for_good_ends_at_once_and_flow_control_is_retried() {
     w.stored(&again, 3);
     assert!(w.done(busy).unwrap().is_ok());
 }
+
+#[test]
+fn a_recall_handle_in_a_send_response_is_pointed_out_in_the_frame() {
+    let mut w = World::new(1);
+    let id = w.send("T");
+    let r = one(w.out());
+    w.reply(&r, 0, &[], route(&[A], 4).as_bytes());
+    let s = one(w.out());
+    let qid = s.ext["e"].clone();
+    let handle = "djEgVCBiIDUgaWQ=";
+    let ext = [
+        ("msgId", "0A0000010000"),
+        ("queueId", qid.as_str()),
+        ("queueOffset", "7"),
+        ("recallHandle", handle),
+    ];
+    let f = response(0, s.opaque, &ext, b"");
+    match w.s.handle_frame(w.now, s.peer, &f).unwrap() {
+        Incoming::RecallHandle { send, start, end } => {
+            assert_eq!(send, id);
+            assert_eq!(&f[start..end], handle.as_bytes());
+        }
+        other => panic!("{other:?}"),
+    }
+    w.drain();
+    let r = w.done(id).unwrap().unwrap();
+    assert_eq!(r.queue_offset, Some(7), "an ordinary stored send otherwise");
+}

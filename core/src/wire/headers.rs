@@ -603,6 +603,28 @@ ext_header! {
 }
 
 ext_header! {
+    /// RECALL_MESSAGE (370, 5.3.2+) request.
+    pub struct RecallMessageRequestHeader<'a> {
+        /// Producer group.
+        producer_group: Option<&'a str> = "producerGroup",
+        /// The message's topic.
+        topic: &'a str = "topic",
+        /// The send result's recall handle.
+        recall_handle: &'a str = "recallHandle",
+        /// The broker named in the handle.
+        bname: Option<&'a str> = "bname",
+    }
+}
+
+ext_header! {
+    /// RECALL_MESSAGE (370) response.
+    pub struct RecallMessageResponseHeader<'a> {
+        /// The recalled message's UNIQ_KEY.
+        msg_id: &'a str = "msgId",
+    }
+}
+
+ext_header! {
     /// CHECK_TRANSACTION_STATE (39, broker to producer) request.
     pub struct CheckTransactionStateRequestHeader<'a> {
         /// Half-message queue offset.

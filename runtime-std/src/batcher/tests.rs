@@ -44,6 +44,7 @@ fn each_caller_gets_its_position() {
         },
         queue_offset: 40,
         attempts: 1,
+        recall_handle: None,
     };
     let each = split(&r, ["A", "B", "C"].map(String::from).to_vec());
     assert_eq!(each.len(), 3);
