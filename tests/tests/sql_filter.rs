@@ -1,7 +1,9 @@
 //! SQL92 subscriptions against a real Apache RocketMQ (5.3.3 and the 4.9 line) started with
 //! `enablePropertyFilter=true`: the broker evaluates the expression on the messages'
-//! properties, so the consumer receives exactly the matching messages (a client that sent the
-//! expression as a TAG one would receive none; a broker that ignored it, all). The start asks
+//! properties (set by rmq's producer and by the Java client's), so the consumer receives
+//! exactly the matching messages, the same set as a Java SQL92 consumer in another group
+//! (`tests/java/SqlConsumer.java`, `MessageSelector.bySql`); a client that sent the
+//! expression as a TAG one would receive none, a broker that ignored it all. The start asks
 //! the broker to check the expression first (CHECK_CLIENT_CONFIG, as Java does): an expression
 //! that does not parse fails the start with the broker's SUBSCRIPTION_PARSE_FAILED, and so does
 //! a broker without property filtering (SYSTEM_ERROR), instead of a consumer that silently
@@ -12,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use rmq_std::consumer::{ConsumeFromWhere, Consumer, ConsumerConfigError};
 use rmq_std::{Message, Producer};
-use rmq_tests::broker::{Cluster, ClusterOptions, Version};
+use rmq_tests::broker::{Cluster, ClusterOptions, JavaProducer, Version};
 
 const N: usize = 40;
 const SQL: &str = "color = 'red' AND n >= 10";
@@ -62,6 +64,16 @@ fn run(version: Version) {
             }
         }
         p.shutdown().await;
+        // The Java client's: red 0..19 and blue 0..19.
+        for color in ["red", "blue"] {
+            JavaProducer::new(topic, 20)
+                .body(&format!("java-{color}-{{i}}"))
+                .prop("color", color)
+                .prop("n", "{i}")
+                .run(&cluster)
+                .expect("java producer");
+        }
+        want.extend((10..20).map(|i| format!("java-red-{i}")));
 
         let c = consumer(&ns, "rmq-sql", topic, SQL)
             .start()
@@ -87,6 +99,18 @@ fn run(version: Version) {
         }
         assert_eq!(got, want, "what the broker's SQL92 filter let through");
         c.shutdown().await;
+
+        // The Java client's SQL92 consumer, in another group, reads the same set.
+        let args = [&ns, topic, "java-sql", SQL, "5000", "90000"].map(String::from);
+        let out = cluster
+            .run_java_tool("SqlConsumer", &args, Duration::from_secs(150))
+            .expect("SqlConsumer");
+        let java: BTreeSet<String> = out
+            .lines()
+            .filter_map(|l| l.strip_prefix("RMQS "))
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(java, got, "rmq's and Java's SQL92 consumers: {out}");
 
         // An expression that does not parse: refused at the start, with the parser's message.
         let e = consumer(&ns, "rmq-sql-bad", topic, "color = = 'red'")
