@@ -159,6 +159,11 @@ mod cli {
         /// A transactional send whose local transaction commits at once (a half message,
         /// then END_TRANSACTION).
         Transaction,
+        /// A request (`Producer::request`, 3 s): `rmq send` prints the reply; `rmq bench`
+        /// answers its requests with a replier in the same process (a consumer of the topic,
+        /// group `rmq-bench-replier`, echoing each body with `Producer::reply`): one round
+        /// trip per message.
+        Request,
     }
 
     /// Where `rmq consume` starts.
@@ -616,7 +621,49 @@ mod cli {
                 let r = t.send(m, |_| async { LocalState::Commit }).await?;
                 Ok(Some(r.send))
             }
+            (Mode::Request, _) => p.request(m, Duration::from_secs(3)).await.map(|_| None),
         }
+    }
+
+    /// For `--mode request`: a consumer of `topic` (from its last offset) whose messages `p`
+    /// answers with their own body, each reply on a task of its own. Runs until the process
+    /// ends.
+    async fn serve_replies(
+        cli: &Cli,
+        topic: &str,
+        p: Producer,
+    ) -> Result<rmq_std::consumer::Consumer, Box<dyn std::error::Error>> {
+        use rmq_std::consumer::{ConsumeFromWhere, Consumer};
+        let b = Consumer::builder()
+            .namesrv_addr(&need_namesrv(cli)?)
+            .group("rmq-bench-replier")
+            .subscribe(topic, "*")
+            .consume_from(ConsumeFromWhere::LastOffset);
+        let c = secured!(b, cli).start().await?;
+        let (serving, warm) = (c.clone(), p.clone());
+        tokio::spawn(async move {
+            loop {
+                for m in serving.poll(256, Duration::from_millis(100)).await {
+                    let (p, c) = (p.clone(), serving.clone());
+                    tokio::spawn(async move {
+                        let _ = p.reply(&m, m.body.clone()).await;
+                        c.ack(&m);
+                    });
+                }
+            }
+        });
+        // Until it answers: a queue starts at its last offset when first pulled, so requests
+        // stored before that are never seen (they would time out inside the measurement).
+        let t0 = Instant::now();
+        loop {
+            let probe = Message::new(topic, "warm-up");
+            match warm.request(probe, Duration::from_millis(500)).await {
+                Ok(_) => break,
+                Err(_) if t0.elapsed() < Duration::from_secs(30) => {}
+                Err(e) => return Err(format!("the replier does not answer: {e}").into()),
+            }
+        }
+        Ok(c)
     }
 
     /// A producer whose start looks `topic`'s route up.
@@ -710,6 +757,18 @@ mod cli {
                     if let Some(d) = delay {
                         m = m.with_delay(*d);
                     }
+                    if *mode == Mode::Request {
+                        // The reply, as `rmq consume` prints a message.
+                        match p.request(m, Duration::from_secs(3)).await {
+                            Ok(r) if cli.json => println!("{}", json_line(&r)),
+                            Ok(r) => println!("{}", String::from_utf8_lossy(&r.body)),
+                            Err(e) => {
+                                outcome = Err(e);
+                                break;
+                            }
+                        }
+                        continue;
+                    }
                     match send(&p, tx.as_ref(), *mode, m).await {
                         Ok(r) => print_sent(r.as_ref(), cli.json),
                         Err(e) => {
@@ -781,6 +840,10 @@ mod cli {
                     });
                 }
                 let (p, tx) = start(b, *mode).await?;
+                let replier = match mode {
+                    Mode::Request => Some(serve_replies(&cli, topic, p.clone()).await?),
+                    _ => None,
+                };
                 let limit = match (count, duration) {
                     (Some(n), _) => Limit::Count(*n),
                     (None, Some(s)) => Limit::Time(Duration::from_secs(*s)),
@@ -794,6 +857,9 @@ mod cli {
                 };
                 let report = bench(&p, tx, topic, shape, limit, "bench").await;
                 let m = p.metrics();
+                if let Some(c) = replier {
+                    c.shutdown().await;
+                }
                 p.shutdown().await;
                 if cli.json {
                     println!("{}", report.json(&m));

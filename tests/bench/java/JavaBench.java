@@ -2,7 +2,7 @@
 //
 // Same command line and result line as the other bench clients:
 //
-//   JavaBench --namesrv H:P --topic T --mode sync|async|transaction --size N --conc N --count N
+//   JavaBench --namesrv H:P --topic T --mode sync|async|transaction|request --size N --conc N --count N
 //             [--warmup N] [--group G] [--timeout-ms MS] [--latency-fault true|false]
 //   RESULT client=java mode=.. size=.. conc=.. msgs=.. errors=.. secs=.. msgs_per_s=.. p50_us=.. p99_us=..
 //
@@ -14,10 +14,17 @@
 // Body: `size` bytes of 'x', as in `rmq bench`. Compression is left at the client's default
 // (zlib level 5 for bodies of 4096 bytes or more), as in every bench client.
 import java.util.Arrays;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.RequestCallback;
+import org.apache.rocketmq.client.utils.MessageUtil;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.client.producer.LocalTransactionState;
 import org.apache.rocketmq.client.producer.TransactionListener;
 import org.apache.rocketmq.client.producer.TransactionMQProducer;
@@ -80,8 +87,10 @@ public final class JavaBench {
             }
         }
         boolean tx = mode.equals("transaction");
-        if (args.length % 2 != 0 || conc < 1 || !(mode.equals("sync") || mode.equals("async") || tx)) {
-            System.err.println("JavaBench: bad arguments (--conc >= 1, --mode sync|async|transaction)");
+        boolean request = mode.equals("request");
+        if (args.length % 2 != 0 || conc < 1
+            || !(mode.equals("sync") || mode.equals("async") || tx || request)) {
+            System.err.println("JavaBench: bad arguments (--conc >= 1, --mode sync|async|transaction|request)");
             System.exit(2);
         }
 
@@ -107,6 +116,27 @@ public final class JavaBench {
         producer.setSendMsgTimeout(timeout);
         producer.setSendLatencyFaultEnable(latencyFault);
         producer.start();
+        DefaultMQPushConsumer replier = null;
+        if (request) {
+            // The replier, as rmq bench runs it: a consumer of the topic from its last offset
+            // that echoes each request's body through the same producer.
+            replier = new DefaultMQPushConsumer("java-bench-replier");
+            replier.setNamesrvAddr(namesrv);
+            replier.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET);
+            replier.subscribe(topic, "*");
+            final DefaultMQProducer p = producer;
+            replier.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
+                for (MessageExt m : msgs) {
+                    try {
+                        p.send(MessageUtil.createReplyMessage(m, m.getBody()), 3000);
+                    } catch (Exception e) {
+                        // The requester times out and counts it.
+                    }
+                }
+                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+            });
+            replier.start();
+        }
 
         byte[] body = new byte[size];
         Arrays.fill(body, (byte) 'x');
@@ -124,6 +154,9 @@ public final class JavaBench {
             "RESULT client=java mode=%s size=%d conc=%d msgs=%d errors=%d secs=%.3f msgs_per_s=%.0f p50_us=%d p99_us=%d%n",
             mode, size, conc, count, st.errors.get(), secs, count / secs, pct(lat, 0.50), pct(lat, 0.99));
         System.out.flush();
+        if (replier != null) {
+            replier.shutdown();
+        }
         producer.shutdown();
         System.exit(0);
     }
@@ -141,6 +174,7 @@ public final class JavaBench {
         Stats st = new Stats(n);
         if (!mode.equals("async")) {
             boolean tx = mode.equals("transaction");
+            boolean request = mode.equals("request");
             AtomicLong next = new AtomicLong();
             Thread[] threads = new Thread[conc];
             for (int w = 0; w < conc; w++) {
@@ -149,7 +183,25 @@ public final class JavaBench {
                         long t = System.nanoTime();
                         boolean err;
                         try {
-                            if (tx) {
+                            if (request) {
+                                // The callback form: 5.3.3's blocking request(msg, timeout)
+                                // returns at the send's acknowledgement (apache/rocketmq #8272).
+                                CompletableFuture<Message> done = new CompletableFuture<>();
+                                producer.request(new Message(topic, body), new RequestCallback() {
+                                    @Override
+                                    public void onSuccess(Message m) {
+                                        if (m != null) {
+                                            done.complete(m);
+                                        }
+                                    }
+
+                                    @Override
+                                    public void onException(Throwable e) {
+                                        done.completeExceptionally(e);
+                                    }
+                                }, 3000);
+                                err = done.get(5000, TimeUnit.MILLISECONDS) == null;
+                            } else if (tx) {
                                 TransactionSendResult r =
                                     producer.sendMessageInTransaction(new Message(topic, body), null);
                                 err = r.getSendStatus() != SendStatus.SEND_OK
