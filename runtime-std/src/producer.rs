@@ -1050,74 +1050,57 @@ fn fields_of<'a>(
 }
 
 fn send_error(f: &SendFailure) -> SendError {
-    let attempts = f.attempts();
     let remark = |r: &heapless::String<{ session::MAX_REMARK }>| {
         (!r.is_empty()).then(|| r.as_str().to_owned())
     };
-    let (kind, retryable) = match f {
+    let kind = match f {
         SendFailure::Plan {
             error, remark: r, ..
-        } => {
-            let kind = match error.kind() {
-                CoreKind::NoRoute => SendErrorKind::NoRoute,
-                CoreKind::Broker { code } => match f.timer_refusal() {
-                    Some(refusal) => SendErrorKind::TimerRefused {
-                        refusal,
-                        code,
-                        remark: remark(r),
-                    },
-                    None => SendErrorKind::Broker {
-                        code,
-                        remark: remark(r),
-                    },
+        } => match error.kind() {
+            CoreKind::NoRoute => SendErrorKind::NoRoute,
+            CoreKind::Broker { code } => match f.timer_refusal() {
+                Some(refusal) => SendErrorKind::TimerRefused {
+                    refusal,
+                    code,
+                    remark: remark(r),
                 },
-                CoreKind::Transport(t) => SendErrorKind::Transport(t),
-                CoreKind::CallTimeout => SendErrorKind::Timeout,
-            };
-            (kind, Some(error.is_retryable()))
-        }
-        SendFailure::NoNameServer => (SendErrorKind::NoNameServer, Some(true)),
-        SendFailure::NoSuchBroker => (
-            SendErrorKind::Transport(TransportError::BrokerNotFound),
-            Some(false),
-        ),
+                None => SendErrorKind::Broker {
+                    code,
+                    remark: remark(r),
+                },
+            },
+            CoreKind::Transport(t) => SendErrorKind::Transport(t),
+            CoreKind::CallTimeout => SendErrorKind::Timeout,
+        },
+        SendFailure::NoNameServer => SendErrorKind::NoNameServer,
+        SendFailure::NoSuchBroker => SendErrorKind::Transport(TransportError::BrokerNotFound),
         SendFailure::Authentication {
             code, remark: r, ..
-        } => (
-            SendErrorKind::Authentication {
-                code: *code,
-                remark: remark(r),
-            },
-            None,
-        ),
-        SendFailure::MalformedResponse { .. } => (SendErrorKind::Malformed, None),
+        } => SendErrorKind::Authentication {
+            code: *code,
+            remark: remark(r),
+        },
+        SendFailure::MalformedResponse { .. } => SendErrorKind::Malformed,
         SendFailure::TimerRefused {
             refusal,
             code,
             remark: r,
             ..
-        } => (
-            SendErrorKind::TimerRefused {
-                refusal: *refusal,
-                code: *code,
-                remark: remark(r),
-            },
-            None,
-        ),
+        } => SendErrorKind::TimerRefused {
+            refusal: *refusal,
+            code: *code,
+            remark: remark(r),
+        },
         &SendFailure::TimerUnsupported { broker_version } => {
-            (SendErrorKind::TimerUnsupported { broker_version }, None)
+            SendErrorKind::TimerUnsupported { broker_version }
         }
-        SendFailure::Encode(e) => (SendErrorKind::Request(*e), None),
-        SendFailure::Acl(e) => (SendErrorKind::Signing(*e), None),
-        SendFailure::TooManyRequests => (
-            SendErrorKind::Capacity(SubmitError::TooManySends),
-            Some(true),
-        ),
+        SendFailure::Encode(e) => SendErrorKind::Request(*e),
+        SendFailure::Acl(e) => SendErrorKind::Signing(*e),
+        SendFailure::TooManyRequests => SendErrorKind::Capacity(SubmitError::TooManySends),
     };
-    let mut e = SendError::new(kind, attempts);
-    if let Some(r) = retryable {
-        e.retryable = r;
-    }
+    let mut e = SendError::new(kind, f.attempts());
+    // Whether trying again may help is the core's call.
+    e.retryable = f.is_retryable();
     e.failure = Some(Box::new(f.clone()));
     e
 }

@@ -9,7 +9,7 @@
 
 use std::cell::RefCell;
 
-use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
+use flate2::{Compress, Compression, FlushCompress, Status};
 use rmq_core::message::CompressionType;
 
 thread_local! {
@@ -60,26 +60,12 @@ fn one_shot(input: &[u8], level: u8) -> Vec<u8> {
 
 /// Inflates a zlib stream; `None` when it does not decode (or is truncated).
 pub fn decompress_zlib(input: &[u8]) -> Option<Vec<u8>> {
-    let mut d = Decompress::new(true);
+    use std::io::Read;
     let mut out = Vec::with_capacity(input.len().saturating_mul(4).clamp(64, 1 << 20));
-    loop {
-        let consumed = usize::try_from(d.total_in()).ok()?;
-        let rest = input.get(consumed..)?;
-        let before = (d.total_in(), d.total_out());
-        match d.decompress_vec(rest, &mut out, FlushDecompress::Finish) {
-            Ok(Status::StreamEnd) => return Some(out),
-            Ok(Status::Ok | Status::BufError) => {
-                // No progress with room left: the input ended before the stream did.
-                if (d.total_in(), d.total_out()) == before && out.len() < out.capacity() {
-                    return None;
-                }
-                if out.len() == out.capacity() {
-                    out.reserve(out.capacity());
-                }
-            }
-            Err(_) => return None,
-        }
-    }
+    flate2::read::ZlibDecoder::new(input)
+        .read_to_end(&mut out)
+        .ok()?;
+    Some(out)
 }
 
 /// Compresses `input` with `ty` (Java's `Compressor`s): zlib at `level`, LZ4 frame (lz4-java
