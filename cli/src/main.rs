@@ -626,13 +626,16 @@ mod cli {
     }
 
     /// For `--mode request`: a consumer of `topic` (from its last offset) whose messages `p`
-    /// answers with their own body, each reply on a task of its own. Runs until the process
-    /// ends.
+    /// answers with their own body, each reply on a task of its own (the producer's metrics
+    /// count the replies too), until the returned task is aborted.
     async fn serve_replies(
         cli: &Cli,
         topic: &str,
         p: Producer,
-    ) -> Result<rmq_std::consumer::Consumer, Box<dyn std::error::Error>> {
+    ) -> Result<
+        (rmq_std::consumer::Consumer, tokio::task::JoinHandle<()>),
+        Box<dyn std::error::Error>,
+    > {
         use rmq_std::consumer::{ConsumeFromWhere, Consumer};
         let b = Consumer::builder()
             .namesrv_addr(&need_namesrv(cli)?)
@@ -641,7 +644,7 @@ mod cli {
             .consume_from(ConsumeFromWhere::LastOffset);
         let c = secured!(b, cli).start().await?;
         let (serving, warm) = (c.clone(), p.clone());
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             loop {
                 for m in serving.poll(256, Duration::from_millis(100)).await {
                     let (p, c) = (p.clone(), serving.clone());
@@ -663,7 +666,7 @@ mod cli {
                 Err(e) => return Err(format!("the replier does not answer: {e}").into()),
             }
         }
-        Ok(c)
+        Ok((c, task))
     }
 
     /// A producer whose start looks `topic`'s route up.
@@ -857,7 +860,8 @@ mod cli {
                 };
                 let report = bench(&p, tx, topic, shape, limit, "bench").await;
                 let m = p.metrics();
-                if let Some(c) = replier {
+                if let Some((c, task)) = replier {
+                    task.abort();
                     c.shutdown().await;
                 }
                 p.shutdown().await;

@@ -215,7 +215,8 @@ pub enum ConsumerConfigError {
     NameServersUnreachable(Option<crate::ConnectionError>),
     /// The broker refused an SQL92 subscription ([`ConsumerBuilder::subscribe_sql`]):
     /// SUBSCRIPTION_PARSE_FAILED (23) with the parser's message, or SYSTEM_ERROR (1) when it
-    /// runs without `enablePropertyFilter=true`.
+    /// runs without `enablePropertyFilter=true`; code -1 when the check could not be written
+    /// (its ACL signature failed).
     Filter {
         /// The topic subscribed.
         topic: String,
@@ -318,9 +319,12 @@ impl ConsumerBuilder {
     /// Subscribes to `topic` with an SQL92 expression on the messages' properties (Java
     /// `MessageSelector.bySql`), evaluated by the broker, which must run with
     /// `enablePropertyFilter=true`: [`ConsumerBuilder::start`] asks the broker to check the
-    /// expression first (CHECK_CLIENT_CONFIG, as Java does) and fails with
-    /// [`ConsumerConfigError::Filter`] when it refuses it. A second call for the same topic
-    /// replaces the expression.
+    /// expression (CHECK_CLIENT_CONFIG, as Java does, after the first heartbeat where Java
+    /// asks before it) and fails with [`ConsumerConfigError::Filter`] when it refuses it; a
+    /// broker that cannot be asked in time is logged and the start goes on (Java fails). A
+    /// second call for the same topic replaces the expression. Expressions are kept up to
+    /// [`rmq_core::pull_consumer::MAX_EXPRESSION`] bytes (longer ones are refused at the
+    /// start with [`ConsumerConfigError::Subscription`]; Java has no limit).
     ///
     /// ```no_run
     /// # async fn f() -> Result<(), rmq_std::consumer::ConsumerConfigError> {
@@ -793,6 +797,8 @@ impl Consumer {
     /// in time is logged and the start goes on.
     async fn check_filters(&self) -> Result<(), ConsumerConfigError> {
         let cfg = &self.inner.cfg;
+        // One deadline for every check (the start's own timeout).
+        let deadline = tokio::time::Instant::now() + cfg.start_timeout;
         for (topic, e) in &cfg.subscriptions {
             let Expression::Sql92(sql) = e else { continue };
             let addr = self.inner.driver.with(|s| {
@@ -807,20 +813,33 @@ impl Consumer {
                 sub_version: 0,
             };
             let mut body = vec![0u8; 1024 + sql.len() * 6];
-            let n = rmq_core::consumer::write_check_client(
-                &self.inner.client_id,
-                &cfg.group,
-                &sub,
-                &mut body,
-            )
-            .unwrap_or(0);
+            let id = &self.inner.client_id;
+            let n = loop {
+                match rmq_core::consumer::write_check_client(id, &cfg.group, &sub, &mut body) {
+                    Ok(n) => break n,
+                    // (JSON escapes: up to 6 bytes a character.)
+                    Err(_) if body.len() < 1 << 24 => body.resize(body.len() * 2, 0),
+                    Err(_) => break 0,
+                }
+            };
             body.truncate(n);
             let code = rmq_core::wire::RequestCode::CHECK_CLIENT_CONFIG;
-            let Ok(frame) = crate::conn::request_frame(code, 1, (), &body, &cfg.security) else {
-                continue;
+            let frame = match crate::conn::request_frame(code, 1, (), &body, &cfg.security) {
+                Ok(f) if n > 0 => f,
+                failed => {
+                    self.shutdown().await;
+                    let why = failed
+                        .err()
+                        .map_or("too long".to_owned(), |e| e.to_string());
+                    return Err(ConsumerConfigError::Filter {
+                        topic: topic.clone(),
+                        code: -1,
+                        remark: format!("cannot write CHECK_CLIENT_CONFIG: {why}"),
+                    });
+                }
             };
             let asked = crate::conn::request_once(&addr, &cfg.security, false, frame, 1);
-            let answer = match tokio::time::timeout(cfg.start_timeout, asked).await {
+            let answer = match tokio::time::timeout_at(deadline, asked).await {
                 Ok(Ok(f)) => f,
                 _ => {
                     warn!(

@@ -728,6 +728,7 @@ impl<C: Attached + Send + 'static> Driver<C> {
         st.sends = Sends::default();
         st.waiters.clear();
         st.nacked.clear();
+        st.replies.clear();
     }
 
     /// Unregisters from every broker (waiting up to `timeout` for the answers), then stops the

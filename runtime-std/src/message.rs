@@ -268,8 +268,9 @@ pub enum SendErrorKind {
     /// [`crate::Producer::reply`]: the message is not a request a broker stored; nothing was
     /// sent.
     NotARequest(rmq_core::reply::ReplyError),
-    /// [`crate::Producer::recall`]: the handle is not one a broker wrote, or names another
-    /// topic or a retry/DLQ topic; nothing was sent.
+    /// [`crate::Producer::recall`]: the handle is not one a broker wrote, or the topic is a
+    /// retry or dead-letter one; nothing was sent. (A handle of another topic is the broker's
+    /// to refuse: [`SendErrorKind::Broker`], ILLEGAL_OPERATION "topic not match".)
     InvalidRecallHandle(rmq_core::recall::HandleError),
 }
 

@@ -542,13 +542,16 @@ impl Producer {
     }
 
     /// Sends `msg` as a request (Java `DefaultMQProducer.request`) and waits up to `timeout`
-    /// (its send included) for the reply a consumer sends with [`Producer::reply`] (or Java's
+    /// for the reply a consumer sends with [`Producer::reply`] (or Java's
     /// `MessageUtil.createReplyMessage`), pushed back by the broker this producer sends
-    /// heartbeats to. See [`rmq_core::reply`].
+    /// heartbeats to. See [`rmq_core::reply`]. The route lookup and the heartbeat round a
+    /// first request needs count against `timeout`; the send itself is bounded by
+    /// [`ProducerConfig::send_msg_timeout`](crate::ProducerConfig::send_msg_timeout), so a
+    /// request written late can end up to that much past `timeout`.
     ///
     /// # Errors
-    /// The request's [`SendError`], or [`SendErrorKind::ReplyTimeout`] when no reply came in
-    /// time.
+    /// The request's [`SendError`], [`SendErrorKind::ReplyTimeout`] when no reply came in
+    /// time, [`SendErrorKind::Shutdown`] when the producer stopped while waiting.
     ///
     /// ```no_run
     /// # async fn f(p: rmq_std::Producer) -> Result<(), rmq_std::SendError> {
@@ -564,22 +567,35 @@ impl Producer {
         msg: Message,
         timeout: StdDuration,
     ) -> Result<crate::consumer::ConsumedMessage, SendError> {
-        let deadline = tokio::time::Instant::now() + timeout;
+        let start = tokio::time::Instant::now();
+        // (`Duration::MAX`: no deadline to speak of.)
+        let deadline = start
+            .checked_add(timeout)
+            .unwrap_or(start + StdDuration::from_secs(86_400 * 365));
+        let left = || deadline.saturating_duration_since(tokio::time::Instant::now());
         let id = self.next_uniq(clock::unix_millis());
         let d = &self.inner.driver;
-        let routed = d.with(|s| {
-            s.topic_id(&msg.topic)
-                .is_some_and(|t| !s.publish_queues(t).is_empty())
+        // No route yet, or no heartbeat answered yet (a route the start looked up comes
+        // before the first heartbeat round).
+        let unknown = d.with(|s| {
+            s.stats().heartbeats_ok == 0
+                || s.topic_id(&msg.topic)
+                    .is_none_or(|t| s.publish_queues(t).is_empty())
         });
-        if !routed {
+        if unknown {
             // As Java's prepareSendRequest: the route, then a heartbeat to every broker, so
-            // that whichever broker takes the reply knows this client and can push it.
-            d.route(&msg.topic, false, timeout).await;
+            // that whichever broker takes the reply knows this client and can push it; both
+            // within the request's one deadline.
+            d.route(&msg.topic, false, left()).await;
             let now = clock::now();
-            d.wait(crate::driver::Wait::Heartbeats, timeout, |c| {
+            d.wait(crate::driver::Wait::Heartbeats, left(), |c| {
                 c.session_mut().heartbeat_now(now);
             })
             .await;
+            if left().is_zero() {
+                // Java: RequestTimeoutException before the send.
+                return Err(SendError::new(SendErrorKind::ReplyTimeout, 0));
+            }
         }
         let rx = d.await_reply(id.clone());
         // However this ends (a reply, an error, the caller dropping the future), the wait is
@@ -597,7 +613,9 @@ impl Producer {
             .await?;
         match tokio::time::timeout_at(deadline, rx).await {
             Ok(Ok(reply)) => Ok(reply),
-            _ => Err(SendError::new(SendErrorKind::ReplyTimeout, sent.attempts)),
+            // The producer was shut down while waiting.
+            Ok(Err(_)) => Err(SendError::new(SendErrorKind::Shutdown, sent.attempts)),
+            Err(_) => Err(SendError::new(SendErrorKind::ReplyTimeout, sent.attempts)),
         }
     }
 
@@ -662,20 +680,36 @@ impl Producer {
                 s.broker_addr(b).map(str::to_owned)
             })
         };
+        // One deadline for the route lookup and the request.
+        let deadline = tokio::time::Instant::now() + cfg.send_msg_timeout;
         let timeout = cfg.send_msg_timeout;
+        // Java: the handle's broker, else any broker of the topic.
+        let any_of_topic = || {
+            d.with(|s| {
+                let q = s.publish_queues(s.topic_id(topic)?).first()?;
+                s.broker_addr(q.broker).map(str::to_owned)
+            })
+        };
         let addr = match addr_of() {
             Some(a) => a,
             None => {
                 d.route(topic, false, timeout).await;
-                addr_of().ok_or(SendError::new(SendErrorKind::NoRoute, 0))?
+                addr_of()
+                    .or_else(any_of_topic)
+                    .ok_or(SendError::new(SendErrorKind::NoRoute, 0))?
             }
         };
         let ext = request_header(&cfg.producer_group, topic, handle, &h);
         let code = rmq_core::wire::RequestCode::RECALL_MESSAGE;
-        let frame = crate::conn::request_frame(code, 1, ext, &[], &cfg.security)
-            .map_err(|_| invalid(rmq_core::recall::HandleError::TooLong))?;
+        let frame = crate::conn::request_frame(code, 1, ext, &[], &cfg.security).map_err(|e| {
+            let kind = match e {
+                rmq_core::acl::RequestError::Acl(a) => SendErrorKind::Signing(a),
+                rmq_core::acl::RequestError::Encode(e) => SendErrorKind::Request(e),
+            };
+            SendError::new(kind, 0)
+        })?;
         let asked = crate::conn::request_once(&addr, &cfg.security, false, frame, 1);
-        let answer = match tokio::time::timeout(timeout, asked).await {
+        let answer = match tokio::time::timeout_at(deadline, asked).await {
             Err(_) => return Err(SendError::new(SendErrorKind::Timeout, 1)),
             Ok(Err(e)) => {
                 let mut err = SendError::new(
