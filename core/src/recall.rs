@@ -147,6 +147,26 @@ fn base64url_decode(input: &[u8], out: &mut [u8]) -> Result<usize, HandleError> 
     Ok(n)
 }
 
+/// The `recallHandle` of a send response, from the collected ext fields (64-bit) or a scan.
+pub(crate) fn response_handle<'a>(
+    h: &crate::wire::CommandHeader<'a>,
+    resp: &crate::wire::headers::ResponseSlots<'a>,
+) -> Option<crate::wire::FieldStr<'a>> {
+    #[cfg(target_pointer_width = "64")]
+    {
+        let _ = h;
+        let i = crate::wire::headers::SendMessageResponseHeader::KEYS
+            .iter()
+            .position(|k| *k == "recallHandle")?;
+        resp.get(i).copied().flatten()
+    }
+    #[cfg(not(target_pointer_width = "64"))]
+    {
+        let _ = resp;
+        h.get("recallHandle")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

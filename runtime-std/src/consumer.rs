@@ -215,8 +215,9 @@ pub enum ConsumerConfigError {
     NameServersUnreachable(Option<crate::ConnectionError>),
     /// The broker refused an SQL92 subscription ([`ConsumerBuilder::subscribe_sql`]):
     /// SUBSCRIPTION_PARSE_FAILED (23) with the parser's message, or SYSTEM_ERROR (1) when it
-    /// runs without `enablePropertyFilter=true`; code -1 when the check could not be written
-    /// (its ACL signature failed).
+    /// runs without `enablePropertyFilter=true`; code -1 when the broker could not be asked
+    /// in time (as Java, which fails its start then too; a [`ConsumerBuilder::lazy_start`]
+    /// goes on) or the check could not be written (its ACL signature failed).
     Filter {
         /// The topic subscribed.
         topic: String,
@@ -319,10 +320,9 @@ impl ConsumerBuilder {
     /// Subscribes to `topic` with an SQL92 expression on the messages' properties (Java
     /// `MessageSelector.bySql`), evaluated by the broker, which must run with
     /// `enablePropertyFilter=true`: [`ConsumerBuilder::start`] asks the broker to check the
-    /// expression (CHECK_CLIENT_CONFIG, as Java does, after the first heartbeat where Java
-    /// asks before it) and fails with [`ConsumerConfigError::Filter`] when it refuses it; a
-    /// broker that cannot be asked in time is logged and the start goes on (Java fails). A
-    /// second call for the same topic replaces the expression. Expressions are kept up to
+    /// expression before its first rebalance (CHECK_CLIENT_CONFIG, as Java does) and fails
+    /// with [`ConsumerConfigError::Filter`] when it refuses it or cannot be asked. A second
+    /// call for the same topic replaces the expression. Expressions are kept up to
     /// [`rmq_core::pull_consumer::MAX_EXPRESSION`] bytes (longer ones are refused at the
     /// start with [`ConsumerConfigError::Subscription`]; Java has no limit).
     ///
@@ -776,6 +776,8 @@ impl Consumer {
         tokio::spawn(listen::serve_directs(Arc::downgrade(&c.inner), direct_rx));
         // The core's start: routes, heartbeat, the retry topic's route, the first rebalance
         // (each step bounded), so that the queues are assigned when this returns.
+        // The SQL92 subscriptions first, as Java checks them before its rebalance.
+        c.check_filters().await?;
         let (limit, now) = (c.inner.cfg.start_timeout, clock::now());
         let d = &c.inner.driver;
         let (_, started) = d
@@ -787,20 +789,22 @@ impl Consumer {
         if !started {
             debug!(group = c.inner.cfg.group, "start not confirmed in time");
         }
-        c.check_filters().await?;
         Ok(c)
     }
 
     /// Asks a broker of each SQL92-subscribed topic whether it can evaluate the expression
-    /// (CHECK_CLIENT_CONFIG, Java `checkClientInBroker`): a refusal fails the start. A topic
-    /// without a route yet is not checked (Java skips it too); a broker that cannot be asked
-    /// in time is logged and the start goes on.
+    /// (CHECK_CLIENT_CONFIG, Java `checkClientInBroker`, before the first rebalance): a
+    /// refusal fails the start, and so does a broker that cannot be asked in time (as in
+    /// Java) unless the start is lazy. A topic without a route is not checked (Java skips it
+    /// too).
     async fn check_filters(&self) -> Result<(), ConsumerConfigError> {
         let cfg = &self.inner.cfg;
         // One deadline for every check (the start's own timeout).
         let deadline = tokio::time::Instant::now() + cfg.start_timeout;
+        let left = || deadline.saturating_duration_since(tokio::time::Instant::now());
         for (topic, e) in &cfg.subscriptions {
             let Expression::Sql92(sql) = e else { continue };
+            self.inner.driver.route(topic, false, left()).await;
             let addr = self.inner.driver.with(|s| {
                 let t = s.topic_id(topic)?;
                 let q = s.subscribe_queues(t).first()?;
@@ -841,12 +845,21 @@ impl Consumer {
             let asked = crate::conn::request_once(&addr, &cfg.security, false, frame, 1);
             let answer = match tokio::time::timeout_at(deadline, asked).await {
                 Ok(Ok(f)) => f,
-                _ => {
-                    warn!(
-                        topic,
-                        addr, "could not check the SQL92 subscription with the broker"
-                    );
+                failed if cfg.lazy_start => {
+                    warn!(topic, addr, ?failed, "SQL92 subscription not checked");
                     continue;
+                }
+                failed => {
+                    self.shutdown().await;
+                    let why = match failed {
+                        Ok(Err(e)) => e.to_string(),
+                        _ => "no answer in time".to_owned(),
+                    };
+                    return Err(ConsumerConfigError::Filter {
+                        topic: topic.clone(),
+                        code: -1,
+                        remark: format!("could not ask {addr}: {why}"),
+                    });
                 }
             };
             let refused = rmq_core::wire::Frame::new_checked(&answer)
@@ -858,7 +871,6 @@ impl Consumer {
                     (!ok).then(|| (h.code(), String::from_utf8_lossy(&remark).into_owned()))
                 });
             if let Some((code, remark)) = refused {
-                // Unregistered again (Java checks before its first heartbeat).
                 self.shutdown().await;
                 return Err(ConsumerConfigError::Filter {
                     topic: topic.clone(),

@@ -873,7 +873,9 @@ impl<
                 }
             }
             ReqKind::Send { send } => {
-                let handle = F::RECALL.then(|| recall_handle(&h, &resp)).flatten();
+                let handle = F::RECALL
+                    .then(|| crate::recall::response_handle(&h, &resp))
+                    .flatten();
                 let id = self
                     .sends
                     .get(usize::from(send))
@@ -1045,31 +1047,6 @@ impl<
         d
     }
 
-    /// The next [`Session::call`] that got no answer (its opaque, and why), taken before
-    /// [`Session::poll_event`] would report it as [`Event::CallFailed`]: a layer on top (the
-    /// client's consumer) learns of its failed calls at once.
-    pub fn poll_call_failed(&mut self) -> Option<(i32, TransportError)> {
-        if !F::CONSUMER {
-            return None;
-        }
-        while let Some(i) = self.call_failures.pop_front() {
-            let Some(&Req {
-                state: ReqState::Failed(error),
-                ..
-            }) = self.reqs.get(usize::from(i))
-            else {
-                continue;
-            };
-            let opaque = self.opaque(i);
-            if let Some(r) = self.reqs.get_mut(usize::from(i)) {
-                r.state = ReqState::Free;
-            }
-            let _ = self.req_free.push(i);
-            return Some((opaque, error));
-        }
-        None
-    }
-
     /// The next event, or `None`.
     pub fn poll_event(&mut self) -> Option<Event> {
         if let Some(b) = self.moved.pop_front() {
@@ -1209,23 +1186,3 @@ impl<
 
 #[cfg(test)]
 mod tests;
-
-/// The `recallHandle` of a send response, from the collected ext fields (64-bit) or a scan.
-fn recall_handle<'a>(
-    h: &crate::wire::CommandHeader<'a>,
-    resp: &ResponseSlots<'a>,
-) -> Option<crate::wire::FieldStr<'a>> {
-    #[cfg(target_pointer_width = "64")]
-    {
-        let _ = h;
-        let i = SendMessageResponseHeader::KEYS
-            .iter()
-            .position(|k| *k == "recallHandle")?;
-        resp.get(i).copied().flatten()
-    }
-    #[cfg(not(target_pointer_width = "64"))]
-    {
-        let _ = resp;
-        h.get("recallHandle")
-    }
-}

@@ -176,6 +176,31 @@ impl<
             answer: false,
         })
     }
+
+    /// The next [`Session::call`] that got no answer (its opaque, and why), taken before
+    /// [`Session::poll_event`] would report it as [`Event::CallFailed`]: a layer on top (the
+    /// client's consumer) learns of its failed calls at once.
+    pub fn poll_call_failed(&mut self) -> Option<(i32, TransportError)> {
+        if !F::CONSUMER {
+            return None;
+        }
+        while let Some(i) = self.call_failures.pop_front() {
+            let Some(&Req {
+                state: ReqState::Failed(error),
+                ..
+            }) = self.reqs.get(usize::from(i))
+            else {
+                continue;
+            };
+            let opaque = self.opaque(i);
+            if let Some(r) = self.reqs.get_mut(usize::from(i)) {
+                r.state = ReqState::Free;
+            }
+            let _ = self.req_free.push(i);
+            return Some((opaque, error));
+        }
+        None
+    }
 }
 
 impl<
