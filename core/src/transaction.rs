@@ -18,9 +18,8 @@
 //!    while the answer is unknown (at most `transactionCheckMax`, 15, times, then discards).
 //!
 //! The [`crate::client::Client`] hands a check to the application
-//! ([`crate::client::Inbound::Check`]) and writes every END_TRANSACTION
-//! ([`crate::client::Client::end_transaction`]) from fields the runtime lends
-//! ([`crate::client::Lend::end_transaction`]).
+//! ([`crate::client::Inbound::Check`]) and writes every END_TRANSACTION at once, oneway, with
+//! an opaque no request has ([`crate::client::Client::end_transaction`]).
 //!
 //! ```
 //! use rmq_core::transaction::{EndTransaction, LocalState};

@@ -49,7 +49,7 @@ use crate::heap::Heap;
 use crate::message::ConnectionError;
 use crate::shared::Counters;
 use crate::sync::{Mutex, MutexGuard, lock};
-use crate::transaction::{Check, EndTx};
+use crate::transaction::Check;
 use rustc_hash::FxHashMap as FastMap;
 
 /// Topics with a route per client.
@@ -249,9 +249,6 @@ struct State<C: Attached> {
     checks: Option<tokio::sync::mpsc::UnboundedSender<Check>>,
     /// The requests waiting for their reply, by correlation id.
     replies: FastMap<String, oneshot::Sender<ConsumedMessage>>,
-    /// END_TRANSACTION fields lent while the client writes them, by token.
-    ends: FastMap<u32, EndTx>,
-    next_end: u32,
     /// The deadline the driver task sleeps until (set by its last step; `None`: no deadline,
     /// or the task has not run yet). A send whose deadlines are all later needs no wake-up.
     armed: Option<Instant>,
@@ -291,7 +288,6 @@ impl<C: Attached> State<C> {
 struct Lend<'a> {
     sends: &'a Sends,
     nacked: &'a FastMap<NackKey, Kept>,
-    ends: &'a FastMap<u32, EndTx>,
     acl: Option<&'a crate::AclConfig>,
     extras: &'a Extras,
 }
@@ -307,10 +303,6 @@ impl rmq_core::client::Lend for Lend<'_> {
             reconsume_times: m.reconsume_times,
             flag: m.flag,
         })
-    }
-
-    fn end_transaction(&self, token: u32) -> Option<EndTransaction<'_>> {
-        self.ends.get(&token).map(EndTx::lend)
     }
 }
 
@@ -438,8 +430,6 @@ impl<C: Attached + Send + 'static> Driver<C> {
                 nacked: FastMap::default(),
                 checks: None,
                 replies: FastMap::default(),
-                ends: FastMap::default(),
-                next_end: 0,
                 armed: None,
             }),
             wake: Notify::new(),
@@ -512,22 +502,35 @@ impl<C: Attached + Send + 'static> Driver<C> {
 
     /// Writes END_TRANSACTION `end` to the broker named in it (a check's answer: to the
     /// broker that asked, `peer`); `false` when it could not be (no such broker, stopped).
-    pub(crate) fn end_transaction(&self, peer: Option<Peer>, end: EndTx) -> bool {
+    pub(crate) fn end_transaction(&self, peer: Option<Peer>, end: &EndTransaction<'_>) -> bool {
         let mut st = lock(&self.inner.state);
         let Some(peer) = peer.or_else(|| {
-            let b = st.client.session().find_broker(&end.broker_name)?;
+            let b = st.client.session().find_broker(end.broker_name)?;
             Some(Peer::Broker(b))
         }) else {
             return false;
         };
-        st.next_end = st.next_end.wrapping_add(1);
-        let token = st.next_end;
-        st.ends.insert(token, end);
-        let queued = st.client.end_transaction(peer, token);
-        // Answers are written first: this flush writes it (or drops it when it cannot).
-        self.inner.flush(&mut st, clock::now());
-        st.ends.remove(&token);
-        queued && !st.stopped
+        let state = &mut *st;
+        let lend = Lend {
+            sends: &state.sends,
+            nacked: &state.nacked,
+            acl: self.inner.security.acl.as_ref(),
+            extras: &state.extras,
+        };
+        let Some(tx) = state
+            .client
+            .end_transaction(peer, end, &mut state.buf, &lend)
+        else {
+            return false;
+        };
+        let frame = Frame {
+            head: state.head(tx.len),
+            body: Bytes::new(),
+            opaque: tx.opaque,
+            report_written: false,
+        };
+        self.inner.dispatch(&mut st, peer, frame);
+        !st.stopped
     }
 
     /// Runs `f` on the session (read-only work: getters, stats).
@@ -853,7 +856,6 @@ impl<C: Attached + Send + 'static> Inner<C> {
             let lend = Lend {
                 sends: &state.sends,
                 nacked: &state.nacked,
-                ends: &state.ends,
                 acl: self.security.acl.as_ref(),
                 extras: &state.extras,
             };

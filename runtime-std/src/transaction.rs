@@ -170,7 +170,7 @@ impl TransactionProducer {
             remark,
         );
         match end {
-            Some(e) => d.end_transaction(None, EndTx::of(&e)),
+            Some(e) => d.end_transaction(None, &e),
             None => {
                 warn!(
                     offset_msg_id = sent.offset_msg_id,
@@ -193,19 +193,24 @@ async fn answer_checks(
     checker: Arc<dyn TransactionChecker>,
     mut rx: mpsc::UnboundedReceiver<Check>,
 ) {
-    while let Some(mut c) = rx.recv().await {
+    while let Some(c) = rx.recv().await {
         let checker = checker.clone();
         let msg = c.message;
         let outcome = tokio::task::spawn_blocking(move || checker.check(&msg)).await;
         // As Java: a remark only when the checker failed (a panic here), not on "unknown".
-        c.end.state = match outcome {
-            Ok(s) => s,
-            Err(_) => {
-                c.end.remark = Some("checkLocalTransactionState Exception: panicked".into());
-                LocalState::Unknown
-            }
+        let (state, remark) = match outcome {
+            Ok(s) => (s, None),
+            Err(_) => (
+                LocalState::Unknown,
+                Some("checkLocalTransactionState Exception: panicked"),
+            ),
         };
-        producer.driver().end_transaction(Some(c.peer), c.end);
+        // The check as the client handed it out (the frame is kept for this).
+        let group = &producer.config().producer_group;
+        if let Some(check) = rmq_core::transaction::check_request(&c.frame, group) {
+            let end = EndTransaction::answer(&check, state, remark);
+            producer.driver().end_transaction(Some(c.peer), &end);
+        }
     }
 }
 
@@ -225,12 +230,12 @@ impl<F: Future> Future for CatchUnwind<F> {
     }
 }
 
-/// A check-back handed to the checker's task: the half message and its END_TRANSACTION (the
-/// outcome to fill in).
+/// A check-back handed to the checker's task: the half message, and the frame it came in
+/// (its END_TRANSACTION is written from it).
 pub(crate) struct Check {
     peer: Peer,
     message: ConsumedMessage,
-    end: EndTx,
+    frame: Bytes,
 }
 
 impl Check {
@@ -241,57 +246,10 @@ impl Check {
             broker_name: check.broker_name.unwrap_or_default().to_owned(),
             queue_id: m.queue_id,
         };
-        let end = EndTransaction::answer(check, LocalState::Unknown, None);
         Check {
             peer,
             message: crate::consumer::outside(frame, m, check.topic(), queue),
-            end: EndTx::of(&end),
-        }
-    }
-}
-
-/// An END_TRANSACTION's fields, owned while the client writes them.
-pub(crate) struct EndTx {
-    producer_group: String,
-    topic: String,
-    pub(crate) broker_name: String,
-    tran_state_table_offset: i64,
-    commit_log_offset: i64,
-    msg_id: String,
-    transaction_id: Option<String>,
-    state: LocalState,
-    from_check: bool,
-    remark: Option<String>,
-}
-
-impl EndTx {
-    fn of(e: &EndTransaction<'_>) -> Self {
-        EndTx {
-            producer_group: e.producer_group.to_owned(),
-            topic: e.topic.to_owned(),
-            broker_name: e.broker_name.to_owned(),
-            tran_state_table_offset: e.tran_state_table_offset,
-            commit_log_offset: e.commit_log_offset,
-            msg_id: e.msg_id.to_owned(),
-            transaction_id: e.transaction_id.map(str::to_owned),
-            state: e.state,
-            from_check: e.from_check,
-            remark: e.remark.map(str::to_owned),
-        }
-    }
-
-    pub(crate) fn lend(&self) -> EndTransaction<'_> {
-        EndTransaction {
-            producer_group: &self.producer_group,
-            topic: &self.topic,
-            broker_name: &self.broker_name,
-            tran_state_table_offset: self.tran_state_table_offset,
-            commit_log_offset: self.commit_log_offset,
-            msg_id: &self.msg_id,
-            transaction_id: self.transaction_id.as_deref(),
-            state: self.state,
-            from_check: self.from_check,
-            remark: self.remark.as_deref(),
+            frame: frame.clone(),
         }
     }
 }

@@ -56,9 +56,6 @@ pub(super) enum Answer {
     /// A bare status: SUCCESS, or SYSTEM_ERROR "process reply message fail" (Java's answers to
     /// PUSH_REPLY_MESSAGE_TO_CLIENT).
     Status { peer: Peer, opaque: i32, ok: bool },
-    /// An END_TRANSACTION (a oneway request with this negative `opaque`, which no request of
-    /// the session's has) whose fields the runtime lends under `token`.
-    EndTransaction { peer: Peer, opaque: i32, token: u32 },
     /// CONSUME_MESSAGE_DIRECTLY's result (`None`: the message did not decode).
     Direct {
         peer: Peer,
@@ -74,7 +71,6 @@ impl Answer {
             Answer::NotServed { peer, .. }
             | Answer::RunningInfo { peer, .. }
             | Answer::ConsumerStatus { peer, .. }
-            | Answer::EndTransaction { peer, .. }
             | Answer::Status { peer, .. }
             | Answer::Direct { peer, .. } => peer,
         }
@@ -85,7 +81,6 @@ impl Answer {
             Answer::NotServed { opaque, .. }
             | Answer::RunningInfo { opaque, .. }
             | Answer::ConsumerStatus { opaque, .. }
-            | Answer::EndTransaction { opaque, .. }
             | Answer::Status { opaque, .. }
             | Answer::Direct { opaque, .. } => opaque,
         }
@@ -107,7 +102,6 @@ impl Answer {
                 crate::admin::write_not_supported(code, opaque, version, buf).ok()
             }
             // Written by the client (a request, signed by the session).
-            Answer::EndTransaction { .. } => None,
             Answer::Status { opaque, ok, .. } => {
                 let (code, remark) = match ok {
                     true => (0, None),

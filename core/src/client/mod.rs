@@ -164,8 +164,8 @@ pub enum Inbound<'a, 'm> {
     Reply(&'m PushedReply<'a>),
     /// CHECK_TRANSACTION_STATE for a half message of this producer's group (see
     /// [`crate::transaction`]): ask the application's checker, then answer with
-    /// [`Client::end_transaction`]`(peer, ..)` and [`crate::transaction::EndTransaction::answer`] lent under its
-    /// token. Another group's checks are dropped, as Java does.
+    /// [`Client::end_transaction`]`(peer, `[`crate::transaction::EndTransaction::answer`]`, ..)`.
+    /// Another group's checks are dropped, as Java does.
     Check {
         /// The broker that asked (the answer goes to it).
         peer: Peer,
@@ -451,28 +451,39 @@ impl<
         });
     }
 
-    /// Queues an END_TRANSACTION to `peer` (the broker that stored the half message, or the
-    /// one whose check it answers; see [`crate::transaction`]), written with the next
-    /// transmits from the fields the runtime lends under `token` ([`Lend::end_transaction`]):
-    /// the runtime keeps them until then. `false`: not queued (a build without
-    /// [`Features::ADMIN`], or too many answers waiting).
-    pub fn end_transaction(&mut self, peer: Peer, token: u32) -> bool {
-        if !F::ADMIN || !F::TRANSACTIONS || self.answers.is_full() {
-            return false;
+    /// Writes END_TRANSACTION `end` for `peer` (the broker that stored the half message, or
+    /// the one whose check it answers; see [`crate::transaction`]) into `buf` at once: a
+    /// oneway request with an opaque no request of the session's has (-1, -2, ...), signed
+    /// with what `lend` lends. The runtime writes the transmit's `len` bytes to `peer`.
+    /// `None`: a build without [`Features::TRANSACTIONS`], or `buf` too small.
+    pub fn end_transaction<M: Lend + ?Sized>(
+        &mut self,
+        peer: Peer,
+        end: &crate::transaction::EndTransaction<'_>,
+        buf: &mut [u8],
+        lend: &M,
+    ) -> Option<Transmit> {
+        if !F::TRANSACTIONS {
+            return None;
         }
         // -1, -2, ... down to i32::MIN, then -1 again.
         self.oneway = match self.oneway {
             i32::MIN | 0.. => -1,
             o => o - 1,
         };
-        let opaque = self.oneway;
-        self.answers
-            .push_back(Answer::EndTransaction {
-                peer,
-                opaque,
-                token,
-            })
-            .is_ok()
+        let (code, opaque) = (RequestCode::END_TRANSACTION, self.oneway);
+        let len = self
+            .session
+            .emit_oneway(code, opaque, end.header(), end.remark, buf, lend)?;
+        Some(Transmit {
+            peer,
+            len,
+            opaque,
+            body: None,
+            body_len: 0,
+            report_written: false,
+            answer: true,
+        })
     }
 
     // ----- inputs --------------------------------------------------------------------------
@@ -951,15 +962,6 @@ impl<
         let n = match a {
             Answer::NotServed { opaque, code, .. } => {
                 crate::admin::write_not_supported(code, opaque, version, buf).ok()
-            }
-            // (Never queued without transactions: a gateway's flash keeps none of this.)
-            Answer::EndTransaction { .. } if !F::TRANSACTIONS => None,
-            Answer::EndTransaction { opaque, token, .. } => {
-                lend.end_transaction(token).and_then(|e| {
-                    let code = RequestCode::END_TRANSACTION;
-                    let s = &self.session;
-                    s.emit_oneway(code, opaque, e.header(), e.remark, buf, lend)
-                })
             }
             _ => {
                 let (consumer, session) = (&mut self.consumer, &self.session);

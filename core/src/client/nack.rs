@@ -66,21 +66,12 @@ pub struct NackedMessage<'a> {
 }
 
 /// What a runtime lends the client besides [`Outbound`]'s: the nacked messages a consumer
-/// keeps until their [`Event::Nacked`](super::Event::Nacked), and a transactional producer's
-/// END_TRANSACTION fields.
+/// keeps until their [`Event::Nacked`](super::Event::Nacked).
 pub trait Lend: Outbound {
     /// The message of nack `key` (`None` when the runtime no longer has it: its resend is
     /// then written without properties or body and refused by the broker).
     fn nacked(&self, key: NackKey) -> Option<NackedMessage<'_>> {
         let _ = key;
-        None
-    }
-
-    /// The END_TRANSACTION the runtime keeps under `token`
-    /// ([`Client::end_transaction`](super::Client::end_transaction)); `None`: it is not
-    /// written.
-    fn end_transaction(&self, token: u32) -> Option<crate::transaction::EndTransaction<'_>> {
-        let _ = token;
         None
     }
 }
