@@ -1193,20 +1193,7 @@ impl ConsumedMessage {
 /// The reply a broker pushed in `frame` (see [`rmq_core::reply`]): not in a queue (offset -1),
 /// its body decompressed.
 pub(crate) fn pushed(frame: &Bytes, r: &rmq_core::reply::PushedReply<'_>) -> ConsumedMessage {
-    let none = QueueKey {
-        topic: rmq_core::session::TopicId(u16::MAX),
-        broker: rmq_core::session::BrokerId(u16::MAX),
-        queue_id: -1,
-    };
-    let sys = rmq_core::message::SysFlag(r.sys_flag);
-    let body = match sys.is_compressed() {
-        true => sys
-            .compression_type()
-            .ok()
-            .and_then(|ty| crate::zlib::decompress_body(ty, r.body))
-            .map_or_else(|| share(frame, r.body), Bytes::from),
-        false => share(frame, r.body),
-    };
+    let body = body_of(frame, rmq_core::message::SysFlag(r.sys_flag), r.body);
     let props = r.properties.and_then(unescaped).map(Bytes::from);
     let properties = Properties(props.unwrap_or_default());
     let topic = r.topic.unwrap_or_default().to_owned();
@@ -1230,11 +1217,18 @@ pub(crate) fn pushed(frame: &Bytes, r: &rmq_core::reply::PushedReply<'_>) -> Con
         store_timestamp: r.store_timestamp,
         reconsume_times: r.reconsume_times,
         commit_log_offset: -1,
-        key: none,
+        key: NO_QUEUE,
         lease: 0,
         polled_at: None,
     }
 }
+
+/// The queue of a message read outside a consumer: acknowledging it does nothing.
+const NO_QUEUE: QueueKey = QueueKey {
+    topic: rmq_core::session::TopicId(u16::MAX),
+    broker: rmq_core::session::BrokerId(u16::MAX),
+    queue_id: -1,
+};
 
 /// Stored message `m` of `frame` read outside a consumer (a query's, a transaction
 /// check-back's): acknowledging it does nothing.
@@ -1244,12 +1238,26 @@ pub(crate) fn outside(
     topic: &str,
     queue: MessageQueue,
 ) -> ConsumedMessage {
-    let none = QueueKey {
-        topic: rmq_core::session::TopicId(u16::MAX),
-        broker: rmq_core::session::BrokerId(u16::MAX),
-        queue_id: -1,
-    };
-    from_stored(frame, m, topic, queue, (none, 0))
+    from_stored(frame, m, topic, queue, (NO_QUEUE, 0))
+}
+
+/// `body` of `frame`, inflated when `sys` says it is compressed (as stored when it does not
+/// inflate, or its type is not in this build).
+fn body_of(frame: &Bytes, sys: rmq_core::message::SysFlag, body: &[u8]) -> Bytes {
+    if !sys.is_compressed() {
+        return share(frame, body);
+    }
+    let ty = sys.compression_type().ok();
+    match ty.and_then(|ty| crate::zlib::decompress_body(ty, body)) {
+        Some(v) => Bytes::from(v),
+        None => {
+            warn!(
+                sys_flag = sys.bits(),
+                "compressed body does not decode: delivered as stored"
+            );
+            share(frame, body)
+        }
+    }
 }
 
 /// Stored message `m` of `frame` as consumed from `queue`, first consumed from `topic`.
@@ -1260,28 +1268,7 @@ fn from_stored(
     queue: MessageQueue,
     (key, lease): (QueueKey, u32),
 ) -> ConsumedMessage {
-    let body = if m.sys_flag.is_compressed() {
-        let inflated = m
-            .sys_flag
-            .compression_type()
-            .ok()
-            .and_then(|ty| crate::zlib::decompress_body(ty, m.body));
-        match inflated {
-            Some(v) => Bytes::from(v),
-            None => {
-                warn!(
-                    topic,
-                    offset = m.queue_offset,
-                    sys_flag = m.sys_flag.bits(),
-                    "compressed body does not decode (or its type is not in this build); \
-                     delivered as stored"
-                );
-                share(frame, m.body)
-            }
-        }
-    } else {
-        share(frame, m.body)
-    };
+    let body = body_of(frame, m.sys_flag, m.body);
     let properties = match std::str::from_utf8(m.raw_properties) {
         Ok(_) => Properties(share(frame, m.raw_properties)),
         Err(_) => Properties::default(),
