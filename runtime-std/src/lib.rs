@@ -87,6 +87,7 @@ mod conn;
 pub mod consumer;
 mod driver;
 mod heap;
+mod inflight;
 mod message;
 pub mod metrics;
 mod producer;

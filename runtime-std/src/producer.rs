@@ -25,7 +25,6 @@ use rmq_core::retry::{SendErrorKind as CoreKind, SendMode};
 use rmq_core::select::java_string_hash;
 use rmq_core::session::{self, SendArgs, SendFailure, SubmitError};
 use rmq_core::transport::TransportError;
-use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tracing::{Instrument, info_span, warn};
 
@@ -118,8 +117,8 @@ struct Inner {
     driver: Driver,
     uniq: Mutex<UniqKeyGenerator>,
     running: AtomicBool,
-    active: AtomicU64,
-    idle: Notify,
+    /// The sends in progress (a shutdown waits for them).
+    active: crate::inflight::InFlight,
 }
 
 /// A RocketMQ producer on tokio. Cheap to clone (all clones share one client session).
@@ -139,16 +138,6 @@ impl std::fmt::Debug for Producer {
             .field("client_id", &self.inner.client_id)
             .field("group", &self.inner.cfg.producer_group)
             .finish()
-    }
-}
-
-struct ActiveGuard<'a>(&'a Inner);
-
-impl Drop for ActiveGuard<'_> {
-    fn drop(&mut self) {
-        if self.0.active.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.idle.notify_waiters();
-        }
     }
 }
 
@@ -189,8 +178,7 @@ impl Producer {
                 client_id,
                 driver,
                 running: AtomicBool::new(true),
-                active: AtomicU64::new(0),
-                idle: Notify::new(),
+                active: crate::inflight::InFlight::default(),
                 cfg,
             }),
         })
@@ -515,19 +503,12 @@ impl Producer {
         if !self.inner.running.swap(false, Ordering::AcqRel) {
             return;
         }
-        let deadline = tokio::time::Instant::now() + drain;
-        loop {
-            let idle = self.inner.idle.notified();
-            if self.inner.active.load(Ordering::Acquire) == 0 {
-                break;
-            }
-            if tokio::time::timeout_at(deadline, idle).await.is_err() {
-                warn!(
-                    active = self.inner.active.load(Ordering::Acquire),
-                    "shutdown: sends still in progress at the drain deadline"
-                );
-                break;
-            }
+        let active = self.inner.active.drained(drain).await;
+        if active > 0 {
+            warn!(
+                active,
+                "shutdown: sends still in progress at the drain deadline"
+            );
         }
         self.inner
             .driver
@@ -745,9 +726,8 @@ impl Producer {
         &self.inner.driver
     }
 
-    fn enter(&self) -> Result<ActiveGuard<'_>, SendError> {
-        self.inner.active.fetch_add(1, Ordering::AcqRel);
-        let g = ActiveGuard(&self.inner);
+    fn enter(&self) -> Result<crate::inflight::Entered, SendError> {
+        let g = self.inner.active.enter();
         if !self.inner.running.load(Ordering::Acquire) {
             return Err(SendError::new(SendErrorKind::Shutdown, 0));
         }

@@ -14,7 +14,7 @@ use rmq_core::client::{DirectOutcome, NackOutcome};
 use rmq_core::lock::orderly_skips;
 use rmq_core::send_back::{NackError, TIMEOUT_DELAY_LEVEL};
 use rmq_core::session::Peer;
-use tokio::sync::{Notify, Semaphore, oneshot};
+use tokio::sync::{Semaphore, oneshot};
 use tracing::warn;
 
 use super::{ConsumedMessage, Consumer};
@@ -80,32 +80,20 @@ impl<E: std::fmt::Display + Send + 'static> HandlerResult for Result<(), E> {
 
 /// The handler calls in progress (a shutdown waits for them) and the failed ones.
 #[derive(Default)]
-pub(crate) struct Calls(Arc<(AtomicU64, AtomicU64, Notify)>);
-
-/// One handler call in progress.
-pub(crate) struct Call(Arc<(AtomicU64, AtomicU64, Notify)>);
-
-impl Drop for Call {
-    fn drop(&mut self) {
-        if self.0.0.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.2.notify_waiters();
-        }
-    }
-}
+pub(crate) struct Calls(crate::inflight::InFlight, AtomicU64);
 
 impl Calls {
-    fn enter(&self) -> Call {
-        self.0.0.fetch_add(1, Ordering::AcqRel);
-        Call(self.0.clone())
+    fn enter(&self) -> crate::inflight::Entered {
+        self.0.enter()
     }
 
     pub(crate) fn failures(&self) -> u64 {
-        self.0.1.load(Ordering::Relaxed)
+        self.1.load(Ordering::Relaxed)
     }
 
     /// Counts and logs a failed call of `msgs`.
     fn failed(&self, msgs: &[ConsumedMessage], error: &str) {
-        self.0.1.fetch_add(1, Ordering::Relaxed);
+        self.1.fetch_add(1, Ordering::Relaxed);
         let first = msgs.first().map(|m| (m.queue.queue_id, m.queue_offset));
         warn!(
             error,
@@ -117,14 +105,7 @@ impl Calls {
 
     /// Waits up to `limit` for the calls in progress to end; how many still run.
     pub(crate) async fn drained(&self, limit: StdDuration) -> usize {
-        let deadline = tokio::time::Instant::now() + limit;
-        loop {
-            let idle = self.0.2.notified();
-            let n = self.0.0.load(Ordering::Acquire);
-            if n == 0 || tokio::time::timeout_at(deadline, idle).await.is_err() {
-                return usize::try_from(n).unwrap_or(usize::MAX);
-            }
-        }
+        self.0.drained(limit).await
     }
 }
 
