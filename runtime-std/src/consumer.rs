@@ -828,56 +828,33 @@ impl Consumer {
             };
             body.truncate(n);
             let code = rmq_core::wire::RequestCode::CHECK_CLIENT_CONFIG;
-            let frame = match crate::conn::request_frame(code, 1, (), &body, &cfg.security) {
-                Ok(f) if n > 0 => f,
-                failed => {
-                    self.shutdown().await;
-                    let why = failed
-                        .err()
-                        .map_or("too long".to_owned(), |e| e.to_string());
-                    return Err(ConsumerConfigError::Filter {
-                        topic: topic.clone(),
-                        code: -1,
-                        remark: format!("cannot write CHECK_CLIENT_CONFIG: {why}"),
-                    });
-                }
+            let asked = if n == 0 {
+                Err(None)
+            } else {
+                let req = (code, (), &body[..]);
+                crate::conn::ask(&addr, &cfg.security, req, "", deadline)
+                    .await
+                    .map_err(Some)
             };
-            let asked = crate::conn::request_once(&addr, &cfg.security, false, frame, 1);
-            let answer = match tokio::time::timeout_at(deadline, asked).await {
-                Ok(Ok(f)) => f,
-                failed if cfg.lazy_start => {
-                    warn!(topic, addr, ?failed, "SQL92 subscription not checked");
+            let (code, remark) = match asked {
+                Ok(a) if a.code == rmq_core::wire::ResponseCode::SUCCESS.0 => continue,
+                Ok(a) => (a.code, a.remark.unwrap_or_default()),
+                Err(Some(crate::conn::AskError::Request(e))) => {
+                    (-1, format!("cannot write CHECK_CLIENT_CONFIG: {e}"))
+                }
+                Err(None) => (-1, "cannot write CHECK_CLIENT_CONFIG: too long".to_owned()),
+                Err(Some(e)) if cfg.lazy_start => {
+                    warn!(topic, addr, %e, "SQL92 subscription not checked");
                     continue;
                 }
-                failed => {
-                    self.shutdown().await;
-                    let why = match failed {
-                        Ok(Err(e)) => e.to_string(),
-                        _ => "no answer in time".to_owned(),
-                    };
-                    return Err(ConsumerConfigError::Filter {
-                        topic: topic.clone(),
-                        code: -1,
-                        remark: format!("could not ask {addr}: {why}"),
-                    });
-                }
+                Err(Some(e)) => (-1, format!("could not ask {addr}: {e}")),
             };
-            let refused = rmq_core::wire::Frame::new_checked(&answer)
-                .ok()
-                .and_then(|f| {
-                    let h = rmq_core::wire::CommandHeader::parse(&f).ok()?;
-                    let ok = h.code() == rmq_core::wire::ResponseCode::SUCCESS.0;
-                    let remark = h.remark().and_then(unescaped).unwrap_or_default();
-                    (!ok).then(|| (h.code(), String::from_utf8_lossy(&remark).into_owned()))
-                });
-            if let Some((code, remark)) = refused {
-                self.shutdown().await;
-                return Err(ConsumerConfigError::Filter {
-                    topic: topic.clone(),
-                    code,
-                    remark,
-                });
-            }
+            self.shutdown().await;
+            return Err(ConsumerConfigError::Filter {
+                topic: topic.clone(),
+                code,
+                remark,
+            });
         }
         Ok(())
     }
@@ -1194,7 +1171,10 @@ impl ConsumedMessage {
 /// its body decompressed.
 pub(crate) fn pushed(frame: &Bytes, r: &rmq_core::reply::PushedReply<'_>) -> ConsumedMessage {
     let body = body_of(frame, rmq_core::message::SysFlag(r.sys_flag), r.body);
-    let props = r.properties.and_then(unescaped).map(Bytes::from);
+    let props = r
+        .properties
+        .and_then(crate::conn::unescaped)
+        .map(Bytes::from);
     let properties = Properties(props.unwrap_or_default());
     let topic = r.topic.unwrap_or_default().to_owned();
     ConsumedMessage {
@@ -1305,11 +1285,3 @@ pub use stream::MessageStream;
 
 #[cfg(test)]
 mod tests;
-
-/// A header string's bytes with its JSON escapes decoded.
-fn unescaped(f: rmq_core::wire::FieldStr<'_>) -> Option<Vec<u8>> {
-    let mut buf = vec![0u8; f.unescaped_len().ok()?];
-    let n = f.unescape_into(&mut buf).ok()?.len();
-    buf.truncate(n);
-    Some(buf)
-}

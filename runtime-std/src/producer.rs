@@ -681,45 +681,39 @@ impl Producer {
             }
         };
         let ext = request_header(&cfg.producer_group, topic, handle, &h);
-        let code = rmq_core::wire::RequestCode::RECALL_MESSAGE;
-        let frame = crate::conn::request_frame(code, 1, ext, &[], &cfg.security).map_err(|e| {
-            let kind = match e {
-                rmq_core::acl::RequestError::Acl(a) => SendErrorKind::Signing(a),
-                rmq_core::acl::RequestError::Encode(e) => SendErrorKind::Request(e),
+        let req = (rmq_core::wire::RequestCode::RECALL_MESSAGE, ext, &[][..]);
+        let a = crate::conn::ask(&addr, &cfg.security, req, "msgId", deadline)
+            .await
+            .map_err(|e| {
+                use crate::conn::AskError;
+                let (kind, attempts) = match e {
+                    AskError::Request(rmq_core::acl::RequestError::Acl(a)) => {
+                        (SendErrorKind::Signing(a), 0)
+                    }
+                    AskError::Request(rmq_core::acl::RequestError::Encode(e)) => {
+                        (SendErrorKind::Request(e), 0)
+                    }
+                    AskError::Timeout => (SendErrorKind::Timeout, 1),
+                    AskError::Malformed => (SendErrorKind::Malformed, 1),
+                    AskError::Connection(_) => (
+                        SendErrorKind::Transport(TransportError::ConnectionClosed),
+                        1,
+                    ),
+                };
+                let mut err = SendError::new(kind, attempts);
+                if let AskError::Connection(c) = e {
+                    err.cause = Some(Box::new(c));
+                }
+                err
+            })?;
+        if a.code != rmq_core::wire::ResponseCode::SUCCESS.0 {
+            let kind = SendErrorKind::Broker {
+                code: a.code,
+                remark: a.remark,
             };
-            SendError::new(kind, 0)
-        })?;
-        let asked = crate::conn::request_once(&addr, &cfg.security, false, frame, 1);
-        let answer = match tokio::time::timeout_at(deadline, asked).await {
-            Err(_) => return Err(SendError::new(SendErrorKind::Timeout, 1)),
-            Ok(Err(e)) => {
-                let mut err = SendError::new(
-                    SendErrorKind::Transport(TransportError::ConnectionClosed),
-                    1,
-                );
-                err.cause = Some(Box::new(e));
-                return Err(err);
-            }
-            Ok(Ok(f)) => f,
-        };
-        let malformed = || SendError::new(SendErrorKind::Malformed, 1);
-        let frame = rmq_core::wire::Frame::new_checked(&answer[..]).map_err(|_| malformed())?;
-        let head = rmq_core::wire::CommandHeader::parse(&frame).map_err(|_| malformed())?;
-        if head.code() != rmq_core::wire::ResponseCode::SUCCESS.0 {
-            let remark = head.remark().and_then(|r| r.as_str()).map(str::to_owned);
-            return Err(SendError::new(
-                SendErrorKind::Broker {
-                    code: head.code(),
-                    remark,
-                },
-                1,
-            ));
+            return Err(SendError::new(kind, 1));
         }
-        let id = head
-            .get("msgId")
-            .and_then(|m| m.as_str())
-            .unwrap_or(h.message_id);
-        Ok(id.to_owned())
+        Ok(a.field.unwrap_or_else(|| h.message_id.to_owned()))
     }
 
     pub(crate) fn driver(&self) -> &Driver {

@@ -19,3 +19,12 @@ pub mod pki;
 pub mod proxy;
 pub mod relay;
 pub mod sim;
+
+/// The tokio runtime the real-broker tests drive rmq-std on: multi-threaded, two workers.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}

@@ -14,6 +14,7 @@ use rmq_std::{
     FaultProfile, Message, MessageQueue, Producer, SendErrorKind, SendResult, SendStatus,
 };
 use rmq_tests::broker::{Cluster, ClusterOptions, JavaProducer, Version, verifier_read};
+use rmq_tests::runtime;
 
 /// The machine running these tests may have two cores: one cluster at a time, or the JVMs
 /// starve each other and the latency-driven parts (timeouts, fault isolation) stop meaning
@@ -22,14 +23,6 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
 }
 
 /// `create_topic`, retried while the brokers are still registering with the NameServer.

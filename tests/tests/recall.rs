@@ -34,11 +34,7 @@ fn recall_5_3_3() {
     cluster
         .create_topic("RmqRecallOther", 1)
         .expect("create topic");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let rt = rmq_tests::runtime();
     let keep = rt.block_on(async {
         let p = Producer::builder()
             .namesrv_addr(&ns)

@@ -15,16 +15,9 @@ use std::time::{Duration, Instant};
 use rmq_std::consumer::{ConsumeFromWhere, Consumer};
 use rmq_std::{Message, Producer, SendErrorKind};
 use rmq_tests::broker::{Cluster, ClusterOptions, JavaProducer, Version};
+use rmq_tests::runtime;
 
 const N: usize = 1000;
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-}
 
 fn run(version: Version) {
     let cluster = Cluster::start(version, ClusterOptions::default()).expect("cluster");

@@ -15,17 +15,10 @@ use std::time::{Duration, Instant};
 use rmq_std::consumer::{ConsumeFromWhere, Consumer, ConsumerConfigError};
 use rmq_std::{Message, Producer};
 use rmq_tests::broker::{Cluster, ClusterOptions, JavaProducer, Version};
+use rmq_tests::runtime;
 
 const N: usize = 40;
 const SQL: &str = "color = 'red' AND n >= 10";
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-}
 
 fn consumer(ns: &str, group: &str, topic: &str, sql: &str) -> rmq_std::consumer::ConsumerBuilder {
     Consumer::builder()

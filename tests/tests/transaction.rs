@@ -20,14 +20,7 @@ use rmq_std::consumer::ConsumedMessage;
 use rmq_std::transaction::LocalState;
 use rmq_std::{Message, Producer, SendStatus};
 use rmq_tests::broker::{Cluster, ClusterOptions, JavaProducer, Version, verifier_read};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-}
+use rmq_tests::runtime;
 
 /// What a checker was asked: (keys, topic, msg id, body).
 type Asked = Arc<Mutex<Vec<(String, String, String, Vec<u8>)>>>;
