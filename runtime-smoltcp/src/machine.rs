@@ -48,6 +48,7 @@ impl<const CONSUMER: bool> Features for Gateway<CONSUMER> {
     const ADMIN: bool = cfg!(feature = "admin");
     const MILESTONES: bool = cfg!(feature = "rebalance");
     const SLAVES: bool = false;
+    const BROKER_NAMES: bool = false;
     // A gateway sends neither half messages nor requests.
     const TRANSACTIONS: bool = false;
     const REPLIES: bool = false;
@@ -161,11 +162,13 @@ impl<
                     deliver(&message);
                     direct = Some((peer, opaque));
                 }
-                // (A gateway sends no half messages: no check-back names its group.)
+                // (A gateway sends no half messages: no check-back names its group. It keeps
+                // no broker remarks, so no refusal is reported.)
                 Inbound::Direct { .. }
                 | Inbound::Check { .. }
                 | Inbound::Reply(_)
-                | Inbound::RecallHandle { .. } => {}
+                | Inbound::RecallHandle { .. }
+                | Inbound::Refused { .. } => {}
             });
         if let Some((peer, opaque)) = direct.filter(|_| F::ADMIN) {
             self.client

@@ -967,6 +967,18 @@ impl Consumer {
         self.on_queue(queue, Machine::resume)
     }
 
+    /// Stops pulling every queue, the ones assigned later too (Java's `suspend()`): what was
+    /// pulled is still handed out, acknowledged and committed, and the group still rebalances.
+    /// [`Consumer::unsuspend`] pulls again; a queue [`pause`](Consumer::pause)d stays paused.
+    pub fn suspend(&self) {
+        let _ = self.with(true, |c, _| c.set_suspended(true));
+    }
+
+    /// Pulls again after [`Consumer::suspend`] (Java's `resume()`).
+    pub fn unsuspend(&self) {
+        let _ = self.with(true, |c, _| c.set_suspended(false));
+    }
+
     fn on_queue(&self, q: &MessageQueue, f: impl FnOnce(&mut Machine, QueueKey) -> bool) -> bool {
         let g = |c: &mut Machine, s: &Session| key_of(c, s, q).is_some_and(|k| f(c, k));
         self.with(true, g).unwrap_or(false)

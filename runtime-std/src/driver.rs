@@ -249,6 +249,8 @@ struct State<C: Attached> {
     checks: Option<tokio::sync::mpsc::UnboundedSender<Check>>,
     /// The requests waiting for their reply, by correlation id.
     replies: FastMap<String, oneshot::Sender<ConsumedMessage>>,
+    /// The last refusal of a consumer's request ([`Health::last_refusal`]).
+    refused: Option<Refusal>,
     /// The deadline the driver task sleeps until (set by its last step; `None`: no deadline,
     /// or the task has not run yet). A send whose deadlines are all later needs no wake-up.
     armed: Option<Instant>,
@@ -274,6 +276,33 @@ impl<C: Attached> State<C> {
             (None, Some(_)) => true,
             (_, None) => false,
         }
+    }
+
+    /// Keeps and logs a refusal (once while the same one repeats).
+    fn refused(&mut self, r: rmq_core::pull_consumer::Refusal, remark: String) {
+        let s = self.client.session();
+        let r = Refusal {
+            request: r.request.name().unwrap_or("a request"),
+            topic: s.topic_name(r.queue.topic).unwrap_or("").to_owned(),
+            broker: s.broker_name(r.queue.broker).unwrap_or("").to_owned(),
+            queue_id: r.queue.queue_id,
+            code: r.code.0,
+            remark,
+        };
+        let last = self.refused.as_ref();
+        if last.is_none_or(|l| (l.request, l.code, &l.remark) != (r.request, r.code, &r.remark)) {
+            let (topic, broker, queue) = (&r.topic, &r.broker, r.queue_id);
+            warn!(
+                topic,
+                broker,
+                queue,
+                code = r.code,
+                remark = r.remark,
+                "{} refused",
+                r.request
+            );
+        }
+        self.refused = Some(r);
     }
 
     /// Ends every wait for `w`.
@@ -356,6 +385,28 @@ pub struct Health {
     pub unreachable_topics: usize,
     /// The last failure of a NameServer connection, if one failed.
     pub name_server_error: Option<ConnectionError>,
+    /// The last request for a queue (an offset lookup, a pull, a commit) a broker refused:
+    /// it is retried as Java does, and each new refusal is also logged as a warning. E.g. a 5.x proxy in front of a broker
+    /// too new or too old for it, or a missing permission.
+    pub last_refusal: Option<Refusal>,
+}
+
+/// A broker's refusal of a consumer's request for one queue ([`Health::last_refusal`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Refusal {
+    /// The request (its RocketMQ name, e.g. `QUERY_CONSUMER_OFFSET`).
+    pub request: &'static str,
+    /// The topic of the queue.
+    pub topic: String,
+    /// The broker of the queue.
+    pub broker: String,
+    /// The queue id.
+    pub queue_id: i32,
+    /// The broker's response code.
+    pub code: i32,
+    /// The broker's remark.
+    pub remark: String,
 }
 
 impl Health {
@@ -430,6 +481,7 @@ impl<C: Attached + Send + 'static> Driver<C> {
                 nacked: FastMap::default(),
                 checks: None,
                 replies: FastMap::default(),
+                refused: None,
                 armed: None,
             }),
             wake: Notify::new(),
@@ -786,6 +838,7 @@ impl<C: Attached + Send + 'static> Driver<C> {
             routed_topics: h.routed,
             unreachable_topics: h.unreachable,
             name_server_error: self.cause(None),
+            last_refusal: lock(&self.inner.state).refused.clone(),
         }
     }
 
@@ -1090,6 +1143,7 @@ impl<C: Attached + Send + 'static> FrameSink for PeerSink<C> {
             let state = &mut *st;
             let (sink, checks, replies) = (&mut state.sink, &state.checks, &mut state.replies);
             let sends = &mut state.sends;
+            let mut refused = None;
             r = state
                 .client
                 .handle_frame(now, self.peer, bytes, &mut |i| match (i, sink.as_mut()) {
@@ -1120,9 +1174,15 @@ impl<C: Attached + Send + 'static> FrameSink for PeerSink<C> {
                             let _ = tx.send(Check::new(peer, bytes, check));
                         }
                     }
+                    (Inbound::Refused { refusal, remark }, _) => {
+                        refused = Some((refusal, remark.to_owned()));
+                    }
                     (_, None) => {}
                 })
                 .map_err(|e| e.to_string());
+            if let Some((r, remark)) = refused {
+                st.refused(r, remark);
+            }
             if r.is_err() {
                 break;
             }

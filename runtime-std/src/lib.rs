@@ -107,7 +107,7 @@ pub use config::{
 #[doc(hidden)]
 pub use conn::{ConnStats, MAX_RX_FRAME};
 pub use conn::{request_frame, request_once};
-pub use driver::Health;
+pub use driver::{Health, Refusal};
 pub use message::{ConnectionError, Message, MessageQueue, SendError, SendErrorKind, SendResult};
 pub use producer::{Producer, RouteInfo};
 pub use rmq_core as core;

@@ -4,7 +4,7 @@
 //! The client correlates, times out and routes; the consumer decides. Every method here is
 //! called by [`Client`](super::Client) only, in the order its docs give.
 
-use crate::pull_consumer::{Delivery, PullConsumer, PullEvent, QueueKey};
+use crate::pull_consumer::{Delivery, PullConsumer, PullEvent, QueueKey, Refusal};
 use crate::send_back::{Nack, NackError};
 use crate::session::{Outbound, SessionApi, TopicId, Transmit};
 use crate::store::Store;
@@ -40,6 +40,11 @@ pub trait Attached {
     ) -> bool;
     /// One of its calls got no answer (`false`: not one of them).
     fn handle_call_failed(&mut self, now: Instant, opaque: i32) -> bool;
+    /// The refusal the last answer given to [`handle_response`](Self::handle_response)
+    /// carried, if it was one.
+    fn take_refusal(&mut self) -> Option<Refusal> {
+        None
+    }
     /// Its next event; `milestones`: also the milestones a command asked for (a round
     /// applied, commits drained, a lock granted).
     fn poll_event(&mut self, milestones: bool) -> Option<PullEvent>;
@@ -204,6 +209,9 @@ impl<
     }
     fn handle_call_failed(&mut self, now: Instant, opaque: i32) -> bool {
         PullConsumer::handle_call_failed(self, now, opaque)
+    }
+    fn take_refusal(&mut self) -> Option<Refusal> {
+        PullConsumer::take_refusal(self)
     }
     fn poll_event(&mut self, milestones: bool) -> Option<PullEvent> {
         match milestones {

@@ -70,7 +70,7 @@ use nack::{Entry, Step, WithResends};
 use start::Start;
 
 use crate::admin::{direct_message, is_oneway};
-use crate::pull_consumer::{Delivery, PullEvent, QueueKey};
+use crate::pull_consumer::{Delivery, PullEvent, QueueKey, Refusal};
 use crate::reply::PushedReply;
 use crate::retry::{RetryConfig, SendMode};
 use crate::send_back::{Nack, NackError, RETRY_TOPIC_PREFIX, retry_topic};
@@ -171,6 +171,15 @@ pub enum Inbound<'a, 'm> {
         peer: Peer,
         /// The check and its half message.
         check: &'m TransactionCheck<'a>,
+    },
+    /// A broker refused one of the consumer's requests for a queue (see [`Refusal`]): the
+    /// consumer retries as Java does; the runtime makes it heard (a log line, a health
+    /// field), so that a consumer that reads nothing says why.
+    Refused {
+        /// What was refused, and with which code.
+        refusal: Refusal,
+        /// The broker's remark (empty when it gave none).
+        remark: &'a str,
     },
 }
 
@@ -518,6 +527,15 @@ impl<
                 let _ = self
                     .consumer
                     .handle_response(now, &self.session, opaque, frame, deliver);
+                // (A runtime that keeps no broker remarks hears of no refusal.)
+                let refusal = F::BROKER_REMARKS.then(|| self.consumer.take_refusal());
+                if let Some(refusal) = refusal.flatten() {
+                    let f = Frame::new_unchecked(frame);
+                    let mut buf = [0u8; 256];
+                    let header = CommandHeader::parse(&f).ok();
+                    let remark = header.and_then(|h| h.remark_text(&mut buf)).unwrap_or("");
+                    inbound(Inbound::Refused { refusal, remark });
+                }
             }
             Incoming::Request { code, opaque } => {
                 self.request(now, peer, code, opaque, frame, inbound);

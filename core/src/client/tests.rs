@@ -307,7 +307,8 @@ fn consume_directly_runs_on_the_application_and_its_outcome_is_answered() {
         Inbound::Message(_)
         | Inbound::Check { .. }
         | Inbound::Reply(_)
-        | Inbound::RecallHandle { .. } => {
+        | Inbound::RecallHandle { .. }
+        | Inbound::Refused { .. } => {
             panic!("not a direct message")
         }
     })
@@ -999,4 +1000,64 @@ fn a_burst_of_pushed_replies_asks_for_a_transmit_before_the_queue_drops_answers(
         "every push answered once"
     );
     assert_eq!(c.stats().answers_dropped, 0);
+}
+
+#[test]
+fn a_refused_offset_query_is_reported_with_the_brokers_remark_and_retried_later() {
+    let mut c = consumer();
+    let list = out(&mut c, t(0));
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0].code, RequestCode::GET_CONSUMER_LIST_BY_GROUP.0);
+    let body = format!(r#"{{"consumerIdList":["{ME}"]}}"#);
+    let a = response(0, list[0].opaque, body.as_bytes());
+    c.handle_frame(t(1), list[0].tx.peer, &a, &mut |_| {})
+        .unwrap();
+    let query = out(&mut c, t(1));
+    assert_eq!(query.len(), 1);
+    assert_eq!(query[0].code, RequestCode::QUERY_CONSUMER_OFFSET.0);
+    // What a 5.x proxy answers a request without `bname`.
+    let mut cmd = CommandRepr::<HeartbeatRequestHeader>::response(
+        ResponseCode::VERSION_NOT_SUPPORTED,
+        query[0].opaque,
+        version::V5_3_3,
+        None,
+    );
+    cmd.remark = Some("Request doesn't have field \"bname\"");
+    let mut f = std::vec![0u8; 512];
+    let n = cmd
+        .emit_frame_prefix_and_header(SerializeType::JSON, 0, &mut f)
+        .unwrap();
+    f.truncate(n);
+    let mut refused = StdVec::new();
+    c.handle_frame(t(2), query[0].tx.peer, &f, &mut |i| {
+        if let Inbound::Refused { refusal, remark } = i {
+            refused.push((refusal, remark.to_string()));
+        }
+    })
+    .unwrap();
+    assert_eq!(refused.len(), 1, "reported once");
+    let (r, remark) = &refused[0];
+    assert_eq!(r.request, RequestCode::QUERY_CONSUMER_OFFSET);
+    assert_eq!(r.code, ResponseCode::VERSION_NOT_SUPPORTED);
+    assert_eq!(
+        (r.queue.queue_id, remark.as_str()),
+        (0, "Request doesn't have field \"bname\"")
+    );
+    // The queue is dropped and asked for again at the next rebalance round (Java's 20 s).
+    assert!(out(&mut c, t(3)).is_empty());
+    let again = out(&mut c, t(20_001));
+    let list = again
+        .iter()
+        .find(|w| w.code == RequestCode::GET_CONSUMER_LIST_BY_GROUP.0)
+        .expect("the next round's consumer list");
+    let a = response(0, list.opaque, body.as_bytes());
+    c.handle_frame(t(20_002), list.tx.peer, &a, &mut |_| {})
+        .unwrap();
+    let query = out(&mut c, t(20_002));
+    assert_eq!(query.len(), 1);
+    assert_eq!(
+        query[0].code,
+        RequestCode::QUERY_CONSUMER_OFFSET.0,
+        "asked again"
+    );
 }

@@ -91,6 +91,7 @@ pub const ROUTE_REFRESH_ON_FAILURE: Duration = Duration::from_secs(1);
 pub const MAX_EXPRESSION: usize = 255;
 
 mod admin;
+mod answers;
 mod config;
 #[cfg(any(test, feature = "fuzzing"))]
 mod invariants;
@@ -100,6 +101,7 @@ mod pull;
 mod rebalance;
 mod send_back;
 
+pub use answers::Refusal;
 pub use config::{PullConfig, PullConfigError};
 
 /// Where [`PullConsumer::seek`] moves a queue (and where `consume_from` starts one).
@@ -494,8 +496,12 @@ pub struct PullConsumer<
     cursor: usize,
     /// The request tables were full at the last `poll_call`: due pulls wait for an answer.
     blocked: bool,
+    /// The last refusal not yet taken ([`take_refusal`](Self::take_refusal)).
+    refused: Option<Refusal>,
     /// An ack let a flow-controlled queue pull now ([`take_wake`](Self::take_wake)).
     wake: bool,
+    /// No queue is pulled ([`set_suspended`](Self::set_suspended)).
+    suspended: bool,
     stopping: bool,
     /// Milestones a command asked to hear of: a round applied, commits drained, locks.
     watch_round: bool,
@@ -582,7 +588,9 @@ impl<
             persist_at: now.saturating_add(cfg.persist_interval),
             cursor: 0,
             blocked: false,
+            refused: None,
             wake: false,
+            suspended: false,
             stopping: false,
             watch_round: false,
             watch_commits: false,
@@ -753,7 +761,7 @@ impl<
             return None;
         }
         let pulls = self.owned.iter().filter_map(|o| match o.state {
-            QState::Ready(at) if !self.blocked && !o.paused => Some(at),
+            QState::Ready(at) if !self.blocked && !o.paused && !self.suspended => Some(at),
             _ => None,
         });
         let lock = self.orderly.then_some(self.lock_at);
@@ -949,187 +957,6 @@ impl<
         } else {
             None
         }
-    }
-
-    /// An answer to one of this consumer's calls (`false` when `opaque` is not one): applies
-    /// it, handing each delivered message to `deliver`.
-    pub fn handle_response<S: SessionApi>(
-        &mut self,
-        now: Instant,
-        session: &S,
-        opaque: i32,
-        frame: &[u8],
-        deliver: &mut dyn FnMut(Delivery<'_, '_>),
-    ) -> bool {
-        let Some(call) = self.calls.swap_remove(&opaque) else {
-            return false;
-        };
-        self.blocked = false;
-        let f = Frame::new_unchecked(frame);
-        let header = CommandHeader::parse(&f).ok();
-        let code = header.as_ref().map_or(-1, CommandHeader::code);
-        match call {
-            CallRef::ConsumerList(i) if S::Features::REBALANCE => {
-                let mut ids: Vec<&str, CIDS> = Vec::new();
-                let ok = code == 0 && parse_consumer_list(f.body_ref(), &mut ids).is_ok();
-                if let Some(s) = self.subs.get_mut(usize::from(i)) {
-                    s.listing = false;
-                    // (A list asked for before `assign_queues` changes nothing after it.)
-                    if ok && !self.manual {
-                        let t = s.topic;
-                        self.assign(session, t, &mut ids);
-                    }
-                }
-            }
-            CallRef::Query(key, lease) => {
-                let Some(o) = self.entry(key, lease, QState::Querying) else {
-                    return true;
-                };
-                let offset = header.as_ref().filter(|_| code == 0).and_then(|h| {
-                    QueryConsumerOffsetResponseHeader::decode(h, &mut Scratch::default()).ok()
-                });
-                let retry = session
-                    .topic_name(key.topic)
-                    .is_some_and(|t| t.starts_with("%RETRY%"));
-                let start = match (code, offset) {
-                    (0, Some(h)) if h.offset >= 0 => Position::Offset(h.offset),
-                    (0, Some(_)) => self.start_position(retry),
-                    (c, _) if c == ResponseCode::QUERY_NOT_FOUND.0 => self.start_position(retry),
-                    _ => {
-                        // Retried at the next rebalance, as Java does.
-                        self.drop_queue(key);
-                        return true;
-                    }
-                };
-                let o = &mut self.owned[o];
-                match start {
-                    Position::Offset(offset) => Self::start(o, offset, now),
-                    other => o.state = QState::Locate(other),
-                }
-            }
-            CallRef::MaxOffset(key) if S::Features::LAG_PROBES => {
-                let offset = answered_offset(header.as_ref(), code);
-                // By queue only: a seek meanwhile changed the lease, not the broker's offsets.
-                if let Some(o) = self.owned.iter_mut().find(|o| o.key == key) {
-                    o.measuring = false;
-                    if let Some(offset) = offset {
-                        o.max_offset = Some(offset);
-                        o.max_at = Some(now);
-                    }
-                }
-            }
-            CallRef::Locate(key, lease) => {
-                let Some(o) = self.owned.iter().position(|o| {
-                    o.key == key && o.lease == lease && matches!(o.state, QState::Locating(_))
-                }) else {
-                    return true;
-                };
-                match answered_offset(header.as_ref(), code) {
-                    Some(offset) => Self::start(&mut self.owned[o], offset, now),
-                    None => self.drop_queue(key),
-                }
-            }
-            CallRef::Pull(key, lease) => {
-                let Some(o) = self.entry(key, lease, QState::Pulling) else {
-                    return true;
-                };
-                let rt = self.owned[o]
-                    .last_pull
-                    .map_or(0, |at| now.saturating_duration_since(at).millis());
-                if let Some(s) = self.subs.iter_mut().find(|s| s.topic == key.topic) {
-                    s.counts.pulls = s.counts.pulls.wrapping_add(1);
-                    s.counts.pull_rt_ms = s.counts.pull_rt_ms.wrapping_add(rt);
-                }
-                self.pulled(now, session, o, header.as_ref(), f.body_ref(), deliver);
-            }
-            CallRef::Commit(key, lease, offset) => {
-                self.committed(key, lease, offset, code == 0);
-            }
-            CallRef::SendBack(key, lease, offset) => {
-                if S::Features::SEND_BACK {
-                    self.back_done(now, key, lease, offset, code == 0);
-                }
-            }
-            CallRef::Lock(broker) if S::Features::ORDERLY => {
-                if code == 0 {
-                    let (owned, subs) = (&mut self.owned, &self.subs);
-                    // Granted queues this consumer no longer owns (dropped while the request
-                    // was in flight): unlocked at once, or the next owner waits out the
-                    // broker's 60 s lock.
-                    let mut stray: Vec<QueueKey, OWNED> = Vec::new();
-                    let _ = parse_locked(f.body_ref(), |q| {
-                        if session.broker_name(broker) != Some(q.broker_name) {
-                            return;
-                        }
-                        let Some(topic) = subs
-                            .iter()
-                            .map(|s| s.topic)
-                            .find(|t| session.topic_name(*t) == Some(q.topic))
-                        else {
-                            return;
-                        };
-                        let key = QueueKey {
-                            topic,
-                            broker,
-                            queue_id: q.queue_id,
-                        };
-                        match owned.iter_mut().find(|o| o.key == key) {
-                            Some(o) if o.lock == LockStep::Sent => o.lock = LockStep::Granted,
-                            Some(_) => {}
-                            None => {
-                                let _ = stray.push(key);
-                            }
-                        }
-                    });
-                    for k in stray {
-                        if !self.unlocks.contains(&k) {
-                            let _ = self.unlocks.push(k);
-                        }
-                    }
-                }
-                self.settle_locks(now, broker);
-            }
-            CallRef::ConsumerList(_)
-            | CallRef::Lock(_)
-            | CallRef::Unlock
-            | CallRef::MaxOffset(_) => {}
-        }
-        true
-    }
-
-    /// One of this consumer's calls got no answer (`false` when `opaque` is not one).
-    pub fn handle_call_failed(&mut self, now: Instant, opaque: i32) -> bool {
-        let Some(call) = self.calls.swap_remove(&opaque) else {
-            return false;
-        };
-        self.blocked = false;
-        match call {
-            CallRef::ConsumerList(i) => {
-                if let Some(s) = self.subs.get_mut(usize::from(i)) {
-                    s.listing = false;
-                }
-            }
-            CallRef::Query(key, _) | CallRef::Locate(key, _) => self.drop_queue(key),
-            CallRef::Pull(key, lease) => {
-                self.stats.pull_failures = self.stats.pull_failures.wrapping_add(1);
-                if let Some(s) = self.subs.iter_mut().find(|s| s.topic == key.topic) {
-                    s.stale = true;
-                }
-                if let Some(o) = self.entry(key, lease, QState::Pulling) {
-                    self.owned[o].state = QState::Ready(now.saturating_add(self.exception_delay));
-                }
-            }
-            CallRef::Commit(key, lease, offset) => self.committed(key, lease, offset, false),
-            CallRef::SendBack(key, lease, offset) => self.back_done(now, key, lease, offset, false),
-            CallRef::Lock(broker) => self.settle_locks(now, broker),
-            CallRef::Unlock => {}
-            CallRef::MaxOffset(key) => {
-                if let Some(o) = self.owned.iter_mut().find(|o| o.key == key) {
-                    o.measuring = false;
-                }
-            }
-        }
-        true
     }
 
     fn entry(&self, key: QueueKey, lease: u32, state: QState) -> Option<usize> {

@@ -3,6 +3,7 @@
 //! (UPDATE_CONSUMER_OFFSET) and lag probes.
 
 use super::*;
+use crate::wire::Chain;
 
 impl<
     const SUBS: usize,
@@ -77,6 +78,19 @@ impl<
     /// Pulls owned queue `queue` again; `false` when it is not owned.
     pub fn resume(&mut self, queue: QueueKey) -> bool {
         self.set_paused(queue, false)
+    }
+
+    /// Stops (`true`) or restarts pulling every queue, the ones assigned later too (Java's
+    /// `suspend()` / `resume()` of a push consumer): what was pulled is still delivered,
+    /// acknowledged and committed; rebalancing goes on. A queue paused by [`Self::pause`]
+    /// stays paused.
+    pub fn set_suspended(&mut self, suspended: bool) {
+        self.suspended = suspended;
+    }
+
+    /// Whether the consumer is suspended ([`Self::set_suspended`]).
+    pub fn is_suspended(&self) -> bool {
+        self.suspended
     }
 
     pub(super) fn set_paused(&mut self, queue: QueueKey, paused: bool) -> bool {
@@ -154,6 +168,53 @@ impl<
         }
     }
 
+    /// The name of `broker` for a 5.x client's queue requests (`bname`, which a 5.x proxy
+    /// routes by), copied out of the session; `None` for a 4.x version, or when the session
+    /// leaves it out ([`Features::BROKER_NAMES`](crate::session::Features::BROKER_NAMES)).
+    pub(super) fn bname<S: SessionApi>(
+        &self,
+        session: &S,
+        broker: BrokerId,
+    ) -> Option<String<MAX_NAME>> {
+        if !S::Features::BROKER_NAMES || self.version < version::V5_0_0 {
+            return None;
+        }
+        let mut name = String::new();
+        name.push_str(session.broker_name(broker)?).ok()?;
+        Some(name)
+    }
+
+    /// [`Self::call`] of a queue's request, with `bname` after `ext` when given (a 5.x
+    /// client's offset requests, see [`Self::bname`]). The headers leave the field out so that
+    /// a session without it ([`Features::BROKER_NAMES`](crate::session::Features)) carries no
+    /// code for it.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(super) fn named_call<E: ExtFields, S: SessionApi, M: Outbound + ?Sized>(
+        calls: &mut Calls<CALLS>,
+        now: Instant,
+        session: &mut S,
+        peer: Peer,
+        code: RequestCode,
+        (ext, bname): (E, Option<&str>),
+        timeout: Duration,
+        what: CallRef,
+        buf: &mut [u8],
+        lend: &M,
+    ) -> Result<Transmit, CallError> {
+        match bname {
+            Some(b) if S::Features::BROKER_NAMES => {
+                let named = Chain(ext, &[("bname", b)][..]);
+                Self::call(
+                    calls, now, session, peer, code, named, timeout, what, buf, lend,
+                )
+            }
+            _ => Self::call(
+                calls, now, session, peer, code, ext, timeout, what, buf, lend,
+            ),
+        }
+    }
+
     /// GET_MAX_OFFSET of a queue whose lag is wanted (see `Owned::measure`).
     pub(super) fn measure_call<S: SessionApi, M: Outbound + ?Sized>(
         &mut self,
@@ -167,11 +228,15 @@ impl<
         self.owned[i].measure = false;
         let mut topic = String::<MAX_NAME>::new();
         topic.push_str(session.topic_name(key.topic)?).ok()?;
-        let hdr = self.max_offset_header(&topic, key.queue_id);
+        let bname = self.bname(session, key.broker);
+        let hdr = (
+            self.max_offset_header(&topic, key.queue_id),
+            bname.as_deref(),
+        );
         let peer = session.read_peer(key.broker, false);
         let code = RequestCode::GET_MAX_OFFSET;
         let what = CallRef::MaxOffset(key);
-        match Self::call(
+        match Self::named_call(
             &mut self.calls,
             now,
             session,
@@ -266,16 +331,18 @@ impl<
         let topic = session.topic_name(key.topic).unwrap_or("");
         name.push_str(topic)
             .map_err(|_| CallError::Encode(crate::wire::EncodeError::BufferTooSmall))?;
+        let bname = self.bname(session, key.broker);
         let hdr = UpdateConsumerOffsetRequestHeader {
             consumer_group: &self.group,
             topic: &name,
             queue_id: key.queue_id,
             commit_offset: offset,
         };
+        let hdr = (hdr, bname.as_deref());
         let what = CallRef::Commit(key, lease, offset);
         let peer = session.read_peer(key.broker, false);
         let code = RequestCode::UPDATE_CONSUMER_OFFSET;
-        Self::call(
+        Self::named_call(
             &mut self.calls,
             now,
             session,

@@ -28,6 +28,13 @@ impl<
             Some(Ok(r)) => r,
             Some(Err(e)) => {
                 self.stats.pull_failures = self.stats.pull_failures.wrapping_add(1);
+                match e {
+                    crate::consumer::PullError::Broker(code) if S::Features::BROKER_REMARKS => {
+                        let key = self.owned[i].key;
+                        self.refuse::<S>(key, RequestCode::PULL_MESSAGE, code.0);
+                    }
+                    _ => {}
+                }
                 let at = now.saturating_add(e.retry_delay(self.exception_delay));
                 self.owned[i].state = QState::Ready(at);
                 return;
@@ -127,7 +134,7 @@ impl<
     ) -> Option<Transmit> {
         let o = self.owned.get(i)?;
         let (key, lease, state) = (o.key, o.lease, o.state);
-        if matches!(state, QState::Ready(at) if at > now || o.paused)
+        if matches!(state, QState::Ready(at) if at > now || o.paused || self.suspended)
             || !matches!(state, QState::New | QState::Locate(_) | QState::Ready(_))
         {
             return None;
@@ -149,6 +156,9 @@ impl<
         let _ = expression.push_str(&sub.expression);
         let sql = sub.sql;
         let peer = session.read_peer(key.broker, false);
+        // Offset requests name the broker as `bname` does (see `Self::bname`).
+        let v5 = S::Features::BROKER_NAMES && self.version >= version::V5_0_0;
+        let bname = v5.then_some(broker.as_str());
         let (tx, next) = match state {
             QState::New if self.broadcasting::<S>() => {
                 if self.room() {
@@ -166,9 +176,10 @@ impl<
                     queue_id: key.queue_id,
                     set_zero_if_not_found: None,
                 };
+                let hdr = (hdr, bname);
                 let what = CallRef::Query(key, lease);
                 let code = RequestCode::QUERY_CONSUMER_OFFSET;
-                let r = Self::call(
+                let r = Self::named_call(
                     &mut self.calls,
                     now,
                     session,
@@ -189,9 +200,9 @@ impl<
                 let t = CLIENT_API_TIMEOUT;
                 let r = match position {
                     Position::Begin => {
-                        let hdr = GetMinOffsetRequestHeader { topic, queue_id };
+                        let hdr = (GetMinOffsetRequestHeader { topic, queue_id }, bname);
                         let code = RequestCode::GET_MIN_OFFSET;
-                        Self::call(
+                        Self::named_call(
                             &mut self.calls,
                             now,
                             session,
@@ -210,8 +221,9 @@ impl<
                             queue_id,
                             timestamp,
                         };
+                        let hdr = (hdr, bname);
                         let code = RequestCode::SEARCH_OFFSET_BY_TIMESTAMP;
-                        Self::call(
+                        Self::named_call(
                             &mut self.calls,
                             now,
                             session,
@@ -227,9 +239,9 @@ impl<
                     // A timestamp only when the session leaves them out, which `subscribe`
                     // and `seek` refuse: never.
                     Position::End | Position::Offset(_) | Position::Timestamp(_) => {
-                        let hdr = self.max_offset_header(topic, queue_id);
+                        let hdr = (self.max_offset_header(topic, queue_id), bname);
                         let code = RequestCode::GET_MAX_OFFSET;
-                        Self::call(
+                        Self::named_call(
                             &mut self.calls,
                             now,
                             session,

@@ -114,10 +114,7 @@ impl<
         let (key, lease, offset) = (b.key, b.lease, b.offset);
         let (commit_log_offset, delay_level) = (b.commit_log_offset, b.delay_level);
         let (msg_id, topic, group) = (b.msg_id.clone(), b.topic.clone(), self.group.clone());
-        let mut bname: String<MAX_NAME> = String::new();
-        let named = session
-            .broker_name(key.broker)
-            .is_some_and(|n| bname.push_str(n).is_ok());
+        let bname = self.bname(session, key.broker);
         let hdr = ConsumerSendMsgBackRequestHeader {
             offset: commit_log_offset,
             group: &group,
@@ -126,7 +123,7 @@ impl<
             origin_topic: Some(&topic),
             unit_mode: false,
             max_reconsume_times: Some(self.max_reconsume_times),
-            bname: (named && self.version >= version::V5_0_0).then_some(bname.as_str()),
+            bname: bname.as_deref(),
         };
         let what = CallRef::SendBack(key, lease, offset);
         let peer = Peer::Broker(key.broker);

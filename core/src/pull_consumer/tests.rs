@@ -248,6 +248,8 @@ fn start(w: &mut World, ids: &[&str], queue: i32, offset: i64) -> Sent {
     assert_eq!(query.code, RequestCode::QUERY_CONSUMER_OFFSET.0);
     assert_eq!(query.ext["queueId"], queue.to_string());
     assert_eq!(query.ext["topic"], "T");
+    // As the Java 5.x client: a 5.x proxy routes offset requests by the broker's name.
+    assert_eq!(query.ext["bname"], "broker-a");
     w.reply(&query, 0, &[("offset", &offset.to_string())], b"");
     one(w.out())
 }
@@ -309,6 +311,7 @@ fn commits_the_lowest_unacknowledged_offset_on_schedule() {
     assert_eq!(commit.code, RequestCode::UPDATE_CONSUMER_OFFSET.0);
     assert_eq!(commit.ext["commitOffset"], "7");
     assert_eq!(commit.ext["queueId"], "0");
+    assert_eq!(commit.ext["bname"], "broker-a");
     assert_eq!(w.c.commits_pending(), 1);
     w.reply(&commit, 0, &[], b"");
     assert_eq!(w.c.commits_pending(), 0);
@@ -328,9 +331,24 @@ fn a_group_without_offset_starts_at_the_max_offset() {
     let max = one(w.out());
     assert_eq!(max.code, RequestCode::GET_MAX_OFFSET.0);
     assert_eq!(max.ext["committed"], "true");
+    assert_eq!(max.ext["bname"], "broker-a");
     w.reply(&max, 0, &[("offset", "42")], b"");
     let pull = one(w.out());
     assert_eq!(pull.ext["queueOffset"], "42");
+}
+
+#[test]
+fn a_4x_client_names_no_broker_on_offset_requests() {
+    let mut w = World::configured(1, |pc| pc.version = version::V4_9_7);
+    let l = one(w.out());
+    w.consumers(&l, &[ME]);
+    let query = one(w.out());
+    assert_eq!(query.code, RequestCode::QUERY_CONSUMER_OFFSET.0);
+    assert!(!query.ext.contains_key("bname"), "{:?}", query.ext);
+    w.reply(&query, ResponseCode::QUERY_NOT_FOUND.0, &[], b"");
+    let max = one(w.out());
+    assert_eq!(max.code, RequestCode::GET_MAX_OFFSET.0);
+    assert!(!max.ext.contains_key("bname") && !max.ext.contains_key("committed"));
 }
 
 #[test]
@@ -538,6 +556,7 @@ fn seek_moves_a_queue_and_voids_what_was_in_flight() {
         let locate = one(w.out());
         assert_eq!(locate.code, code.0);
         assert_eq!(locate.ext["topic"], "T");
+        assert_eq!(locate.ext["bname"], "broker-a");
         assert_eq!(locate.ext.get("timestamp").map(StdString::as_str), ext);
         w.reply(&locate, 0, &[("offset", "7")], b"");
         let out = w.out();
@@ -565,6 +584,58 @@ fn paused_queues_are_not_pulled_until_resumed() {
     assert!(w.c.resume(q(0)));
     assert_eq!(one(w.out()).ext["queueOffset"], "1");
     assert!(!w.c.pause(q(2)));
+}
+
+#[test]
+fn a_suspended_consumer_pulls_no_queue_until_it_resumes_and_still_commits() {
+    let mut w = World::new(2);
+    let l = one(w.out());
+    w.consumers(&l, &[ME]);
+    let queries = w.out();
+    assert_eq!(queries.len(), 2);
+    w.c.set_suspended(true);
+    assert!(w.c.is_suspended());
+    for query in &queries {
+        w.reply(query, 0, &[("offset", "0")], b"");
+    }
+    assert!(w.out().is_empty(), "no pull while suspended");
+    assert!(
+        w.c.poll_timeout().is_none_or(|t| t > w.now),
+        "nothing due to pull"
+    );
+    w.c.set_suspended(false);
+    let pulls = w.out();
+    assert_eq!(pulls.len(), 2, "both queues pulled at once: {pulls:?}");
+    // Suspended with pulls in flight: what they bring is delivered, acknowledged, committed.
+    w.c.set_suspended(true);
+    let p0 = pulls.iter().find(|p| p.ext["queueId"] == "0").unwrap();
+    w.pull_answer(p0, 1, &[(0, "TagA")]);
+    assert_eq!(w.got.len(), 1, "what was pulled is still delivered");
+    assert!(w.out().is_empty(), "no next pull while suspended");
+    assert!(w.c.ack(w.now, q(0), w.got[0].1, 0));
+    w.now = t(5_000);
+    // The commit (and a lag probe of the queue not being pulled), no pull.
+    let due = w.out();
+    assert!(
+        due.iter().all(|r| r.code != RequestCode::PULL_MESSAGE.0),
+        "{due:?}"
+    );
+    let commit = due
+        .iter()
+        .find(|r| r.code == RequestCode::UPDATE_CONSUMER_OFFSET.0)
+        .expect("the commit");
+    assert_eq!(commit.ext["commitOffset"], "1");
+    w.reply(commit, 0, &[], b"");
+    w.c.set_suspended(false);
+    let next = one(w.out());
+    assert_eq!(next.code, RequestCode::PULL_MESSAGE.0);
+    assert_eq!(
+        (
+            next.ext["queueId"].as_str(),
+            next.ext["queueOffset"].as_str()
+        ),
+        ("0", "1")
+    );
 }
 
 #[test]

@@ -84,6 +84,12 @@ pub trait Features {
     /// no master): `false` keeps no slave address, and every read goes to the master (a
     /// runtime with one connection per broker, a gateway's).
     const SLAVES: bool = true;
+    /// The broker's name (`bname`) on a 5.x consumer's offset requests
+    /// (QUERY/UPDATE_CONSUMER_OFFSET, GET_MAX/MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP), as the
+    /// Java 5.x client sends it: a 5.x proxy (`rocketmq-proxy`'s remoting port) routes by it
+    /// and refuses such a request without it. `false` leaves it out (a runtime that talks to
+    /// brokers directly: a gateway's), from CONSUMER_SEND_MSG_BACK too.
+    const BROKER_NAMES: bool = true;
 }
 
 /// A session's features are the set of its sends' fault profiles.

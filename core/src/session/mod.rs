@@ -869,6 +869,9 @@ impl<
                     self.set_lookup(topic, Lookup::Idle(None));
                     self.lookup(now, topic, true);
                 } else {
+                    if F::BROKER_REMARKS {
+                        self.route_refused(now, topic, code, &h);
+                    }
                     self.route_failed(now, topic, false, true);
                 }
             }

@@ -218,6 +218,27 @@ impl<
         }
     }
 
+    /// A lookup of topic `t` was refused with `code`: when for the client's credentials (a
+    /// NameServer or a 5.x proxy with authentication on, e.g. SYSTEM_ERROR "check signature
+    /// failed."), the sends waiting for it end with [`SendFailure::Authentication`] and the
+    /// remark, not NoRoute (Java's "No route info", the refusal only in its log): the same
+    /// keys fail the same way again.
+    pub(super) fn route_refused(&mut self, now: Instant, t: u16, code: i32, h: &CommandHeader<'_>) {
+        let mut buf = [0u8; MAX_REMARK];
+        let remark = h.remark_text(&mut buf).unwrap_or("");
+        if !is_auth_failure(code, Some(remark)) {
+            return;
+        }
+        for s in 0..self.sends.len() {
+            let slot = &mut self.sends[s];
+            if slot.state == SendState::Route && slot.topic == t {
+                slot.remark = copy_cut(remark);
+                let attempts = 0;
+                self.finish(now, s as u16, Ending::Authentication { code, attempts });
+            }
+        }
+    }
+
     /// Whether the last lookup of topic `t` failed because no NameServer answered.
     pub fn route_unreachable(&self, t: TopicId) -> bool {
         self.topics

@@ -524,14 +524,7 @@ impl<
                 code
             }
             Ok(SendResponse::Rejected { code }) if F::BROKER_REMARKS => {
-                slot.remark = h
-                    .remark()
-                    .and_then(|r| {
-                        r.as_str()
-                            .or_else(|| r.unescape_into(&mut sbuf).ok())
-                            .map(copy_cut)
-                    })
-                    .unwrap_or_default();
+                slot.remark = h.remark_text(&mut sbuf).map(copy_cut).unwrap_or_default();
                 if is_auth_failure(code, Some(slot.remark.as_str())) {
                     // The same credentials fail the same way on every broker: no retry.
                     return self.finish(

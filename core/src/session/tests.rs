@@ -677,6 +677,44 @@ fn route_events_tell_when_a_topic_can_be_used() {
 }
 
 #[test]
+fn a_route_lookup_refused_for_the_credentials_ends_waiting_sends_as_authentication() {
+    // A 5.x proxy with authentication on checks the route lookup's signature first.
+    let mut w = World::new(1);
+    let id = w.send("T");
+    let r = one(w.out());
+    assert_eq!(r.code, RequestCode::GET_ROUTEINFO_BY_TOPIC.0);
+    let f = rejected(1, r.opaque, "check signature failed.");
+    assert_eq!(
+        w.s.handle_frame(w.now, r.peer, &f).unwrap(),
+        Incoming::Handled
+    );
+    w.drain();
+    match w.done(id) {
+        Some(Err(SendFailure::Authentication {
+            code,
+            attempts,
+            remark,
+        })) => {
+            assert_eq!((code, attempts), (1, 0));
+            assert_eq!(remark.as_str(), "check signature failed.");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Any other refusal of a lookup still ends it as no route.
+    let id = w.send("U");
+    let r = one(w.out());
+    let f = rejected(1, r.opaque, "disk full");
+    let _ = w.s.handle_frame(w.now, r.peer, &f).unwrap();
+    w.drain();
+    match w.done(id) {
+        Some(Err(SendFailure::Plan { error, .. })) => {
+            assert_eq!(error.kind(), SendErrorKind::NoRoute)
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn refused_credentials_end_the_send_without_retry() {
     let mut w = World::new(1);
     let id = w.send("T");

@@ -99,6 +99,15 @@ impl<'a> CommandHeader<'a> {
     pub const fn remark(&self) -> Option<FieldStr<'a>> {
         self.remark
     }
+    /// The remark as text: borrowed when it has no escapes, else unescaped into `buf`
+    /// (`None` when absent, or when it does not fit `buf`).
+    pub fn remark_text<'b>(&self, buf: &'b mut [u8]) -> Option<&'b str>
+    where
+        'a: 'b,
+    {
+        let r = self.remark?;
+        r.as_str().or_else(|| r.unescape_into(buf).ok())
+    }
     /// The format this header was decoded from.
     pub const fn serialize_type(&self) -> SerializeType {
         self.serialize_type
