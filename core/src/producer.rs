@@ -410,7 +410,8 @@ pub struct MessageFields<'a, U> {
     /// A transaction's half message of this producer group (`TRAN_MSG=true`, `PGROUP`; see
     /// [`crate::transaction`]): its delay level is dropped, as Java does.
     pub transaction: Option<&'a str>,
-    /// A request's or a reply's correlation properties ([`crate::reply`]).
+    /// A request's or a reply's correlation properties ([`crate::reply`]; feature `replies`).
+    #[cfg(feature = "replies")]
     pub correlation: Option<crate::reply::Correlation<'a>>,
     /// User properties (checked with [`crate::message::validate::validate_user_property`]).
     pub user: U,
@@ -429,6 +430,7 @@ impl<'a> MessageFields<'a, NoUserProperties> {
             wait_store_msg_ok: true,
             timer: None,
             transaction: None,
+            #[cfg(feature = "replies")]
             correlation: None,
             user: core::iter::empty(),
         }
@@ -546,6 +548,7 @@ where
     };
     let wait = if m.wait_store_msg_ok { "true" } else { "false" };
     // A request's or a reply's properties (absent entries are filtered out below).
+    #[cfg(feature = "replies")]
     let [e0, e1, e2, e3] = m.correlation.map_or([("", None); 4], |c| c.entries());
     let fixed = [
         (keys::TAGS, m.tags),
@@ -556,9 +559,13 @@ where
         (keys::UNIQ_KEY, uniq),
         (keys::TRANSACTION_PREPARED, m.transaction.map(|_| "true")),
         (keys::PRODUCER_GROUP, m.transaction),
+        #[cfg(feature = "replies")]
         e0,
+        #[cfg(feature = "replies")]
         e1,
+        #[cfg(feature = "replies")]
         e2,
+        #[cfg(feature = "replies")]
         e3,
     ];
     // The map of the user entries is not an identity: it shortens their lifetime to the

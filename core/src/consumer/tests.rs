@@ -291,11 +291,52 @@ fn java_circle(mq_all: &[u32], cid_all: &[&str], current: &str) -> StdVec<u32> {
     result
 }
 
+/// The queue ids of `T` on `broker-a` (queues `0..n`) that `me` gets.
 fn alloc(s: AllocateStrategy, n: usize, cids: &[&str], me: &str) -> StdVec<u32> {
-    let queues: StdVec<u32> = (0..n as u32).collect();
-    let mut out = heapless::Vec::<u32, 256>::new();
+    let queues: StdVec<MessageQueue<'_>> = (0..n as i32)
+        .map(|q| MessageQueue::new("T", "broker-a", q))
+        .collect();
+    let mut out = heapless::Vec::<MessageQueue<'_>, 256>::new();
     allocate(s, &queues, cids, me, &mut out).unwrap();
-    out.to_vec()
+    out.iter().map(|q| q.queue_id as u32).collect()
+}
+
+#[test]
+fn consistent_hash_places_each_queue_once_and_moves_only_a_leavers_queues() {
+    let hash = AllocateStrategy::ConsistentHash {
+        virtual_nodes: VIRTUAL_NODES,
+    };
+    let cids = ["a@1", "b@2", "c@3"];
+    // The ring as Java's ConsistentHashRouter builds it (MD5 of "a@1-0".."c@3-9", computed
+    // apart with Python's hashlib): queue i goes to the first point at or after the MD5 of
+    // "MessageQueue [topic=T, brokerName=broker-a, queueId=i]".
+    assert_eq!(alloc(hash, 8, &cids, "a@1"), [1, 6]);
+    assert_eq!(alloc(hash, 8, &cids, "b@2"), [2, 3, 7]);
+    assert_eq!(alloc(hash, 8, &cids, "c@3"), [0, 4, 5]);
+    // 64 queues: each exactly once; when c leaves, only c's queues move.
+    let owner = |cids: &[&'static str]| -> [&'static str; 64] {
+        let mut o = [""; 64];
+        for me in cids {
+            for q in alloc(hash, 64, cids, me) {
+                assert_eq!(o[q as usize], "", "queue {q} twice");
+                o[q as usize] = me;
+            }
+        }
+        assert!(
+            o.iter().all(|c| !c.is_empty()),
+            "a queue without owner: {o:?}"
+        );
+        o
+    };
+    let (three, two) = (owner(&cids), owner(&cids[..2]));
+    for (q, (before, after)) in three.iter().zip(&two).enumerate() {
+        if *before != "c@3" {
+            assert_eq!(before, after, "queue {q} moved");
+        }
+    }
+    // No points: nobody gets anything (Java's router returns no node).
+    let none = AllocateStrategy::ConsistentHash { virtual_nodes: 0 };
+    assert!(alloc(none, 8, &cids, "a@1").is_empty());
 }
 
 #[test]
@@ -327,27 +368,24 @@ fn allocation_examples() {
         [] as [u32; 0]
     );
 
-    let mut out = heapless::Vec::<u32, 2>::new();
+    let q = |i| MessageQueue::new("T", "b", i);
+    let mut out = heapless::Vec::<MessageQueue<'_>, 2>::new();
+    let avg = AllocateStrategy::Averagely;
+    let three = [q(1), q(2), q(3)];
     assert_eq!(
-        allocate(
-            AllocateStrategy::Averagely,
-            &[1u32, 2, 3],
-            &["a"],
-            "a",
-            &mut out
-        ),
+        allocate(avg, &three, &["a"], "a", &mut out),
         Err(AllocateError::Full)
     );
     assert_eq!(
-        allocate(AllocateStrategy::Averagely, &[1u32], &["a"], "", &mut out),
+        allocate(avg, &[q(1)], &["a"], "", &mut out),
         Err(AllocateError::EmptyConsumerId)
     );
     assert_eq!(
-        allocate::<u32, 2>(AllocateStrategy::Averagely, &[], &["a"], "a", &mut out),
+        allocate(avg, &[], &["a"], "a", &mut out),
         Err(AllocateError::NoQueues)
     );
     assert_eq!(
-        allocate(AllocateStrategy::Averagely, &[1u32], &[], "a", &mut out),
+        allocate(avg, &[q(1)], &[], "a", &mut out),
         Err(AllocateError::NoConsumers)
     );
 }
@@ -390,6 +428,7 @@ proptest! {
                 let want = match s {
                     AllocateStrategy::Averagely => java_avg(&queues, &cids, me),
                     AllocateStrategy::AveragelyByCircle => java_circle(&queues, &cids, me),
+                    _ => unreachable!(),
                 };
                 prop_assert_eq!(&got, &want);
                 for q in got { seen[q as usize] += 1; }
@@ -642,4 +681,65 @@ fn sql92_subscriptions_have_no_tags_and_filter_nothing_on_the_client() {
         )
     );
     assert!(write_check_client("c", "g", &sub, &mut buf[..40]).is_err());
+}
+
+#[test]
+fn machine_room_strategies_read_rooms_out_of_names() {
+    let qs = [
+        MessageQueue::new("T", "plain", 0),
+        MessageQueue::new("T", "r1@a", 0),
+        MessageQueue::new("T", "r1@a", 1),
+        MessageQueue::new("T", "r2@b", 0),
+        MessageQueue::new("T", "r3@c", 0),
+    ];
+    let get = |s: AllocateStrategy, cids: &[&str], me: &str| {
+        let mut out = heapless::Vec::<MessageQueue<'_>, 8>::new();
+        allocate(s, &qs, cids, me, &mut out).map(|()| {
+            out.iter()
+                .map(|q| std::format!("{}/{}", q.broker_name, q.queue_id))
+                .collect::<StdVec<_>>()
+        })
+    };
+    // Rooms r1 and r2 only: 3 queues, blocks of 1, the first member one more from the end.
+    let room = AllocateStrategy::MachineRoom {
+        consumes: |r| r == "r1" || r == "r2",
+    };
+    assert_eq!(get(room, &["a", "b"], "a").unwrap(), ["r1@a/0", "r2@b/0"]);
+    assert_eq!(get(room, &["a", "b"], "b").unwrap(), ["r1@a/1"]);
+    // Nearby: a consumer of room "r1@a" takes its room's queues; each room without a member
+    // is shared by all, one room at a time (a room of one queue: the first member's).
+    let nearby = AllocateStrategy::MachineRoomNearby {
+        inner: Nearby::Averagely,
+        broker_room: |b| b,
+        consumer_room: |c| c.split('#').next().unwrap_or(c),
+    };
+    let cids = ["r1@a#1", "x#2"];
+    assert_eq!(
+        get(nearby, &cids, "r1@a#1").unwrap(),
+        ["r1@a/0", "r1@a/1", "plain/0", "r2@b/0", "r3@c/0"]
+    );
+    assert!(get(nearby, &cids, "x#2").unwrap().is_empty());
+    let no_room = AllocateStrategy::MachineRoomNearby {
+        inner: Nearby::Averagely,
+        broker_room: |_| "",
+        consumer_room: |c| c,
+    };
+    assert_eq!(
+        get(no_room, &cids, "x#2"),
+        Err(AllocateError::NoMachineRoom)
+    );
+    // By config: what the filter takes, whoever else is there.
+    let config = AllocateStrategy::ByConfig {
+        takes: |q| q.queue_id == 1,
+    };
+    assert_eq!(get(config, &cids, "x#2").unwrap(), ["r1@a/1"]);
+    // Without Java's checks: also for a consumer not (yet) listed.
+    assert_eq!(get(config, &cids, "not-listed").unwrap(), ["r1@a/1"]);
+    // Java's split drops trailing empty parts: "r2@b@" is room r2.
+    let trailing = [MessageQueue::new("T", "r2@b@", 0)];
+    let mut out = heapless::Vec::<MessageQueue<'_>, 2>::new();
+    allocate(room, &trailing, &["a"], "a", &mut out).unwrap();
+    assert_eq!(out.len(), 1);
+    assert_eq!(room.name(), "MACHINE_ROOM");
+    assert_eq!(nearby.name(), "MACHINE_ROOM_NEARBY-AVG");
 }

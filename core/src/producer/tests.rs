@@ -220,6 +220,7 @@ fn message_properties_are_validated_and_ordered() {
         wait_store_msg_ok: true,
         timer: None,
         transaction: None,
+        #[cfg(feature = "replies")]
         correlation: None,
         user: user.iter().copied(),
     };
@@ -277,6 +278,7 @@ fn message_properties_are_validated_and_ordered() {
         wait_store_msg_ok: true,
         timer: None,
         transaction: None,
+        #[cfg(feature = "replies")]
         correlation: None,
         user: reserved.iter().copied(),
     };
@@ -298,6 +300,7 @@ fn timer_messages_carry_their_property_and_are_refused_where_the_broker_would_dr
         wait_store_msg_ok: true,
         timer: Some(TimerDelivery::At(1_700_000_003_000)),
         transaction: None,
+        #[cfg(feature = "replies")]
         correlation: None,
         user: user.iter().copied(),
     };
@@ -352,6 +355,7 @@ fn timer_messages_carry_their_property_and_are_refused_where_the_broker_would_dr
         wait_store_msg_ok: true,
         timer: None,
         transaction: None,
+        #[cfg(feature = "replies")]
         correlation: None,
         user: by_hand.iter().copied(),
     };
@@ -466,6 +470,7 @@ fn a_half_message_says_so_and_names_its_group_and_drops_its_delay_level() {
 }
 
 #[test]
+#[cfg(feature = "replies")]
 fn requests_and_replies_carry_their_correlation_and_a_reply_is_code_325() {
     use crate::reply::Correlation;
     let request = MessageFields {
