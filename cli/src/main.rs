@@ -166,6 +166,20 @@ mod cli {
         Request,
     }
 
+    /// How a producer picks queues around slow or failing brokers (`--fault-profile`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+    enum Fault {
+        /// No latency fault tolerance (Java's default, `sendLatencyFaultEnable=false`): round
+        /// robin, avoiding the last failed broker on a retry.
+        Off,
+        /// Java 4.9's `MQFaultStrategy`.
+        Java49,
+        /// Java 5.3's `MQFaultStrategy`.
+        Java5,
+        /// rmq's default: latency-aware isolation with back-off and probing.
+        Adaptive,
+    }
+
     /// Where `rmq consume` starts.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     enum From {
@@ -300,6 +314,9 @@ mod cli {
             /// (rmq-std `AutoBatch::max_in_flight`).
             #[arg(long, default_value_t = rmq_std::AutoBatch::default().max_in_flight)]
             auto_batch_in_flight: usize,
+            /// The producer's fault tolerance.
+            #[arg(long, value_enum, default_value_t = Fault::Adaptive)]
+            fault_profile: Fault,
         },
         /// Measure consumer throughput and latency: a new group (`--group`) consumes `--count`
         /// messages of `--topic` from its first offset through the `run` listener with a
@@ -833,8 +850,15 @@ mod cli {
                 rate,
                 auto_batch_ms,
                 auto_batch_in_flight,
+                fault_profile,
             } => {
                 let mut b = builder(&cli, &need_namesrv(&cli)?)?.topics([topic]);
+                b = match fault_profile {
+                    Fault::Off => b.send_latency_fault_enable(false),
+                    Fault::Java49 => b.fault_profile(rmq_std::FaultProfile::Java49),
+                    Fault::Java5 => b.fault_profile(rmq_std::FaultProfile::Java5),
+                    Fault::Adaptive => b.fault_profile(rmq_std::FaultProfile::Adaptive),
+                };
                 if let Some(ms) = auto_batch_ms {
                     b = b.auto_batch(rmq_std::AutoBatch {
                         hold: Duration::from_millis(*ms),
