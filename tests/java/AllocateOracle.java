@@ -2,7 +2,12 @@
 // Collections.sort on the queues and on the consumer ids, then strategy.allocate for each id.
 //
 // usage: AllocateOracle <case> [-- <case>]...
-//   case: <AVG|AVG_BY_CIRCLE> <cid>[,<cid>...] <topic>/<broker>/<queueId>...
+//   case: <strategy> <cid>[,<cid>...] <topic>/<broker>/<queueId>...
+//   strategy: AVG | AVG_BY_CIRCLE | CONSISTENT_HASH[:<virtual nodes>]
+//     | MACHINE_ROOM (consumeridcs r1, r2: brokers named r1@.. and r2@..)
+//     | NEARBY_AVG | NEARBY_CIRCLE (AllocateMachineRoomNearby over AVG / AVG_BY_CIRCLE; a broker's
+//       and a consumer's room: the text before the first '-', as tests/tests/consumer.rs says)
+//     | CONFIG_EVEN (AllocateMessageQueueByConfig with the queues of even id)
 // Output: one line per case and consumer id, in the order given:
 //   RMQA <case index> <cid> <topic>/<broker>/<queueId>,...   (nothing after the cid if empty)
 import java.util.ArrayList;
@@ -12,6 +17,11 @@ import java.util.List;
 import org.apache.rocketmq.client.consumer.AllocateMessageQueueStrategy;
 import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
 import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragelyByCircle;
+import org.apache.rocketmq.client.consumer.rebalance.AllocateMachineRoomNearby;
+import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueByConfig;
+import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueByMachineRoom;
+import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueConsistentHash;
+import java.util.HashSet;
 import org.apache.rocketmq.common.message.MessageQueue;
 
 public final class AllocateOracle {
@@ -34,16 +44,8 @@ public final class AllocateOracle {
 
     private static void run(int index, List<String> args) {
         if (args.size() < 3) {
-            System.err.println("usage: AllocateOracle <AVG|AVG_BY_CIRCLE> <cids> <topic/broker/qid>... [-- ...]");
+            System.err.println("usage: AllocateOracle <AVG|AVG_BY_CIRCLE|CONSISTENT_HASH[:n]> <cids> <topic/broker/qid>... [-- ...]");
             System.exit(2);
-        }
-        AllocateMessageQueueStrategy strategy;
-        if (args.get(0).equals("AVG")) {
-            strategy = new AllocateMessageQueueAveragely();
-        } else if (args.get(0).equals("AVG_BY_CIRCLE")) {
-            strategy = new AllocateMessageQueueAveragelyByCircle();
-        } else {
-            throw new IllegalArgumentException("unknown strategy " + args.get(0));
         }
         List<String> given = Arrays.asList(args.get(1).split(","));
         List<MessageQueue> mqAll = new ArrayList<>();
@@ -52,6 +54,48 @@ public final class AllocateOracle {
             mqAll.add(new MessageQueue(p[0], p[1], Integer.parseInt(p[2])));
         }
         Collections.sort(mqAll);
+        AllocateMachineRoomNearby.MachineRoomResolver rooms = new AllocateMachineRoomNearby.MachineRoomResolver() {
+            @Override
+            public String brokerDeployIn(MessageQueue mq) {
+                return mq.getBrokerName().split("-")[0];
+            }
+
+            @Override
+            public String consumerDeployIn(String cid) {
+                return cid.split("-")[0];
+            }
+        };
+        AllocateMessageQueueStrategy strategy;
+        if (args.get(0).equals("MACHINE_ROOM")) {
+            AllocateMessageQueueByMachineRoom s = new AllocateMessageQueueByMachineRoom();
+            s.setConsumeridcs(new HashSet<>(Arrays.asList("r1", "r2")));
+            strategy = s;
+        } else if (args.get(0).equals("NEARBY_AVG")) {
+            strategy = new AllocateMachineRoomNearby(new AllocateMessageQueueAveragely(), rooms);
+        } else if (args.get(0).equals("NEARBY_CIRCLE")) {
+            strategy = new AllocateMachineRoomNearby(new AllocateMessageQueueAveragelyByCircle(), rooms);
+        } else if (args.get(0).equals("CONFIG_EVEN")) {
+            AllocateMessageQueueByConfig s = new AllocateMessageQueueByConfig();
+            List<MessageQueue> even = new ArrayList<>();
+            for (MessageQueue q : mqAll) {
+                if (q.getQueueId() % 2 == 0) {
+                    even.add(q);
+                }
+            }
+            s.setMessageQueueList(even);
+            strategy = s;
+        } else if (args.get(0).equals("AVG")) {
+            strategy = new AllocateMessageQueueAveragely();
+        } else if (args.get(0).equals("AVG_BY_CIRCLE")) {
+            strategy = new AllocateMessageQueueAveragelyByCircle();
+        } else if (args.get(0).equals("CONSISTENT_HASH")) {
+            strategy = new AllocateMessageQueueConsistentHash();
+        } else if (args.get(0).startsWith("CONSISTENT_HASH:")) {
+            int nodes = Integer.parseInt(args.get(0).substring("CONSISTENT_HASH:".length()));
+            strategy = new AllocateMessageQueueConsistentHash(nodes);
+        } else {
+            throw new IllegalArgumentException("unknown strategy " + args.get(0));
+        }
         List<String> cidAll = new ArrayList<>(given);
         Collections.sort(cidAll);
         for (String cid : given) {

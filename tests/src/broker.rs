@@ -13,6 +13,9 @@
 //! `broker-<i>/`, each with `home/` (`user.home` and `ROCKETMQ_HOME`: logs go to
 //! `home/logs/`), the properties file, `store/` (brokers), and `out-<k>.log` (stdout+stderr of
 //! the k-th start). `tools/` holds the outputs of mqadmin, Verifier and JavaProducer runs.
+//! `proxy/` holds `rocketmq-proxy` (5.x) once [`Cluster::start_proxy`] started it.
+//! In controller mode ([`ClusterOptions::controller_mode`], 5.x) the NameServer embeds the
+//! controller (its store under `namesrv/store/`) and the brokers are the replicas of one group.
 //! When the cluster is dropped the brokers' `store/` directories are removed (not after a
 //! panic); the logs stay.
 //!
@@ -22,10 +25,12 @@
 //! (UPDATE_BROKER_CONFIG / UPDATE_NAMESRV_CONFIG) and the removal of request code 54
 //! (`GET_BROKER_CLUSTER_ACL_CONFIG`); send, pull, heartbeat and route handling are identical.
 
+mod controller;
 mod jars;
 mod java;
 mod ports;
 mod process;
+mod rocketmq_proxy;
 
 use std::fmt;
 use std::fs;
@@ -36,9 +41,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+pub use controller::{KilledMaster, MasterSwitch, REPLICA_GROUP, Replica, SyncState};
 pub use java::{JavaProducer, SendLine, VerifiedMessage, verifier_read};
 pub use process::pid_alive;
 use process::{Jvm, tail};
+pub use rocketmq_proxy::ProxyOptions;
 
 /// A RocketMQ release line under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -135,6 +142,13 @@ pub struct ClusterOptions {
     /// replicating through the master's HA port): brokers `0..brokers` are the masters,
     /// `brokers..2 * brokers` their slaves in the same order.
     pub slaves: bool,
+    /// RocketMQ 5.x controller mode (automatic master switch, see `broker/controller.rs`):
+    /// the NameServer embeds the controller, and the `brokers` brokers (2..=4) are the
+    /// replicas of ONE group `broker-a` (`enableControllerMode=true`,
+    /// `allAckInSyncStateSet=true`); the controller elects the master. The start waits until
+    /// a master is elected and listed by the NameServer and every replica is in the
+    /// SyncStateSet. Not with `slaves`, nor on the 4.9 line.
+    pub controller_mode: bool,
 }
 
 impl Default for ClusterOptions {
@@ -151,6 +165,7 @@ impl Default for ClusterOptions {
             broker_home_files: Vec::new(),
             broker_jvm_args: Vec::new(),
             slaves: false,
+            controller_mode: false,
         }
     }
 }
@@ -202,6 +217,8 @@ impl fmt::Debug for ClusterOptions {
             .field("broker_heap_mb", &self.broker_heap_mb)
             .field("start_timeout", &self.start_timeout)
             .field("ready_probe", &self.ready_probe.is_some())
+            .field("slaves", &self.slaves)
+            .field("controller_mode", &self.controller_mode)
             .finish()
     }
 }
@@ -209,10 +226,10 @@ impl fmt::Debug for ClusterOptions {
 /// Cluster name every broker registers under.
 pub const CLUSTER_NAME: &str = "DefaultCluster";
 
-/// One NameServer or broker process slot.
+/// One NameServer, broker or proxy process slot.
 #[derive(Debug)]
 struct Node {
-    /// "namesrv" or "broker-<i>".
+    /// "namesrv", "broker-<i>" or "proxy".
     name: String,
     dir: PathBuf,
     port: u16,
@@ -239,9 +256,11 @@ pub struct Cluster {
     java: PathBuf,
     namesrv: Node,
     brokers: Vec<Node>,
+    /// `rocketmq-proxy`, once [`Cluster::start_proxy`] ran.
+    proxy: Option<Node>,
     tool_runs: AtomicU64,
     // Declared last: released after the JVMs are dead.
-    _ports: ports::PortBlock,
+    ports: ports::PortBlock,
 }
 
 impl fmt::Debug for Cluster {
@@ -371,10 +390,22 @@ impl Cluster {
                 ports::MAX_BROKERS,
             )));
         }
+        if options.controller_mode && (options.slaves || options.brokers < 2 || version.is_v4()) {
+            return Err(HarnessError::new(format!(
+                "controller mode needs 2..={} replicas, no `slaves`, and the 5.x line",
+                ports::MAX_BROKERS,
+            )));
+        }
         let java = jars::jdk_tool("java");
         jars::require_tool(&java, "-version")?;
         let server_lib = jars::lib_dir(version, jars::Part::Server)?;
         let ports = ports::PortBlock::claim(nodes)?;
+        if options.controller_mode && !ports::port_free(ports.controller()) {
+            return Err(HarnessError::new(format!(
+                "the controller's port {} is taken by another process",
+                ports.controller()
+            )));
+        }
         let run_dir = jars::target_dir().join("rmq-runs").join(format!(
             "{}-{}-{}",
             version.name(),
@@ -407,16 +438,27 @@ impl Cluster {
             java,
             namesrv,
             brokers,
+            proxy: None,
             tool_runs: AtomicU64::new(0),
-            _ports: ports,
+            ports,
         };
         // From here on, a failure drops `cluster`, which kills what was started.
         cluster
             .start_namesrv()
             .map_err(|e| e.with_logs(cluster.log_tail(40)))?;
+        if cluster.options.controller_mode {
+            cluster
+                .wait_controller_leader()
+                .map_err(|e| e.with_logs(cluster.log_tail(40)))?;
+        }
         for i in 0..cluster.brokers.len() {
             cluster
                 .start_broker(i)
+                .map_err(|e| e.with_logs(cluster.log_tail(40)))?;
+        }
+        if cluster.options.controller_mode {
+            cluster
+                .wait_replicas_in_sync()
                 .map_err(|e| e.with_logs(cluster.log_tail(40)))?;
         }
         cluster
@@ -442,7 +484,7 @@ impl Cluster {
     }
 
     fn start_namesrv(&mut self) -> Result<(), HarnessError> {
-        let node = &mut self.namesrv;
+        let node = &self.namesrv;
         prepare_home(self.version, &node.dir)?;
         let conf = node.dir.join("namesrv.properties");
         let mut text = format!(
@@ -450,6 +492,10 @@ impl Cluster {
             node.port,
             node.home().join("namesrv").join("kvConfig.json").display()
         );
+        if self.options.controller_mode {
+            text.push_str(&self.controller_namesrv_lines());
+        }
+        let node = &mut self.namesrv;
         for l in &self.options.namesrv_config {
             text.push_str(l);
             text.push('\n');
@@ -483,16 +529,19 @@ impl Cluster {
     fn broker_conf(&self, i: usize) -> String {
         let node = &self.brokers[i];
         let name = self.broker_name(i);
-        let (id, role) = match i < self.options.brokers {
-            true => (0, "ASYNC_MASTER"),
-            false => (1, "SLAVE"),
+        let roles = match (self.options.controller_mode, i < self.options.brokers) {
+            // The controller assigns ids and roles.
+            (true, _) => self.controller_broker_lines(),
+            (false, true) => {
+                "brokerId=0\nbrokerRole=ASYNC_MASTER\nenableControllerMode=false\n".into()
+            }
+            (false, false) => "brokerId=1\nbrokerRole=SLAVE\nenableControllerMode=false\n".into(),
         };
         let store = node.dir.join("store");
         let mut text = format!(
             "brokerClusterName={CLUSTER_NAME}\n\
              brokerName={name}\n\
-             brokerId={id}\n\
-             brokerRole={role}\n\
+             {roles}\
              flushDiskType=ASYNC_FLUSH\n\
              namesrvAddr={ns}\n\
              brokerIP1=127.0.0.1\n\
@@ -509,7 +558,6 @@ impl Cluster {
              autoCreateSubscriptionGroup=true\n\
              waitTimeMillsInSendQueue=1000\n\
              osPageCacheBusyTimeOutMills=3000\n\
-             enableControllerMode=false\n\
              timerWheelEnable=false\n",
             ns = self.namesrv_addr(),
             port = node.port,
@@ -621,8 +669,12 @@ impl Cluster {
     }
 
     /// The `brokerName` of broker `i`: `broker-a`, `broker-b`, … (a slave has its master's).
+    /// In controller mode every broker is a replica of `broker-a`.
     pub fn broker_name(&self, i: usize) -> String {
-        let i = i % self.options.brokers.max(1);
+        let i = match self.options.controller_mode {
+            true => 0,
+            false => i % self.options.brokers.max(1),
+        };
         format!("broker-{}", char::from(b'a' + u8::try_from(i).unwrap_or(0)))
     }
 
@@ -631,10 +683,11 @@ impl Cluster {
         &self.run_dir
     }
 
-    /// Pids of the NameServer and broker JVMs currently started (killed ones excluded).
+    /// Pids of the NameServer, broker and proxy JVMs currently started (killed ones excluded).
     pub fn pids(&self) -> Vec<u32> {
         std::iter::once(&self.namesrv)
             .chain(&self.brokers)
+            .chain(&self.proxy)
             .filter_map(|n| n.jvm.as_ref().map(Jvm::pid))
             .collect()
     }
@@ -676,6 +729,9 @@ impl Cluster {
     }
 
     fn main_log(&self, node: &Node) -> PathBuf {
+        if node.name == "proxy" {
+            return rocketmq_proxy::proxy_log(node);
+        }
         let logs = node.home().join("logs");
         let kind = if node.name == "namesrv" {
             "namesrv"
@@ -692,7 +748,10 @@ impl Cluster {
     /// The last `n` lines of every process's stdout and main log.
     pub fn log_tail(&self, n: usize) -> String {
         let mut s = String::new();
-        for node in std::iter::once(&self.namesrv).chain(&self.brokers) {
+        for node in std::iter::once(&self.namesrv)
+            .chain(&self.brokers)
+            .chain(&self.proxy)
+        {
             for file in [node.out_file(), self.main_log(node)] {
                 let t = tail(&file, n);
                 let t: Vec<&str> = t.lines().filter(|l| !l.contains("|-INFO in ")).collect();
@@ -764,6 +823,8 @@ impl Cluster {
 
     /// Creates (or updates) `topic` with `queues` read and write queues on every broker, via
     /// `mqadmin updateTopic -c DefaultCluster`, and checks that every broker reported success.
+    /// In controller mode mqadmin creates it on the master only; this then waits until every
+    /// running replica copied it (so that a new master still serves the topic).
     pub fn create_topic(&self, topic: &str, queues: u32) -> Result<(), HarnessError> {
         let ns = self.namesrv_addr().to_string();
         let q = queues.to_string();
@@ -780,14 +841,25 @@ impl Cluster {
             "-w",
             &q,
         ])?;
+        // mqadmin creates it on the masters; in controller mode on the group's one master, and
+        // the other replicas copy it from there.
+        let masters: Vec<SocketAddr> = match self.options.controller_mode {
+            true => self.namesrv_master()?.into_iter().collect(),
+            false => (0..self.options.brokers)
+                .map(|i| self.broker_addr(i))
+                .collect(),
+        };
         let mut missing = Vec::new();
-        for i in 0..self.options.brokers {
-            let line = format!("create topic to {} success", self.broker_addr(i));
+        for addr in masters {
+            let line = format!("create topic to {addr} success");
             if !out.contains(&line) {
-                missing.push(self.broker_addr(i));
+                missing.push(addr);
             }
         }
         if missing.is_empty() {
+            if self.options.controller_mode {
+                self.wait_topic_on_replicas(topic, self.options.start_timeout)?;
+            }
             Ok(())
         } else {
             Err(HarnessError::new(format!(
@@ -811,7 +883,8 @@ impl Drop for Cluster {
                 self.log_tail(30)
             );
         }
-        // Brokers first, then the NameServer; SIGKILL, so nothing lingers.
+        // The proxy, brokers, then the NameServer; SIGKILL, so nothing lingers.
+        self.kill9_proxy();
         for b in &mut self.brokers {
             if let Some(mut jvm) = b.jvm.take() {
                 jvm.kill9();
@@ -827,6 +900,8 @@ impl Drop for Cluster {
             for b in &self.brokers {
                 let _ = fs::remove_dir_all(b.dir.join("store"));
             }
+            // The embedded controller's (controller mode).
+            let _ = fs::remove_dir_all(self.namesrv.dir.join("store"));
         }
     }
 }

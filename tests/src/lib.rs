@@ -20,6 +20,33 @@ pub mod proxy;
 pub mod relay;
 pub mod sim;
 
+/// Polls `c` until `want` messages were read and then 3 s passed without more (60 s at most):
+/// acknowledges each, fails on a body read twice, returns the bodies (as UTF-8 text).
+pub async fn read_all(
+    c: &rmq_std::consumer::Consumer,
+    want: usize,
+) -> std::collections::BTreeSet<String> {
+    use std::time::{Duration, Instant};
+    let mut got = std::collections::BTreeSet::new();
+    let t0 = Instant::now();
+    let mut quiet_since = None;
+    while t0.elapsed() < Duration::from_secs(60) {
+        let batch = c.poll(64, Duration::from_millis(500)).await;
+        for m in &batch {
+            let body = String::from_utf8_lossy(&m.body).into_owned();
+            assert!(got.insert(body.clone()), "{body} delivered twice");
+            assert!(c.ack(m), "ack {body}");
+        }
+        if got.len() >= want {
+            let since = *quiet_since.get_or_insert_with(Instant::now);
+            if since.elapsed() > Duration::from_secs(3) {
+                break;
+            }
+        }
+    }
+    got
+}
+
 /// The tokio runtime the real-broker tests drive rmq-std on: multi-threaded, two workers.
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()

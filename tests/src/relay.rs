@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Direction of a recorded frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +45,8 @@ pub struct Frame {
     pub dir: Direction,
     /// The whole frame, length prefix included.
     pub bytes: Vec<u8>,
+    /// When the relay had read the whole frame (and forwarded it).
+    pub at: Instant,
 }
 
 #[derive(Debug)]
@@ -186,6 +188,7 @@ fn pump(mut from: TcpStream, mut to: TcpStream, conn: u64, dir: Direction, share
                 conn,
                 dir,
                 bytes: std::mem::replace(&mut pending, rest),
+                at: Instant::now(),
             });
         }
     }

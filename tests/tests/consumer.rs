@@ -8,7 +8,8 @@
 //!   the types); a producer speaking a version before 4.9.4 refuses them;
 //! - two consumers of one group split the queues exactly as Java's AllocateMessageQueueAveragely
 //!   does: compared with the Java client's own allocation class run on the same inputs
-//!   (`tests/java/AllocateOracle.java`), also on synthetic multi-broker inputs;
+//!   (`tests/java/AllocateOracle.java`), also on synthetic multi-broker inputs, where the
+//!   by-circle and consistent-hash strategies are compared too;
 //! - when one consumer leaves, the other takes its queues within one rebalance;
 //! - a restart resumes from the committed offset: nothing lost, duplicates only at or above the
 //!   committable offset (lowest unacknowledged) of their queue;
@@ -25,8 +26,8 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
 use rmq_core::consumer::{
-    AllocateStrategy, ConsumeFromWhere, MessageQueue as CoreQueue, allocate, sort_consumer_ids,
-    sort_queues,
+    AllocateStrategy, ConsumeFromWhere, MessageQueue as CoreQueue, Nearby, VIRTUAL_NODES, allocate,
+    sort_consumer_ids, sort_queues,
 };
 use rmq_std::MessageQueue;
 use rmq_std::consumer::{
@@ -134,7 +135,8 @@ fn java_allocations(
         maps[case].insert(cid.to_owned(), qs);
     }
     for (m, (_, cids, _)) in maps.iter().zip(cases) {
-        assert_eq!(m.len(), cids.len(), "oracle output:\n{out}");
+        let ids: BTreeSet<&String> = cids.iter().collect();
+        assert_eq!(m.len(), ids.len(), "oracle output:\n{out}");
     }
     maps
 }
@@ -192,7 +194,7 @@ fn synthetic_queues() -> Vec<MessageQueue> {
 
 fn check_allocation_oracle(cluster: &Cluster) {
     let queues = synthetic_queues();
-    let cid_sets: [&[&str]; 4] = [
+    let cid_sets: [&[&str]; 5] = [
         &["10.0.0.9@5", "10.0.0.10@1", "10.0.0.2@7"],
         &["b@1", "a@2"],
         &[
@@ -200,6 +202,8 @@ fn check_allocation_oracle(cluster: &Cluster) {
             "c14", "c15", "c16", "c17",
         ],
         &["only@1"],
+        // One client listed twice (two connections): Java's ring gives it twice the points.
+        &["a@1", "a@1", "b@2"],
     ];
     let mut cases = Vec::new();
     let mut rust = Vec::new();
@@ -208,15 +212,105 @@ fn check_allocation_oracle(cluster: &Cluster) {
         for (name, s) in [
             ("AVG", AllocateStrategy::Averagely),
             ("AVG_BY_CIRCLE", AllocateStrategy::AveragelyByCircle),
+            (
+                "CONSISTENT_HASH",
+                AllocateStrategy::ConsistentHash {
+                    virtual_nodes: VIRTUAL_NODES,
+                },
+            ),
+            (
+                "CONSISTENT_HASH:3",
+                AllocateStrategy::ConsistentHash { virtual_nodes: 3 },
+            ),
+            (
+                "CONSISTENT_HASH:0",
+                AllocateStrategy::ConsistentHash { virtual_nodes: 0 },
+            ),
         ] {
             rust.push(rust_allocation(s, &cids, &queues));
             cases.push((name, cids.clone(), queues.clone()));
+        }
+    }
+    // More queues than the consistent hash places per pass over its ring (32).
+    let many: Vec<MessageQueue> = (0..45)
+        .map(|q| MessageQueue {
+            topic: "TopicM".to_owned(),
+            broker_name: "broker-m".to_owned(),
+            queue_id: q,
+        })
+        .collect();
+    let hash = AllocateStrategy::ConsistentHash {
+        virtual_nodes: VIRTUAL_NODES,
+    };
+    for cids in [&["m1@1", "m2@2", "m3@3"][..], &["m1@1", "m1@1", "m2@2"]] {
+        let cids: Vec<String> = cids.iter().map(|s| (*s).to_owned()).collect();
+        rust.push(rust_allocation(hash, &cids, &many));
+        cases.push(("CONSISTENT_HASH", cids, many.clone()));
+    }
+    // The strategies that read machine rooms out of names (the Java side's resolvers and
+    // consumeridcs are the same as these functions; see AllocateOracle.java).
+    fn consumes(room: &str) -> bool {
+        room == "r1" || room == "r2"
+    }
+    fn before_dash(name: &str) -> &str {
+        name.split('-').next().unwrap_or(name)
+    }
+    fn even(q: &CoreQueue<'_>) -> bool {
+        q.queue_id % 2 == 0
+    }
+    let nearby = |inner| AllocateStrategy::MachineRoomNearby {
+        inner,
+        broker_room: before_dash,
+        consumer_room: before_dash,
+    };
+    let rooms = room_queues();
+    let room_cids: [&[&str]; 3] = [
+        &["r1-c1@1", "r2-c2@2", "r1-c3@3"],
+        &["r9-c@1", "r3-d@2"],
+        &["lone@1"],
+    ];
+    for cids in room_cids {
+        let cids: Vec<String> = cids.iter().map(|s| (*s).to_owned()).collect();
+        for (name, s) in [
+            ("MACHINE_ROOM", AllocateStrategy::MachineRoom { consumes }),
+            ("NEARBY_AVG", nearby(Nearby::Averagely)),
+            ("NEARBY_CIRCLE", nearby(Nearby::AveragelyByCircle)),
+            ("CONFIG_EVEN", AllocateStrategy::ByConfig { takes: even }),
+        ] {
+            rust.push(rust_allocation(s, &cids, &rooms));
+            cases.push((name, cids.clone(), rooms.clone()));
         }
     }
     let java = java_allocations(cluster, &cases);
     for ((r, j), (name, cids, _)) in rust.iter().zip(&java).zip(&cases) {
         assert_eq!(r, j, "{name} {cids:?}");
     }
+}
+
+/// Queues of brokers whose names carry machine rooms, both ways: `<room>@<name>` (Java's
+/// AllocateMessageQueueByMachineRoom) and `<room>-<name>` (the rooms the test's resolver reads).
+fn room_queues() -> Vec<MessageQueue> {
+    let mut v = Vec::new();
+    for (broker, n) in [
+        ("r2@b", 2),
+        ("r1@a", 3),
+        ("r3@c", 2),
+        ("plain", 1),
+        ("r1@x@", 2),
+        ("r1-x", 2),
+        ("r2-y", 3),
+        ("r9-z", 2),
+        ("a@b@c", 1),
+    ] {
+        for q in 0..n {
+            v.push(MessageQueue {
+                topic: "TopicR".to_owned(),
+                broker_name: broker.to_owned(),
+                queue_id: q,
+            });
+        }
+    }
+    v
 }
 
 fn scenario_content(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
@@ -780,6 +874,27 @@ fn scenario_positioning(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
             seen.extend(more.iter().map(|m| m.queue_offset));
         }
         assert_eq!(seen, [21, 22]);
+        // Suspended (Java's suspend()): no queue is pulled until unsuspended (again a long
+        // poll already at the broker may bring one message).
+        c.suspend();
+        send(23, 24).await;
+        let mut seen: Vec<i64> = collect(&c, 1, Duration::from_secs(2), true)
+            .await
+            .iter()
+            .map(|m| m.queue_offset)
+            .collect();
+        send(24, 25).await;
+        assert!(
+            c.poll(64, Duration::from_secs(3)).await.is_empty(),
+            "a suspended consumer pulled"
+        );
+        c.unsuspend();
+        while seen.len() < 2 {
+            let more = collect(&c, 1, Duration::from_secs(20), true).await;
+            assert!(!more.is_empty(), "nothing after unsuspend; seen {seen:?}");
+            seen.extend(more.iter().map(|m| m.queue_offset));
+        }
+        assert_eq!(seen, [23, 24]);
         c.shutdown().await;
         // A new group asked to start from a timestamp starts at 0 here, as a Java consumer
         // does: while a queue's messages are all in memory (min offset 0), both brokers answer
@@ -1137,6 +1252,76 @@ where
 /// The two versions run one after the other: two clusters plus their JVMs at once overload a
 /// small build box (Java producer timeouts).
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// A mixed group: a Java push consumer (`tests/java/GroupMember.java`) and an rmq consumer, both
+/// with Java's consistent hash, each hold exactly their share of the topic's queues: no overlap
+/// and no gap.
+fn scenario_mixed(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
+    let (topic, group) = ("ConsMixed", "cg_mixed_hash");
+    cluster.create_topic(topic, 8).expect("create topic");
+    let ns = cluster.namesrv_addr().to_string();
+    std::thread::scope(|s| {
+        // The Java member reports its queues after 45 s (its JVM and first rebalance take a
+        // few seconds; the broker's notification then rebalances both members).
+        let args = [&ns, topic, group, "CONSISTENT_HASH", "45000"].map(String::from);
+        let java = s.spawn(move || {
+            cluster
+                .run_java_tool("GroupMember", &args, Duration::from_secs(120))
+                .expect("GroupMember")
+        });
+        let (c, rmq) = rt.block_on(async {
+            let c = builder(cluster, &ns, group, topic, "*")
+                .allocate_strategy(AllocateStrategy::ConsistentHash {
+                    virtual_nodes: VIRTUAL_NODES,
+                })
+                .start()
+                .await
+                .expect("consumer");
+            tokio::time::sleep(Duration::from_secs(36)).await;
+            let before = queues_of(&c, topic);
+            tokio::time::sleep(Duration::from_secs(6)).await;
+            // The same twice (the group had settled), before the Java member reports and leaves
+            // (its leaving rebalances this one again).
+            let mine = queues_of(&c, topic);
+            assert_eq!(mine, before, "the group was still moving");
+            (c, mine)
+        });
+        let out = java.join().expect("java thread");
+        rt.block_on(c.shutdown());
+        let java: Vec<String> = out
+            .lines()
+            .filter_map(|l| l.strip_prefix("RMQG "))
+            .map(str::to_owned)
+            .collect();
+        let java_id = out
+            .lines()
+            .find_map(|l| l.strip_prefix("RMQG-ID "))
+            .unwrap_or_else(|| panic!("no client id: {out}"));
+        // Each member holds exactly its share of the two-member ring, as rmq-core and Java's
+        // class compute it (the oracle shows they agree), so together every queue once.
+        let all: Vec<MessageQueue> = (0..8)
+            .map(|q| MessageQueue {
+                topic: topic.to_owned(),
+                broker_name: cluster.broker_name(0),
+                queue_id: q,
+            })
+            .collect();
+        let ids = vec![c.client_id().to_owned(), java_id.to_owned()];
+        let hash = AllocateStrategy::ConsistentHash {
+            virtual_nodes: VIRTUAL_NODES,
+        };
+        let want = rust_allocation(hash, &ids, &all);
+        let names = |qs: &[MessageQueue]| -> Vec<String> {
+            qs.iter()
+                .map(|q| format!("{}/{}/{}", q.topic, q.broker_name, q.queue_id))
+                .collect()
+        };
+        eprintln!("mixed group: rmq {} queues, java {}", rmq.len(), java.len());
+        assert_eq!(names(&rmq), names(&want[&ids[0]]), "rmq's share");
+        assert_eq!(java, names(&want[&ids[1]]), "Java's share");
+        assert_eq!(rmq.len() + java.len(), 8, "every queue once");
+    });
+}
 
 /// `assign`: a consumer told to read queues 1 and 3 of four reads exactly those, and keeps
 /// them when another consumer joins the group and a rebalance is asked for.
@@ -1746,7 +1931,9 @@ fn run_all(version: Version) {
     eprintln!("[{}] cluster up in {:?}", version.name(), t0.elapsed());
     let rt = rt();
     let only = std::env::var("RMQ_CONSUMER_SCENARIO").ok();
-    let scenarios: [(&str, Scenario); 11] = [
+    let scenarios: [(&str, Scenario); 13] = [
+        ("oracle", |c, _| check_allocation_oracle(c)),
+        ("mixed", scenario_mixed),
         ("compression", scenario_compression),
         ("positioning", scenario_positioning),
         ("retry", scenario_retry),
@@ -1769,7 +1956,6 @@ fn run_all(version: Version) {
         }
         return;
     }
-    check_allocation_oracle(&cluster);
     scenario_content(&cluster, &rt);
     eprintln!("[{}] content ok at {:?}", version.name(), t0.elapsed());
     scenario_rebalance(&cluster, &rt);

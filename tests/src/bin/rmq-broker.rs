@@ -4,8 +4,12 @@
 //! Usage:
 //!
 //! ```text
-//! rmq-broker [--version 5.3.3|4.9] [--topic NAME]... [--queues N] [--broker-heap-mb N]
+//! rmq-broker [--version 5.3.3|4.9] [--topic NAME]... [--queues N] [--broker-heap-mb N] [--proxy]
 //! ```
+//!
+//! `--proxy` (5.3.3 only) also starts `rocketmq-proxy` in cluster mode in front of the cluster
+//! and prints `PROXY 127.0.0.1:<port>` (its remoting port: the NameServer address a client
+//! gives to go through it).
 //!
 //! Prints, one per line, once the cluster is up (and the topics created, each with N queues):
 //!
@@ -33,6 +37,7 @@ fn main() {
     let mut topics: Vec<String> = Vec::new();
     let mut queues: u32 = 8;
     let mut options = ClusterOptions::default();
+    let mut proxy = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = || {
@@ -48,6 +53,7 @@ fn main() {
                 }
             }
             "--topic" => topics.push(value()),
+            "--proxy" => proxy = true,
             "--queues" => {
                 queues = value()
                     .parse()
@@ -64,7 +70,7 @@ fn main() {
             }
             "-h" | "--help" => {
                 println!(
-                    "rmq-broker [--version 5.3.3|4.9] [--topic NAME]... [--queues N] [--broker-heap-mb N]"
+                    "rmq-broker [--version 5.3.3|4.9] [--topic NAME]... [--queues N] [--broker-heap-mb N] [--proxy]"
                 );
                 return;
             }
@@ -73,14 +79,22 @@ fn main() {
     }
     options.start_timeout = Duration::from_secs(180);
 
-    let cluster = Cluster::start(version, options).unwrap_or_else(|e| fail(&e.to_string()));
+    let mut cluster = Cluster::start(version, options).unwrap_or_else(|e| fail(&e.to_string()));
     for t in &topics {
         cluster
             .create_topic(t, queues)
             .unwrap_or_else(|e| fail(&e.to_string()));
     }
+    let proxy = proxy.then(|| {
+        cluster
+            .start_proxy()
+            .unwrap_or_else(|e| fail(&e.to_string()))
+    });
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "NAMESRV {}", cluster.namesrv_addr());
+    if let Some(p) = proxy {
+        let _ = writeln!(out, "PROXY {p}");
+    }
     let _ = writeln!(out, "BROKER {}", cluster.broker_addr(0));
     let _ = writeln!(out, "RUN_DIR {}", cluster.run_dir().display());
     let _ = writeln!(out, "READY");

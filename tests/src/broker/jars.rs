@@ -25,6 +25,8 @@ pub(crate) enum Part {
     Server,
     /// `rocketmq-client` + `rocketmq-tools` with their dependencies.
     Client,
+    /// `rocketmq-proxy` with its dependencies (5.x only: the 4.9 line has no proxy).
+    Proxy,
 }
 
 impl Part {
@@ -32,6 +34,7 @@ impl Part {
         match self {
             Part::Server => "server",
             Part::Client => "client",
+            Part::Proxy => "proxy",
         }
     }
 }
@@ -154,6 +157,12 @@ fn build_once(
 /// missing or incomplete: `<cache>/lib-<version>/<part>/`.
 pub(crate) fn lib_dir(version: Version, part: Part) -> Result<PathBuf, HarnessError> {
     let artifact_version = version.name();
+    if part == Part::Proxy && version.is_v4() {
+        return Err(HarnessError::new(format!(
+            "no rocketmq-proxy for RocketMQ {artifact_version}: the proxy is a 5.x component \
+             (it first shipped with 5.0.0); start a 5.3.3 cluster to use it"
+        )));
+    }
     let dst = cache_root()
         .join(format!("lib-{}", version.name()))
         .join(part.name());
@@ -184,6 +193,7 @@ pub(crate) fn lib_dir(version: Version, part: Part) -> Result<PathBuf, HarnessEr
         let jar = match part {
             Part::Server => format!("rocketmq-broker-{artifact_version}.jar"),
             Part::Client => format!("rocketmq-client-{artifact_version}.jar"),
+            Part::Proxy => format!("rocketmq-proxy-{artifact_version}.jar"),
         };
         if !out.status.success() || !tmp.join(&jar).is_file() {
             return Err(HarnessError::new(format!(

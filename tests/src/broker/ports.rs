@@ -5,6 +5,11 @@
 //! `create_new` (the file holds the owner's pid; a lock whose pid is gone is stale and reclaimed).
 //! Inside block `B`: NameServer `B`; broker `i` listens on `B + 3 + 4i`, which also takes
 //! `B + 1 + 4i` (fast/VIP server, listenPort - 2) and `B + 4 + 4i` (HA, listenPort + 1).
+//! A proxy started in front of the cluster takes `B + 17` (remoting) and `B + 18` (gRPC), past
+//! the last broker's ports; they are checked when the proxy starts, not when the block is
+//! claimed.
+//! The controller embedded in the NameServer (controller mode) takes `B + 19`, checked when the
+//! cluster starts.
 
 use std::fs;
 use std::io::Write;
@@ -37,6 +42,21 @@ impl PortBlock {
     pub(crate) fn broker(&self, i: usize) -> u16 {
         let i = u16::try_from(i).unwrap_or(0);
         self.base + 3 + 4 * i
+    }
+
+    /// The proxy's remoting listen port (`remotingListenPort`).
+    pub(crate) fn proxy_remoting(&self) -> u16 {
+        self.base + 17
+    }
+
+    /// The proxy's gRPC port (`grpcServerPort`).
+    pub(crate) fn proxy_grpc(&self) -> u16 {
+        self.base + 18
+    }
+
+    /// The port of the controller embedded in the NameServer (its DLedger peer address).
+    pub(crate) fn controller(&self) -> u16 {
+        self.base + 19
     }
 
     /// Every port a cluster with `brokers` brokers binds.
