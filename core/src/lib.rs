@@ -69,6 +69,7 @@ pub mod fault;
 pub mod json;
 pub mod link;
 pub mod lock;
+mod md5;
 pub mod message;
 pub mod metrics;
 pub mod ops;

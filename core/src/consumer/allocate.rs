@@ -201,13 +201,12 @@ impl<X> AsMessageQueue for (MessageQueue<'_>, X) {
 /// The ring hash of Java's `ConsistentHashRouter.MD5Hash`: MD5 of the UTF-8 bytes of the
 /// concatenated `parts`, its first 4 bytes as a big-endian number.
 fn ring_hash(parts: &[&[u8]]) -> u32 {
-    use md5::Digest;
-    let mut h = md5::Md5::new();
+    let mut h = crate::md5::Md5::default();
     for p in parts {
         h.update(p);
     }
-    let d = h.finalize();
-    u32::from_be_bytes([d[0], d[1], d[2], d[3]])
+    let [a, b, c, d, ..] = h.finish();
+    u32::from_be_bytes([a, b, c, d])
 }
 
 /// The decimal text of `v` in `buf`.
