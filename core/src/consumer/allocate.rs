@@ -240,7 +240,7 @@ const RING_CHUNK: usize = 32;
 /// own, else to the point with the least hash. An id listed again (two connections of one
 /// client) adds its points after the ones it has (`"<cid>-10"`.. for the second copy of 10
 /// points: Java's `getExistingReplicas`); `cids` is sorted, so copies are next to each other.
-/// No ring is stored: each pass over the points places [`RING_CHUNK`] queues.
+/// No ring is stored: each pass over the points places 32 queues.
 pub fn consistent_hash_owner<T: AsMessageQueue>(
     queues: &[T],
     cids: &[&str],
