@@ -821,6 +821,22 @@ impl Cluster {
         )
     }
 
+    /// [`Cluster::create_topic`], retried every 2 s for up to 60 s while the brokers are still
+    /// registering with the NameServer.
+    pub fn create_topic_retrying(&self, topic: &str, queues: u32) {
+        let t0 = Instant::now();
+        loop {
+            match self.create_topic(topic, queues) {
+                Ok(()) => return,
+                Err(e) if t0.elapsed() < Duration::from_secs(60) => {
+                    eprintln!("create_topic {topic}: {e}; retrying");
+                    std::thread::sleep(Duration::from_secs(2));
+                }
+                Err(e) => panic!("create_topic {topic}: {e}"),
+            }
+        }
+    }
+
     /// Creates (or updates) `topic` with `queues` read and write queues on every broker, via
     /// `mqadmin updateTopic -c DefaultCluster`, and checks that every broker reported success.
     /// In controller mode mqadmin creates it on the master only; this then waits until every

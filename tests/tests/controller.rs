@@ -140,21 +140,6 @@ fn route_queries(frames: &[Frame], topic: &str) -> Vec<RouteQuery> {
     out
 }
 
-/// `create_topic`, retried while the brokers are still registering with the NameServer.
-fn create_topic(cluster: &Cluster, topic: &str) {
-    let t0 = Instant::now();
-    loop {
-        match cluster.create_topic(topic, 4) {
-            Ok(()) => return,
-            Err(e) if t0.elapsed() < Duration::from_secs(60) => {
-                eprintln!("create_topic {topic}: {e}; retrying");
-                std::thread::sleep(Duration::from_secs(2));
-            }
-            Err(e) => panic!("create_topic {topic}: {e}"),
-        }
-    }
-}
-
 #[test]
 fn master_switch_during_async_stream_5_3_3() {
     let t0 = Instant::now();
@@ -181,7 +166,7 @@ fn master_switch_during_async_stream_5_3_3() {
         cluster.namesrv_brokers().expect("cluster info")
     );
     let t1 = Instant::now();
-    create_topic(&cluster, TOPIC);
+    cluster.create_topic_retrying(TOPIC, 4);
     eprintln!("topic {TOPIC} on every replica in {:?}", t1.elapsed());
     eprintln!(
         "route before the kill: {}",

@@ -25,21 +25,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// `create_topic`, retried while the brokers are still registering with the NameServer.
-fn create_topic(cluster: &Cluster, topic: &str) {
-    let t0 = Instant::now();
-    loop {
-        match cluster.create_topic(topic, 4) {
-            Ok(()) => return,
-            Err(e) if t0.elapsed() < Duration::from_secs(60) => {
-                eprintln!("create_topic {topic}: {e}; retrying");
-                std::thread::sleep(Duration::from_secs(2));
-            }
-            Err(e) => panic!("create_topic {topic}: {e}"),
-        }
-    }
-}
-
 fn check_ok(r: &SendResult, topic: &str) {
     assert_eq!(r.status, SendStatus::SendOk, "{r:?}");
     assert_eq!(r.queue.topic, topic);
@@ -53,7 +38,7 @@ fn features(version: Version) {
     let _serial = serial();
     let cluster = Cluster::start(version, ClusterOptions::default()).expect("cluster");
     let topic = "RmqStdFeatures";
-    create_topic(&cluster, topic);
+    cluster.create_topic_retrying(topic, 4);
     let ns = cluster.namesrv_addr().to_string();
     let rt = runtime();
     // Expected on read-back: body -> (send result if any, tags).
@@ -361,7 +346,7 @@ fn timer_messages_5_3_3() {
     };
     let cluster = Cluster::start(Version::V5_3_3, options).expect("cluster");
     let topic = "RmqTimer";
-    create_topic(&cluster, topic);
+    cluster.create_topic_retrying(topic, 4);
     let ns = cluster.namesrv_addr().to_string();
     let rt = runtime();
     let unix_ms = |t: std::time::SystemTime| {
@@ -520,7 +505,7 @@ fn kill9_broker_during_async_stream_5_3_3() {
     )
     .expect("cluster");
     let topic = "RmqStdKill";
-    create_topic(&cluster, topic);
+    cluster.create_topic_retrying(topic, 4);
     let ns = cluster.namesrv_addr().to_string();
     let rt = runtime();
     const TOTAL: usize = 2000;
@@ -655,7 +640,7 @@ fn auto_batch_5_3_3() {
     let _serial = serial();
     let cluster = Cluster::start(Version::V5_3_3, ClusterOptions::default()).expect("cluster");
     let topic = "RmqAutoBatch";
-    create_topic(&cluster, topic);
+    cluster.create_topic_retrying(topic, 4);
     let ns = cluster.namesrv_addr().to_string();
     let rt = runtime();
     const TASKS: usize = 64;

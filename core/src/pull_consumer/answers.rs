@@ -109,10 +109,7 @@ impl<
                     Some(offset) => Self::start(&mut self.owned[o], offset, now),
                     None => {
                         let request = match self.owned[o].state {
-                            QState::Locating(Position::Begin) => RequestCode::GET_MIN_OFFSET,
-                            QState::Locating(Position::Timestamp(_)) => {
-                                RequestCode::SEARCH_OFFSET_BY_TIMESTAMP
-                            }
+                            QState::Locating(p) => Self::locate_request::<S>(p),
                             _ => RequestCode::GET_MAX_OFFSET,
                         };
                         self.refuse::<S>(key, request, code);

@@ -176,12 +176,32 @@ impl<
         session: &S,
         broker: BrokerId,
     ) -> Option<String<MAX_NAME>> {
-        if !S::Features::BROKER_NAMES || self.version < version::V5_0_0 {
+        if !self.names_brokers::<S>() {
             return None;
         }
         let mut name = String::new();
         name.push_str(session.broker_name(broker)?).ok()?;
         Some(name)
+    }
+
+    /// Whether this consumer's queue requests name their broker (`bname`): a 5.x version, in a
+    /// session that compiles it in.
+    pub(super) fn names_brokers<S: SessionApi>(&self) -> bool {
+        S::Features::BROKER_NAMES && self.version >= version::V5_0_0
+    }
+
+    /// The request that locates a queue's start at `position` (GET_MAX_OFFSET for the end, an
+    /// offset, or a timestamp the session leaves out).
+    pub(super) fn locate_request<S: SessionApi>(position: Position) -> RequestCode {
+        match position {
+            Position::Begin => RequestCode::GET_MIN_OFFSET,
+            Position::Timestamp(_) if S::Features::TIMESTAMPS => {
+                RequestCode::SEARCH_OFFSET_BY_TIMESTAMP
+            }
+            Position::End | Position::Offset(_) | Position::Timestamp(_) => {
+                RequestCode::GET_MAX_OFFSET
+            }
+        }
     }
 
     /// [`Self::call`] of a queue's request, with `bname` after `ext` when given (a 5.x

@@ -157,8 +157,7 @@ impl<
         let sql = sub.sql;
         let peer = session.read_peer(key.broker, false);
         // Offset requests name the broker as `bname` does (see `Self::bname`).
-        let v5 = S::Features::BROKER_NAMES && self.version >= version::V5_0_0;
-        let bname = v5.then_some(broker.as_str());
+        let bname = self.names_brokers::<S>().then_some(broker.as_str());
         let (tx, next) = match state {
             QState::New if self.broadcasting::<S>() => {
                 if self.room() {
@@ -198,10 +197,10 @@ impl<
                 let topic = topic.as_str();
                 let queue_id = key.queue_id;
                 let t = CLIENT_API_TIMEOUT;
+                let code = Self::locate_request::<S>(position);
                 let r = match position {
                     Position::Begin => {
                         let hdr = (GetMinOffsetRequestHeader { topic, queue_id }, bname);
-                        let code = RequestCode::GET_MIN_OFFSET;
                         Self::named_call(
                             &mut self.calls,
                             now,
@@ -222,7 +221,6 @@ impl<
                             timestamp,
                         };
                         let hdr = (hdr, bname);
-                        let code = RequestCode::SEARCH_OFFSET_BY_TIMESTAMP;
                         Self::named_call(
                             &mut self.calls,
                             now,
@@ -240,7 +238,6 @@ impl<
                     // and `seek` refuse: never.
                     Position::End | Position::Offset(_) | Position::Timestamp(_) => {
                         let hdr = (self.max_offset_header(topic, queue_id), bname);
-                        let code = RequestCode::GET_MAX_OFFSET;
                         Self::named_call(
                             &mut self.calls,
                             now,
