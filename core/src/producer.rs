@@ -53,8 +53,10 @@ pub const POLL_NAME_SERVER_INTERVAL: Duration = Duration::from_millis(30_000);
 pub const HEARTBEAT_BROKER_INTERVAL: Duration = Duration::from_millis(30_000);
 
 /// Least time between two route refreshes triggered by failed sends of one topic (the
-/// periodic refresh runs regardless).
-pub const ERROR_REFRESH_MIN_GAP: Duration = Duration::from_millis(1000);
+/// periodic refresh runs regardless). Short enough that a master switch is followed within a
+/// fraction of a second when the first refresh after a failure still names the old master
+/// (the NameServer drops a dead master 20-300 ms after it died: `tests/tests/controller.rs`).
+pub const ERROR_REFRESH_MIN_GAP: Duration = Duration::from_millis(200);
 
 /// Whether a failed send should trigger a route refresh now, given the last one triggered
 /// that way: at most one per [`ERROR_REFRESH_MIN_GAP`], so that a dead broker failing many

@@ -558,10 +558,46 @@ impl<K: Copy + Eq, P: ProfileSet> SendPlan<K, P> {
         if let Some(r) = self.result {
             return Step::Done(r);
         }
-        if self.made > 0 {
+        if self.current.is_some() {
             return Step::Wait;
         }
         self.next_attempt(now, env)
+    }
+
+    /// Ends a plan that waits between attempts (after [`SendPlan::reopen`]) with the error of
+    /// its last attempt, or [`SendErrorKind::CallTimeout`] without one.
+    pub fn give_up(&mut self) -> Step<K> {
+        if let Some(r) = self.result {
+            return Step::Done(r);
+        }
+        let e = self.error(self.last_error.unwrap_or(SendErrorKind::CallTimeout));
+        self.finish(Err(e))
+    }
+
+    /// The send's one deadline.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Reopens a plan that ended in an error with as many attempts again, within the same
+    /// deadline: for a send that failed because its broker's master is gone while the route
+    /// is about to name the new one (a master switch). [`SendPlan::start`] then issues the
+    /// next attempt; the attempts made still count. A plan that ended otherwise is left as
+    /// it is (`false`).
+    pub fn reopen(&mut self) -> bool {
+        if !matches!(self.result, Some(Err(_))) {
+            return false;
+        }
+        let more = if self.fixed.is_some() {
+            1
+        } else {
+            self.cfg.max_attempts()
+        };
+        self.total = self.made.saturating_add(more);
+        self.result = None;
+        self.current = None;
+        self.call_timeout = false;
+        true
     }
 
     /// The attempt in flight expired when `now >= deadline`: treated as

@@ -575,6 +575,19 @@ impl<const BROKERS: usize, const STR: usize> TopicRoute<BROKERS, STR> {
         Ok(())
     }
 
+    /// Whether a writable queue of this route belongs to a broker listed without its master
+    /// (only slaves): the topic exists, but its master is gone for now (a controller-mode
+    /// master switch under way, or a master down), unlike a topic nobody may write to.
+    pub fn awaits_master(&self) -> bool {
+        self.queues.iter().any(|q| {
+            q.perm & PERM_WRITE != 0
+                && self
+                    .broker_index(self.s(q.broker_name))
+                    .and_then(|i| self.broker(i))
+                    .is_some_and(|b| b.addr(MASTER_ID).is_none() && b.addrs().next().is_some())
+        })
+    }
+
     /// Builds a consumer's subscribe set: for every readable queue data, queues
     /// `0..readQueueNums` (no master check), in the order received.
     ///

@@ -25,7 +25,8 @@ use crate::send::{Lend, Sender};
 /// queue of its topic (fixed queues: a group of one) and sends no heartbeats (its pulls carry
 /// the subscription; 6 KB less), with it the group's members share the queues; no milestones
 /// without `rebalance` (its poll loop reads the state it waits for); no slave reads (one
-/// socket per broker, its master's: a slave's answer on it would match no request). Answers
+/// socket per broker, its master's: a slave's answer on it would match no request); no waits
+/// for a new master (a send fails at once when its master is gone). Answers
 /// to brokers' requests (running info, REQUEST_CODE_NOT_SUPPORTED) with `admin` only: 3 KB of
 /// a producer's flash, 5 KB of a client's.
 #[derive(Clone, Copy, Debug)]
@@ -49,6 +50,7 @@ impl<const CONSUMER: bool> Features for Gateway<CONSUMER> {
     const MILESTONES: bool = cfg!(feature = "rebalance");
     const SLAVES: bool = false;
     const BROKER_NAMES: bool = false;
+    const MASTER_SWITCH: bool = false;
     // A gateway sends neither half messages nor requests.
     const TRANSACTIONS: bool = false;
     const REPLIES: bool = false;

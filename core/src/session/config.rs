@@ -90,6 +90,12 @@ pub trait Features {
     /// and refuses such a request without it. `false` leaves it out (a runtime that talks to
     /// brokers directly: a gateway's), from CONSUMER_SEND_MSG_BACK too.
     const BROKER_NAMES: bool = true;
+    /// Following a master switch (5.x controller mode, or a master restarted): a send waits
+    /// within its deadline for the route to name a master again when the route lists its
+    /// brokers without one, or when its attempts could not connect while the route is looked
+    /// up again, instead of failing at once (NoRoute, or the connect failure). `false` (a
+    /// gateway's flash) fails such sends at once, as Java does.
+    const MASTER_SWITCH: bool = true;
 }
 
 /// A session's features are the set of its sends' fault profiles.

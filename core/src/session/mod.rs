@@ -72,9 +72,10 @@ use crate::counter::QueueCounter;
 use crate::deadline::DeadlineHeap;
 use crate::fault::{FaultTable, UpdateRule};
 use crate::producer::{
-    Backoff, CLIENT_API_TIMEOUT, DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, HeartbeatFlavor,
-    NamesrvCursor, POLL_NAME_SERVER_INTERVAL, SendRequest, SendResponse, TimerRefusal,
-    error_refresh_due, is_auth_failure, parse_send_response_collected, write_heartbeat,
+    Backoff, CLIENT_API_TIMEOUT, DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, ERROR_REFRESH_MIN_GAP,
+    HeartbeatFlavor, NamesrvCursor, POLL_NAME_SERVER_INTERVAL, SendRequest, SendResponse,
+    TimerRefusal, error_refresh_due, is_auth_failure, parse_send_response_collected,
+    write_heartbeat,
 };
 use crate::retry::{
     AttemptOutcome, RetryConfig, SendEnv, SendError, SendErrorKind, SendMode, SendPlan, SendStatus,
@@ -130,6 +131,10 @@ pub const MAX_MSG_ID: usize = 56;
 pub const MAX_REMARK: usize = 128;
 /// Longest wait between lookups of a topic that has no route.
 pub const MAX_ROUTE_RETRY: Duration = Duration::from_secs(30);
+/// First wait before looking a topic up again whose route lists its brokers without a master
+/// (a master switch: the new master registers 0.1-0.4 s after the old one died,
+/// `tests/tests/controller.rs`).
+pub const MASTER_RETRY: Duration = Duration::from_millis(100);
 /// The first heartbeat goes out this long after the session starts (Java: 1 s).
 pub const FIRST_HEARTBEAT: Duration = Duration::from_millis(1000);
 
@@ -949,18 +954,7 @@ impl<
             self.fail_req(now, i, TransportError::TimedOut, true);
         }
         while let Some(s) = self.route_waits.pop_expired(now) {
-            if self
-                .sends
-                .get(usize::from(s))
-                .is_some_and(|x| x.state == SendState::Choose)
-            {
-                // Not chosen in time.
-                let e = SendError::call_timeout(0);
-                self.finish(now, s, Ending::Plan(Err(e)));
-                continue;
-            }
-            // No route in time: the plan ends the send (NoRoute or a call timeout).
-            self.start_send(now, s);
+            self.route_wait_over(now, s);
         }
         if self.due(Timer::RouteRefresh, now) {
             self.timers[Timer::RouteRefresh as usize] =

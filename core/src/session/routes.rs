@@ -24,6 +24,9 @@ pub(super) struct Topic<const Q: usize> {
     pub(super) notify: Option<bool>,
     /// The last lookup failed because no NameServer answered.
     pub(super) unreachable: bool,
+    /// The last route listed the topic's brokers without a master ([`TopicRoute::awaits_master`]):
+    /// sends wait for the lookups [`MASTER_RETRY`] apart instead of each asking at once.
+    pub(super) masterless: bool,
 }
 
 /// How a session's topic routes stand ([`Session::route_health`]).
@@ -81,6 +84,7 @@ impl<
                 error_refresh: None,
                 notify: None,
                 unreachable: false,
+                masterless: false,
             })
             .map_err(|_| SubmitError::TooManyTopics)?;
         self.lookup(now, id, false);
@@ -192,6 +196,7 @@ impl<
         };
         topic.backoff.failed();
         topic.unreachable = transport;
+        topic.masterless = false;
         let failures = topic.backoff.failures() as usize;
         topic.lookup = Lookup::Idle(None);
         let failover = transport && failures < servers;
@@ -216,6 +221,28 @@ impl<
         } else if definitive {
             self.wake_waiting(now, t);
         }
+    }
+
+    /// Topic `t` exists, but no broker with its writable queues has a master now: the sends
+    /// waiting for it keep waiting within their deadlines (they end unsent, a call timeout, if none
+    /// comes),
+    /// and it is looked up again [`MASTER_RETRY`] later, doubling while no master is listed (up
+    /// to the periodic refresh). Java fails such sends at once ("No route info of this topic").
+    fn master_missing(&mut self, now: Instant, t: u16) {
+        let refresh = self.cfg.route_refresh;
+        let Some(topic) = self.topics.get_mut(usize::from(t)) else {
+            return;
+        };
+        topic.backoff.failed();
+        topic.unreachable = false;
+        topic.masterless = true;
+        let doublings = topic.backoff.failures().saturating_sub(1).min(16);
+        let ms = MASTER_RETRY.millis().saturating_mul(1 << doublings);
+        let delay = Duration::from_millis(ms.min(refresh.millis()));
+        topic.lookup = Lookup::Idle(Some(now.saturating_add(delay)));
+        self.stats.route_failures = self.stats.route_failures.wrapping_add(1);
+        self.rearm_route_retry();
+        self.notify(t, false);
     }
 
     /// A lookup of topic `t` was refused with `code`: when for the client's credentials (a
@@ -342,9 +369,13 @@ impl<
             }
         }
         if topic.queues.is_empty() {
+            if F::MASTER_SWITCH && !default && route.awaits_master() {
+                return self.master_missing(now, t);
+            }
             self.route_failed(now, t, false, true);
             return;
         }
+        topic.masterless = false;
         topic.from_default = default;
         topic.unreachable = false;
         topic.backoff.reset();

@@ -257,15 +257,14 @@ impl<
             ..<SendSlot<F> as crate::store::Empty>::EMPTY
         };
         let id = SendId::new(s, slot.generation);
-        let has_route = self
-            .topics
-            .get(usize::from(t.0))
-            .is_some_and(|t| !t.queues.is_empty());
+        let topic = self.topics.get(usize::from(t.0));
+        let has_route = topic.is_some_and(|t| !t.queues.is_empty());
+        let masterless = topic.is_some_and(|t| t.masterless);
         // Until it starts (the route, and for a chooser the choice): `start_send` ends it.
         self.route_waits.set(s, deadline);
         if has_route {
             self.start_send(now, s);
-        } else {
+        } else if !masterless {
             self.lookup(now, t.0, false);
         }
         Ok(id)
@@ -398,6 +397,7 @@ impl<
         for _ in 0..=u8::MAX {
             match step {
                 Step::Wait => return,
+                Step::Done(Err(e)) if F::MASTER_SWITCH && self.await_master(now, s, &e) => return,
                 Step::Done(r) => return self.finish(now, s, Ending::Plan(r)),
                 Step::Send(att) => {
                     self.stats.attempts = self.stats.attempts.wrapping_add(1);
@@ -481,15 +481,110 @@ impl<
         }
         self.route_waits.remove(s);
         let _ = self.done.push_back(s);
-        // A failed send refreshes its topic's route, at most once a second (the periodic
-        // refresh runs regardless).
+        if failed {
+            self.refresh_failing(now, t);
+        }
+    }
+
+    /// Send `s` waited for its route (or a choice) until its deadline.
+    pub(super) fn route_wait_over(&mut self, now: Instant, s: u16) {
+        let Some(slot) = self.sends.get(usize::from(s)) else {
+            return;
+        };
+        if slot.state == SendState::Choose {
+            // Not chosen in time.
+            let e = SendError::call_timeout(0);
+            return self.finish(now, s, Ending::Plan(Err(e)));
+        }
+        // A send that waited for a new master after its attempts failed ends with what they
+        // met.
+        if F::MASTER_SWITCH && slot.plan.as_ref().is_some_and(|p| p.attempts_made() > 0) {
+            let step = self.plan_call(s, |p, _| p.give_up());
+            return self.apply(now, s, step);
+        }
+        // No route in time: the plan ends the send (NoRoute or a call timeout).
+        self.start_send(now, s);
+    }
+
+    /// A send to topic `t` failed on a broker: its route is looked up again, at most once per
+    /// [`ERROR_REFRESH_MIN_GAP`](crate::producer::ERROR_REFRESH_MIN_GAP) (the periodic refresh
+    /// runs regardless).
+    fn refresh_failing(&mut self, now: Instant, t: u16) {
         if let Some(topic) = self.topics.get_mut(usize::from(t))
-            && failed
             && error_refresh_due(topic.error_refresh, now)
         {
             topic.error_refresh = Some(now);
             self.lookup(now, t, false);
         }
+    }
+
+    /// Whether send `s`, whose plan just ended in `e`, waits for its topic's next route
+    /// instead (and now does): when it failed for want of its master, which a master switch
+    /// brings back at another address. That is, no queue was left after attempts on a route
+    /// that now lists no master, or the last attempt could not reach its broker at all
+    /// (nothing was delivered) while the route is being looked up again. It waits within its
+    /// deadline, as a send that never had a route does, and gets its attempts again.
+    fn await_master(&mut self, now: Instant, s: u16, e: &SendError) -> bool {
+        let unreached = matches!(
+            e.kind(),
+            SendErrorKind::Transport(
+                TransportError::ConnectFailed | TransportError::BrokerNotFound
+            )
+        );
+        if e.attempts() == 0 || !(unreached || e.kind() == SendErrorKind::NoRoute) {
+            return false;
+        }
+        let Some(slot) = self.sends.get(usize::from(s)) else {
+            return false;
+        };
+        let t = slot.topic;
+        let Some(deadline) = slot.plan.as_ref().map(SendPlan::deadline) else {
+            return false;
+        };
+        if now >= deadline {
+            return false;
+        }
+        self.refresh_failing(now, t);
+        let Some(x) = self.topics.get_mut(usize::from(t)) else {
+            return false;
+        };
+        let waits = match x.lookup {
+            _ if x.masterless && x.queues.is_empty() => true,
+            _ if !unreached => false,
+            Lookup::InFlight => true,
+            // The last refresh still named the broker that refuses connections (the
+            // NameServer had not dropped it yet): the next one, when due, within the deadline.
+            Lookup::Idle(at) => {
+                let due = x
+                    .error_refresh
+                    .map_or(now, |l| l.saturating_add(ERROR_REFRESH_MIN_GAP));
+                let due = at.map_or(due, |a| a.min(due));
+                if due < deadline {
+                    // (It counts as this failure's refresh: the next one is due a gap later.)
+                    x.lookup = Lookup::Idle(Some(due));
+                    x.error_refresh = Some(due);
+                    self.rearm_route_retry();
+                }
+                due < deadline
+            }
+        };
+        let Some(slot) = self.sends.get_mut(usize::from(s)) else {
+            return false;
+        };
+        if !waits || !slot.plan.as_mut().is_some_and(SendPlan::reopen) {
+            return false;
+        }
+        slot.state = SendState::Route;
+        if let Some(r) = slot.req.take()
+            && self
+                .reqs
+                .get(usize::from(r))
+                .is_some_and(|q| q.kind == ReqKind::Send { send: s } && q.state != ReqState::Free)
+        {
+            let _ = self.free_req(r);
+        }
+        self.route_waits.set(s, deadline);
+        true
     }
 
     pub(super) fn send_response<'a>(

@@ -1374,3 +1374,221 @@ fn a_recall_handle_in_a_send_response_is_pointed_out_in_the_frame() {
     let r = w.done(id).unwrap().unwrap();
     assert_eq!(r.queue_offset, Some(7), "an ordinary stored send otherwise");
 }
+
+/// A route of `broker-a` listing only a slave (brokerId 1) at `slave`: its master is gone.
+fn masterless_route(slave: &str) -> StdString {
+    format!(
+        r#"{{"brokerDatas":[{{"brokerAddrs":{{"1":"{slave}"}},"brokerName":"broker-a","cluster":"c"}}],"queueDatas":[{{"brokerName":"broker-a","perm":6,"readQueueNums":2,"topicSysFlag":0,"writeQueueNums":2}}]}}"#
+    )
+}
+
+#[test]
+fn sends_wait_within_their_deadline_while_the_route_lists_no_master() {
+    let mut w = World::new(1);
+    let id = w.send("T");
+    let r = one(w.out());
+    w.reply(&r, 0, &[], route(&[A], 2).as_bytes());
+    let s = one(w.out());
+    w.stored(&s, 1);
+    assert!(w.done(id).unwrap().is_ok());
+    // The master dies: the attempt's connection closes, the retries cannot connect, and the
+    // refresh that failure asks for names only a slave (a controller-mode switch under way).
+    let first = w.send("T");
+    let s = one(w.out());
+    w.now = t(10);
+    w.s.handle_closed(w.now, s.peer, TransportError::ConnectionClosed);
+    // (The retries go to the dead broker too, as 4.9 does with only one broker.)
+    let mut lookup = None;
+    for _ in 0..4 {
+        for f in w.out() {
+            if f.code == RequestCode::GET_ROUTEINFO_BY_TOPIC.0 {
+                lookup = Some(f);
+            } else {
+                w.s.handle_closed(w.now, f.peer, TransportError::ConnectFailed);
+            }
+        }
+    }
+    let r = lookup.expect("a failed send refreshes the route");
+    // Nothing reached a broker and the route is being looked up: the send waits for it.
+    assert!(w.done(first).is_none(), "waits for the route");
+    w.now = t(20);
+    w.reply(&r, 0, &[], masterless_route("10.0.0.5:10911").as_bytes());
+    // A new send does not fail with NoRoute: it waits, and does not look up on its own.
+    w.now = t(30);
+    let waiting = w.send("T");
+    assert!(w.out().is_empty(), "no lookup per send while masterless");
+    assert!(w.done(waiting).is_none());
+    // The route is looked up again 100 ms after the masterless answer, then 200 ms after the
+    // next one.
+    assert_eq!(w.s.poll_timeout(), Some(t(120)));
+    w.advance_to(t(119));
+    assert!(w.out().is_empty());
+    w.advance_to(t(120));
+    let r = one(w.out());
+    assert_eq!(r.code, RequestCode::GET_ROUTEINFO_BY_TOPIC.0);
+    w.now = t(125);
+    w.reply(&r, 0, &[], masterless_route("10.0.0.5:10911").as_bytes());
+    assert!(w.done(waiting).is_none(), "still waiting");
+    assert_eq!(w.s.poll_timeout(), Some(t(325)));
+    w.advance_to(t(325));
+    let r = one(w.out());
+    // The slave became the master: the waiting send goes to it.
+    w.now = t(330);
+    w.reply(
+        &r,
+        0,
+        &[],
+        route(&[("broker-a", "10.0.0.5:10911")], 2).as_bytes(),
+    );
+    assert_eq!(w.s.broker_addr(BrokerId(0)), Some("10.0.0.5:10911"));
+    let sent = w.out();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    for (i, s) in sent.iter().enumerate() {
+        assert_eq!(s.code, RequestCode::SEND_MESSAGE_V2.0);
+        w.stored(s, 2 + i as i64);
+    }
+    let ok = w
+        .done(waiting)
+        .expect("done")
+        .expect("stored on the new master");
+    assert_eq!(ok.attempts, 1);
+    let ok = w
+        .done(first)
+        .expect("done")
+        .expect("stored on the new master");
+    assert_eq!(ok.attempts, 4, "three on the dead master, then the new one");
+}
+
+#[test]
+fn a_send_that_cannot_connect_waits_only_while_its_route_is_looked_up() {
+    let mut w = World::new(1);
+    let id = w.send("T");
+    let r = one(w.out());
+    w.reply(&r, 0, &[], route(&[A], 2).as_bytes());
+    let s = one(w.out());
+    w.stored(&s, 1);
+    assert!(w.done(id).unwrap().is_ok());
+    // The broker refuses connections; the refresh names it again (not yet dropped).
+    let id = w.send("T");
+    let mut lookup = None;
+    for _ in 0..4 {
+        for f in w.out() {
+            if f.code == RequestCode::GET_ROUTEINFO_BY_TOPIC.0 {
+                lookup = Some(f);
+            } else {
+                w.s.handle_closed(w.now, f.peer, TransportError::ConnectFailed);
+            }
+        }
+    }
+    assert!(w.done(id).is_none(), "waits for the refresh");
+    w.now = t(50);
+    w.reply(&lookup.unwrap(), 0, &[], route(&[A], 2).as_bytes());
+    // Woken by the answer, it tries the same broker again: refused again. The next refresh
+    // is due 200 ms after the last: it waits for that one, and so on, while one can come
+    // within its 3 s; then it ends with what its attempts met.
+    let mut refreshes = StdVec::new();
+    let mut ended = None;
+    while ended.is_none() {
+        loop {
+            let sent = w.out();
+            if sent.is_empty() {
+                break;
+            }
+            for f in sent {
+                if f.code == RequestCode::GET_ROUTEINFO_BY_TOPIC.0 {
+                    refreshes.push(w.now);
+                    w.reply(&f, 0, &[], route(&[A], 2).as_bytes());
+                } else {
+                    w.s.handle_closed(w.now, f.peer, TransportError::ConnectFailed);
+                }
+            }
+        }
+        ended = w.done(id);
+        if ended.is_none() {
+            let next = w.s.poll_timeout().expect("a timer");
+            assert!(next <= t(3000), "{next:?}");
+            w.advance_to(next);
+        }
+    }
+    assert_eq!(refreshes.first(), Some(&t(200)));
+    assert!(refreshes.len() >= 10, "{refreshes:?}");
+    assert!(
+        refreshes
+            .windows(2)
+            .all(|w| w[1] >= w[0] + Duration::from_millis(200)),
+        "{refreshes:?}"
+    );
+    // (No refresh could come before the deadline after the one at 2.8 s.)
+    assert_eq!(w.now, t(2800));
+    match ended {
+        Some(Err(SendFailure::Plan { error, .. })) => {
+            assert_eq!(
+                error.kind(),
+                SendErrorKind::Transport(TransportError::ConnectFailed)
+            );
+            assert!(error.attempts() > 6, "{error:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // A connection that closed with the request written is not waited on (it may have been
+    // stored): it fails as before.
+    w.now = t(1000);
+    let id = w.send("T");
+    let s = one(w.out());
+    w.s.handle_closed(w.now, s.peer, TransportError::ConnectionClosed);
+    for _ in 0..4 {
+        for f in w.out() {
+            if f.code == RequestCode::GET_ROUTEINFO_BY_TOPIC.0 {
+                continue;
+            }
+            w.s.handle_closed(w.now, f.peer, TransportError::ConnectionClosed);
+        }
+    }
+    assert!(matches!(w.done(id), Some(Err(_))));
+}
+
+#[test]
+fn a_send_waiting_for_a_master_that_never_comes_ends_at_its_deadline_unsent() {
+    let mut w = World::new(1);
+    let id = w.send("T");
+    let r = one(w.out());
+    w.now = t(5);
+    w.reply(&r, 0, &[], masterless_route("10.0.0.5:10911").as_bytes());
+    assert!(w.done(id).is_none(), "waits for a master");
+    // Lookups back off: 100, 200, 400, 800 ms ... until the send's 3 s are up.
+    let mut asked = StdVec::new();
+    let mut ended = None;
+    while ended.is_none() {
+        let next = w.s.poll_timeout().expect("a timer");
+        assert!(next <= t(3000), "{next:?}");
+        w.advance_to(next);
+        for f in w.out() {
+            assert_eq!(f.code, RequestCode::GET_ROUTEINFO_BY_TOPIC.0);
+            asked.push(w.now);
+            w.reply(&f, 0, &[], masterless_route("10.0.0.5:10911").as_bytes());
+        }
+        ended = w.done(id);
+    }
+    assert_eq!(asked, [t(105), t(305), t(705), t(1505)]);
+    assert_eq!(w.now, t(3000));
+    let e = ended.map(Result::unwrap_err);
+    assert!(
+        matches!(&e, Some(SendFailure::Plan { error, .. }) if error.kind() == SendErrorKind::CallTimeout && error.attempts() == 0),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn a_topic_nobody_may_write_still_fails_at_once() {
+    let mut w = World::new(1);
+    let id = w.send("T");
+    let r = one(w.out());
+    // Read-only queues (perm 4) on a broker with its master: no publish queue, for good.
+    let body = r#"{"brokerDatas":[{"brokerAddrs":{"0":"10.0.0.1:10911"},"brokerName":"broker-a","cluster":"c"}],"queueDatas":[{"brokerName":"broker-a","perm":4,"readQueueNums":2,"topicSysFlag":0,"writeQueueNums":2}]}"#;
+    w.reply(&r, 0, &[], body.as_bytes());
+    let e = w.done(id).expect("ended at once").unwrap_err();
+    assert!(
+        matches!(&e, SendFailure::Plan { error, .. } if error.kind() == SendErrorKind::NoRoute),
+        "{e:?}"
+    );
+}
