@@ -579,24 +579,48 @@ impl<K: Copy + Eq, P: ProfileSet> SendPlan<K, P> {
         self.deadline
     }
 
-    /// Reopens a plan that ended in an error with as many attempts again, within the same
-    /// deadline: for a send that failed because its broker's master is gone while the route
-    /// is about to name the new one (a master switch). [`SendPlan::start`] then issues the
-    /// next attempt; the attempts made still count. A plan that ended otherwise is left as
-    /// it is (`false`).
+    /// Reopens a plan that ended in [`SendErrorKind::NoRoute`] with attempts left, within the
+    /// same deadline: for a send whose route lost its master while a master switch is about
+    /// to name the new one. [`SendPlan::start`] then issues the next attempt; the budget is
+    /// not renewed. A plan that ended otherwise, or spent its attempts, is left as it is
+    /// (`false`).
     pub fn reopen(&mut self) -> bool {
-        if !matches!(self.result, Some(Err(_))) {
+        let no_route = matches!(self.result, Some(Err(e)) if e.kind == SendErrorKind::NoRoute);
+        if !no_route || self.made >= self.total {
             return false;
         }
-        let more = if self.fixed.is_some() {
-            1
-        } else {
-            self.cfg.max_attempts()
-        };
-        self.total = self.made.saturating_add(more);
         self.result = None;
         self.current = None;
         self.call_timeout = false;
+        true
+    }
+
+    /// The attempt in flight could not reach its broker (`t`: nothing was written), and the
+    /// caller holds the next attempt until the route is looked up again (a master switch):
+    /// the failure is counted as [`SendPlan::handle_outcome`] counts it, but no attempt is
+    /// issued. `true` when the plan can go on ([`SendPlan::start`] issues the next attempt,
+    /// [`SendPlan::give_up`] ends it); `false` (nothing changed) when no attempt or no time
+    /// is left, or no attempt is in flight: then call [`SendPlan::handle_outcome`].
+    pub fn hold<const N: usize>(
+        &mut self,
+        now: Instant,
+        t: TransportError,
+        env: &mut SendEnv<'_, K, N>,
+    ) -> bool {
+        let Some(att) = self.current else {
+            return false;
+        };
+        if self.result.is_some() || self.made >= self.total || now >= self.deadline {
+            return false;
+        }
+        let ev = if t == TransportError::BrokerNotFound {
+            FaultEvent::BrokerNotFound
+        } else {
+            FaultEvent::Transport
+        };
+        self.fault(now, att.queue.broker, now - att.started, ev, env);
+        self.current = None;
+        self.last_error = Some(SendErrorKind::Transport(t));
         true
     }
 

@@ -278,11 +278,15 @@ impl<
                 // processed. Not the last confirmed commit: the broker handles pulls and offset
                 // updates on different thread pools, so a pull carrying an older value can land
                 // after a newer UPDATE_CONSUMER_OFFSET and move the stored offset back (seen on
-                // 5.3.3: a restart then redelivered from the older offset). Java clears
-                // COMMIT_OFFSET for a slave (it keeps no offsets of its own).
+                // 5.3.3: a restart then redelivered from the older offset). For the same reason
+                // only news: a value the broker already confirmed is not sent again (Java sends
+                // it on every pull; on 5.3.3 the pull that follows a delivery, carrying the
+                // offset before it, landed after the final commit of a consumer that stopped
+                // right after acknowledging it). Java clears COMMIT_OFFSET for a slave (it
+                // keeps no offsets of its own).
                 let commit_offset = match peer {
                     Peer::Slave(_) => None,
-                    _ => Some(o.tracker.committable()),
+                    _ => o.tracker.commit_due(),
                 };
                 let req = PullRequest {
                     group: &self.group,

@@ -266,9 +266,9 @@ fn assigns_queries_the_offset_pulls_filters_and_delivers() {
     assert_eq!(e["queueOffset"], "5");
     // min(pullBatchSize 32, 8 free tracking slots).
     assert_eq!(e["maxMsgNums"], "8");
-    // SUBSCRIPTION | SUSPEND | COMMIT_OFFSET (5 committed).
-    assert_eq!(e["sysFlag"], "7");
-    assert_eq!(e["commitOffset"], "5");
+    // SUBSCRIPTION | SUSPEND; no COMMIT_OFFSET: 5 is what the broker has already.
+    assert_eq!(e["sysFlag"], "6");
+    assert_eq!(e["commitOffset"], "0");
     assert_eq!(e["suspendTimeoutMillis"], "15000");
     assert_eq!(e["subscription"], "TagA || TagC");
     assert_eq!(e["subVersion"], "77");
@@ -290,6 +290,51 @@ fn assigns_queries_the_offset_pulls_filters_and_delivers() {
     assert_eq!(next.ext["queueOffset"], "8");
     let st = w.c.stats();
     assert_eq!((st.pulls, st.delivered, st.rebalances), (2, 2, 1));
+}
+
+#[test]
+fn pulls_carry_only_commit_offsets_the_broker_has_not_confirmed() {
+    let mut w = World::new(1);
+    let pull = start(&mut w, &[ME], 0, 5);
+    w.pull_answer(&pull, 8, &[(5, "TagA"), (6, "TagA"), (7, "TagA")]);
+    let lease = w.got[0].1;
+    // Sent right after the delivery: 5 is still what the broker stores. A stale 5 landing
+    // after the final commit of 8 would move the group back.
+    let poll = one(w.out());
+    assert_eq!(
+        (
+            poll.ext["sysFlag"].as_str(),
+            poll.ext["commitOffset"].as_str()
+        ),
+        ("6", "0")
+    );
+    for offset in 5..8 {
+        assert!(w.c.ack(w.now, q(0), lease, offset));
+    }
+    // Acknowledged but not committed yet: the next pull carries it, as Java's does.
+    w.pull_answer(&poll, 8, &[]);
+    let poll = one(w.out());
+    assert_eq!(
+        (
+            poll.ext["sysFlag"].as_str(),
+            poll.ext["commitOffset"].as_str()
+        ),
+        ("7", "8")
+    );
+    // Committed and confirmed: the pulls carry nothing again.
+    w.c.commit_now();
+    let commit = one(w.out());
+    assert_eq!(commit.ext["commitOffset"], "8");
+    w.reply(&commit, 0, &[], b"");
+    w.pull_answer(&poll, 8, &[]);
+    let poll = one(w.out());
+    assert_eq!(
+        (
+            poll.ext["sysFlag"].as_str(),
+            poll.ext["commitOffset"].as_str()
+        ),
+        ("6", "0")
+    );
 }
 
 #[test]

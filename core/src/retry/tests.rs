@@ -258,6 +258,54 @@ impl Step<u8> {
 }
 
 #[test]
+fn held_attempts_and_reopened_plans_keep_the_budget() {
+    let mut w = World::new(Profile::Java5, 1);
+    let mut p = SendPlan::new(t(0), RetryConfig::java5(SendMode::Sync));
+    let refused = TransportError::ConnectFailed;
+    // Nothing in flight: nothing to hold.
+    assert!(!p.hold(t(0), refused, &mut w.env()));
+    assert_eq!(send(p.start(t(0), &mut w.env())).number, 1);
+    // Held: counted, but no attempt issued until `start`.
+    assert!(p.hold(t(5), refused, &mut w.env()));
+    assert_eq!((p.current(), p.attempts_made()), (None, 1));
+    assert!(!w.table.is_empty(), "the failure reaches the fault table");
+    assert_eq!(send(p.start(t(100), &mut w.env())).number, 2);
+    assert!(p.hold(t(105), refused, &mut w.env()));
+    assert_eq!(send(p.start(t(200), &mut w.env())).number, 3);
+    // The last attempt cannot be held: the plan ends as usual, with what it met.
+    assert!(!p.hold(t(205), refused, &mut w.env()));
+    let e = done(p.handle_outcome(t(205), AttemptOutcome::Transport(refused), &mut w.env()))
+        .unwrap_err();
+    assert_eq!(
+        (e.kind(), e.attempts()),
+        (SendErrorKind::Transport(refused), 3)
+    );
+    // A spent plan does not reopen; nor does one that ended for another reason than NoRoute.
+    assert!(!p.reopen());
+    // A plan that found no queue after an attempt reopens with its attempts left.
+    let mut p = SendPlan::new(t(0), RetryConfig::java5(SendMode::Sync));
+    assert_eq!(send(p.start(t(0), &mut w.env())).number, 1);
+    let mut empty = World::new(Profile::Java5, 0);
+    let e = done(p.handle_outcome(t(5), AttemptOutcome::Transport(refused), &mut empty.env()))
+        .unwrap_err();
+    assert_eq!((e.kind(), e.attempts()), (SendErrorKind::NoRoute, 1));
+    assert!(p.reopen());
+    assert_eq!(p.result(), None);
+    assert_eq!(send(p.start(t(50), &mut w.env())).number, 2);
+    // Given up between attempts: the last attempt's error.
+    assert!(p.hold(t(60), refused, &mut w.env()));
+    let e = done(p.give_up()).unwrap_err();
+    assert_eq!(
+        (e.kind(), e.attempts()),
+        (SendErrorKind::Transport(refused), 2)
+    );
+    // Past the deadline nothing is held.
+    let mut p = SendPlan::new(t(0), RetryConfig::java5(SendMode::Sync));
+    assert_eq!(send(p.start(t(0), &mut w.env())).number, 1);
+    assert!(!p.hold(t(3000), refused, &mut w.env()));
+}
+
+#[test]
 fn no_route_and_fixed_queue() {
     let mut w = World::new(Profile::Plain, 0);
     let mut p = SendPlan::new(t(0), RetryConfig::plain(SendMode::Sync));

@@ -20,6 +20,9 @@ pub(super) struct Topic<const Q: usize> {
     pub(super) lookup: Lookup,
     pub(super) backoff: Backoff,
     pub(super) error_refresh: Option<Instant>,
+    /// When the lookup in flight (or the last one) was asked: an answer asked before a send's
+    /// attempt could not connect says nothing of that failure.
+    pub(super) asked: Option<Instant>,
     /// An event waiting in `route_events`: updated (`true`) or failed.
     pub(super) notify: Option<bool>,
     /// The last lookup failed because no NameServer answered.
@@ -50,6 +53,9 @@ pub(super) struct Broker {
     pub(super) last_answer: Option<Instant>,
     /// The remoting version of its last answer (0 before any).
     pub(super) version: i32,
+    /// How often its master's address changed (wrapping): a send refused at one address
+    /// knows whether a route names another.
+    pub(super) moves: u16,
 }
 
 impl<
@@ -82,6 +88,7 @@ impl<
                 lookup: Lookup::Idle(None),
                 backoff: Backoff::new(self.cfg.route_retry, MAX_ROUTE_RETRY),
                 error_refresh: None,
+                asked: None,
                 notify: None,
                 unreachable: false,
                 masterless: false,
@@ -163,6 +170,11 @@ impl<
             .is_some()
         {
             self.set_lookup(t, Lookup::InFlight);
+            if F::MASTER_SWITCH
+                && let Some(topic) = self.topics.get_mut(usize::from(t))
+            {
+                topic.asked = Some(now);
+            }
         } else {
             // No request slot now: try again shortly.
             self.set_lookup(
@@ -217,9 +229,9 @@ impl<
             // The NameServers said no, or none answered this round: the sends waiting for
             // this topic end now with NoRoute (Java's "No route info of this topic"); later
             // sends trigger the next lookup.
-            self.wake_waiting(now, t);
+            self.wake_waiting(now, t, None);
         } else if definitive {
-            self.wake_waiting(now, t);
+            self.wake_waiting(now, t, None);
         }
     }
 
@@ -380,10 +392,11 @@ impl<
         topic.unreachable = false;
         topic.backoff.reset();
         topic.lookup = Lookup::Idle(None);
+        let asked = topic.asked;
         self.stats.route_updates = self.stats.route_updates.wrapping_add(1);
         self.rearm_route_retry();
         self.notify(t, true);
-        self.wake_waiting(now, t);
+        self.wake_waiting(now, t, asked);
     }
 
     /// The id of broker `name`, adding it to the table. A full table reuses the slot of a
@@ -399,6 +412,7 @@ impl<
             slave: String::new(),
             last_answer: None,
             version: 0,
+            moves: 0,
         };
         if self.brokers.len() < BROKERS {
             let id = BrokerId(u16::try_from(self.brokers.len()).ok()?);
@@ -440,6 +454,9 @@ impl<
         }
         let moved = !field.is_empty();
         *field = copy_cut(addr);
+        if F::MASTER_SWITCH && !slave {
+            b.moves = b.moves.wrapping_add(1);
+        }
         if moved {
             self.close_peer(if slave {
                 Peer::Slave(id)

@@ -164,6 +164,10 @@ pub(super) struct SendSlot<P> {
     pub(super) plan: Option<SendPlan<BrokerId, P>>,
     pub(super) aim: Aim,
     pub(super) req: Option<u16>,
+    /// When its last attempt could not reach its broker, that broker and its address's
+    /// [`moves`](super::routes::Broker::moves) then: it waits for the route
+    /// ([`Features::MASTER_SWITCH`]).
+    pub(super) held: Option<(Instant, BrokerId, u16)>,
     pub(super) stored: Option<Stored>,
     pub(super) remark: String<MAX_REMARK>,
     pub(super) ending: Option<Ending>,
@@ -186,6 +190,7 @@ impl<P> crate::store::Empty for SendSlot<P> {
         plan: None,
         aim: Aim::Select,
         req: None,
+        held: None,
         stored: None,
         remark: String::new(),
         ending: None,
@@ -282,11 +287,27 @@ impl<
     St: Store,
 > Session<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F, St>
 {
-    /// Starts (or ends, when there is still no route) the sends waiting for topic `t`.
-    pub(super) fn wake_waiting(&mut self, now: Instant, t: u16) {
+    /// Starts (or ends, when there is still no route) the sends waiting for topic `t`. `asked`:
+    /// when the route that woke them was asked for. A send whose attempt could not connect
+    /// keeps waiting for a later lookup (when one comes before its deadline) if this route
+    /// still names the address that refused and was asked within
+    /// [`ERROR_REFRESH_MIN_GAP`] of the refusal: on a master switch the NameServer lists the
+    /// dead master for another 20-300 ms, and an attempt there would only spend the budget.
+    pub(super) fn wake_waiting(&mut self, now: Instant, t: u16, asked: Option<Instant>) {
         for s in 0..self.sends.len() {
             let slot = &self.sends[s];
             if slot.state == SendState::Route && slot.topic == t {
+                let stale = F::MASTER_SWITCH
+                    && asked.zip(slot.held).is_some_and(|(a, (h, b, moves))| {
+                        a < h.saturating_add(ERROR_REFRESH_MIN_GAP)
+                            && self
+                                .brokers
+                                .get(usize::from(b.0))
+                                .is_some_and(|x| x.moves == moves)
+                    });
+                if stale && self.route_coming(now, s as u16, true) {
+                    continue;
+                }
                 // (`start_send` ends its route wait, unless it now waits for a choice.)
                 self.start_send(now, s as u16);
             }
@@ -296,6 +317,11 @@ impl<
     pub(super) fn start_send(&mut self, now: Instant, s: u16) {
         if F::TARGETS && !self.aim(now, s) {
             return;
+        }
+        if F::MASTER_SWITCH
+            && let Some(slot) = self.sends.get_mut(usize::from(s))
+        {
+            slot.held = None;
         }
         self.route_waits.remove(s);
         let step = self.plan_call(s, |p, env| p.start(now, env));
@@ -371,13 +397,19 @@ impl<
             &mut SendEnv<'_, BrokerId, BROKERS>,
         ) -> Step<BrokerId>,
     ) -> Step<BrokerId> {
+        self.plan_with(s, f).unwrap_or(Step::Wait)
+    }
+
+    /// Runs `f` on the plan of send `s` with the client's fault table and counter (`None`:
+    /// no such plan).
+    fn plan_with<R>(
+        &mut self,
+        s: u16,
+        f: impl FnOnce(&mut SendPlan<BrokerId, F>, &mut SendEnv<'_, BrokerId, BROKERS>) -> R,
+    ) -> Option<R> {
         let entropy = self.next_random();
-        let Some(slot) = self.sends.get_mut(usize::from(s)) else {
-            return Step::Wait;
-        };
-        let Some(plan) = slot.plan.as_mut() else {
-            return Step::Wait;
-        };
+        let slot = self.sends.get_mut(usize::from(s))?;
+        let plan = slot.plan.as_mut()?;
         let queues = self
             .topics
             .get(usize::from(slot.topic))
@@ -388,7 +420,7 @@ impl<
             counter: &mut self.counter,
             entropy,
         };
-        f(plan, &mut env)
+        Some(f(plan, &mut env))
     }
 
     /// Carries out plan steps of send `s` until it waits or ends.
@@ -406,13 +438,13 @@ impl<
                     }
                     let b = att.queue.broker;
                     if self.broker_addr(b).is_none() {
-                        step = self.plan_call(s, |p, env| {
-                            p.handle_outcome(
-                                now,
-                                AttemptOutcome::Transport(TransportError::BrokerNotFound),
-                                env,
-                            )
-                        });
+                        let t = TransportError::BrokerNotFound;
+                        step = match self.hold_for_master(now, s, t) {
+                            Some(step) => step,
+                            None => self.plan_call(s, |p, env| {
+                                p.handle_outcome(now, AttemptOutcome::Transport(t), env)
+                            }),
+                        };
                         continue;
                     }
                     if let Some(v) = self.timer_refused(s, b) {
@@ -519,21 +551,66 @@ impl<
     }
 
     /// Whether send `s`, whose plan just ended in `e`, waits for its topic's next route
-    /// instead (and now does): when it failed for want of its master, which a master switch
-    /// brings back at another address. That is, no queue was left after attempts on a route
-    /// that now lists no master, or the last attempt could not reach its broker at all
-    /// (nothing was delivered) while the route is being looked up again. It waits within its
-    /// deadline, as a send that never had a route does, and gets its attempts again.
+    /// instead (and now does): no queue was left, with attempts to spare, on a route that
+    /// now lists no master, which a master switch brings back at another address. It waits
+    /// within its deadline, as a send that never had a route does.
     fn await_master(&mut self, now: Instant, s: u16, e: &SendError) -> bool {
-        let unreached = matches!(
-            e.kind(),
-            SendErrorKind::Transport(
-                TransportError::ConnectFailed | TransportError::BrokerNotFound
-            )
-        );
-        if e.attempts() == 0 || !(unreached || e.kind() == SendErrorKind::NoRoute) {
+        if e.attempts() == 0
+            || e.kind() != SendErrorKind::NoRoute
+            || !self.route_coming(now, s, false)
+        {
             return false;
         }
+        let reopened = self
+            .sends
+            .get_mut(usize::from(s))
+            .and_then(|x| x.plan.as_mut())
+            .is_some_and(SendPlan::reopen);
+        reopened && self.park(s)
+    }
+
+    /// The attempt of send `s` could not reach its broker (`t`): when the topic's route is
+    /// being looked up again, the next attempt waits for it (within the deadline, out of the
+    /// same budget) rather than going to the address that just refused; the master switch
+    /// of a controller-mode cluster. The step to carry out once the failure is counted
+    /// ([`Step::Wait`] while it waits), or `None` when the plan is to handle it as usual.
+    fn hold_for_master(
+        &mut self,
+        now: Instant,
+        s: u16,
+        t: TransportError,
+    ) -> Option<Step<BrokerId>> {
+        let unreached = matches!(
+            t,
+            TransportError::ConnectFailed | TransportError::BrokerNotFound
+        );
+        if !F::MASTER_SWITCH || !unreached {
+            return None;
+        }
+        let b = self
+            .sends
+            .get(usize::from(s))
+            .and_then(|x| x.plan.as_ref())
+            .and_then(SendPlan::current)
+            .map(|a| a.queue.broker)?;
+        if self.plan_with(s, |p, env| p.hold(now, t, env)) != Some(true) {
+            return None;
+        }
+        if self.route_coming(now, s, true) && self.park(s) {
+            let moves = self.brokers.get(usize::from(b.0)).map_or(0, |x| x.moves);
+            if let Some(slot) = self.sends.get_mut(usize::from(s)) {
+                slot.held = Some((now, b, moves));
+            }
+            return Some(Step::Wait);
+        }
+        // Nothing to wait for: the next attempt now, as the plan would have issued it.
+        Some(self.plan_call(s, |p, env| p.start(now, env)))
+    }
+
+    /// Whether a route for the topic of send `s` is coming before its deadline: its route
+    /// lists no master (it is looked up until it does), or, after an attempt that could not
+    /// reach its broker (`unreached`), a lookup is in flight or is now scheduled.
+    fn route_coming(&mut self, now: Instant, s: u16, unreached: bool) -> bool {
         let Some(slot) = self.sends.get(usize::from(s)) else {
             return false;
         };
@@ -548,7 +625,7 @@ impl<
         let Some(x) = self.topics.get_mut(usize::from(t)) else {
             return false;
         };
-        let waits = match x.lookup {
+        match x.lookup {
             _ if x.masterless && x.queues.is_empty() => true,
             _ if !unreached => false,
             Lookup::InFlight => true,
@@ -567,13 +644,17 @@ impl<
                 }
                 due < deadline
             }
-        };
+        }
+    }
+
+    /// Send `s` waits for its topic's route until its deadline (`false`: no such send).
+    fn park(&mut self, s: u16) -> bool {
         let Some(slot) = self.sends.get_mut(usize::from(s)) else {
             return false;
         };
-        if !waits || !slot.plan.as_mut().is_some_and(SendPlan::reopen) {
+        let Some(deadline) = slot.plan.as_ref().map(SendPlan::deadline) else {
             return false;
-        }
+        };
         slot.state = SendState::Route;
         if let Some(r) = slot.req.take()
             && self
@@ -667,7 +748,14 @@ impl<
             .and_then(SendPlan::current)
             .map(|a| a.queue.broker);
         let before = broker.is_some_and(|b| self.faults.is_available(now, b));
-        let step = self.plan_call(s, |p, env| p.handle_outcome(now, outcome, env));
+        let held = match outcome {
+            AttemptOutcome::Transport(t) => self.hold_for_master(now, s, t),
+            _ => None,
+        };
+        let step = match held {
+            Some(step) => step,
+            None => self.plan_call(s, |p, env| p.handle_outcome(now, outcome, env)),
+        };
         if before && broker.is_some_and(|b| !self.faults.is_available(now, b)) {
             self.stats.brokers_isolated = self.stats.brokers_isolated.wrapping_add(1);
         }
