@@ -595,8 +595,8 @@ impl<K: Copy + Eq, P: ProfileSet> SendPlan<K, P> {
         true
     }
 
-    /// The attempt in flight could not reach its broker (`t`: nothing was written), and the
-    /// caller holds the next attempt until the route is looked up again (a master switch):
+    /// The attempt in flight failed on its connection (`t`), and the caller holds the next
+    /// attempt until the route is looked up again (a master switch):
     /// the failure is counted as [`SendPlan::handle_outcome`] counts it, but no attempt is
     /// issued. `true` when the plan can go on ([`SendPlan::start`] issues the next attempt,
     /// [`SendPlan::give_up`] ends it); `false` (nothing changed) when no attempt or no time

@@ -283,9 +283,11 @@ impl<
                 // it on every pull; on 5.3.3 the pull that follows a delivery, carrying the
                 // offset before it, landed after the final commit of a consumer that stopped
                 // right after acknowledging it). Java clears COMMIT_OFFSET for a slave (it
-                // keeps no offsets of its own).
+                // keeps no offsets of its own), and sends none for a broadcasting group (its
+                // offsets stay with the client).
                 let commit_offset = match peer {
                     Peer::Slave(_) => None,
+                    _ if self.broadcasting::<S>() => None,
                     _ => o.tracker.commit_due(),
                 };
                 let req = PullRequest {

@@ -950,7 +950,18 @@ fn broadcasting_owns_every_queue_and_keeps_offsets_with_the_runtime() {
     assert!(out.iter().any(|r| r.code == RequestCode::GET_MAX_OFFSET.0));
     w.pull_answer(pull, 7, &[(5, "TagA"), (6, "TagA")]);
     let lease = w.got[0].1;
+    let poll = one(w.out());
     assert!(w.c.ack(w.now, q(0), lease, 5));
+    // The pulls carry no commit offset: the broker keeps none for a broadcasting group (Java
+    // sets COMMIT_OFFSET only when clustering).
+    w.pull_answer(&poll, 7, &[]);
+    let poll = one(w.out());
+    let flag: i32 = poll.ext["sysFlag"].parse().unwrap();
+    assert_eq!(
+        flag & crate::consumer::pull_flag::COMMIT_OFFSET,
+        0,
+        "{poll:?}"
+    );
     let n = Nack {
         offset: 6,
         commit_log_offset: 1006,

@@ -92,9 +92,10 @@ pub trait Features {
     const BROKER_NAMES: bool = true;
     /// Following a master switch (5.x controller mode, or a master restarted): a send waits
     /// within its deadline for the route to name a master again when the route lists its
-    /// brokers without one, or when an attempt could not connect while the route is looked
-    /// up again, instead of failing at once (NoRoute) or retrying the refusing address at
-    /// once; out of the same attempt budget. `false` (a gateway's flash) fails or retries
+    /// brokers without one, or when an attempt failed on its connection (refused, or closed
+    /// under it) with no other broker to turn to while the route is looked up again, instead
+    /// of failing at once (NoRoute) or retrying the failing address at once; out of the same
+    /// attempt budget. `false` (a gateway's flash) fails or retries
     /// such sends at once, as Java does.
     const MASTER_SWITCH: bool = true;
 }

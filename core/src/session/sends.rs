@@ -569,36 +569,48 @@ impl<
         reopened && self.park(s)
     }
 
-    /// The attempt of send `s` could not reach its broker (`t`): when the topic's route is
-    /// being looked up again, the next attempt waits for it (within the deadline, out of the
-    /// same budget) rather than going to the address that just refused; the master switch
-    /// of a controller-mode cluster. The step to carry out once the failure is counted
-    /// ([`Step::Wait`] while it waits), or `None` when the plan is to handle it as usual.
+    /// The attempt of send `s` could not reach its broker, or its connection closed under it
+    /// (`t`): when the topic's route is being looked up again, the next attempt waits for it
+    /// (within the deadline, out of the same budget: the plan would retry at once otherwise,
+    /// so no attempt is added) rather than going to the address that just failed; the
+    /// master switch of a controller-mode cluster. The step to carry out once the failure is
+    /// counted ([`Step::Wait`] while it waits), or `None` when the plan is to handle it as
+    /// usual.
     fn hold_for_master(
         &mut self,
         now: Instant,
         s: u16,
         t: TransportError,
     ) -> Option<Step<BrokerId>> {
-        let unreached = matches!(
+        let refused = matches!(
             t,
             TransportError::ConnectFailed | TransportError::BrokerNotFound
         );
-        if !F::MASTER_SWITCH || !unreached {
+        if !F::MASTER_SWITCH || !(refused || t == TransportError::ConnectionClosed) {
             return None;
         }
-        let b = self
-            .sends
-            .get(usize::from(s))
-            .and_then(|x| x.plan.as_ref())
+        let slot = self.sends.get(usize::from(s))?;
+        let b = slot
+            .plan
+            .as_ref()
             .and_then(SendPlan::current)
             .map(|a| a.queue.broker)?;
-        if self.plan_with(s, |p, env| p.hold(now, t, env)) != Some(true) {
+        // With another broker to turn to, the plan's next attempt goes there at once (Java's
+        // latency fault tolerance); only a send left with this broker waits.
+        let elsewhere = matches!(slot.aim, Aim::Select)
+            && self
+                .topics
+                .get(usize::from(slot.topic))
+                .is_some_and(|x| x.queues.iter().any(|q| q.broker != b));
+        if elsewhere || self.plan_with(s, |p, env| p.hold(now, t, env)) != Some(true) {
             return None;
         }
         if self.route_coming(now, s, true) && self.park(s) {
+            // A refused address is not tried again on a route that could not know of it (see
+            // `wake_waiting`); a closed connection is, on the next route (its broker may be
+            // up: a connection lost on the way, or closed by the broker).
             let moves = self.brokers.get(usize::from(b.0)).map_or(0, |x| x.moves);
-            if let Some(slot) = self.sends.get_mut(usize::from(s)) {
+            if refused && let Some(slot) = self.sends.get_mut(usize::from(s)) {
                 slot.held = Some((now, b, moves));
             }
             return Some(Step::Wait);
@@ -608,9 +620,9 @@ impl<
     }
 
     /// Whether a route for the topic of send `s` is coming before its deadline: its route
-    /// lists no master (it is looked up until it does), or, after an attempt that could not
-    /// reach its broker (`unreached`), a lookup is in flight or is now scheduled.
-    fn route_coming(&mut self, now: Instant, s: u16, unreached: bool) -> bool {
+    /// lists no master (it is looked up until it does), or, after an attempt that failed on
+    /// its connection (`failed`), a lookup is in flight or is now scheduled.
+    fn route_coming(&mut self, now: Instant, s: u16, failed: bool) -> bool {
         let Some(slot) = self.sends.get(usize::from(s)) else {
             return false;
         };
@@ -627,7 +639,7 @@ impl<
         };
         match x.lookup {
             _ if x.masterless && x.queues.is_empty() => true,
-            _ if !unreached => false,
+            _ if !failed => false,
             Lookup::InFlight => true,
             // The last refresh still named the broker that refuses connections (the
             // NameServer had not dropped it yet): the next one, when due, within the deadline.

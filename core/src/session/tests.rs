@@ -467,6 +467,19 @@ fn broker_lost_mid_send_retries_on_another_broker() {
     assert_eq!(w.s.stats().late_responses, 1);
     // A send that succeeded in the end does not refresh the route.
     assert!(w.out().is_empty());
+    // Refused by one broker, with another in the route: the retry goes there at once, no
+    // waiting for the route (`Features::MASTER_SWITCH` waits only with nowhere else to go).
+    let mut w = World::new(1);
+    let id = w.send("T");
+    let r = one(w.out());
+    w.reply(&r, 0, &[], route(&[A, B], 1).as_bytes());
+    let s1 = one(w.out());
+    w.s.handle_closed(w.now, s1.peer, TransportError::ConnectFailed);
+    let s2 = one(w.out());
+    assert_eq!(s2.code, RequestCode::SEND_MESSAGE_V2.0);
+    assert_ne!(s2.peer, s1.peer);
+    w.stored(&s2, 6);
+    assert_eq!(w.done(id).unwrap().unwrap().attempts, 2);
 }
 
 #[test]
@@ -1391,25 +1404,16 @@ fn sends_wait_within_their_deadline_while_the_route_lists_no_master() {
     let s = one(w.out());
     w.stored(&s, 1);
     assert!(w.done(id).unwrap().is_ok());
-    // The master dies: the attempt's connection closes, the retries cannot connect, and the
-    // refresh that failure asks for names only a slave (a controller-mode switch under way).
+    // The master dies: the attempt's connection closes, and the refresh that failure asks for
+    // names only a slave (a controller-mode switch under way).
     let first = w.send("T");
     let s = one(w.out());
     w.now = t(10);
     w.s.handle_closed(w.now, s.peer, TransportError::ConnectionClosed);
-    // (The retries go to the dead broker too, as 4.9 does with only one broker.)
-    let mut lookup = None;
-    for _ in 0..4 {
-        for f in w.out() {
-            if f.code == RequestCode::GET_ROUTEINFO_BY_TOPIC.0 {
-                lookup = Some(f);
-            } else {
-                w.s.handle_closed(w.now, f.peer, TransportError::ConnectFailed);
-            }
-        }
-    }
-    let r = lookup.expect("a failed send refreshes the route");
-    // Nothing reached a broker and the route is being looked up: the send waits for it.
+    // No other broker to turn to: the retry waits for the route instead of going to the dead
+    // address (4.9 and 5.x Java retry there at once, and are refused).
+    let r = one(w.out());
+    assert_eq!(r.code, RequestCode::GET_ROUTEINFO_BY_TOPIC.0);
     assert!(w.done(first).is_none(), "waits for the route");
     w.now = t(20);
     w.reply(&r, 0, &[], masterless_route("10.0.0.5:10911").as_bytes());
@@ -1457,8 +1461,8 @@ fn sends_wait_within_their_deadline_while_the_route_lists_no_master() {
         .expect("done")
         .expect("stored on the new master");
     assert_eq!(
-        ok.attempts, 3,
-        "closed, then refused on the dead master, then the new one: within the budget"
+        ok.attempts, 2,
+        "closed, then the new master: within the budget"
     );
 }
 
@@ -1526,25 +1530,26 @@ fn a_send_that_cannot_connect_waits_only_while_its_route_is_looked_up() {
         }
         other => panic!("{other:?}"),
     }
-    // A connection that closed with the request written is not waited on (it may have been
-    // stored): it fails as before.
+    // A connection that closed under an attempt: the next attempt (the plan would make it at
+    // once) waits for the route too, and goes on the answer even when it names the same
+    // address (the broker may be up). One attempt more, not a new budget.
     w.now = t(1000);
     let id = w.send("T");
     let s = one(w.out());
     w.s.handle_closed(w.now, s.peer, TransportError::ConnectionClosed);
-    for _ in 0..4 {
-        for f in w.out() {
-            if f.code == RequestCode::GET_ROUTEINFO_BY_TOPIC.0 {
-                continue;
-            }
-            w.s.handle_closed(w.now, f.peer, TransportError::ConnectionClosed);
-        }
-    }
-    assert!(matches!(w.done(id), Some(Err(_))));
+    let r = one(w.out());
+    assert_eq!(r.code, RequestCode::GET_ROUTEINFO_BY_TOPIC.0);
+    assert!(w.done(id).is_none());
+    w.now = t(1005);
+    w.reply(&r, 0, &[], route(&[A], 2).as_bytes());
+    let s = one(w.out());
+    assert_ne!(s.code, RequestCode::GET_ROUTEINFO_BY_TOPIC.0);
+    w.stored(&s, 1);
+    assert_eq!(w.done(id).expect("done").expect("stored").attempts, 2);
 }
 
 #[test]
-fn a_refused_send_is_not_woken_by_a_route_asked_before_the_refusal() {
+fn a_refused_send_is_not_woken_by_a_route_that_still_names_the_refusing_address() {
     let mut w = World::new(1);
     let id = w.send("T");
     let r = one(w.out());
@@ -1552,29 +1557,36 @@ fn a_refused_send_is_not_woken_by_a_route_asked_before_the_refusal() {
     let s = one(w.out());
     w.stored(&s, 1);
     assert!(w.done(id).unwrap().is_ok());
-    // The master dies with an attempt written (t=10); the retry cannot connect (t=12): the
-    // route is looked up.
+    // The master dies with an attempt written (t=10): the retry waits for the route, whose
+    // answer still names the dead master (the NameServer has not dropped it yet). The retry
+    // goes there (a closed connection says nothing of the address) and is refused (t=22).
     let id = w.send("T");
     let s = one(w.out());
     w.now = t(10);
     w.s.handle_closed(w.now, s.peer, TransportError::ConnectionClosed);
-    let retry = one(w.out());
-    w.now = t(12);
-    w.s.handle_closed(w.now, retry.peer, TransportError::ConnectFailed);
     let lookup = one(w.out());
-    assert_eq!(lookup.code, RequestCode::GET_ROUTEINFO_BY_TOPIC.0);
-    // The NameServer has not dropped the dead master yet: its answer names the address that
-    // just refused, and the send spends no attempt there.
-    w.now = t(40);
+    w.now = t(20);
+    w.reply(&lookup, 0, &[], route(&[A], 2).as_bytes());
+    let retry = one(w.out());
+    assert_eq!(retry.code, RequestCode::SEND_MESSAGE_V2.0);
+    w.now = t(22);
+    w.s.handle_closed(w.now, retry.peer, TransportError::ConnectFailed);
+    // The next lookup is due 200 ms after the first (t=210); its answer, asked within 200 ms
+    // of the refusal, names the address that refused: no attempt there.
+    assert!(w.out().is_empty());
+    assert_eq!(w.s.poll_timeout(), Some(t(210)));
+    w.advance_to(t(210));
+    let lookup = one(w.out());
+    w.now = t(215);
     w.reply(&lookup, 0, &[], route(&[A], 2).as_bytes());
     assert!(w.out().is_empty(), "no attempt on the address that refused");
     assert!(w.done(id).is_none());
-    // The next refresh, 200 ms after the first, names the new master: the third attempt.
-    assert_eq!(w.s.poll_timeout(), Some(t(212)));
-    w.advance_to(t(212));
+    // The next refresh, 200 ms later, names the new master: the third attempt.
+    assert_eq!(w.s.poll_timeout(), Some(t(410)));
+    w.advance_to(t(410));
     let r = one(w.out());
     assert_eq!(r.code, RequestCode::GET_ROUTEINFO_BY_TOPIC.0);
-    w.now = t(215);
+    w.now = t(415);
     let new_master = ("broker-a", "10.0.0.5:10911");
     w.reply(&r, 0, &[], route(&[new_master], 2).as_bytes());
     let s = one(w.out());
