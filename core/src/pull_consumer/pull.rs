@@ -278,18 +278,20 @@ impl<
                 // processed. Not the last confirmed commit: the broker handles pulls and offset
                 // updates on different thread pools, so a pull carrying an older value can land
                 // after a newer UPDATE_CONSUMER_OFFSET and move the stored offset back (seen on
-                // 5.3.3: a restart then redelivered from the older offset). For the same reason
-                // only news: a value the broker already confirmed is not sent again (Java sends
-                // it on every pull; on 5.3.3 the pull that follows a delivery, carrying the
+                // 5.3.3: a restart then redelivered from the older offset). For the same reason,
+                // while messages are in flight only news: a value the broker already confirmed
+                // is not sent again (on 5.3.3 the pull that follows a delivery, carrying the
                 // offset before it, landed after the final commit of a consumer that stopped
-                // right after acknowledging it). Java clears COMMIT_OFFSET for a slave (it
-                // keeps no offsets of its own), and sends none for a broadcasting group (its
-                // offsets stay with the client).
-                let commit_offset = match peer {
-                    Peer::Slave(_) => None,
-                    _ if self.broadcasting::<S>() => None,
-                    _ => o.tracker.commit_due(),
-                };
+                // right after acknowledging it). With nothing in flight it goes on every pull,
+                // as Java's (a new group's start position, offsets a broker lost): no later
+                // commit can be higher before this pull's answer. Java clears COMMIT_OFFSET for
+                // a slave (it keeps no offsets of its own), and sends none for a broadcasting
+                // group (its offsets stay with the client).
+                let c = o.tracker.committable();
+                let news = o.tracker.committed() != Some(c);
+                let carried = !matches!(peer, Peer::Slave(_)) && !self.broadcasting::<S>();
+                let commit_offset =
+                    (carried && (news || o.tracker.cached_count() == 0)).then_some(c);
                 let req = PullRequest {
                     group: &self.group,
                     topic: &topic,

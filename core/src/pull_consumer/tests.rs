@@ -266,9 +266,9 @@ fn assigns_queries_the_offset_pulls_filters_and_delivers() {
     assert_eq!(e["queueOffset"], "5");
     // min(pullBatchSize 32, 8 free tracking slots).
     assert_eq!(e["maxMsgNums"], "8");
-    // SUBSCRIPTION | SUSPEND; no COMMIT_OFFSET: 5 is what the broker has already.
-    assert_eq!(e["sysFlag"], "6");
-    assert_eq!(e["commitOffset"], "0");
+    // SUBSCRIPTION | SUSPEND | COMMIT_OFFSET (5 committed, nothing in flight).
+    assert_eq!(e["sysFlag"], "7");
+    assert_eq!(e["commitOffset"], "5");
     assert_eq!(e["suspendTimeoutMillis"], "15000");
     assert_eq!(e["subscription"], "TagA || TagC");
     assert_eq!(e["subVersion"], "77");
@@ -293,48 +293,47 @@ fn assigns_queries_the_offset_pulls_filters_and_delivers() {
 }
 
 #[test]
-fn pulls_carry_only_commit_offsets_the_broker_has_not_confirmed() {
+fn pulls_carry_no_stale_commit_offset_while_messages_are_in_flight() {
+    let flags = |s: &Sent| (s.ext["sysFlag"].clone(), s.ext["commitOffset"].clone());
+    let carried = |o: &str| ("7".to_string(), o.to_string());
+    let none = ("6".to_string(), "0".to_string());
     let mut w = World::new(1);
     let pull = start(&mut w, &[ME], 0, 5);
+    assert_eq!(
+        flags(&pull),
+        carried("5"),
+        "nothing in flight: carried, as Java does"
+    );
     w.pull_answer(&pull, 8, &[(5, "TagA"), (6, "TagA"), (7, "TagA")]);
     let lease = w.got[0].1;
     // Sent right after the delivery: 5 is still what the broker stores. A stale 5 landing
     // after the final commit of 8 would move the group back.
     let poll = one(w.out());
-    assert_eq!(
-        (
-            poll.ext["sysFlag"].as_str(),
-            poll.ext["commitOffset"].as_str()
-        ),
-        ("6", "0")
-    );
-    for offset in 5..8 {
-        assert!(w.c.ack(w.now, q(0), lease, offset));
-    }
-    // Acknowledged but not committed yet: the next pull carries it, as Java's does.
+    assert_eq!(flags(&poll), none);
+    // News while 7 is still in flight: carried.
+    assert!(w.c.ack(w.now, q(0), lease, 5));
+    assert!(w.c.ack(w.now, q(0), lease, 6));
     w.pull_answer(&poll, 8, &[]);
     let poll = one(w.out());
-    assert_eq!(
-        (
-            poll.ext["sysFlag"].as_str(),
-            poll.ext["commitOffset"].as_str()
-        ),
-        ("7", "8")
-    );
-    // Committed and confirmed: the pulls carry nothing again.
+    assert_eq!(flags(&poll), carried("7"));
+    // Committed and confirmed, 7 still in flight: nothing.
     w.c.commit_now();
     let commit = one(w.out());
-    assert_eq!(commit.ext["commitOffset"], "8");
+    assert_eq!(commit.ext["commitOffset"], "7");
     w.reply(&commit, 0, &[], b"");
     w.pull_answer(&poll, 8, &[]);
     let poll = one(w.out());
-    assert_eq!(
-        (
-            poll.ext["sysFlag"].as_str(),
-            poll.ext["commitOffset"].as_str()
-        ),
-        ("6", "0")
-    );
+    assert_eq!(flags(&poll), none);
+    // Nothing in flight: every pull carries it again (a broker that lost it learns it back).
+    assert!(w.c.ack(w.now, q(0), lease, 7));
+    w.pull_answer(&poll, 8, &[]);
+    let poll = one(w.out());
+    assert_eq!(flags(&poll), carried("8"));
+    w.c.commit_now();
+    let commit = one(w.out());
+    w.reply(&commit, 0, &[], b"");
+    w.pull_answer(&poll, 8, &[]);
+    assert_eq!(flags(&one(w.out())), carried("8"));
 }
 
 #[test]

@@ -230,7 +230,9 @@ impl<
             // this topic end now with NoRoute (Java's "No route info of this topic"); later
             // sends trigger the next lookup.
             self.wake_waiting(now, t, None);
-        } else if definitive {
+        } else if definitive || (F::MASTER_SWITCH && !failover) {
+            // (Sends that waited for this lookup after a failed attempt go on with the route
+            // kept rather than wait out their deadline.)
             self.wake_waiting(now, t, None);
         }
     }
@@ -433,7 +435,14 @@ impl<
         if F::CONSUMER && self.brokers.get(free).is_some_and(|b| !b.slave.is_empty()) {
             self.close_peer(Peer::Slave(id));
         }
-        *self.brokers.get_mut(free)? = entry;
+        let slot = self.brokers.get_mut(free)?;
+        // (The slot's count goes on: a send refused by the broker that had it sees a move.)
+        let moves = if F::MASTER_SWITCH {
+            slot.moves.wrapping_add(1)
+        } else {
+            0
+        };
+        *slot = Broker { moves, ..entry };
         self.faults.remove(id);
         Some(id)
     }

@@ -596,12 +596,12 @@ impl<
             .and_then(SendPlan::current)
             .map(|a| a.queue.broker)?;
         // With another broker to turn to, the plan's next attempt goes there at once (Java's
-        // latency fault tolerance); only a send left with this broker waits.
-        let elsewhere = matches!(slot.aim, Aim::Select)
-            && self
-                .topics
-                .get(usize::from(slot.topic))
-                .is_some_and(|x| x.queues.iter().any(|q| q.broker != b));
+        // latency fault tolerance); only a send left with this broker waits. (A targeted
+        // send has one attempt, as Java's: nothing to hold.)
+        let elsewhere = self
+            .topics
+            .get(usize::from(slot.topic))
+            .is_some_and(|x| x.queues.iter().any(|q| q.broker != b));
         if elsewhere || self.plan_with(s, |p, env| p.hold(now, t, env)) != Some(true) {
             return None;
         }

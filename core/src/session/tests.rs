@@ -1615,6 +1615,31 @@ fn a_refused_send_is_not_woken_by_a_route_that_still_names_the_refusing_address(
 }
 
 #[test]
+fn a_send_waiting_for_a_lookup_that_fails_goes_on_with_the_route_kept() {
+    let mut w = World::new(1);
+    let id = w.send("T");
+    let r = one(w.out());
+    w.reply(&r, 0, &[], route(&[A], 2).as_bytes());
+    let s = one(w.out());
+    w.stored(&s, 1);
+    assert!(w.done(id).unwrap().is_ok());
+    let id = w.send("T");
+    let s = one(w.out());
+    w.now = t(10);
+    w.s.handle_closed(w.now, s.peer, TransportError::ConnectionClosed);
+    let lookup = one(w.out());
+    assert_eq!(lookup.code, RequestCode::GET_ROUTEINFO_BY_TOPIC.0);
+    // The NameServer cannot be reached: the send does not wait out its 3 s for a route that
+    // is not coming; its next attempt goes to the broker of the route it has.
+    w.now = t(20);
+    w.s.handle_closed(w.now, lookup.peer, TransportError::ConnectFailed);
+    let s = one(w.out());
+    assert_eq!(s.code, RequestCode::SEND_MESSAGE_V2.0);
+    w.stored(&s, 2);
+    assert_eq!(w.done(id).expect("done").expect("stored").attempts, 2);
+}
+
+#[test]
 fn a_send_waiting_for_a_master_that_never_comes_ends_at_its_deadline_unsent() {
     let mut w = World::new(1);
     let id = w.send("T");
