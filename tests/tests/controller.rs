@@ -20,13 +20,14 @@
 //! route queries it made around the switch and the master each answer named. The NameServer
 //! drops the dead master 20-300 ms after the SIGKILL and lists the new one 120-400 ms after
 //! it. Since the core waits for a master within a send's deadline (`Features::MASTER_SWITCH`:
-//! a route listing only slaves, or attempts that could not connect while the route is looked
-//! up again) and refreshes a failing topic every 200 ms, sends resume ~0.2 s after the kill.
-//! Waiting keeps the send's retry budget (`retryTimesWhenSendFailed + 1` attempts): three runs
-//! on 2026-12-06 failed 0, 0 and 11 of ~6,000 sends (the 11: two attempts on connections that
-//! closed under them, then one refused, all within 52 ms of the kill) and resumed 0.22-0.51 s
-//! after it. Renewing the budget after each wait gave 0 in 5 of 6 runs but made more attempts
-//! than Java; before any waiting, 20-212 failures (NoRoute and ConnectFailed) and 0.16-1.1 s.
+//! a route listing only slaves, or attempts that failed on their connection while the route
+//! is looked up again) and refreshes a failing topic every 200 ms, sends resume ~0.3 s after
+//! the kill.
+//! Waiting keeps the send's retry budget (`retryTimesWhenSendFailed + 1` attempts), also after
+//! a connection closed under an attempt: three runs on 2026-12-06 failed 0 of ~6,000 sends and
+//! resumed 0.26-0.33 s after the kill (before closed connections were held: 0, 0 and 11).
+//! Renewing the budget after each wait gave 0 in 5 of 6 runs but made more attempts than Java;
+//! before any waiting, 20-212 failures (NoRoute and ConnectFailed) and 0.16-1.1 s.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
