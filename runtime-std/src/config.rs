@@ -209,75 +209,43 @@ macro_rules! client_knobs {
 }
 pub(crate) use client_knobs;
 
-/// Builder methods that each set one field of `self.cfg`: `name(Type) => field;`.
-macro_rules! setters {
-    ($($(#[$doc:meta])* $name:ident($ty:ty) => $field:ident;)*) => {$(
+/// A client's settled configuration and its builder from one table, a line a knob:
+/// `field: Type = default` (the builder's default) and optionally `=> setter(Arg)`, a builder
+/// method that sets the field with `.into()`. Each knob's docs go on the field and the setter.
+macro_rules! config_table {
+    (
+        $(#[$cmeta:meta])* pub struct $cfg:ident;
+        $(#[$bmeta:meta])* pub struct $builder:ident;
+        $($(#[$doc:meta])* $field:ident: $ty:ty = $default:expr $(=> $setter:ident($arg:ty))?;)*
+    ) => {
+        $(#[$cmeta])*
+        #[derive(Clone, Debug)]
+        #[non_exhaustive]
+        pub struct $cfg { $($(#[$doc])* pub $field: $ty,)* }
+
+        $(#[$bmeta])*
+        #[derive(Clone, Debug)]
+        pub struct $builder { cfg: $cfg }
+
+        impl Default for $builder {
+            fn default() -> Self { $builder { cfg: $cfg { $($field: $default,)* } } }
+        }
+
+        impl $builder {
+            $($crate::config::config_table!(@setter [$(#[$doc])*] $field $($setter($arg))?);)*
+        }
+    };
+    (@setter [$(#[$doc:meta])*] $field:ident $setter:ident($arg:ty)) => {
         $(#[$doc])*
         #[must_use]
-        pub fn $name(mut self, v: $ty) -> Self {
+        pub fn $setter(mut self, v: $arg) -> Self {
             self.cfg.$field = v.into();
             self
         }
-    )*};
+    };
+    (@setter [$(#[$doc:meta])*] $field:ident) => {};
 }
-pub(crate) use setters;
-
-/// The settled configuration of a producer.
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct ProducerConfig {
-    /// NameServer addresses.
-    pub namesrv_addr: Vec<String>,
-    /// Producer group.
-    pub producer_group: String,
-    /// Instance name (the client id is `ip@instance`).
-    pub instance_name: String,
-    /// `sendMsgTimeout`: one deadline for all attempts of a send.
-    pub send_msg_timeout: Duration,
-    /// `retryTimesWhenSendFailed`.
-    pub retry_times_when_send_failed: u8,
-    /// `retryTimesWhenSendAsyncFailed`.
-    pub retry_times_when_send_async_failed: u8,
-    /// `retryAnotherBrokerWhenNotStoreOK`.
-    pub retry_another_broker_when_not_store_ok: bool,
-    /// `compressMsgBodyOverHowmuch`.
-    pub compress_msg_body_over_howmuch: usize,
-    /// `compressType` (Java's `rocketmq.message.compressType`; default zlib).
-    pub compress_type: CompressionType,
-    /// `compressLevel` (default 5): zlib 0..=9 (higher is 9) and zstd 1..=22; LZ4 has none.
-    pub compress_level: u8,
-    /// Auto-batching of small sync sends (Java 5.x `autoBatch`); off by default.
-    pub auto_batch: Option<crate::AutoBatch>,
-    /// `maxMessageSize`.
-    pub max_message_size: usize,
-    /// `sendLatencyFaultEnable`.
-    pub send_latency_fault_enable: bool,
-    /// The policy used when `send_latency_fault_enable` is on.
-    pub fault_profile: FaultProfile,
-    /// Header format (`serializeTypeCurrentRPC`).
-    pub serialize_type: SerializeType,
-    /// Remoting `version` sent.
-    pub version: i32,
-    /// Language sent.
-    pub language: LanguageCode,
-    /// `pollNameServerInterval`.
-    pub poll_name_server_interval: Duration,
-    /// `heartbeatBrokerInterval`.
-    pub heartbeat_broker_interval: Duration,
-    /// Requests in flight per connection (Java `clientAsyncSemaphoreValue`, per client).
-    pub max_requests_in_flight: usize,
-    /// Parameters of [`FaultProfile::Adaptive`] (see [`ProducerBuilder::adaptive_config`]).
-    pub adaptive: AdaptiveConfig,
-    /// ACL credentials and TLS (see [`ProducerBuilder::acl`] and [`ProducerBuilder::tls`]).
-    pub security: SecurityConfig,
-    /// Topics whose routes [`ProducerBuilder::start`] looks up (Java 5.x `topics`).
-    pub topics: Vec<String>,
-    /// How long [`ProducerBuilder::start`] waits for its route lookups (default 18 s).
-    pub start_timeout: Duration,
-    /// Start even when no NameServer answers (default `false`: such a start fails with
-    /// [`ConfigError::NameServersUnreachable`]).
-    pub lazy_start: bool,
-}
+pub(crate) use config_table;
 
 /// The runtime's default [`AdaptiveConfig`]: the core defaults with a per-attempt cap of at
 /// least 1 s (4 × the latency estimate, 2 s before any sample). The core's 200 ms floor and
@@ -317,65 +285,98 @@ impl ProducerConfig {
     }
 }
 
-/// Builds a [`Producer`].
-///
-/// Defaults are Java's (docs/protocol/STRATEGY.md §5.1) except two deliberate differences:
-/// - `send_latency_fault_enable` is **on** with the [`FaultProfile::Adaptive`] policy (Java's
-///   default is off): a dead broker is fenced after its first failures instead of being
-///   retried round-robin;
-/// - the language sent is **RUST** (12); brokers older than 4.9.4 do not know it, so use
-///   [`ProducerBuilder::language`] with `LanguageCode::JAVA` for them.
-///
-/// ```no_run
-/// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
-/// use rmq_std::{Message, Producer};
-/// let producer = Producer::builder()
-///     .namesrv_addr("127.0.0.1:9876")
-///     .producer_group("pg-demo")
-///     .start()
-///     .await?;
-/// let r = producer.send(Message::new("TopicA", "hello")).await?;
-/// println!("{} -> {:?}", r.msg_id, r.queue);
-/// producer.shutdown().await;
-/// # Ok(()) }
-/// ```
-#[derive(Clone, Debug)]
-pub struct ProducerBuilder {
-    cfg: ProducerConfig,
-}
-
-impl Default for ProducerBuilder {
-    fn default() -> Self {
-        ProducerBuilder {
-            cfg: ProducerConfig {
-                namesrv_addr: Vec::new(),
-                producer_group: "DEFAULT_PRODUCER".to_owned(),
-                instance_name: format!("{}#{}", std::process::id(), clock::unix_millis()),
-                send_msg_timeout: Duration::from_millis(3000),
-                retry_times_when_send_failed: 2,
-                retry_times_when_send_async_failed: 2,
-                retry_another_broker_when_not_store_ok: false,
-                compress_msg_body_over_howmuch: DEFAULT_COMPRESS_OVER,
-                compress_type: CompressionType::Zlib,
-                compress_level: rmq_core::producer::COMPRESSION_LEVEL,
-                auto_batch: None,
-                max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
-                send_latency_fault_enable: true,
-                fault_profile: FaultProfile::Adaptive,
-                serialize_type: SerializeType::JSON,
-                version: version::V5_3_3,
-                language: LanguageCode::RUST,
-                poll_name_server_interval: clock::to_std(POLL_NAME_SERVER_INTERVAL),
-                heartbeat_broker_interval: clock::to_std(HEARTBEAT_BROKER_INTERVAL),
-                max_requests_in_flight: 2048,
-                adaptive: RUNTIME_ADAPTIVE,
-                security: SecurityConfig::default(),
-                topics: Vec::new(),
-                start_timeout: clock::to_std(rmq_core::producer::CLIENT_API_TIMEOUT) * 6,
-                lazy_start: false,
-            },
-        }
-    }
+config_table! {
+    /// The settled configuration of a producer.
+    pub struct ProducerConfig;
+    /// Builds a [`Producer`].
+    ///
+    /// Defaults are Java's (docs/protocol/STRATEGY.md §5.1) except two deliberate differences:
+    /// - `send_latency_fault_enable` is **on** with the [`FaultProfile::Adaptive`] policy (Java's
+    ///   default is off): a dead broker is fenced after its first failures instead of being
+    ///   retried round-robin;
+    /// - the language sent is **RUST** (12); brokers older than 4.9.4 do not know it, so use
+    ///   [`ProducerBuilder::language`] with `LanguageCode::JAVA` for them.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+    /// use rmq_std::{Message, Producer};
+    /// let producer = Producer::builder()
+    ///     .namesrv_addr("127.0.0.1:9876")
+    ///     .producer_group("pg-demo")
+    ///     .start()
+    ///     .await?;
+    /// let r = producer.send(Message::new("TopicA", "hello")).await?;
+    /// println!("{} -> {:?}", r.msg_id, r.queue);
+    /// producer.shutdown().await;
+    /// # Ok(()) }
+    /// ```
+    pub struct ProducerBuilder;
+    /// NameServer addresses.
+    namesrv_addr: Vec<String> = Vec::new();
+    /// Producer group (default `DEFAULT_PRODUCER`).
+    producer_group: String = "DEFAULT_PRODUCER".to_owned() => producer_group(impl Into<String>);
+    /// Instance name (default `<pid>#<unix ms>`; the client id is `ip@instance`).
+    instance_name: String = format!("{}#{}", std::process::id(), clock::unix_millis())
+        => instance_name(impl Into<String>);
+    /// `sendMsgTimeout` (default 3 s): the total budget of a send, all attempts included.
+    send_msg_timeout: Duration = Duration::from_millis(3000) => send_msg_timeout(Duration);
+    /// `retryTimesWhenSendFailed` (default 2).
+    retry_times_when_send_failed: u8 = 2 => retry_times_when_send_failed(u8);
+    /// `retryTimesWhenSendAsyncFailed` (default 2).
+    retry_times_when_send_async_failed: u8 = 2 => retry_times_when_send_async_failed(u8);
+    /// `retryAnotherBrokerWhenNotStoreOK` (default false).
+    retry_another_broker_when_not_store_ok: bool = false
+        => retry_another_broker_when_not_store_ok(bool);
+    /// `compressMsgBodyOverHowmuch` (default 4096): bodies of at least this size are
+    /// compressed with [`compress_type`](ProducerBuilder::compress_type).
+    compress_msg_body_over_howmuch: usize = DEFAULT_COMPRESS_OVER
+        => compress_msg_body_over_howmuch(usize);
+    /// `compressType` (Java's `rocketmq.message.compressType`; default zlib): LZ4 and zstd
+    /// need 4.9.4+ consumers, so a producer whose [`version`](ProducerBuilder::version) is
+    /// older refuses them ([`ConfigError::Compression`]), as does a build without the
+    /// `lz4`/`zstd` feature.
+    compress_type: CompressionType = CompressionType::Zlib => compress_type(CompressionType);
+    /// `compressLevel` (default 5, as Java): zlib 0..=9 (higher is 9) and zstd 1..=22; LZ4
+    /// has none.
+    compress_level: u8 = rmq_core::producer::COMPRESSION_LEVEL => compress_level(u8);
+    /// Auto-batching of small sync sends (Java 5.x `autoBatch`; see
+    /// [`ProducerBuilder::auto_batch`]); off by default.
+    auto_batch: Option<crate::AutoBatch> = None;
+    /// `maxMessageSize` (default 4 MiB; the body only).
+    max_message_size: usize = DEFAULT_MAX_MESSAGE_SIZE => max_message_size(usize);
+    /// `sendLatencyFaultEnable` (our default: on; Java's: off).
+    send_latency_fault_enable: bool = true => send_latency_fault_enable(bool);
+    /// The fault policy used when `send_latency_fault_enable` is on (default Adaptive).
+    fault_profile: FaultProfile = FaultProfile::Adaptive => fault_profile(FaultProfile);
+    /// Header format (`serializeTypeCurrentRPC`, default JSON).
+    serialize_type: SerializeType = SerializeType::JSON => serialize_type(SerializeType);
+    /// Remoting `version` sent (default 5.3.3 = 479; keep ≥ 401 for standard route JSON).
+    version: i32 = version::V5_3_3 => version(i32);
+    /// Language sent (default RUST).
+    language: LanguageCode = LanguageCode::RUST => language(LanguageCode);
+    /// `pollNameServerInterval` (default 30 s).
+    poll_name_server_interval: Duration = clock::to_std(POLL_NAME_SERVER_INTERVAL)
+        => poll_name_server_interval(Duration);
+    /// `heartbeatBrokerInterval` (default 30 s).
+    heartbeat_broker_interval: Duration = clock::to_std(HEARTBEAT_BROKER_INTERVAL)
+        => heartbeat_broker_interval(Duration);
+    /// Sends in progress at once (Java `clientAsyncSemaphoreValue`; default 2048, at most
+    /// the client session's 1,024 send slots); further sends wait for a slot.
+    max_requests_in_flight: usize = 2048 => max_requests_in_flight(usize);
+    /// Parameters of [`FaultProfile::Adaptive`] (default [`RUNTIME_ADAPTIVE`]).
+    adaptive: AdaptiveConfig = RUNTIME_ADAPTIVE => adaptive_config(AdaptiveConfig);
+    /// ACL credentials and TLS (see [`ProducerBuilder::acl`] and [`ProducerBuilder::tls`]).
+    security: SecurityConfig = SecurityConfig::default();
+    /// Topics whose routes [`ProducerBuilder::start`] looks up (Java 5.x `topics`; see
+    /// [`ProducerBuilder::topics`]).
+    topics: Vec<String> = Vec::new();
+    /// How long [`ProducerBuilder::start`] waits for its route lookups (default 18 s).
+    start_timeout: Duration = clock::to_std(rmq_core::producer::CLIENT_API_TIMEOUT) * 6
+        => start_timeout(Duration);
+    /// `true`: [`ProducerBuilder::start`] looks nothing up and succeeds whether or not a
+    /// NameServer answers (the first send looks its route up); default `false`, such a start
+    /// fails with [`ConfigError::NameServersUnreachable`].
+    lazy_start: bool = false => lazy_start(bool);
 }
 
 impl ProducerBuilder {
@@ -397,76 +398,6 @@ impl ProducerBuilder {
     pub fn auto_batch(mut self, ab: crate::AutoBatch) -> Self {
         self.cfg.auto_batch = Some(ab);
         self
-    }
-
-    setters! {
-        /// Producer group (default `DEFAULT_PRODUCER`).
-        producer_group(impl Into<String>) => producer_group;
-
-        /// Instance name (default `<pid>#<unix ms>`).
-        instance_name(impl Into<String>) => instance_name;
-
-        /// `sendMsgTimeout` (default 3 s): the total budget of a send, all attempts included.
-        send_msg_timeout(Duration) => send_msg_timeout;
-
-        /// `retryTimesWhenSendFailed` (default 2).
-        retry_times_when_send_failed(u8) => retry_times_when_send_failed;
-
-        /// `retryTimesWhenSendAsyncFailed` (default 2).
-        retry_times_when_send_async_failed(u8) => retry_times_when_send_async_failed;
-
-        /// `retryAnotherBrokerWhenNotStoreOK` (default false).
-        retry_another_broker_when_not_store_ok(bool) => retry_another_broker_when_not_store_ok;
-
-        /// `compressMsgBodyOverHowmuch` (default 4096): bodies of at least this size are
-        /// compressed with [`compress_type`](Self::compress_type).
-        compress_msg_body_over_howmuch(usize) => compress_msg_body_over_howmuch;
-
-        /// `compressType` (default zlib): LZ4 and zstd need 4.9.4+ consumers, so a producer
-        /// whose [`version`](Self::version) is older refuses them
-        /// ([`ConfigError::Compression`]), as does a build without the `lz4`/`zstd` feature.
-        compress_type(CompressionType) => compress_type;
-
-        /// `compressLevel` (default 5, as Java): zlib 0..=10, zstd 1..=22; LZ4 ignores it.
-        compress_level(u8) => compress_level;
-
-        /// `maxMessageSize` (default 4 MiB; the body only).
-        max_message_size(usize) => max_message_size;
-
-        /// `sendLatencyFaultEnable` (our default: on; Java's: off).
-        send_latency_fault_enable(bool) => send_latency_fault_enable;
-
-        /// The fault policy used when `send_latency_fault_enable` is on (default Adaptive).
-        fault_profile(FaultProfile) => fault_profile;
-
-        /// Header serialize type (default JSON).
-        serialize_type(SerializeType) => serialize_type;
-
-        /// Remoting `version` sent (default 5.3.3 = 479; keep ≥ 401 for standard route JSON).
-        version(i32) => version;
-
-        /// Language sent (default RUST).
-        language(LanguageCode) => language;
-
-        /// `pollNameServerInterval` (default 30 s).
-        poll_name_server_interval(Duration) => poll_name_server_interval;
-
-        /// `heartbeatBrokerInterval` (default 30 s).
-        heartbeat_broker_interval(Duration) => heartbeat_broker_interval;
-
-        /// Sends in progress at once (default 2048, at most the client session's 1,024 send
-        /// slots); further sends wait for a slot.
-        max_requests_in_flight(usize) => max_requests_in_flight;
-
-        /// Parameters of the Adaptive policy (default [`RUNTIME_ADAPTIVE`]).
-        adaptive_config(AdaptiveConfig) => adaptive;
-
-        /// How long [`start`](Self::start) waits for its route lookups (default 18 s).
-        start_timeout(Duration) => start_timeout;
-
-        /// `true`: [`start`](Self::start) looks nothing up and succeeds whether or not a
-        /// NameServer answers (the first send looks its route up); default `false`.
-        lazy_start(bool) => lazy_start;
     }
 
     /// Topics whose routes [`start`](Self::start) looks up, so that their first sends do not

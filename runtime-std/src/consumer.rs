@@ -97,7 +97,7 @@ use tracing::{debug, warn};
 
 use crate::client::{client_id, local_ip};
 use crate::clock;
-use crate::config::{SecurityConfig, client_knobs, setters};
+use crate::config::{SecurityConfig, client_knobs, config_table};
 use crate::driver::{Driver, Machine, Session, Sink, Wait};
 use crate::message::MessageQueue;
 use crate::metrics::{ConsumerMetrics, QueueMetrics};
@@ -114,72 +114,95 @@ pub enum Expression {
     Sql92(String),
 }
 
-/// The settled configuration of a [`Consumer`].
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct ConsumerConfig {
+config_table! {
+    /// The settled configuration of a [`Consumer`].
+    pub struct ConsumerConfig;
+    /// Builds a [`Consumer`]; defaults are Java's push-consumer defaults.
+    pub struct ConsumerBuilder;
     /// NameServer addresses.
-    pub namesrv_addr: Vec<String>,
+    namesrv_addr: Vec<String> = Vec::new();
     /// Consumer group.
-    pub group: String,
+    group: String = String::new() => group(impl Into<String>);
     /// `(topic, expression)` pairs.
-    pub subscriptions: Vec<(String, Expression)>,
-    /// Instance name (the client id is `ip@instance`); unique per consumer by default.
-    pub instance_name: String,
-    /// Where a queue without a committed offset starts.
-    pub consume_from: ConsumeFromWhere,
-    /// The store timestamp (Unix ms) `ConsumeFromWhere::Timestamp` starts from (default:
-    /// half an hour before the builder was made, as Java).
-    pub consume_timestamp: i64,
-    /// Queue allocation strategy.
-    pub strategy: AllocateStrategy,
-    /// `pullBatchSize`.
-    pub pull_batch_size: u32,
-    /// Flow-control thresholds per queue.
-    pub flow: FlowLimits,
-    /// Broker long-poll hold time.
-    pub suspend: StdDuration,
-    /// Rebalance period.
-    pub rebalance_interval: StdDuration,
-    /// Offset commit period.
-    pub persist_interval: StdDuration,
-    /// Heartbeat period.
-    pub heartbeat_interval: StdDuration,
+    subscriptions: Vec<(String, Expression)> = Vec::new();
+    /// Instance name (the client id is `ip@instance`): unique per consumer by default; it
+    /// must be unique per consumer of a group within one host.
+    instance_name: String = fresh_instance_name() => instance_name(impl Into<String>);
+    /// `consumeFromWhere`: where a queue without a committed offset starts (default
+    /// `CONSUME_FROM_LAST_OFFSET`).
+    consume_from: ConsumeFromWhere = ConsumeFromWhere::LastOffset
+        => consume_from(ConsumeFromWhere);
+    /// `consumeTimestamp`: the store timestamp (Unix ms) `ConsumeFromWhere::Timestamp`
+    /// starts from (default: half an hour before the builder was made, as Java).
+    consume_timestamp: i64 = clock::unix_millis() - 30 * 60 * 1000 => consume_timestamp(i64);
+    /// Queue allocation strategy (default averagely).
+    strategy: AllocateStrategy = AllocateStrategy::Averagely
+        => allocate_strategy(AllocateStrategy);
+    /// `pullBatchSize` (default 32).
+    pull_batch_size: u32 = PULL_BATCH_SIZE => pull_batch_size(u32);
+    /// Flow-control thresholds per queue (default Java's).
+    flow: FlowLimits = FlowLimits::default() => flow_limits(FlowLimits);
+    /// Broker long-poll hold time (default 15 s).
+    suspend: StdDuration = clock::to_std(BROKER_SUSPEND_MAX_TIME) => suspend(StdDuration);
+    /// Rebalance period (default 20 s).
+    rebalance_interval: StdDuration = clock::to_std(REBALANCE_INTERVAL)
+        => rebalance_interval(StdDuration);
+    /// Offset commit period (default 5 s).
+    persist_interval: StdDuration = clock::to_std(PERSIST_OFFSET_INTERVAL)
+        => persist_interval(StdDuration);
+    /// Heartbeat period (default 30 s).
+    heartbeat_interval: StdDuration = clock::to_std(HEARTBEAT_BROKER_INTERVAL)
+        => heartbeat_interval(StdDuration);
     /// Delay after a failed pull.
-    pub pull_exception_delay: StdDuration,
-    /// Header format.
-    pub serialize_type: SerializeType,
-    /// Remoting `version` sent.
-    pub version: i32,
-    /// Language sent.
-    pub language: LanguageCode,
+    pull_exception_delay: StdDuration = clock::to_std(PULL_EXCEPTION_DELAY_V5);
+    /// Header format (default JSON).
+    serialize_type: SerializeType = SerializeType::JSON => serialize_type(SerializeType);
+    /// Remoting `version` sent (default 5.3.3).
+    version: i32 = version::V5_3_3 => version(i32);
+    /// Language sent (default RUST).
+    language: LanguageCode = LanguageCode::RUST;
     /// ACL credentials and TLS (see [`ConsumerBuilder::acl`] and [`ConsumerBuilder::tls`]).
-    pub security: SecurityConfig,
-    /// Deliveries of a message before it goes to `%DLQ%<group>` (`None`: Java's default, 16,
-    /// or without end for orderly consumption).
-    pub max_reconsume_times: Option<i32>,
-    /// Orderly consumption: queues locked on their brokers, each processed by one handler
-    /// call at a time, in queue order ([`Consumer::run`]).
-    pub orderly: bool,
-    /// Orderly: a failed batch is processed again after this (default 1 s).
-    pub suspend_current_queue_time: StdDuration,
-    /// Handler calls of [`Consumer::run`] at once.
-    pub consume_concurrency: usize,
-    /// Messages per handler call of [`Consumer::run`].
-    pub consume_batch_size: usize,
-    /// A handler call of [`Consumer::run`] running longer than this has its messages sent
-    /// back (delay level 3); it keeps running, its result is ignored.
-    pub consume_timeout: StdDuration,
-    /// Clustering (default) or broadcasting (every consumer reads every queue).
-    pub model: MessageModel,
+    security: SecurityConfig = SecurityConfig::default();
+    /// `maxReconsumeTimes`: deliveries of a message before it goes to `%DLQ%<group>`
+    /// (`None`: Java's default, 16, or without end for orderly consumption).
+    max_reconsume_times: Option<i32> = None => max_reconsume_times(i32);
+    /// Orderly consumption (Java `MessageListenerOrderly`): queues locked on their brokers,
+    /// each processed by one handler call at a time, in queue order ([`Consumer::run`]).
+    orderly: bool = false => orderly(bool);
+    /// `suspendCurrentQueueTimeMillis` of orderly consumption: a failed batch is processed
+    /// again after this (default 1 s).
+    suspend_current_queue_time: StdDuration = clock::to_std(lock::SUSPEND_CURRENT_QUEUE_TIME)
+        => suspend_current_queue_time(StdDuration);
+    /// Handler calls at once in [`Consumer::run`] (default 20, Java's consume threads).
+    consume_concurrency: usize = 20 => consume_concurrency(usize);
+    /// Messages per handler call in [`Consumer::run`] (default 1).
+    consume_batch_size: usize = 1 => consume_batch_size(usize);
+    /// `consumeTimeout` of [`Consumer::run`] (default 15 min): a handler call running longer
+    /// has its messages sent back (delay level 3); it keeps running, its result is ignored.
+    consume_timeout: StdDuration = clock::to_std(send_back::CONSUME_TIMEOUT)
+        => consume_timeout(StdDuration);
+    /// `messageModel` (default clustering; broadcasting: every consumer reads every queue). A
+    /// broadcasting consumer keeps its offsets in a local file: give it a stable
+    /// `instance_name` (or `offset_store`) to resume after a restart.
+    model: MessageModel = MessageModel::Clustering => message_model(MessageModel);
     /// Broadcasting: the file of this consumer's offsets (default
     /// `$HOME/.rmq/offsets/<instance_name>/<group>.offsets`).
-    pub offset_store: Option<std::path::PathBuf>,
-    /// How long [`ConsumerBuilder::start`] waits for the first rebalance (default 18 s).
-    pub start_timeout: StdDuration,
-    /// Start even when no NameServer answers (default `false`: such a start fails with
-    /// [`ConsumerConfigError::NameServersUnreachable`]).
-    pub lazy_start: bool,
+    offset_store: Option<std::path::PathBuf> = None => offset_store(std::path::PathBuf);
+    /// How long [`ConsumerBuilder::start`] waits for the routes, heartbeats and first
+    /// rebalance (default 18 s); past it the consumer goes on starting in the background.
+    start_timeout: StdDuration = clock::to_std(CLIENT_API_TIMEOUT) * 6
+        => start_timeout(StdDuration);
+    /// `true`: [`ConsumerBuilder::start`] succeeds even when no NameServer answers (the
+    /// consumer keeps looking its routes up); default `false`, such a start fails with
+    /// [`ConsumerConfigError::NameServersUnreachable`].
+    lazy_start: bool = false => lazy_start(bool);
+}
+
+/// `<pid>#<unix ms>#<n>`, a new one per builder.
+fn fresh_instance_name() -> String {
+    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{}#{}#{seq}", std::process::id(), clock::unix_millis())
 }
 
 impl ConsumerConfig {
@@ -264,51 +287,6 @@ impl std::error::Error for ConsumerConfigError {
     }
 }
 
-/// Builds a [`Consumer`]; defaults are Java's push-consumer defaults.
-#[derive(Clone, Debug)]
-pub struct ConsumerBuilder {
-    cfg: ConsumerConfig,
-}
-
-impl Default for ConsumerBuilder {
-    fn default() -> Self {
-        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        ConsumerBuilder {
-            cfg: ConsumerConfig {
-                namesrv_addr: Vec::new(),
-                group: String::new(),
-                subscriptions: Vec::new(),
-                instance_name: format!("{}#{}#{seq}", std::process::id(), clock::unix_millis()),
-                consume_from: ConsumeFromWhere::LastOffset,
-                consume_timestamp: clock::unix_millis() - 30 * 60 * 1000,
-                strategy: AllocateStrategy::Averagely,
-                pull_batch_size: PULL_BATCH_SIZE,
-                flow: FlowLimits::default(),
-                suspend: clock::to_std(BROKER_SUSPEND_MAX_TIME),
-                rebalance_interval: clock::to_std(REBALANCE_INTERVAL),
-                persist_interval: clock::to_std(PERSIST_OFFSET_INTERVAL),
-                heartbeat_interval: clock::to_std(HEARTBEAT_BROKER_INTERVAL),
-                pull_exception_delay: clock::to_std(PULL_EXCEPTION_DELAY_V5),
-                serialize_type: SerializeType::JSON,
-                version: version::V5_3_3,
-                language: LanguageCode::RUST,
-                security: SecurityConfig::default(),
-                max_reconsume_times: None,
-                orderly: false,
-                suspend_current_queue_time: clock::to_std(lock::SUSPEND_CURRENT_QUEUE_TIME),
-                consume_concurrency: 20,
-                consume_batch_size: 1,
-                consume_timeout: clock::to_std(send_back::CONSUME_TIMEOUT),
-                model: MessageModel::Clustering,
-                offset_store: None,
-                start_timeout: clock::to_std(CLIENT_API_TIMEOUT) * 6,
-                lazy_start: false,
-            },
-        }
-    }
-}
-
 impl ConsumerBuilder {
     /// Subscribes to `topic` with a TAG expression (`*`, `a || b`); a second call for the same
     /// topic replaces the expression.
@@ -345,60 +323,6 @@ impl ConsumerBuilder {
         self.cfg.subscriptions.retain(|(t, _)| t != topic);
         self.cfg.subscriptions.push((topic.to_owned(), expression));
         self
-    }
-    setters! {
-        /// Consumer group.
-        group(impl Into<String>) => group;
-        /// Instance name (must be unique per consumer of a group within one host).
-        instance_name(impl Into<String>) => instance_name;
-        /// `consumeFromWhere` (default `CONSUME_FROM_LAST_OFFSET`).
-        consume_from(ConsumeFromWhere) => consume_from;
-        /// `consumeTimestamp` in Unix ms, for `ConsumeFromWhere::Timestamp`.
-        consume_timestamp(i64) => consume_timestamp;
-        /// Allocation strategy (default averagely).
-        allocate_strategy(AllocateStrategy) => strategy;
-        /// `pullBatchSize` (default 32).
-        pull_batch_size(u32) => pull_batch_size;
-        /// Flow-control thresholds (default Java's).
-        flow_limits(FlowLimits) => flow;
-        /// Long-poll hold time (default 15 s).
-        suspend(StdDuration) => suspend;
-        /// Rebalance period (default 20 s).
-        rebalance_interval(StdDuration) => rebalance_interval;
-        /// Offset commit period (default 5 s).
-        persist_interval(StdDuration) => persist_interval;
-        /// Heartbeat period (default 30 s).
-        heartbeat_interval(StdDuration) => heartbeat_interval;
-        /// Remoting `version` sent (default 5.3.3).
-        version(i32) => version;
-        /// Header format (default JSON).
-        serialize_type(SerializeType) => serialize_type;
-        /// `maxReconsumeTimes` (default 16; orderly: without end): deliveries before the
-        /// dead-letter queue.
-        max_reconsume_times(i32) => max_reconsume_times;
-        /// Orderly consumption (Java `MessageListenerOrderly`): see [`Consumer::run`].
-        orderly(bool) => orderly;
-        /// `suspendCurrentQueueTimeMillis` of orderly consumption (default 1 s).
-        suspend_current_queue_time(StdDuration) => suspend_current_queue_time;
-        /// Handler calls at once in [`Consumer::run`] (default 20, Java's consume threads).
-        consume_concurrency(usize) => consume_concurrency;
-        /// Messages per handler call in [`Consumer::run`] (default 1).
-        consume_batch_size(usize) => consume_batch_size;
-        /// `consumeTimeout` of [`Consumer::run`] (default 15 min).
-        consume_timeout(StdDuration) => consume_timeout;
-        /// `messageModel` (default clustering). A broadcasting consumer keeps its offsets in a
-        /// local file: give it a stable `instance_name` (or `offset_store`) to resume after a
-        /// restart.
-        message_model(MessageModel) => model;
-        /// Broadcasting: where the offsets are kept.
-        offset_store(std::path::PathBuf) => offset_store;
-        /// How long [`start`](Self::start) waits for the routes, heartbeats and first
-        /// rebalance (default 18 s); past it the consumer goes on starting in the background.
-        start_timeout(StdDuration) => start_timeout;
-        /// `true`: [`start`](Self::start) succeeds even when no NameServer answers (the
-        /// consumer keeps looking its routes up); default `false`, such a start fails with
-        /// [`ConsumerConfigError::NameServersUnreachable`].
-        lazy_start(bool) => lazy_start;
     }
     client_knobs!();
 
