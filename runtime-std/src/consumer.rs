@@ -798,13 +798,13 @@ impl Consumer {
         &self.inner.cfg
     }
 
-    fn with<R>(&self, wake: bool, f: impl FnOnce(&mut Machine, &Session) -> R) -> Option<R> {
-        Some(self.inner.driver.consumer(wake, f))
+    fn with<R>(&self, wake: bool, f: impl FnOnce(&mut Machine, &Session) -> R) -> R {
+        self.inner.driver.consumer(wake, f)
     }
 
     /// Counters.
     pub fn stats(&self) -> ConsumerStats {
-        let s = self.with(false, |c, _| c.stats()).unwrap_or_default();
+        let s = self.with(false, |c, _| c.stats());
         let late = self.inner.driver.with(|s| s.stats().late_responses);
         let c = self.inner.driver.counters().snapshot();
         ConsumerStats {
@@ -828,26 +828,24 @@ impl Consumer {
 
     /// `f` of every owned queue's metrics, in Java's queue order.
     fn metrics_of<T>(&self, f: impl Fn(QueueMetrics) -> T) -> Vec<T> {
-        let mut v: Vec<QueueMetrics> = self
-            .with(false, |c, s| {
-                c.owned()
-                    .filter_map(|o| {
-                        Some(QueueMetrics {
-                            queue: MessageQueue {
-                                topic: s.topic_name(o.queue.topic)?.to_owned(),
-                                broker_name: s.broker_name(o.queue.broker)?.to_owned(),
-                                queue_id: o.queue.queue_id,
-                            },
-                            broker_max_offset: o.max_offset,
-                            committable: o.tracker.committable(),
-                            committed: o.tracker.committed(),
-                            in_flight: o.tracker.cached_count(),
-                            lag: o.lag(),
-                        })
+        let mut v: Vec<QueueMetrics> = self.with(false, |c, s| {
+            c.owned()
+                .filter_map(|o| {
+                    Some(QueueMetrics {
+                        queue: MessageQueue {
+                            topic: s.topic_name(o.queue.topic)?.to_owned(),
+                            broker_name: s.broker_name(o.queue.broker)?.to_owned(),
+                            queue_id: o.queue.queue_id,
+                        },
+                        broker_max_offset: o.max_offset,
+                        committable: o.tracker.committable(),
+                        committed: o.tracker.committed(),
+                        in_flight: o.tracker.cached_count(),
+                        lag: o.lag(),
                     })
-                    .collect()
-            })
-            .unwrap_or_default();
+                })
+                .collect()
+        });
         v.sort_by(|a, b| core_queue(&a.queue).cmp(&core_queue(&b.queue)));
         v.into_iter().map(f).collect()
     }
@@ -895,17 +893,17 @@ impl Consumer {
     /// pulled is still handed out, acknowledged and committed, and the group still rebalances.
     /// [`Consumer::unsuspend`] pulls again; a queue [`pause`](Consumer::pause)d stays paused.
     pub fn suspend(&self) {
-        let _ = self.with(true, |c, _| c.set_suspended(true));
+        self.with(true, |c, _| c.set_suspended(true));
     }
 
     /// Pulls again after [`Consumer::suspend`] (Java's `resume()`).
     pub fn unsuspend(&self) {
-        let _ = self.with(true, |c, _| c.set_suspended(false));
+        self.with(true, |c, _| c.set_suspended(false));
     }
 
     fn on_queue(&self, q: &MessageQueue, f: impl FnOnce(&mut Machine, QueueKey) -> bool) -> bool {
         let g = |c: &mut Machine, s: &Session| key_of(c, s, q).is_some_and(|k| f(c, k));
-        self.with(true, g).unwrap_or(false)
+        self.with(true, g)
     }
 
     /// Consumes exactly `queues` from now on, without rebalancing (Java lite pull
@@ -956,7 +954,7 @@ impl Consumer {
                     })
                     .collect::<Vec<_>>()
             };
-            out.extend(self.with(false, current).unwrap_or_default());
+            out.extend(self.with(false, current));
         }
         out
     }
@@ -965,11 +963,9 @@ impl Consumer {
     /// queue is acknowledged too. `false` if it was not in flight (already acknowledged, or its
     /// queue moved to another consumer meanwhile).
     pub fn ack(&self, m: &ConsumedMessage) -> bool {
-        let ok = self
-            .with(false, |c, _| {
-                c.ack(clock::now(), m.key, m.lease, m.queue_offset)
-            })
-            .unwrap_or(false);
+        let ok = self.with(false, |c, _| {
+            c.ack(clock::now(), m.key, m.lease, m.queue_offset)
+        });
         if let (true, Some(at)) = (ok, m.polled_at) {
             let us = u64::try_from(at.elapsed().as_micros()).unwrap_or(u64::MAX);
             self.inner.handler.record(us);

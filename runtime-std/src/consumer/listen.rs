@@ -251,27 +251,54 @@ impl Consumer {
         R: HandlerResult,
     {
         let (this, h) = (self.clone(), handler.clone());
-        let timeout = self.inner.cfg.consume_timeout;
+        let timeout = Some(self.inner.cfg.consume_timeout);
         let call = self.inner.calls.enter();
         tokio::spawn(async move {
-            let msgs = batch.clone();
-            // Its own task: a panic fails the batch (JoinError), and past the timeout it keeps
-            // running (detached) while its messages are sent back.
-            let run = tokio::spawn(async move { h(batch).await.into_result() });
-            let (result, error) = match tokio::time::timeout(timeout, run).await {
-                Ok(Ok(r)) => r,
-                Ok(Err(_)) => (ConsumeResult::Later(0), Some("panicked".to_owned())),
-                Err(_) => {
-                    let late = "ran past consume_timeout".to_owned();
-                    (ConsumeResult::Later(TIMEOUT_DELAY_LEVEL), Some(late))
+            let (done, level) = this.call(&h, &batch, timeout).await;
+            this.ack_all(&batch[..done]);
+            for m in &batch[done..] {
+                if let Err(e) = this.nack(m, level).await {
+                    tracing::debug!(offset = m.queue_offset, "not sent back: {e}");
                 }
-            };
-            if let Some(e) = error {
-                this.inner.calls.failed(&msgs, &e);
             }
-            this.settle(&msgs, result).await;
             drop((slot, call));
         });
+    }
+
+    /// Runs the handler on `batch` in a task of its own (a panic fails the batch), for at
+    /// most `timeout`: past it, the call goes on detached and the batch counts as failed
+    /// ([`TIMEOUT_DELAY_LEVEL`]). A failed call is counted and logged. How many messages were
+    /// processed, and the delay level for the rest.
+    async fn call<F, Fut, R>(
+        &self,
+        h: &Arc<F>,
+        batch: &[ConsumedMessage],
+        timeout: Option<StdDuration>,
+    ) -> (usize, i32)
+    where
+        F: Fn(Vec<ConsumedMessage>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = R> + Send + 'static,
+        R: HandlerResult,
+    {
+        let (h, msgs) = (h.clone(), batch.to_vec());
+        let run = tokio::spawn(async move { h(msgs).await.into_result() });
+        let limit = timeout.unwrap_or(StdDuration::MAX);
+        let (result, error) = match tokio::time::timeout(limit, run).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => (ConsumeResult::Later(0), Some("panicked".to_owned())),
+            Err(_) => {
+                let late = "ran past consume_timeout".to_owned();
+                (ConsumeResult::Later(TIMEOUT_DELAY_LEVEL), Some(late))
+            }
+        };
+        if let Some(e) = error {
+            self.inner.calls.failed(batch, &e);
+        }
+        match result {
+            ConsumeResult::Success => (batch.len(), 0),
+            ConsumeResult::Later(level) => (0, level),
+            ConsumeResult::Partial(n) => (n.min(batch.len()), 0),
+        }
     }
 
     /// Orderly: one worker per queue (and lease) takes its messages in queue order.
@@ -336,19 +363,8 @@ impl Consumer {
                         (false, false) => return,
                     }
                 }
-                let (h, msgs) = (handler.clone(), batch.clone());
                 let call = self.inner.calls.enter();
-                let run = tokio::spawn(async move { h(msgs).await.into_result() });
-                let failed = (ConsumeResult::Later(0), Some("panicked".to_owned()));
-                let (result, error) = run.await.unwrap_or(failed);
-                if let Some(e) = error {
-                    self.inner.calls.failed(&batch, &e);
-                }
-                let done = match result {
-                    ConsumeResult::Success => batch.len(),
-                    ConsumeResult::Later(_) => 0,
-                    ConsumeResult::Partial(n) => n.min(batch.len()),
-                };
+                let (done, _) = self.call(&handler, &batch, None).await;
                 self.ack_all(&batch[..done]);
                 batch.drain(..done);
                 let mut kept = Vec::new();
@@ -372,20 +388,6 @@ impl Consumer {
                 if !batch.is_empty() {
                     tokio::time::sleep(cfg.suspend_current_queue_time).await;
                 }
-            }
-        }
-    }
-
-    async fn settle(&self, msgs: &[ConsumedMessage], result: ConsumeResult) {
-        let (acked, level) = match result {
-            ConsumeResult::Success => (msgs.len(), 0),
-            ConsumeResult::Later(level) => (0, level),
-            ConsumeResult::Partial(n) => (n.min(msgs.len()), 0),
-        };
-        self.ack_all(&msgs[..acked]);
-        for m in &msgs[acked..] {
-            if let Err(e) = self.nack(m, level).await {
-                tracing::debug!(offset = m.queue_offset, "not sent back: {e}");
             }
         }
     }
