@@ -613,15 +613,27 @@ impl<K: Copy + Eq, P: ProfileSet> SendPlan<K, P> {
         if self.result.is_some() || self.made >= self.total || now >= self.deadline {
             return false;
         }
+        self.transport_failed(now, att, t, env);
+        true
+    }
+
+    /// Attempt `att` failed on its connection (`t`): counted in the fault table and kept as
+    /// the last error; no attempt is in flight any more.
+    fn transport_failed<const N: usize>(
+        &mut self,
+        now: Instant,
+        att: Attempt<K>,
+        t: TransportError,
+        env: &mut SendEnv<'_, K, N>,
+    ) {
+        self.current = None;
         let ev = if t == TransportError::BrokerNotFound {
             FaultEvent::BrokerNotFound
         } else {
             FaultEvent::Transport
         };
         self.fault(now, att.queue.broker, now - att.started, ev, env);
-        self.current = None;
         self.last_error = Some(SendErrorKind::Transport(t));
-        true
     }
 
     /// The attempt in flight expired when `now >= deadline`: treated as
@@ -698,14 +710,7 @@ impl<K: Copy + Eq, P: ProfileSet> SendPlan<K, P> {
                 }
             }
             AttemptOutcome::Transport(t) => {
-                self.current = None;
-                let ev = if t == TransportError::BrokerNotFound {
-                    FaultEvent::BrokerNotFound
-                } else {
-                    FaultEvent::Transport
-                };
-                self.fault(now, broker, elapsed, ev, env);
-                self.last_error = Some(SendErrorKind::Transport(t));
+                self.transport_failed(now, att, t, env);
                 self.next_attempt(now, env)
             }
         }

@@ -439,12 +439,7 @@ impl<
                     let b = att.queue.broker;
                     if self.broker_addr(b).is_none() {
                         let t = TransportError::BrokerNotFound;
-                        step = match self.hold_for_master(now, s, t) {
-                            Some(step) => step,
-                            None => self.plan_call(s, |p, env| {
-                                p.handle_outcome(now, AttemptOutcome::Transport(t), env)
-                            }),
-                        };
+                        step = self.transport_failed(now, s, t);
                         continue;
                     }
                     if let Some(v) = self.timer_refused(s, b) {
@@ -567,6 +562,17 @@ impl<
             .and_then(|x| x.plan.as_mut())
             .is_some_and(SendPlan::reopen);
         reopened && self.park(s)
+    }
+
+    /// The attempt of send `s` failed on its connection (`t`): held for a master switch
+    /// ([`Self::hold_for_master`]), or handled by the plan as any transport failure.
+    fn transport_failed(&mut self, now: Instant, s: u16, t: TransportError) -> Step<BrokerId> {
+        match self.hold_for_master(now, s, t) {
+            Some(step) => step,
+            None => self.plan_call(s, |p, env| {
+                p.handle_outcome(now, AttemptOutcome::Transport(t), env)
+            }),
+        }
     }
 
     /// The attempt of send `s` could not reach its broker, or its connection closed under it
@@ -760,13 +766,9 @@ impl<
             .and_then(SendPlan::current)
             .map(|a| a.queue.broker);
         let before = broker.is_some_and(|b| self.faults.is_available(now, b));
-        let held = match outcome {
-            AttemptOutcome::Transport(t) => self.hold_for_master(now, s, t),
-            _ => None,
-        };
-        let step = match held {
-            Some(step) => step,
-            None => self.plan_call(s, |p, env| p.handle_outcome(now, outcome, env)),
+        let step = match outcome {
+            AttemptOutcome::Transport(t) => self.transport_failed(now, s, t),
+            _ => self.plan_call(s, |p, env| p.handle_outcome(now, outcome, env)),
         };
         if before && broker.is_some_and(|b| !self.faults.is_available(now, b)) {
             self.stats.brokers_isolated = self.stats.brokers_isolated.wrapping_add(1);

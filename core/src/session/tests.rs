@@ -1389,6 +1389,21 @@ fn a_recall_handle_in_a_send_response_is_pointed_out_in_the_frame() {
 }
 
 /// A route of `broker-a` listing only a slave (brokerId 1) at `slave`: its master is gone.
+impl World {
+    /// One NameServer, and topic `T` routed to `brokers` with `queues` queues each, its first
+    /// send stored.
+    fn routed(brokers: &[(&str, &str)], queues: i32) -> Self {
+        let mut w = World::new(1);
+        let id = w.send("T");
+        let r = one(w.out());
+        w.reply(&r, 0, &[], route(brokers, queues).as_bytes());
+        let s = one(w.out());
+        w.stored(&s, 1);
+        assert!(w.done(id).unwrap().is_ok());
+        w
+    }
+}
+
 fn masterless_route(slave: &str) -> StdString {
     format!(
         r#"{{"brokerDatas":[{{"brokerAddrs":{{"1":"{slave}"}},"brokerName":"broker-a","cluster":"c"}}],"queueDatas":[{{"brokerName":"broker-a","perm":6,"readQueueNums":2,"topicSysFlag":0,"writeQueueNums":2}}]}}"#
@@ -1397,13 +1412,7 @@ fn masterless_route(slave: &str) -> StdString {
 
 #[test]
 fn sends_wait_within_their_deadline_while_the_route_lists_no_master() {
-    let mut w = World::new(1);
-    let id = w.send("T");
-    let r = one(w.out());
-    w.reply(&r, 0, &[], route(&[A], 2).as_bytes());
-    let s = one(w.out());
-    w.stored(&s, 1);
-    assert!(w.done(id).unwrap().is_ok());
+    let mut w = World::routed(&[A], 2);
     // The master dies: the attempt's connection closes, and the refresh that failure asks for
     // names only a slave (a controller-mode switch under way).
     let first = w.send("T");
@@ -1468,13 +1477,7 @@ fn sends_wait_within_their_deadline_while_the_route_lists_no_master() {
 
 #[test]
 fn a_send_that_cannot_connect_waits_only_while_its_route_is_looked_up() {
-    let mut w = World::new(1);
-    let id = w.send("T");
-    let r = one(w.out());
-    w.reply(&r, 0, &[], route(&[A], 2).as_bytes());
-    let s = one(w.out());
-    w.stored(&s, 1);
-    assert!(w.done(id).unwrap().is_ok());
+    let mut w = World::routed(&[A], 2);
     // The broker refuses connections; the refresh names it again (not yet dropped).
     let id = w.send("T");
     let mut lookup = None;
@@ -1550,13 +1553,7 @@ fn a_send_that_cannot_connect_waits_only_while_its_route_is_looked_up() {
 
 #[test]
 fn a_refused_send_is_not_woken_by_a_route_that_still_names_the_refusing_address() {
-    let mut w = World::new(1);
-    let id = w.send("T");
-    let r = one(w.out());
-    w.reply(&r, 0, &[], route(&[A], 2).as_bytes());
-    let s = one(w.out());
-    w.stored(&s, 1);
-    assert!(w.done(id).unwrap().is_ok());
+    let mut w = World::routed(&[A], 2);
     // The master dies with an attempt written (t=10): the retry waits for the route, whose
     // answer still names the dead master (the NameServer has not dropped it yet). The retry
     // goes there (a closed connection says nothing of the address) and is refused (t=22).
@@ -1616,13 +1613,7 @@ fn a_refused_send_is_not_woken_by_a_route_that_still_names_the_refusing_address(
 
 #[test]
 fn a_send_waiting_for_a_lookup_that_fails_goes_on_with_the_route_kept() {
-    let mut w = World::new(1);
-    let id = w.send("T");
-    let r = one(w.out());
-    w.reply(&r, 0, &[], route(&[A], 2).as_bytes());
-    let s = one(w.out());
-    w.stored(&s, 1);
-    assert!(w.done(id).unwrap().is_ok());
+    let mut w = World::routed(&[A], 2);
     let id = w.send("T");
     let s = one(w.out());
     w.now = t(10);
