@@ -55,6 +55,7 @@ impl<const CONSUMER: bool> Features for Gateway<CONSUMER> {
     const TRANSACTIONS: bool = false;
     const REPLIES: bool = false;
     const RECALL: bool = false;
+    const CALLS: bool = false;
 }
 
 /// A gateway: the core client of a session with `T` topics, `B` brokers, `Q` queues, `R`
@@ -170,7 +171,8 @@ impl<
                 | Inbound::Check { .. }
                 | Inbound::Reply(_)
                 | Inbound::RecallHandle { .. }
-                | Inbound::Refused { .. } => {}
+                | Inbound::Refused { .. }
+                | Inbound::Answer { .. } => {}
             });
         if let Some((peer, opaque)) = direct.filter(|_| F::ADMIN) {
             self.client

@@ -230,63 +230,28 @@ pub fn request_frame<E: rmq_core::wire::ExtFields>(
     Ok((Bytes::from(head), Bytes::copy_from_slice(body)))
 }
 
-/// The answer to a one-off request ([`ask`]): its code, its remark and one ext field.
+/// The answer to a request of the runtime's own ([`crate::driver::Driver::ask`]): its code,
+/// its remark and one ext field.
 pub(crate) struct Answer {
     pub(crate) code: i32,
     pub(crate) remark: Option<String>,
-    /// The field [`ask`] was told to read.
+    /// The field the asker wanted read.
     pub(crate) field: Option<String>,
 }
 
-/// Why a one-off request ([`ask`]) got no answer.
-#[derive(Debug)]
-pub(crate) enum AskError {
-    /// It could not be written (signing, size).
-    Request(rmq_core::acl::RequestError),
-    /// The connection failed or was lost first.
-    Connection(ConnectionError),
-    /// No answer before the deadline.
-    Timeout,
-    /// The answer does not decode.
-    Malformed,
-}
-
-impl std::fmt::Display for AskError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            AskError::Request(e) => write!(f, "cannot write the request: {e}"),
-            AskError::Connection(e) => write!(f, "{e}"),
-            AskError::Timeout => f.write_str("no answer in time"),
-            AskError::Malformed => f.write_str("the answer does not decode"),
-        }
+impl Answer {
+    /// The answer in response frame `f`, with its ext field `field`; `None` when it does not
+    /// decode.
+    pub(crate) fn read(f: &[u8], field: &str) -> Option<Answer> {
+        let frame = rmq_core::wire::Frame::new_checked(f).ok()?;
+        let h = rmq_core::wire::CommandHeader::parse(&frame).ok()?;
+        let text = |f| unescaped(f).map(|b| String::from_utf8_lossy(&b).into_owned());
+        Some(Answer {
+            code: h.code(),
+            remark: h.remark().and_then(text),
+            field: h.get(field).and_then(text),
+        })
     }
-}
-
-/// `code` with `ext` and `body` to the broker at `addr` on a connection of its own
-/// ([`request_frame`], [`request_once`]), answered before `deadline`; the answer's ext field
-/// `field` is read too.
-pub(crate) async fn ask<E: rmq_core::wire::ExtFields>(
-    addr: &str,
-    security: &crate::SecurityConfig,
-    (code, ext, body): (rmq_core::wire::RequestCode, E, &[u8]),
-    field: &str,
-    deadline: tokio::time::Instant,
-) -> Result<Answer, AskError> {
-    let frame = request_frame(code, 1, ext, body, security).map_err(AskError::Request)?;
-    let asked = request_once(addr, security, false, frame, 1);
-    let answer = match tokio::time::timeout_at(deadline, asked).await {
-        Ok(Ok(f)) => f,
-        Ok(Err(e)) => return Err(AskError::Connection(e)),
-        Err(_) => return Err(AskError::Timeout),
-    };
-    let frame = rmq_core::wire::Frame::new_checked(&answer[..]).map_err(|_| AskError::Malformed)?;
-    let h = rmq_core::wire::CommandHeader::parse(&frame).map_err(|_| AskError::Malformed)?;
-    let text = |f| unescaped(f).map(|b| String::from_utf8_lossy(&b).into_owned());
-    Ok(Answer {
-        code: h.code(),
-        remark: h.remark().and_then(text),
-        field: h.get(field).and_then(text),
-    })
 }
 
 /// One request and its answer on a connection of its own, for operators' tools (the

@@ -729,12 +729,13 @@ impl Consumer {
         for (topic, e) in &cfg.subscriptions {
             let Expression::Sql92(sql) = e else { continue };
             self.inner.driver.route(topic, false, left()).await;
-            let addr = self.inner.driver.with(|s| {
-                let t = s.topic_id(topic)?;
-                let q = s.subscribe_queues(t).first()?;
-                s.broker_addr(q.broker).map(str::to_owned)
+            let broker = self.inner.driver.with(|s| {
+                let q = s.subscribe_queues(s.topic_id(topic)?).first()?;
+                s.broker_addr(q.broker).map(|a| (q.broker, a.to_owned()))
             });
-            let Some(addr) = addr else { continue };
+            let Some((broker, addr)) = broker else {
+                continue;
+            };
             let sub = rmq_core::consumer::Subscription {
                 topic,
                 expression: rmq_core::consumer::TagExpression::sql(sql),
@@ -752,18 +753,21 @@ impl Consumer {
             };
             body.truncate(n);
             let code = rmq_core::wire::RequestCode::CHECK_CLIENT_CONFIG;
+            let peer = rmq_core::session::Peer::Broker(broker);
             let asked = if n == 0 {
                 Err(None)
             } else {
                 let req = (code, (), &body[..]);
-                crate::conn::ask(&addr, &cfg.security, req, "", deadline)
+                self.inner
+                    .driver
+                    .ask(peer, req, "", deadline)
                     .await
                     .map_err(Some)
             };
             let (code, remark) = match asked {
                 Ok(a) if a.code == rmq_core::wire::ResponseCode::SUCCESS.0 => continue,
                 Ok(a) => (a.code, a.remark.unwrap_or_default()),
-                Err(Some(crate::conn::AskError::Request(e))) => {
+                Err(Some(crate::driver::AskError::Request(e))) => {
                     (-1, format!("cannot write CHECK_CLIENT_CONFIG: {e}"))
                 }
                 Err(None) => (-1, "cannot write CHECK_CLIENT_CONFIG: too long".to_owned()),

@@ -104,6 +104,31 @@ pub(crate) trait Sink<C>: Send {
     fn flush(&mut self);
 }
 
+/// Why a request of the runtime's own ([`Driver::ask`]) got no answer.
+#[derive(Debug)]
+pub(crate) enum AskError {
+    /// It could not be written (signing, size, every request slot in use).
+    Request(session::CallError),
+    /// Its connection failed or was lost first (with the connection's error, when known).
+    Lost(TransportError, Option<ConnectionError>),
+    /// No answer before the deadline.
+    Timeout,
+    /// The answer does not decode.
+    Malformed,
+}
+
+impl std::fmt::Display for AskError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AskError::Request(e) => write!(f, "cannot write the request: {e}"),
+            AskError::Lost(_, Some(e)) => write!(f, "{e}"),
+            AskError::Lost(e, None) => write!(f, "{e:?}"),
+            AskError::Timeout => f.write_str("no answer in time"),
+            AskError::Malformed => f.write_str("the answer does not decode"),
+        }
+    }
+}
+
 /// How a send ended.
 ///
 /// The failure is boxed: it carries a remark of up to [`session::MAX_REMARK`] bytes, and an
@@ -249,6 +274,8 @@ struct State<C: Attached> {
     checks: Option<tokio::sync::mpsc::UnboundedSender<Check>>,
     /// The requests waiting for their reply, by correlation id.
     replies: FastMap<String, oneshot::Sender<ConsumedMessage>>,
+    /// The requests of the runtime's own waiting for their answer frame ([`Driver::ask`]).
+    calls: FastMap<i32, oneshot::Sender<Result<Bytes, TransportError>>>,
     /// The last refusal of a consumer's request ([`Health::last_refusal`]).
     refused: Option<Refusal>,
     /// The deadline the driver task sleeps until (set by its last step; `None`: no deadline,
@@ -481,6 +508,7 @@ impl<C: Attached + Send + 'static> Driver<C> {
                 nacked: FastMap::default(),
                 checks: None,
                 replies: FastMap::default(),
+                calls: FastMap::default(),
                 refused: None,
                 armed: None,
             }),
@@ -583,6 +611,65 @@ impl<C: Attached + Send + 'static> Driver<C> {
         };
         self.inner.dispatch(&mut st, peer, frame);
         !st.stopped
+    }
+
+    /// `code` with `ext` and `body` to `peer` on the client's connection to it (signed and
+    /// correlated by the client like its own requests), answered before `deadline`; the
+    /// answer's ext field `field` is read too.
+    pub(crate) async fn ask<E: rmq_core::wire::ExtFields>(
+        &self,
+        peer: Peer,
+        (code, ext, body): (rmq_core::wire::RequestCode, E, &[u8]),
+        field: &str,
+        deadline: tokio::time::Instant,
+    ) -> Result<conn::Answer, AskError> {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let rx = {
+            let mut st = lock(&self.inner.state);
+            if st.stopped {
+                return Err(AskError::Lost(TransportError::ConnectionClosed, None));
+            }
+            let state = &mut *st;
+            let lend = Lend {
+                sends: &state.sends,
+                nacked: &state.nacked,
+                acl: self.inner.security.acl.as_ref(),
+                extras: &state.extras,
+            };
+            let (now, timeout) = (clock::now(), clock::to_core(left));
+            let tx = state
+                .client
+                .call(
+                    now,
+                    peer,
+                    code,
+                    Some(ext),
+                    body,
+                    timeout,
+                    &mut state.buf,
+                    &lend,
+                )
+                .map_err(AskError::Request)?;
+            let (done, rx) = oneshot::channel();
+            state.calls.insert(tx.opaque, done);
+            let frame = Frame {
+                head: state.head(tx.len),
+                body: Bytes::copy_from_slice(body),
+                opaque: tx.opaque,
+                report_written: false,
+            };
+            self.inner.dispatch(&mut st, peer, frame);
+            self.inner.events(&mut st);
+            rx
+        };
+        // The driver task arms its timer for the call's deadline.
+        self.inner.wake.notify_one();
+        match tokio::time::timeout_at(deadline, rx).await {
+            Ok(Ok(Ok(f))) => conn::Answer::read(&f, field).ok_or(AskError::Malformed),
+            Ok(Ok(Err(TransportError::TimedOut))) | Err(_) => Err(AskError::Timeout),
+            Ok(Ok(Err(e))) => Err(AskError::Lost(e, self.cause(Some(peer)))),
+            Ok(Err(_)) => Err(AskError::Lost(TransportError::ConnectionClosed, None)),
+        }
     }
 
     /// Runs `f` on the session (read-only work: getters, stats).
@@ -1057,6 +1144,11 @@ impl<C: Attached + Send + 'static> Inner<C> {
                         consumer_events = true;
                     }
                 }
+                Event::CallFailed { opaque, error } => {
+                    if let Some(tx) = st.calls.remove(&opaque) {
+                        let _ = tx.send(Err(error));
+                    }
+                }
                 Event::Consumer(pe) => {
                     if let Some(sink) = st.sink.as_mut() {
                         let (c, s) = st.client.consumer_mut();
@@ -1142,6 +1234,7 @@ impl<C: Attached + Send + 'static> FrameSink for PeerSink<C> {
         for bytes in frames {
             let state = &mut *st;
             let (sink, checks, replies) = (&mut state.sink, &state.checks, &mut state.replies);
+            let calls = &mut state.calls;
             let sends = &mut state.sends;
             let mut refused = None;
             r = state
@@ -1172,6 +1265,11 @@ impl<C: Attached + Send + 'static> FrameSink for PeerSink<C> {
                     (Inbound::Check { peer, check }, _) => {
                         if let Some(tx) = checks {
                             let _ = tx.send(Check::new(peer, bytes, check));
+                        }
+                    }
+                    (Inbound::Answer { opaque }, _) => {
+                        if let Some(tx) = calls.remove(&opaque) {
+                            let _ = tx.send(Ok(bytes.clone()));
                         }
                     }
                     (Inbound::Refused { refusal, remark }, _) => {

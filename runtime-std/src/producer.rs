@@ -655,57 +655,50 @@ impl Producer {
         let h = RecallHandle::for_topic(topic, handle, &mut buf).map_err(invalid)?;
         let cfg = self.config();
         let d = &self.inner.driver;
-        let addr_of = || {
+        let broker_of = || {
             d.with(|s| {
                 let b = s.find_broker(h.broker_name)?;
-                s.broker_addr(b).map(str::to_owned)
+                s.broker_addr(b).map(|_| b)
             })
         };
         // One deadline for the route lookup and the request.
         let deadline = tokio::time::Instant::now() + cfg.send_msg_timeout;
-        let timeout = cfg.send_msg_timeout;
         // Java: the handle's broker, else any broker of the topic.
         let any_of_topic = || {
             d.with(|s| {
                 let q = s.publish_queues(s.topic_id(topic)?).first()?;
-                s.broker_addr(q.broker).map(str::to_owned)
+                Some(q.broker)
             })
         };
-        let addr = match addr_of() {
-            Some(a) => a,
+        let broker = match broker_of() {
+            Some(b) => b,
             None => {
-                d.route(topic, false, timeout).await;
-                addr_of()
+                d.route(topic, false, cfg.send_msg_timeout).await;
+                broker_of()
                     .or_else(any_of_topic)
                     .ok_or(SendError::new(SendErrorKind::NoRoute, 0))?
             }
         };
         let ext = request_header(&cfg.producer_group, topic, handle, &h);
         let req = (rmq_core::wire::RequestCode::RECALL_MESSAGE, ext, &[][..]);
-        let a = crate::conn::ask(&addr, &cfg.security, req, "msgId", deadline)
-            .await
-            .map_err(|e| {
-                use crate::conn::AskError;
-                let (kind, attempts) = match e {
-                    AskError::Request(rmq_core::acl::RequestError::Acl(a)) => {
-                        (SendErrorKind::Signing(a), 0)
-                    }
-                    AskError::Request(rmq_core::acl::RequestError::Encode(e)) => {
-                        (SendErrorKind::Request(e), 0)
-                    }
-                    AskError::Timeout => (SendErrorKind::Timeout, 1),
-                    AskError::Malformed => (SendErrorKind::Malformed, 1),
-                    AskError::Connection(_) => (
-                        SendErrorKind::Transport(TransportError::ConnectionClosed),
-                        1,
-                    ),
-                };
-                let mut err = SendError::new(kind, attempts);
-                if let AskError::Connection(c) = e {
-                    err.cause = Some(Box::new(c));
-                }
-                err
-            })?;
+        let peer = session::Peer::Broker(broker);
+        let a = d.ask(peer, req, "msgId", deadline).await.map_err(|e| {
+            use crate::driver::AskError;
+            use rmq_core::session::CallError;
+            let (kind, attempts) = match e {
+                AskError::Request(CallError::Acl(a)) => (SendErrorKind::Signing(a), 0),
+                AskError::Request(CallError::Encode(e)) => (SendErrorKind::Request(e), 0),
+                AskError::Request(_) => (SendErrorKind::Capacity(SubmitError::TooManySends), 0),
+                AskError::Timeout => (SendErrorKind::Timeout, 1),
+                AskError::Malformed => (SendErrorKind::Malformed, 1),
+                AskError::Lost(t, _) => (SendErrorKind::Transport(t), 1),
+            };
+            let mut err = SendError::new(kind, attempts);
+            if let AskError::Lost(_, Some(c)) = e {
+                err.cause = Some(Box::new(c));
+            }
+            err
+        })?;
         if a.code != rmq_core::wire::ResponseCode::SUCCESS.0 {
             let kind = SendErrorKind::Broker {
                 code: a.code,

@@ -133,6 +133,14 @@ pub enum Event {
     Redeliver(NackKey),
     /// What the consumer reports (milestones, broadcasting offsets, locks).
     Consumer(PullEvent),
+    /// A request of the runtime's own ([`Client::call`]) got no answer before its deadline,
+    /// or its connection was lost (`error`).
+    CallFailed {
+        /// The request's opaque.
+        opaque: i32,
+        /// Why.
+        error: TransportError,
+    },
 }
 
 /// What a frame hands the application (through [`Client::handle_frame`]'s closure).
@@ -171,6 +179,12 @@ pub enum Inbound<'a, 'm> {
         peer: Peer,
         /// The check and its half message.
         check: &'m TransactionCheck<'a>,
+    },
+    /// The answer to a request of the runtime's own ([`Client::call`] returned its opaque):
+    /// the frame handed to [`Client::handle_frame`] is it.
+    Answer {
+        /// The request's opaque.
+        opaque: i32,
     },
     /// A broker refused one of the consumer's requests for a queue (see [`Refusal`]): the
     /// consumer retries as Java does; the runtime makes it heard (a log line, a health
@@ -219,7 +233,13 @@ pub struct Client<
     wall: WallClock,
     /// The opaque of the last oneway request the client wrote (negative: never a session's).
     oneway: i32,
+    /// The runtime's calls that failed, until [`Client::poll_event`] reports them.
+    failed: Deque<(i32, TransportError), FAILED_CALLS>,
 }
+
+/// The runtime's failed calls kept for [`Event::CallFailed`] (more at once are reported by
+/// nothing: their callers' own deadlines end their waits).
+const FAILED_CALLS: usize = 4;
 
 impl<
     const TOPICS: usize,
@@ -251,6 +271,7 @@ impl<
             now: Instant::ZERO,
             wall: WallClock::default(),
             oneway: 0,
+            failed: Deque::new(),
         }
     }
 
@@ -273,6 +294,7 @@ impl<
             now,
             wall: WallClock::default(),
             oneway: 0,
+            failed: Deque::new(),
         }
     }
 
@@ -291,6 +313,7 @@ impl<
             now,
             wall: WallClock::default(),
             oneway: 0,
+            failed: Deque::new(),
         }
     }
 
@@ -443,6 +466,35 @@ impl<
         Ok(())
     }
 
+    /// A request of the runtime's own (a recall, an SQL92 filter check; see
+    /// [`Session::call`]): `code` with `ext` to `peer`, signed over `body` with the lent
+    /// credentials, within `timeout`. The runtime writes the returned transmit's `len` bytes
+    /// of `buf` at once, then `body`; the answer comes as [`Inbound::Answer`] with its
+    /// opaque, or [`Event::CallFailed`] when there is none in time or the connection is lost.
+    ///
+    /// # Errors
+    /// [`CallError`] ([`CallError::Unsupported`] without [`Features::CALLS`]); nothing is
+    /// registered then.
+    #[allow(clippy::too_many_arguments)]
+    pub fn call<E: crate::wire::ExtFields, M: Lend + ?Sized>(
+        &mut self,
+        now: Instant,
+        peer: Peer,
+        code: RequestCode,
+        ext: Option<E>,
+        body: &[u8],
+        timeout: crate::time::Duration,
+        buf: &mut [u8],
+        lend: &M,
+    ) -> Result<Transmit, session::CallError> {
+        if !F::CALLS {
+            return Err(session::CallError::Unsupported);
+        }
+        self.now = now;
+        self.session
+            .call(now, peer, code, ext, body, timeout, buf, lend)
+    }
+
     /// The application's handler ran the message of [`Inbound::Direct`] in `spent_ms`: the
     /// answer to that CONSUME_MESSAGE_DIRECTLY goes out with the next transmits.
     pub fn answer_direct(
@@ -524,9 +576,12 @@ impl<
             }
             Incoming::Response(opaque) => {
                 let deliver = &mut |d: Delivery<'_, '_>| inbound(Inbound::Message(d));
-                let _ = self
-                    .consumer
-                    .handle_response(now, &self.session, opaque, frame, deliver);
+                let consumers =
+                    self.consumer
+                        .handle_response(now, &self.session, opaque, frame, deliver);
+                if F::CALLS && !consumers {
+                    inbound(Inbound::Answer { opaque });
+                }
                 // (A runtime that keeps no broker remarks hears of no refusal.)
                 let refusal = F::BROKER_REMARKS.then(|| self.consumer.take_refusal());
                 if let Some(refusal) = refusal.flatten() {
@@ -635,6 +690,11 @@ impl<
         let now = self.now;
         // Failed calls go to the consumer first (its events may follow from them).
         self.settle(now);
+        if F::CALLS
+            && let Some((opaque, error)) = self.failed.pop_front()
+        {
+            return Some(Event::CallFailed { opaque, error });
+        }
         loop {
             if let Some(e) = self.session.poll_event() {
                 if C::ATTACHED {
@@ -678,9 +738,11 @@ impl<
     /// Hands the calls that got no answer to the consumer.
     fn settle(&mut self, now: Instant) {
         self.now = now;
-        if C::ATTACHED {
-            while let Some((opaque, _)) = self.session.poll_call_failed() {
-                self.consumer.handle_call_failed(now, opaque);
+        if C::ATTACHED || F::CALLS {
+            while let Some((opaque, error)) = self.session.poll_call_failed() {
+                if !self.consumer.handle_call_failed(now, opaque) && F::CALLS {
+                    let _ = self.failed.push_back((opaque, error));
+                }
             }
         }
     }

@@ -308,7 +308,8 @@ fn consume_directly_runs_on_the_application_and_its_outcome_is_answered() {
         | Inbound::Check { .. }
         | Inbound::Reply(_)
         | Inbound::RecallHandle { .. }
-        | Inbound::Refused { .. } => {
+        | Inbound::Refused { .. }
+        | Inbound::Answer { .. } => {
             panic!("not a direct message")
         }
     })
@@ -403,6 +404,101 @@ fn a_call_that_gets_no_answer_reaches_the_consumer_at_once() {
     c.handle_closed(t(20), BROKER, TransportError::ConnectionClosed);
     assert_eq!(c.consumer().owned().count(), 0);
     assert!(c.poll_event().is_none());
+}
+
+/// A request of the runtime's own (`Client::call`) to `BROKER` at `now`, within 100 ms.
+fn runtime_call<const T: usize, F: Features, C: Attached>(
+    c: &mut Client<4, 4, 16, 16, 4, T, F, Fixed, C>,
+    now: Instant,
+) -> i32 {
+    let mut buf = [0u8; 512];
+    let code = RequestCode::CHECK_CLIENT_CONFIG;
+    let ms = crate::time::Duration::from_millis(100);
+    let none = None::<HeartbeatRequestHeader>;
+    let tx = c.call(now, BROKER, code, none, b"{}", ms, &mut buf, &Lent);
+    let tx = tx.unwrap();
+    assert_eq!((tx.peer, tx.body_len), (BROKER, 2));
+    // The runtime writes the body after the head.
+    buf[tx.len..tx.len + 2].copy_from_slice(b"{}");
+    let whole = Transmit {
+        len: tx.len + 2,
+        ..tx
+    };
+    let w = written(whole, &buf);
+    assert_eq!((w.code, w.body.as_slice()), (code.0, &b"{}"[..]));
+    tx.opaque
+}
+
+/// The opaques `frame` hands out as [`Inbound::Answer`].
+fn answers<const T: usize, F: Features, C: Attached>(
+    c: &mut Client<4, 4, 16, 16, 4, T, F, Fixed, C>,
+    now: Instant,
+    frame: &[u8],
+) -> StdVec<i32> {
+    let mut seen = StdVec::new();
+    c.handle_frame(now, BROKER, frame, &mut |i| {
+        if let Inbound::Answer { opaque } = i {
+            seen.push(opaque);
+        }
+    })
+    .unwrap();
+    seen
+}
+
+#[test]
+fn runtime_calls_are_answered_through_the_client_or_fail_as_events() {
+    let mut c = producer();
+    let first = runtime_call(&mut c, t(1));
+    assert_eq!(answers(&mut c, t(2), &response(0, first, b"")), [first]);
+    // A late copy of the answer is nobody's.
+    assert!(answers(&mut c, t(3), &response(0, first, b"")).is_empty());
+    // No answer by the deadline: an event at the deadline, not before.
+    let silent = runtime_call(&mut c, t(10));
+    c.handle_timeout(t(109));
+    assert!(c.poll_event().is_none());
+    c.handle_timeout(t(110));
+    let timed_out = TransportError::TimedOut;
+    let e = Event::CallFailed {
+        opaque: silent,
+        error: timed_out,
+    };
+    assert_eq!(c.poll_event(), Some(e));
+    assert!(answers(&mut c, t(111), &response(0, silent, b"")).is_empty());
+    // A lost connection fails it at once.
+    let lost = runtime_call(&mut c, t(120));
+    c.handle_closed(t(121), BROKER, TransportError::ConnectionClosed);
+    let error = TransportError::ConnectionClosed;
+    let e = Event::CallFailed {
+        opaque: lost,
+        error,
+    };
+    assert_eq!(c.poll_event(), Some(e));
+    assert!(c.poll_event().is_none());
+}
+
+#[test]
+fn a_consumers_runtime_calls_are_the_runtimes_and_its_own_calls_the_consumers() {
+    let mut c = consumer();
+    let list = out(&mut c, t(0)).remove(0);
+    assert_eq!(list.code, RequestCode::GET_CONSUMER_LIST_BY_GROUP.0);
+    let mine = runtime_call(&mut c, t(1));
+    // The consumer's answer is the consumer's; the runtime's is handed out.
+    let body = format!(r#"{{"consumerIdList":["{ME}"]}}"#);
+    let theirs = response(0, list.opaque, body.as_bytes());
+    assert!(answers(&mut c, t(2), &theirs).is_empty());
+    assert_eq!(answers(&mut c, t(3), &response(0, mine, b"")), [mine]);
+    // Both fail with the connection: the consumer's at once, the runtime's as an event.
+    let query = out(&mut c, t(4)).remove(0);
+    assert_eq!(query.code, RequestCode::QUERY_CONSUMER_OFFSET.0);
+    let lost = runtime_call(&mut c, t(5));
+    c.handle_closed(t(6), BROKER, TransportError::ConnectionClosed);
+    assert_eq!(c.consumer().owned().count(), 0);
+    let error = TransportError::ConnectionClosed;
+    let e = Event::CallFailed {
+        opaque: lost,
+        error,
+    };
+    assert_eq!(c.poll_event(), Some(e));
 }
 
 /// A consumer of `T` in group `cg` (the retry topic subscribed, heartbeats on), not started.

@@ -98,6 +98,10 @@ pub trait Features {
     /// attempt budget. `false` (a gateway's flash) fails or retries
     /// such sends at once, as Java does.
     const MASTER_SWITCH: bool = true;
+    /// Requests of the runtime's own ([`crate::client::Client::call`]: a recall, an SQL92
+    /// filter check), correlated by the client like its own. `false` leaves them out (a
+    /// gateway asks none).
+    const CALLS: bool = true;
 }
 
 /// A session's features are the set of its sends' fault profiles.
