@@ -618,6 +618,7 @@ impl Consumer {
         pull.max_reconsume_times = cfg.max_reconsumes();
         pull.orderly = cfg.orderly;
         pull.model = cfg.model;
+        pull.lazy_start = cfg.lazy_start;
         pull.check().map_err(ConsumerConfigError::Subscription)?;
         let driver = Driver::start(
             &sc,
@@ -698,15 +699,18 @@ impl Consumer {
             _life: life,
         };
         tokio::spawn(listen::serve_directs(Arc::downgrade(&c.inner), direct_rx));
-        // The core's start: routes, heartbeat, the retry topic's route, the first rebalance
-        // (each step bounded), so that the queues are assigned when this returns.
-        // The SQL92 subscriptions first, as Java checks them before its rebalance.
-        c.check_filters().await?;
+        // The core's start: routes, the SQL92 checks, heartbeat, the retry topic's route, the
+        // first rebalance (each step bounded), so that the queues are assigned when this
+        // returns.
         let (limit, now) = (c.inner.cfg.start_timeout, clock::now());
         let d = &c.inner.driver;
         let (_, started) = d
             .wait(Wait::Started, limit, |cl| cl.start_consumer(now))
             .await;
+        if let Some(e) = c.start_failure() {
+            c.shutdown().await;
+            return Err(e);
+        }
         if !c.inner.cfg.lazy_start && d.client(crate::driver::Core::name_servers_unreachable) {
             return Err(ConsumerConfigError::NameServersUnreachable(d.cause(None)));
         }
@@ -716,75 +720,35 @@ impl Consumer {
         Ok(c)
     }
 
-    /// Asks a broker of each SQL92-subscribed topic whether it can evaluate the expression
-    /// (CHECK_CLIENT_CONFIG, Java `checkClientInBroker`, before the first rebalance): a
-    /// refusal fails the start, and so does a broker that cannot be asked in time (as in
-    /// Java) unless the start is lazy. A topic without a route is not checked (Java skips it
-    /// too).
-    async fn check_filters(&self) -> Result<(), ConsumerConfigError> {
-        let cfg = &self.inner.cfg;
-        // One deadline for every check (the start's own timeout).
-        let deadline = tokio::time::Instant::now() + cfg.start_timeout;
-        let left = || deadline.saturating_duration_since(tokio::time::Instant::now());
-        for (topic, e) in &cfg.subscriptions {
-            let Expression::Sql92(sql) = e else { continue };
-            self.inner.driver.route(topic, false, left()).await;
-            let broker = self.inner.driver.with(|s| {
-                let q = s.subscribe_queues(s.topic_id(topic)?).first()?;
-                s.broker_addr(q.broker).map(|a| (q.broker, a.to_owned()))
-            });
-            let Some((broker, addr)) = broker else {
-                continue;
-            };
-            let sub = rmq_core::consumer::Subscription {
-                topic,
-                expression: rmq_core::consumer::TagExpression::sql(sql),
-                sub_version: 0,
-            };
-            let mut body = vec![0u8; 1024 + sql.len() * 6];
-            let id = &self.inner.client_id;
-            let n = loop {
-                match rmq_core::consumer::write_check_client(id, &cfg.group, &sub, &mut body) {
-                    Ok(n) => break n,
-                    // (JSON escapes: up to 6 bytes a character.)
-                    Err(_) if body.len() < 1 << 24 => body.resize(body.len() * 2, 0),
-                    Err(_) => break 0,
-                }
-            };
-            body.truncate(n);
-            let code = rmq_core::wire::RequestCode::CHECK_CLIENT_CONFIG;
-            let peer = rmq_core::session::Peer::Broker(broker);
-            let asked = if n == 0 {
-                Err(None)
-            } else {
-                let req = (code, (), &body[..]);
-                self.inner
-                    .driver
-                    .ask(peer, req, "", deadline)
-                    .await
-                    .map_err(Some)
-            };
-            let (code, remark) = match asked {
-                Ok(a) if a.code == rmq_core::wire::ResponseCode::SUCCESS.0 => continue,
-                Ok(a) => (a.code, a.remark.unwrap_or_default()),
-                Err(Some(crate::driver::AskError::Request(e))) => {
-                    (-1, format!("cannot write CHECK_CLIENT_CONFIG: {e}"))
-                }
-                Err(None) => (-1, "cannot write CHECK_CLIENT_CONFIG: too long".to_owned()),
-                Err(Some(e)) if cfg.lazy_start => {
-                    warn!(topic, addr, %e, "SQL92 subscription not checked");
-                    continue;
-                }
-                Err(Some(e)) => (-1, format!("could not ask {addr}: {e}")),
-            };
-            self.shutdown().await;
-            return Err(ConsumerConfigError::Filter {
-                topic: topic.clone(),
-                code,
-                remark,
-            });
-        }
-        Ok(())
+    /// Why the core's start failed, if it did: the broker refused an SQL92 subscription (its
+    /// remark, as the core reported it), or could not be asked in time (the connection's
+    /// error, if it had one).
+    fn start_failure(&self) -> Option<ConsumerConfigError> {
+        let d = &self.inner.driver;
+        let (topic, code) = d.start_failed()?;
+        let (topic, asked) = d.with(|s| {
+            let b = s.subscribe_queues(topic).first().map(|q| q.broker);
+            let addr = b.and_then(|b| Some((b, s.broker_addr(b)?.to_owned())));
+            (s.topic_name(topic).unwrap_or("").to_owned(), addr)
+        });
+        let refusal = d.health().last_refusal;
+        let remark = match (code, asked) {
+            (-1, Some((b, addr))) => {
+                let why = d.cause(Some(Peer::Broker(b)));
+                let why = why.map_or("no answer in time".to_owned(), |e| e.to_string());
+                format!("could not ask {addr}: {why}")
+            }
+            (-1, None) => "could not ask a broker of the topic".to_owned(),
+            _ => refusal
+                .filter(|r| r.request == "CHECK_CLIENT_CONFIG" && r.topic == topic)
+                .map(|r| r.remark)
+                .unwrap_or_default(),
+        };
+        Some(ConsumerConfigError::Filter {
+            topic,
+            code,
+            remark,
+        })
     }
 
     /// The client id (`ip@instance`) announced in heartbeats.

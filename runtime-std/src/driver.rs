@@ -274,6 +274,8 @@ struct State<C: Attached> {
     checks: Option<tokio::sync::mpsc::UnboundedSender<Check>>,
     /// The requests waiting for their reply, by correlation id.
     replies: FastMap<String, oneshot::Sender<ConsumedMessage>>,
+    /// Why the consumer's start failed ([`Event::StartFailed`]: the topic and code).
+    start_failed: Option<(TopicId, i32)>,
     /// The requests of the runtime's own waiting for their answer frame ([`Driver::ask`]).
     calls: FastMap<i32, oneshot::Sender<Result<Bytes, TransportError>>>,
     /// The last refusal of a consumer's request ([`Health::last_refusal`]).
@@ -509,6 +511,7 @@ impl<C: Attached + Send + 'static> Driver<C> {
                 checks: None,
                 replies: FastMap::default(),
                 calls: FastMap::default(),
+                start_failed: None,
                 refused: None,
                 armed: None,
             }),
@@ -670,6 +673,11 @@ impl<C: Attached + Send + 'static> Driver<C> {
             Ok(Ok(Err(e))) => Err(AskError::Lost(e, self.cause(Some(peer)))),
             Ok(Err(_)) => Err(AskError::Lost(TransportError::ConnectionClosed, None)),
         }
+    }
+
+    /// Why the consumer's start failed ([`Event::StartFailed`]), if it did.
+    pub(crate) fn start_failed(&self) -> Option<(TopicId, i32)> {
+        lock(&self.inner.state).start_failed
     }
 
     /// Runs `f` on the session (read-only work: getters, stats).
@@ -1122,6 +1130,10 @@ impl<C: Attached + Send + 'static> Inner<C> {
                 Event::HeartbeatsDone => st.wake(Wait::Heartbeats, true),
                 Event::Unregistered => st.wake(Wait::Unregistered, true),
                 Event::Started => st.wake(Wait::Started, true),
+                Event::StartFailed { topic, code } => {
+                    st.start_failed = Some((topic, code));
+                    st.wake(Wait::Started, false);
+                }
                 Event::Consumer(PullEvent::Rebalanced) => st.wake(Wait::Rebalanced, true),
                 Event::Consumer(PullEvent::Committed) => st.wake(Wait::Committed, true),
                 Event::Consumer(PullEvent::Locked { queue, lease }) => {

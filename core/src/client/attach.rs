@@ -45,6 +45,15 @@ pub trait Attached {
     fn take_refusal(&mut self) -> Option<Refusal> {
         None
     }
+    /// Asks for the SQL92 checks of the start; how many (see
+    /// [`PullConsumer::check_filters`]).
+    fn check_filters<S: SessionApi>(&mut self, _session: &S) -> usize {
+        0
+    }
+    /// How the start's SQL92 checks ended (see [`PullConsumer::filters_checked`]).
+    fn filters_checked(&self, _give_up: bool) -> Option<Result<(), (TopicId, i32)>> {
+        Some(Ok(()))
+    }
     /// Its next event; `milestones`: also the milestones a command asked for (a round
     /// applied, commits drained, a lock granted).
     fn poll_event(&mut self, milestones: bool) -> Option<PullEvent>;
@@ -212,6 +221,12 @@ impl<
     }
     fn take_refusal(&mut self) -> Option<Refusal> {
         PullConsumer::take_refusal(self)
+    }
+    fn check_filters<S: SessionApi>(&mut self, session: &S) -> usize {
+        PullConsumer::check_filters(self, session)
+    }
+    fn filters_checked(&self, give_up: bool) -> Option<Result<(), (TopicId, i32)>> {
+        PullConsumer::filters_checked(self, give_up)
     }
     fn poll_event(&mut self, milestones: bool) -> Option<PullEvent> {
         match milestones {

@@ -120,6 +120,16 @@ pub enum Event {
     /// The consumer's start ([`Client::start_consumer`]) is done: routes, heartbeat, the
     /// first rebalance (see [`start`]).
     Started,
+    /// The consumer's start ended before announcing anything: the broker refused the SQL92
+    /// subscription of `topic` with response `code` (its remark came as
+    /// [`Inbound::Refused`]), or, code -1, could not be asked in time (see [`start`]). Stop the
+    /// consumer; its start does not go on.
+    StartFailed {
+        /// The subscribed topic.
+        topic: TopicId,
+        /// The broker's response code, or -1.
+        code: i32,
+    },
     /// A nack ended ([`Client::nack`], [`Client::resend`]; see [`nack`]): the runtime may
     /// forget the message unless the outcome is [`NackOutcome::Local`].
     Nacked {
@@ -582,13 +592,24 @@ impl<
                 if F::CALLS && !consumers {
                     inbound(Inbound::Answer { opaque });
                 }
+                if F::CALLS && matches!(self.start, Start::Filters(_)) {
+                    self.advance_start(now, None);
+                }
                 // (A runtime that keeps no broker remarks hears of no refusal.)
                 let refusal = F::BROKER_REMARKS.then(|| self.consumer.take_refusal());
                 if let Some(refusal) = refusal.flatten() {
                     let f = Frame::new_unchecked(frame);
                     let mut buf = [0u8; 256];
                     let header = CommandHeader::parse(&f).ok();
-                    let remark = header.and_then(|h| h.remark_text(&mut buf)).unwrap_or("");
+                    // (A remark longer than `buf` with escapes in it: as the broker wrote it.)
+                    let remark = match &header {
+                        Some(h) => match h.remark_text(&mut buf) {
+                            Some(r) => Some(r),
+                            None => h.remark().and_then(|r| core::str::from_utf8(r.raw()).ok()),
+                        },
+                        None => None,
+                    };
+                    let remark = remark.unwrap_or("");
                     inbound(Inbound::Refused { refusal, remark });
                 }
             }
@@ -721,6 +742,10 @@ impl<
                 self.start = Start::Idle;
                 return Some(Event::Started);
             }
+            if let (true, Start::Failed(topic, code)) = (F::CALLS, self.start) {
+                self.start = Start::Idle;
+                return Some(Event::StartFailed { topic, code });
+            }
             if !F::SEND_BACK {
                 return None;
             }
@@ -743,6 +768,9 @@ impl<
                 if !self.consumer.handle_call_failed(now, opaque) && F::CALLS {
                     let _ = self.failed.push_back((opaque, error));
                 }
+            }
+            if F::CALLS && matches!(self.start, Start::Filters(_)) {
+                self.advance_start(now, None);
             }
         }
     }
@@ -888,10 +916,18 @@ impl<
                     .all(|t| !session.subscribe_queues(t).is_empty());
                 let failed = matches!(e, Some(session::Event::RouteFailed(_)));
                 if routed || failed || expired {
-                    self.start = Start::Heartbeat(Start::step(now));
-                    self.session.heartbeat_now(now);
+                    if F::CALLS && self.consumer.check_filters(&self.session) > 0 {
+                        self.start = Start::Filters(Start::step(now));
+                    } else {
+                        self.heartbeat_start(now);
+                    }
                 }
             }
+            Start::Filters(_) if F::CALLS => match self.consumer.filters_checked(expired) {
+                Some(Ok(())) => self.heartbeat_start(now),
+                Some(Err((topic, code))) => self.start = Start::Failed(topic, code),
+                None => {}
+            },
             Start::Heartbeat(_) => {
                 if expired || matches!(e, Some(session::Event::HeartbeatsDone)) {
                     // The heartbeat made the brokers create `%RETRY%<group>`: its route
@@ -917,8 +953,17 @@ impl<
                 }
             }
             Start::Rebalance(_) if expired => self.start = Start::Done,
-            Start::Rebalance(_) | Start::Idle | Start::Done => {}
+            Start::Rebalance(_)
+            | Start::Idle
+            | Start::Done
+            | Start::Filters(_)
+            | Start::Failed(..) => {}
         }
+    }
+
+    fn heartbeat_start(&mut self, now: Instant) {
+        self.start = Start::Heartbeat(Start::step(now));
+        self.session.heartbeat_now(now);
     }
 
     fn rebalance_start(&mut self, now: Instant) {

@@ -518,6 +518,18 @@ fn answer_all(
     now: Instant,
     events: &mut StdVec<Event>,
 ) -> StdVec<(i32, StdString, Transmit)> {
+    answer_all_with(c, now, events, None, &mut StdVec::new())
+}
+
+/// [`answer_all`], answering each CHECK_CLIENT_CONFIG with `check` (code and remark; `None`:
+/// not at all) and keeping the refusals heard, with their remarks.
+fn answer_all_with(
+    c: &mut Consuming,
+    now: Instant,
+    events: &mut StdVec<Event>,
+    check: Option<(i32, &str)>,
+    refusals: &mut StdVec<(Refusal, StdString)>,
+) -> StdVec<(i32, StdString, Transmit)> {
     let mut buf = [0u8; 8192];
     let mut got = StdVec::new();
     c.handle_timeout(now);
@@ -553,10 +565,30 @@ fn answer_all(
                 b.truncate(n);
                 Some(b)
             }
+            RequestCode::CHECK_CLIENT_CONFIG => check.map(|(code, remark)| {
+                let mut cmd = CommandRepr::<HeartbeatRequestHeader>::response(
+                    ResponseCode(code),
+                    tx.opaque,
+                    version::V5_3_3,
+                    None,
+                );
+                cmd.remark = Some(remark);
+                let mut b = std::vec![0u8; 2048];
+                let n = cmd
+                    .emit_frame_prefix_and_header(SerializeType::JSON, 0, &mut b)
+                    .unwrap();
+                b.truncate(n);
+                b
+            }),
             _ => None,
         };
         if let Some(a) = answer {
-            c.handle_frame(now, tx.peer, &a, &mut |_| {}).unwrap();
+            c.handle_frame(now, tx.peer, &a, &mut |i| {
+                if let Inbound::Refused { refusal, remark } = i {
+                    refusals.push((refusal, remark.to_string()));
+                }
+            })
+            .unwrap();
         }
         while let Some(e) = c.poll_event() {
             events.push(e);
@@ -600,6 +632,115 @@ fn a_consumer_starts_with_routes_then_a_heartbeat_then_the_retry_route_then_a_re
     assert_eq!(c.consumer().owned().count(), 2);
     assert!(events.iter().filter(|e| **e == Event::Started).count() == 1);
     assert!(!c.name_servers_unreachable(), "the NameServer answered");
+}
+
+/// A consumer of `T` with an SQL92 subscription (`lazy`: [`PullConfig::lazy_start`]), not
+/// started.
+fn sql_unstarted(lazy: bool) -> Consuming {
+    let mut cfg = Config::new(1, "", ME);
+    cfg.consumer_group = Some("cg");
+    let mut pc = PullConfig::new("cg", ME);
+    pc.lazy_start = lazy;
+    let mut c: Consuming = Client::from_parts(Session::build(&cfg, t(0)), Pc::build(&pc, t(0)));
+    let (pull, session) = c.consumer_mut();
+    pull.subscribe_sql(t(0), session, "T", "a > 1").unwrap();
+    c
+}
+
+/// Starts `c`, answering each CHECK_CLIENT_CONFIG with `check`, until `ms`: the request
+/// codes written, the events and the refusals heard.
+fn start_checking(
+    c: &mut Consuming,
+    check: Option<(i32, &str)>,
+    ms: u64,
+) -> (StdVec<i32>, StdVec<Event>, StdVec<(Refusal, StdString)>) {
+    let (mut codes, mut events, mut refusals) = (StdVec::new(), StdVec::new(), StdVec::new());
+    c.start_consumer(t(0));
+    for now in (0..=ms).step_by(250) {
+        let got = answer_all_with(c, t(now), &mut events, check, &mut refusals);
+        codes.extend(got.iter().map(|g| g.0));
+    }
+    (codes, events, refusals)
+}
+
+#[test]
+fn an_sql92_subscription_is_checked_after_the_routes_and_before_the_heartbeat() {
+    let mut c = sql_unstarted(false);
+    let (codes, events, refusals) = start_checking(&mut c, Some((0, "")), 3000);
+    let at = |code: RequestCode| codes.iter().position(|c| *c == code.0).unwrap();
+    let check = at(RequestCode::CHECK_CLIENT_CONFIG);
+    assert!(at(RequestCode::GET_ROUTEINFO_BY_TOPIC) < check, "{codes:?}");
+    assert!(check < at(RequestCode::HEART_BEAT), "{codes:?}");
+    let checks = codes
+        .iter()
+        .filter(|c| **c == RequestCode::CHECK_CLIENT_CONFIG.0);
+    assert_eq!(
+        checks.count(),
+        1,
+        "the retry topic's TAG subscription is not checked"
+    );
+    assert!(events.contains(&Event::Started), "{events:?}");
+    assert!(refusals.is_empty());
+}
+
+#[test]
+fn a_refused_sql92_subscription_fails_the_start_before_anything_is_announced() {
+    let mut c = sql_unstarted(true);
+    let remark = "The broker does not support consumer to filter message by SQL92";
+    // All at 0 ms, before the session's own first heartbeat (due at 1 s): the start sends
+    // none after the check.
+    let (codes, events, refusals) = start_checking(&mut c, Some((1, remark)), 0);
+    let t_topic = c.session().topic_id("T").unwrap();
+    let failed = Event::StartFailed {
+        topic: t_topic,
+        code: 1,
+    };
+    assert_eq!(
+        events.iter().filter(|e| **e == failed).count(),
+        1,
+        "{events:?}"
+    );
+    assert!(!events.contains(&Event::Started));
+    assert!(!codes.contains(&RequestCode::HEART_BEAT.0), "{codes:?}");
+    assert!(!codes.contains(&RequestCode::GET_CONSUMER_LIST_BY_GROUP.0));
+    let (refusal, heard) = &refusals[0];
+    assert_eq!(refusal.request, RequestCode::CHECK_CLIENT_CONFIG);
+    assert_eq!((refusal.queue.topic, refusal.code.0), (t_topic, 1));
+    assert_eq!(heard, remark);
+}
+
+#[test]
+fn a_long_refusal_remark_with_escapes_is_kept_as_the_broker_wrote_it() {
+    let mut c = sql_unstarted(false);
+    let expecting = " Was expecting one of: \"AND\"".repeat(12);
+    let long = format!("Encountered \"b\" at line 1, column 7.{expecting}");
+    let (_, _, refusals) = start_checking(&mut c, Some((23, &long)), 0);
+    let heard = &refusals[0].1;
+    assert!(heard.starts_with(r#"Encountered \"b\""#), "{heard}");
+    assert!(heard.len() > long.len(), "escaped, not cut: {heard}");
+}
+
+#[test]
+fn an_sql92_check_without_an_answer_fails_the_start_unless_it_is_lazy() {
+    let mut c = sql_unstarted(false);
+    let (codes, events, _) = start_checking(&mut c, None, 10_000);
+    let topic = c.session().topic_id("T").unwrap();
+    let failed = Event::StartFailed { topic, code: -1 };
+    assert!(events.contains(&failed), "{events:?}");
+    assert!(!events.contains(&Event::Started));
+    // No rebalance follows (the session's own heartbeat, due at 1 s, went out meanwhile).
+    assert!(
+        !codes.contains(&RequestCode::GET_CONSUMER_LIST_BY_GROUP.0),
+        "{codes:?}"
+    );
+    // Lazy: the start goes on past the unanswered check.
+    let mut c = sql_unstarted(true);
+    let (codes, events, _) = start_checking(&mut c, None, 10_000);
+    assert!(events.contains(&Event::Started), "{events:?}");
+    assert!(
+        codes.contains(&RequestCode::GET_CONSUMER_LIST_BY_GROUP.0),
+        "{codes:?}"
+    );
 }
 
 #[test]

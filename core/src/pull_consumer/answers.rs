@@ -180,7 +180,11 @@ impl<
                 }
                 self.settle_locks(now, broker);
             }
-            CallRef::ConsumerList(_)
+            CallRef::Filter(i, broker) if S::Features::CALLS => {
+                self.filter_checked::<S>(i, broker, code);
+            }
+            CallRef::Filter(..)
+            | CallRef::ConsumerList(_)
             | CallRef::Lock(_)
             | CallRef::Unlock
             | CallRef::MaxOffset(_) => {}
@@ -213,7 +217,9 @@ impl<
             CallRef::Commit(key, lease, offset) => self.committed(key, lease, offset, false),
             CallRef::SendBack(key, lease, offset) => self.back_done(now, key, lease, offset, false),
             CallRef::Lock(broker) => self.settle_locks(now, broker),
-            CallRef::Unlock => {}
+            // A check without an answer stays sent: the start's step gives up on it at its
+            // deadline (the call's own, or sooner; see `filters`).
+            CallRef::Unlock | CallRef::Filter(..) => {}
             CallRef::MaxOffset(key) => {
                 if let Some(o) = self.owned.iter_mut().find(|o| o.key == key) {
                     o.measuring = false;

@@ -52,6 +52,9 @@ pub struct PullConfig<'a> {
     /// [`PullConsumer::handle_response`] returns (a gateway that applies each command
     /// there; default `false`: the application acknowledges with [`PullConsumer::ack`]).
     pub ack_on_delivery: bool,
+    /// A start whose SQL92 check cannot reach its broker goes on (a refusal fails it all the
+    /// same; default `false`: it fails, as Java's does; see [`PullConsumer::check_filters`]).
+    pub lazy_start: bool,
 }
 
 impl<'a> PullConfig<'a> {
@@ -77,6 +80,7 @@ impl<'a> PullConfig<'a> {
             model: MessageModel::Clustering,
             orderly: false,
             ack_on_delivery: false,
+            lazy_start: false,
         }
     }
 }

@@ -93,6 +93,7 @@ pub const MAX_EXPRESSION: usize = 255;
 mod admin;
 mod answers;
 mod config;
+mod filters;
 #[cfg(any(test, feature = "fuzzing"))]
 mod invariants;
 mod offsets;
@@ -375,6 +376,8 @@ struct Sub {
     /// periodic refresh.
     stale: bool,
     refreshed_at: Option<Instant>,
+    /// Its SQL92 check at the start ([`filters`]).
+    check: filters::FilterCheck,
 }
 
 impl Sub {
@@ -408,6 +411,8 @@ enum CallRef {
     Unlock,
     /// GET_MAX_OFFSET of a queue that is not being pulled (its lag).
     MaxOffset(QueueKey),
+    /// CHECK_CLIENT_CONFIG of subscription `i`, asked of this broker.
+    Filter(u8, BrokerId),
 }
 
 /// This consumer's requests in flight by opaque: a few, so a list searched in order (less
@@ -507,6 +512,10 @@ pub struct PullConsumer<
     watch_round: bool,
     watch_commits: bool,
     lock_news: bool,
+    /// [`PullConfig::lazy_start`].
+    lazy_start: bool,
+    /// The first SQL92 check that fails the start ([`filters`]): its topic and code.
+    filter_failure: Option<(TopicId, i32)>,
     stats: PullStats,
 }
 
@@ -595,6 +604,8 @@ impl<
             watch_round: false,
             watch_commits: false,
             lock_news: false,
+            lazy_start: cfg.lazy_start,
+            filter_failure: None,
             stats: PullStats::default(),
         }
     }
@@ -793,6 +804,17 @@ impl<
                 sub.stale = false;
                 sub.refreshed_at = Some(now);
                 session.refresh_route(now, sub.topic);
+            }
+        }
+        // The start's SQL92 checks first: the start waits for them.
+        if S::Features::CALLS {
+            match self.filter_call(now, session, buf, lend) {
+                Some(Ok(tx)) => return Some(tx),
+                Some(Err(_)) => {
+                    self.blocked = true;
+                    return None;
+                }
+                None => {}
             }
         }
         // Commits of revoked queues first, then of owned ones; one at a time per broker: a 4.9

@@ -106,6 +106,7 @@ impl<
             unrouted: false,
             stale: false,
             refreshed_at: None,
+            check: super::filters::FilterCheck::Idle,
             counts: SubCounts::default(),
             reported: (self.rebalance_at, SubCounts::default()),
         };
