@@ -483,8 +483,8 @@ impl<
     /// opaque, or [`Event::CallFailed`] when there is none in time or the connection is lost.
     ///
     /// # Errors
-    /// [`CallError`] ([`CallError::Unsupported`] without [`Features::CALLS`]); nothing is
-    /// registered then.
+    /// [`session::CallError`] ([`session::CallError::Unsupported`] without
+    /// [`Features::CALLS`]); nothing is registered then.
     #[allow(clippy::too_many_arguments)]
     pub fn call<E: crate::wire::ExtFields, M: Lend + ?Sized>(
         &mut self,
