@@ -20,6 +20,11 @@
 //! assert_eq!(r.message_id, "0A0B0C0D000018B4AAC2001700000001");
 //! ```
 
+use crate::client::{Attached, Client, Lend};
+use crate::session::{CallError, Features, Peer, Transmit};
+use crate::store::Store;
+use crate::time::{Duration, Instant};
+use crate::wire::RequestCode;
 use crate::wire::headers::RecallMessageRequestHeader;
 
 /// A recall handle, decoded (Java `RecallMessageHandle.HandleV1`).
@@ -95,6 +100,74 @@ impl<'b> RecallHandle<'b> {
             deliver_ms: deliver.parse().unwrap_or(-1),
             message_id,
         })
+    }
+}
+
+/// Why [`Client::recall`] could not ask.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecallError {
+    /// The session knows no broker to ask (the handle's, or with `or_any` one of the
+    /// topic's): look the topic's route up and ask again.
+    NoRoute,
+    /// The request could not be made ([`CallError::Unsupported`] without
+    /// [`Features::RECALL`]).
+    Call(CallError),
+}
+
+impl<
+    const TOPICS: usize,
+    const BROKERS: usize,
+    const QUEUES: usize,
+    const REQUESTS: usize,
+    const SENDS: usize,
+    const ROUTE_STR: usize,
+    F: Features,
+    St: Store,
+    C: Attached,
+> Client<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F, St, C>
+{
+    /// RECALL_MESSAGE for `handle` (decoded as `h`, see [`RecallHandle::for_topic`]) of
+    /// `topic`, from the session's group (a [`Client::call`]): to the broker the handle names
+    /// when the session knows its address, else (`or_any`: after the topic's route was looked
+    /// up again) to any broker of the topic's route (Java's choice). Its answer ([`Inbound::Answer`](crate::client::Inbound::Answer)) carries the
+    /// message id (`msgId`) on SUCCESS; the broker's refusals are listed in the module docs.
+    ///
+    /// # Errors
+    /// [`RecallError`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn recall<M: Lend + ?Sized>(
+        &mut self,
+        now: Instant,
+        topic: &str,
+        handle: &str,
+        h: &RecallHandle<'_>,
+        or_any: bool,
+        timeout: Duration,
+        buf: &mut [u8],
+        lend: &M,
+    ) -> Result<Transmit, RecallError> {
+        if !F::RECALL {
+            return Err(RecallError::Call(CallError::Unsupported));
+        }
+        let s = self.session();
+        let named = s
+            .find_broker(h.broker_name)
+            .filter(|b| s.broker_addr(*b).is_some());
+        let any = || Some(s.publish_queues(s.topic_id(topic)?).first()?.broker);
+        let any = || or_any.then(any).flatten();
+        let broker = named.or_else(any).ok_or(RecallError::NoRoute)?;
+        // (The session's own copy, of the same capacity: it fits.)
+        let mut g: heapless::String<{ crate::session::MAX_GROUP_LEN }> = heapless::String::new();
+        let _ = g.push_str(s.group());
+        let ext = RecallMessageRequestHeader {
+            producer_group: Some(&g),
+            topic,
+            recall_handle: handle,
+            bname: Some(h.broker_name),
+        };
+        let (peer, code) = (Peer::Broker(broker), RequestCode::RECALL_MESSAGE);
+        self.call(now, peer, code, Some(ext), &[], timeout, buf, lend)
+            .map_err(RecallError::Call)
     }
 }
 

@@ -23,16 +23,17 @@ use std::sync::{Arc, Weak};
 use bytes::{Bytes, BytesMut};
 use rmq_core::acl::Credentials;
 use rmq_core::client::{
-    Attached, Client, DirectOutcome, Event, Inbound, NackKey, NackOutcome, NackedMessage,
-    NoConsumer,
+    Attached, Client, DirectOutcome, Event, Inbound, Lend as ClientLend, NackKey, NackOutcome,
+    NackedMessage, NoConsumer,
 };
 use rmq_core::metrics::AtomicHistogram;
 use rmq_core::pull_consumer::{Delivery, PullConsumer, PullEvent, QueueKey};
 use rmq_core::send_back::{Nack, NackError};
 use rmq_core::session::{
     self, Outbound, Peer, SendArgs, SendFailure, SendId, SendReceipt, SubmitError, TopicId,
+    Transmit,
 };
-use rmq_core::time::Instant;
+use rmq_core::time::{Duration as CoreDuration, Instant};
 use rmq_core::transaction::EndTransaction;
 use rmq_core::transport::TransportError;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot};
@@ -106,27 +107,15 @@ pub(crate) trait Sink<C>: Send {
 
 /// Why a request of the runtime's own ([`Driver::ask`]) got no answer.
 #[derive(Debug)]
-pub(crate) enum AskError {
-    /// It could not be written (signing, size, every request slot in use).
-    Request(session::CallError),
+pub(crate) enum AskError<E> {
+    /// It could not be made (no peer to ask, signing, size, every request slot in use).
+    Request(E),
     /// Its connection failed or was lost first (with the connection's error, when known).
     Lost(TransportError, Option<ConnectionError>),
     /// No answer before the deadline.
     Timeout,
     /// The answer does not decode.
     Malformed,
-}
-
-impl std::fmt::Display for AskError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            AskError::Request(e) => write!(f, "cannot write the request: {e}"),
-            AskError::Lost(_, Some(e)) => write!(f, "{e}"),
-            AskError::Lost(e, None) => write!(f, "{e:?}"),
-            AskError::Timeout => f.write_str("no answer in time"),
-            AskError::Malformed => f.write_str("the answer does not decode"),
-        }
-    }
 }
 
 /// How a send ended.
@@ -616,18 +605,24 @@ impl<C: Attached + Send + 'static> Driver<C> {
         !st.stopped
     }
 
-    /// `code` with `ext` and `body` to `peer` on the client's connection to it (signed and
-    /// correlated by the client like its own requests), answered before `deadline`; the
-    /// answer's ext field `field` is read too.
-    pub(crate) async fn ask<E: rmq_core::wire::ExtFields>(
+    /// A request of the runtime's own that `f` makes through the client (see
+    /// [`Client::call`]; given `now`, the time left and where to encode), on the client's
+    /// connection to its peer, answered before `deadline`; the answer's ext field `field` is
+    /// read too.
+    pub(crate) async fn ask<E>(
         &self,
-        peer: Peer,
-        (code, ext, body): (rmq_core::wire::RequestCode, E, &[u8]),
+        f: impl FnOnce(
+            &mut Core<C>,
+            Instant,
+            CoreDuration,
+            &mut [u8],
+            &dyn ClientLend,
+        ) -> Result<Transmit, E>,
         field: &str,
         deadline: tokio::time::Instant,
-    ) -> Result<conn::Answer, AskError> {
+    ) -> Result<conn::Answer, AskError<E>> {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        let rx = {
+        let (rx, peer) = {
             let mut st = lock(&self.inner.state);
             if st.stopped {
                 return Err(AskError::Lost(TransportError::ConnectionClosed, None));
@@ -640,30 +635,19 @@ impl<C: Attached + Send + 'static> Driver<C> {
                 extras: &state.extras,
             };
             let (now, timeout) = (clock::now(), clock::to_core(left));
-            let tx = state
-                .client
-                .call(
-                    now,
-                    peer,
-                    code,
-                    Some(ext),
-                    body,
-                    timeout,
-                    &mut state.buf,
-                    &lend,
-                )
+            let tx = f(&mut state.client, now, timeout, &mut state.buf, &lend)
                 .map_err(AskError::Request)?;
             let (done, rx) = oneshot::channel();
             state.calls.insert(tx.opaque, done);
             let frame = Frame {
                 head: state.head(tx.len),
-                body: Bytes::copy_from_slice(body),
+                body: Bytes::new(),
                 opaque: tx.opaque,
                 report_written: false,
             };
-            self.inner.dispatch(&mut st, peer, frame);
+            self.inner.dispatch(&mut st, tx.peer, frame);
             self.inner.events(&mut st);
-            rx
+            (rx, tx.peer)
         };
         // The driver task arms its timer for the call's deadline.
         self.inner.wake.notify_one();

@@ -31,6 +31,7 @@ use tracing::{Instrument, info_span, warn};
 use crate::batcher::{Added, AutoBatch, Batcher, Waiter, split};
 use crate::clock;
 use crate::config::{ProducerBuilder, ProducerConfig};
+use crate::driver::AskError;
 use crate::driver::{Driver, Refused};
 use crate::message::{Message, MessageQueue, SendError, SendErrorKind, SendResult};
 use crate::metrics::{FailureCounts, ProducerMetrics};
@@ -649,56 +650,34 @@ impl Producer {
     /// # Ok(()) }
     /// ```
     pub async fn recall(&self, topic: &str, handle: &str) -> Result<String, SendError> {
-        use rmq_core::recall::{RecallHandle, request_header};
+        use rmq_core::recall::{RecallError, RecallHandle};
         let invalid = |e| SendError::new(SendErrorKind::InvalidRecallHandle(e), 0);
         let mut buf = vec![0u8; handle.len()];
         let h = RecallHandle::for_topic(topic, handle, &mut buf).map_err(invalid)?;
-        let cfg = self.config();
         let d = &self.inner.driver;
-        let broker_of = || {
-            d.with(|s| {
-                let b = s.find_broker(h.broker_name)?;
-                s.broker_addr(b).map(|_| b)
-            })
-        };
         // One deadline for the route lookup and the request.
-        let deadline = tokio::time::Instant::now() + cfg.send_msg_timeout;
-        // Java: the handle's broker, else any broker of the topic.
-        let any_of_topic = || {
-            d.with(|s| {
-                let q = s.publish_queues(s.topic_id(topic)?).first()?;
-                Some(q.broker)
-            })
-        };
-        let broker = match broker_of() {
-            Some(b) => b,
-            None => {
-                d.route(topic, false, cfg.send_msg_timeout).await;
-                broker_of()
-                    .or_else(any_of_topic)
-                    .ok_or(SendError::new(SendErrorKind::NoRoute, 0))?
+        let timeout = self.config().send_msg_timeout;
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut looked_up = false;
+        let a = loop {
+            let asked = d.ask(
+                |c, now, left, buf, lend| {
+                    c.recall(now, topic, handle, &h, looked_up, left, buf, lend)
+                },
+                "msgId",
+                deadline,
+            );
+            match asked.await {
+                // The handle's broker is unknown: look the topic's route up, once, then ask it
+                // or any broker of the topic.
+                Err(AskError::Request(RecallError::NoRoute)) if !looked_up => {
+                    looked_up = true;
+                    d.route(topic, false, timeout).await;
+                }
+                Ok(a) => break a,
+                Err(e) => return Err(recall_error(e)),
             }
         };
-        let ext = request_header(&cfg.producer_group, topic, handle, &h);
-        let req = (rmq_core::wire::RequestCode::RECALL_MESSAGE, ext, &[][..]);
-        let peer = session::Peer::Broker(broker);
-        let a = d.ask(peer, req, "msgId", deadline).await.map_err(|e| {
-            use crate::driver::AskError;
-            use rmq_core::session::CallError;
-            let (kind, attempts) = match e {
-                AskError::Request(CallError::Acl(a)) => (SendErrorKind::Signing(a), 0),
-                AskError::Request(CallError::Encode(e)) => (SendErrorKind::Request(e), 0),
-                AskError::Request(_) => (SendErrorKind::Capacity(SubmitError::TooManySends), 0),
-                AskError::Timeout => (SendErrorKind::Timeout, 1),
-                AskError::Malformed => (SendErrorKind::Malformed, 1),
-                AskError::Lost(t, _) => (SendErrorKind::Transport(t), 1),
-            };
-            let mut err = SendError::new(kind, attempts);
-            if let AskError::Lost(_, Some(c)) = e {
-                err.cause = Some(Box::new(c));
-            }
-            err
-        })?;
         if a.code != rmq_core::wire::ResponseCode::SUCCESS.0 {
             let kind = SendErrorKind::Broker {
                 code: a.code,
@@ -1104,6 +1083,28 @@ fn send_error(f: &SendFailure) -> SendError {
     e.retryable = f.is_retryable();
     e.failure = Some(Box::new(f.clone()));
     e
+}
+
+/// A recall that got no answer, as a [`SendError`].
+fn recall_error(e: AskError<rmq_core::recall::RecallError>) -> SendError {
+    use rmq_core::recall::RecallError;
+    use rmq_core::session::CallError;
+    let (kind, attempts) = match e {
+        AskError::Request(RecallError::NoRoute) => (SendErrorKind::NoRoute, 0),
+        AskError::Request(RecallError::Call(CallError::Acl(a))) => (SendErrorKind::Signing(a), 0),
+        AskError::Request(RecallError::Call(CallError::Encode(e))) => {
+            (SendErrorKind::Request(e), 0)
+        }
+        AskError::Request(_) => (SendErrorKind::Capacity(SubmitError::TooManySends), 0),
+        AskError::Timeout => (SendErrorKind::Timeout, 1),
+        AskError::Malformed => (SendErrorKind::Malformed, 1),
+        AskError::Lost(t, _) => (SendErrorKind::Transport(t), 1),
+    };
+    let mut err = SendError::new(kind, attempts);
+    if let AskError::Lost(_, Some(c)) = e {
+        err.cause = Some(Box::new(c));
+    }
+    err
 }
 
 #[cfg(test)]

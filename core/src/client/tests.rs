@@ -1298,3 +1298,57 @@ fn a_refused_offset_query_is_reported_with_the_brokers_remark_and_retried_later(
         "asked again"
     );
 }
+
+#[test]
+fn a_recall_goes_to_the_handles_broker_or_after_a_lookup_to_any_of_the_topic() {
+    use crate::recall::{RecallError, RecallHandle};
+    // "v1 T broker-a 1796500000001 0A0B…01", and the same of broker-b (not in the route).
+    let of_a = "djEgVCBicm9rZXItYSAxNzk2NTAwMDAwMDAxIDBBMEIwQzBEMDAwMDE4QjRBQUMyMDAxNzAwMDAwMDAx";
+    let of_b = "djEgVCBicm9rZXItYiAxNzk2NTAwMDAwMDAxIDBBMEIwQzBEMDAwMDE4QjRBQUMyMDAxNzAwMDAwMDAx";
+    let (mut ha, mut hb) = ([0u8; 128], [0u8; 128]);
+    let a = RecallHandle::for_topic("T", of_a, &mut ha).unwrap();
+    let b = RecallHandle::for_topic("T", of_b, &mut hb).unwrap();
+    let ms = crate::time::Duration::from_millis(3000);
+    let mut c = producer();
+    let mut buf = [0u8; 1024];
+    // No route yet: nobody to ask, even with `or_any`.
+    let r = c.recall(t(0), "T", of_a, &a, true, ms, &mut buf, &Lent);
+    assert_eq!(r, Err(RecallError::NoRoute));
+    c.session_mut().topic(t(0), "T").unwrap();
+    let lookup = out(&mut c, t(0)).remove(0);
+    let answer = response(0, lookup.opaque, route().as_bytes());
+    c.handle_frame(t(1), lookup.tx.peer, &answer, &mut |_| {})
+        .unwrap();
+    while c.poll_event().is_some() {}
+    // The handle's broker.
+    let tx = c
+        .recall(t(2), "T", of_a, &a, false, ms, &mut buf, &Lent)
+        .unwrap();
+    assert_eq!((tx.peer, tx.body_len), (BROKER, 0));
+    let w = written(tx, &buf);
+    assert_eq!(w.code, RequestCode::RECALL_MESSAGE.0);
+    let f = Frame::new_checked(&buf[..tx.len]).unwrap();
+    let h = CommandHeader::parse(&f).unwrap();
+    let field = |k: &str| h.get(k).and_then(|v| v.as_str()).map(ToString::to_string);
+    assert_eq!(field("producerGroup").as_deref(), Some("pg"));
+    assert_eq!(field("topic").as_deref(), Some("T"));
+    assert_eq!(field("recallHandle").as_deref(), Some(of_a));
+    assert_eq!(field("bname").as_deref(), Some("broker-a"));
+    // Another broker's handle: only once the route was looked up again, to any of the topic.
+    let r = c.recall(t(3), "T", of_b, &b, false, ms, &mut buf, &Lent);
+    assert_eq!(r, Err(RecallError::NoRoute));
+    let tx = c
+        .recall(t(3), "T", of_b, &b, true, ms, &mut buf, &Lent)
+        .unwrap();
+    assert_eq!(tx.peer, BROKER);
+    // Its answer is the runtime's.
+    let answer = response(0, tx.opaque, b"");
+    let mut seen = StdVec::new();
+    c.handle_frame(t(4), BROKER, &answer, &mut |i| {
+        if let Inbound::Answer { opaque } = i {
+            seen.push(opaque);
+        }
+    })
+    .unwrap();
+    assert_eq!(seen, [tx.opaque]);
+}
