@@ -7,13 +7,10 @@
 
 use crate::sync::{AtomicU64, Ordering};
 
-/// Event counters of one producer or consumer (a consumer only moves the connection ones).
+/// Event counters of one producer or consumer (a consumer only moves the connection ones),
+/// indexed by [`Counter`].
 #[derive(Debug)]
-pub struct Counters {
-    sent: AtomicU64,
-    failed: AtomicU64,
-    connections_lost: AtomicU64,
-}
+pub struct Counters([AtomicU64; 3]);
 
 /// A point-in-time copy of the client's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -55,29 +52,17 @@ impl Default for Counters {
 impl Counters {
     /// All zero.
     pub fn new() -> Self {
-        Counters {
-            sent: AtomicU64::new(0),
-            failed: AtomicU64::new(0),
-            connections_lost: AtomicU64::new(0),
-        }
-    }
-
-    fn cell(&self, c: Counter) -> &AtomicU64 {
-        match c {
-            Counter::Sent => &self.sent,
-            Counter::Failed => &self.failed,
-            Counter::ConnectionsLost => &self.connections_lost,
-        }
+        Counters([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)])
     }
 
     /// Adds one to `c`.
     pub fn bump(&self, c: Counter) {
-        self.cell(c).fetch_add(1, Ordering::Relaxed);
+        self.0[c as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Reads every counter (each read is atomic; the set is not a single snapshot).
     pub fn snapshot(&self) -> CountersSnapshot {
-        let r = |c| self.cell(c).load(Ordering::Relaxed);
+        let r = |c: Counter| self.0[c as usize].load(Ordering::Relaxed);
         CountersSnapshot {
             sent: r(Counter::Sent),
             failed: r(Counter::Failed),
