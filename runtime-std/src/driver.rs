@@ -582,27 +582,10 @@ impl<C: Attached + Send + 'static> Driver<C> {
         }) else {
             return false;
         };
-        let state = &mut *st;
-        let lend = Lend {
-            sends: &state.sends,
-            nacked: &state.nacked,
-            acl: self.inner.security.acl.as_ref(),
-            extras: &state.extras,
-        };
-        let Some(tx) = state
-            .client
-            .end_transaction(peer, end, &mut state.buf, &lend)
-        else {
-            return false;
-        };
-        let frame = Frame {
-            head: state.head(tx.len),
-            body: Bytes::new(),
-            opaque: tx.opaque,
-            report_written: false,
-        };
-        self.inner.dispatch(&mut st, peer, frame);
-        !st.stopped
+        let tx = self.inner.emit(&mut st, |c, buf, lend| {
+            c.end_transaction(peer, end, buf, lend).ok_or(())
+        });
+        tx.is_ok() && !st.stopped
     }
 
     /// A request of the runtime's own that `f` makes through the client (see
@@ -627,25 +610,15 @@ impl<C: Attached + Send + 'static> Driver<C> {
             if st.stopped {
                 return Err(AskError::Lost(TransportError::ConnectionClosed, None));
             }
-            let state = &mut *st;
-            let lend = Lend {
-                sends: &state.sends,
-                nacked: &state.nacked,
-                acl: self.inner.security.acl.as_ref(),
-                extras: &state.extras,
-            };
             let (now, timeout) = (clock::now(), clock::to_core(left));
-            let tx = f(&mut state.client, now, timeout, &mut state.buf, &lend)
-                .map_err(AskError::Request)?;
+            let tx = self
+                .inner
+                .emit(&mut st, |c, buf, lend| f(c, now, timeout, buf, lend));
+            let tx = tx.map_err(AskError::Request)?;
             let (done, rx) = oneshot::channel();
-            state.calls.insert(tx.opaque, done);
-            let frame = Frame {
-                head: state.head(tx.len),
-                body: Bytes::new(),
-                opaque: tx.opaque,
-                report_written: false,
-            };
-            self.inner.dispatch(&mut st, tx.peer, frame);
+            // (A connection that failed at once reported it to the client: its event is
+            // handed out next.)
+            st.calls.insert(tx.opaque, done);
             self.inner.events(&mut st);
             (rx, tx.peer)
         };
@@ -979,6 +952,31 @@ impl<C: Attached + Send + 'static> Inner<C> {
         self.flush(&mut st, now);
         st.armed = st.client.poll_timeout();
         st.armed
+    }
+
+    /// Has the client encode one frame with `f` (lent what it borrows) and hands it to its
+    /// peer's connection (no body: `f` wrote all of it); the frame's transmit, or `f`'s error.
+    fn emit<E>(
+        self: &Arc<Self>,
+        st: &mut MutexGuard<'_, State<C>>,
+        f: impl FnOnce(&mut Core<C>, &mut [u8], &dyn ClientLend) -> Result<Transmit, E>,
+    ) -> Result<Transmit, E> {
+        let state = &mut **st;
+        let lend = Lend {
+            sends: &state.sends,
+            nacked: &state.nacked,
+            acl: self.security.acl.as_ref(),
+            extras: &state.extras,
+        };
+        let tx = f(&mut state.client, &mut state.buf, &lend)?;
+        let frame = Frame {
+            head: state.head(tx.len),
+            body: Bytes::new(),
+            opaque: tx.opaque,
+            report_written: false,
+        };
+        self.dispatch(st, tx.peer, frame);
+        Ok(tx)
     }
 
     /// Moves every queued transmit to its connection.
