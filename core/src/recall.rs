@@ -153,7 +153,10 @@ impl<
         let named = s
             .find_broker(h.broker_name)
             .filter(|b| s.broker_addr(*b).is_some());
-        let any = || Some(s.publish_queues(s.topic_id(topic)?).first()?.broker);
+        let any = || {
+            let b = s.publish_queues(s.topic_id(topic)?).first()?.broker;
+            s.broker_addr(b).map(|_| b)
+        };
         let any = || or_any.then(any).flatten();
         let broker = named.or_else(any).ok_or(RecallError::NoRoute)?;
         // (The session's own copy, of the same capacity: it fits.)

@@ -188,7 +188,7 @@ impl World {
         self.calls.retain(|(t, _)| self.s.is_live(t.opaque));
         while let Some(e) = self.s.poll_event() {
             if let rmq_core::session::Event::CallFailed { opaque, .. } = e {
-                let _ = self.c.handle_call_failed(self.now, opaque);
+                let _ = self.c.handle_call_failed(self.now, &self.s, opaque);
             }
         }
         while let Some(e) = self.c.poll_event() {

@@ -190,6 +190,7 @@ config_table! {
     offset_store: Option<std::path::PathBuf> = None => offset_store(std::path::PathBuf);
     /// How long [`ConsumerBuilder::start`] waits for the routes, heartbeats and first
     /// rebalance (default 18 s); past it the consumer goes on starting in the background.
+    /// With SQL92 subscriptions at least 6 s: their checks decide whether it starts.
     start_timeout: StdDuration = clock::to_std(CLIENT_API_TIMEOUT) * 6
         => start_timeout(StdDuration);
     /// `true`: [`ConsumerBuilder::start`] succeeds even when no NameServer answers (the
@@ -702,7 +703,13 @@ impl Consumer {
         // The core's start: routes, the SQL92 checks, heartbeat, the retry topic's route, the
         // first rebalance (each step bounded), so that the queues are assigned when this
         // returns.
-        let (limit, now) = (c.inner.cfg.start_timeout, clock::now());
+        let (mut limit, now) = (c.inner.cfg.start_timeout, clock::now());
+        let sql = |(_, e): &(String, Expression)| matches!(e, Expression::Sql92(_));
+        if c.inner.cfg.subscriptions.iter().any(sql) {
+            // Their checks decide whether it starts at all (as in Java): at least the routes'
+            // and the checks' steps.
+            limit = limit.max(clock::to_std(CLIENT_API_TIMEOUT) * 2);
+        }
         let d = &c.inner.driver;
         let (_, started) = d
             .wait(Wait::Started, limit, |cl| cl.start_consumer(now))
@@ -725,13 +732,12 @@ impl Consumer {
     /// error, if it had one).
     fn start_failure(&self) -> Option<ConsumerConfigError> {
         let d = &self.inner.driver;
-        let (topic, code) = d.start_failed()?;
+        let (topic, code, refused) = d.start_failed()?;
         let (topic, asked) = d.with(|s| {
             let b = s.subscribe_queues(topic).first().map(|q| q.broker);
             let addr = b.and_then(|b| Some((b, s.broker_addr(b)?.to_owned())));
             (s.topic_name(topic).unwrap_or("").to_owned(), addr)
         });
-        let refusal = d.health().last_refusal;
         let remark = match (code, asked) {
             (-1, Some((b, addr))) => {
                 let why = d.cause(Some(Peer::Broker(b)));
@@ -739,10 +745,7 @@ impl Consumer {
                 format!("could not ask {addr}: {why}")
             }
             (-1, None) => "could not ask a broker of the topic".to_owned(),
-            _ => refusal
-                .filter(|r| r.request == "CHECK_CLIENT_CONFIG" && r.topic == topic)
-                .map(|r| r.remark)
-                .unwrap_or_default(),
+            _ => refused,
         };
         Some(ConsumerConfigError::Filter {
             topic,

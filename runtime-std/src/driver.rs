@@ -263,8 +263,11 @@ struct State<C: Attached> {
     checks: Option<tokio::sync::mpsc::UnboundedSender<Check>>,
     /// The requests waiting for their reply, by correlation id.
     replies: FastMap<String, oneshot::Sender<ConsumedMessage>>,
-    /// Why the consumer's start failed ([`Event::StartFailed`]: the topic and code).
-    start_failed: Option<(TopicId, i32)>,
+    /// Why the consumer's start failed ([`Event::StartFailed`]: the topic and code, and the
+    /// remark of the broker's refusal of its SQL92 check).
+    start_failed: Option<(TopicId, i32, String)>,
+    /// The remarks of the SQL92 checks refused (by topic) until the start decides.
+    check_remarks: Vec<(TopicId, String)>,
     /// The requests of the runtime's own waiting for their answer frame ([`Driver::ask`]).
     calls: FastMap<i32, oneshot::Sender<Result<Bytes, TransportError>>>,
     /// The last refusal of a consumer's request ([`Health::last_refusal`]).
@@ -298,6 +301,9 @@ impl<C: Attached> State<C> {
 
     /// Keeps and logs a refusal (once while the same one repeats).
     fn refused(&mut self, r: rmq_core::pull_consumer::Refusal, remark: String) {
+        if r.request == rmq_core::wire::RequestCode::CHECK_CLIENT_CONFIG {
+            self.check_remarks.push((r.queue.topic, remark.clone()));
+        }
         let s = self.client.session();
         let r = Refusal {
             request: r.request.name().unwrap_or("a request"),
@@ -501,6 +507,7 @@ impl<C: Attached + Send + 'static> Driver<C> {
                 replies: FastMap::default(),
                 calls: FastMap::default(),
                 start_failed: None,
+                check_remarks: Vec::new(),
                 refused: None,
                 armed: None,
             }),
@@ -633,8 +640,8 @@ impl<C: Attached + Send + 'static> Driver<C> {
     }
 
     /// Why the consumer's start failed ([`Event::StartFailed`]), if it did.
-    pub(crate) fn start_failed(&self) -> Option<(TopicId, i32)> {
-        lock(&self.inner.state).start_failed
+    pub(crate) fn start_failed(&self) -> Option<(TopicId, i32, String)> {
+        lock(&self.inner.state).start_failed.clone()
     }
 
     /// Runs `f` on the session (read-only work: getters, stats).
@@ -969,6 +976,7 @@ impl<C: Attached + Send + 'static> Inner<C> {
             extras: &state.extras,
         };
         let tx = f(&mut state.client, &mut state.buf, &lend)?;
+        debug_assert_eq!(tx.body_len, 0, "the frame has no body of its own");
         let frame = Frame {
             head: state.head(tx.len),
             body: Bytes::new(),
@@ -1113,7 +1121,14 @@ impl<C: Attached + Send + 'static> Inner<C> {
                 Event::Unregistered => st.wake(Wait::Unregistered, true),
                 Event::Started => st.wake(Wait::Started, true),
                 Event::StartFailed { topic, code } => {
-                    st.start_failed = Some((topic, code));
+                    let remarks = std::mem::take(&mut st.check_remarks);
+                    let remark = remarks.into_iter().find(|(t, _)| *t == topic);
+                    let remark = remark.map(|(_, r)| r).unwrap_or_default();
+                    warn!(
+                        code,
+                        remark, "the consumer's start failed on an SQL92 subscription"
+                    );
+                    st.start_failed = Some((topic, code, remark));
                     st.wake(Wait::Started, false);
                 }
                 Event::Consumer(PullEvent::Rebalanced) => st.wake(Wait::Rebalanced, true),

@@ -39,7 +39,8 @@ pub trait Attached {
         deliver: &mut dyn FnMut(Delivery<'_, '_>),
     ) -> bool;
     /// One of its calls got no answer (`false`: not one of them).
-    fn handle_call_failed(&mut self, now: Instant, opaque: i32) -> bool;
+    fn handle_call_failed<S: SessionApi>(&mut self, now: Instant, session: &S, opaque: i32)
+    -> bool;
     /// The refusal the last answer given to [`handle_response`](Self::handle_response)
     /// carried, if it was one.
     fn take_refusal(&mut self) -> Option<Refusal> {
@@ -51,7 +52,7 @@ pub trait Attached {
         0
     }
     /// How the start's SQL92 checks ended (see [`PullConsumer::filters_checked`]).
-    fn filters_checked(&self, _give_up: bool) -> Option<Result<(), (TopicId, i32)>> {
+    fn filters_checked(&mut self, _give_up: bool) -> Option<Result<(), (TopicId, i32)>> {
         Some(Ok(()))
     }
     /// Its next event; `milestones`: also the milestones a command asked for (a round
@@ -132,7 +133,7 @@ impl Attached for NoConsumer {
     ) -> bool {
         false
     }
-    fn handle_call_failed(&mut self, _: Instant, _: i32) -> bool {
+    fn handle_call_failed<S: SessionApi>(&mut self, _: Instant, _: &S, _: i32) -> bool {
         false
     }
     fn poll_event(&mut self, _: bool) -> Option<PullEvent> {
@@ -216,8 +217,13 @@ impl<
     ) -> bool {
         PullConsumer::handle_response(self, now, session, opaque, frame, deliver)
     }
-    fn handle_call_failed(&mut self, now: Instant, opaque: i32) -> bool {
-        PullConsumer::handle_call_failed(self, now, opaque)
+    fn handle_call_failed<S: SessionApi>(
+        &mut self,
+        now: Instant,
+        session: &S,
+        opaque: i32,
+    ) -> bool {
+        PullConsumer::handle_call_failed(self, now, session, opaque)
     }
     fn take_refusal(&mut self) -> Option<Refusal> {
         PullConsumer::take_refusal(self)
@@ -225,7 +231,7 @@ impl<
     fn check_filters<S: SessionApi>(&mut self, session: &S) -> usize {
         PullConsumer::check_filters(self, session)
     }
-    fn filters_checked(&self, give_up: bool) -> Option<Result<(), (TopicId, i32)>> {
+    fn filters_checked(&mut self, give_up: bool) -> Option<Result<(), (TopicId, i32)>> {
         PullConsumer::filters_checked(self, give_up)
     }
     fn poll_event(&mut self, milestones: bool) -> Option<PullEvent> {

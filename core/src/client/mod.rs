@@ -247,8 +247,8 @@ pub struct Client<
     failed: Deque<(i32, TransportError), FAILED_CALLS>,
 }
 
-/// The runtime's failed calls kept for [`Event::CallFailed`] (more at once are reported by
-/// nothing: their callers' own deadlines end their waits).
+/// The runtime's failed calls kept for [`Event::CallFailed`] (more wait in the session's
+/// queue of failed calls).
 const FAILED_CALLS: usize = 4;
 
 impl<
@@ -764,8 +764,13 @@ impl<
     fn settle(&mut self, now: Instant) {
         self.now = now;
         if C::ATTACHED || F::CALLS {
-            while let Some((opaque, error)) = self.session.poll_call_failed() {
-                if !self.consumer.handle_call_failed(now, opaque) && F::CALLS {
+            // (With the runtime's failures queued in full, the rest wait in the session's
+            // queue: each `poll_event` hands one out and takes more.)
+            while !(F::CALLS && self.failed.is_full())
+                && let Some((opaque, error)) = self.session.poll_call_failed()
+            {
+                let consumers = self.consumer.handle_call_failed(now, &self.session, opaque);
+                if !consumers && F::CALLS {
                     let _ = self.failed.push_back((opaque, error));
                 }
             }

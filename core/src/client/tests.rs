@@ -1352,3 +1352,47 @@ fn a_recall_goes_to_the_handles_broker_or_after_a_lookup_to_any_of_the_topic() {
     .unwrap();
     assert_eq!(seen, [tx.opaque]);
 }
+
+#[test]
+fn every_runtime_call_lost_with_its_connection_is_reported() {
+    let mut c = producer();
+    let calls: StdVec<i32> = (0..6).map(|i| runtime_call(&mut c, t(i))).collect();
+    c.handle_closed(t(10), BROKER, TransportError::ConnectionClosed);
+    let mut failed = StdVec::new();
+    while let Some(e) = c.poll_event() {
+        if let Event::CallFailed { opaque, error } = e {
+            assert_eq!(error, TransportError::ConnectionClosed);
+            failed.push(opaque);
+        }
+    }
+    failed.sort_unstable();
+    let mut want = calls.clone();
+    want.sort_unstable();
+    assert_eq!(
+        failed, want,
+        "more than the client keeps at once, none lost"
+    );
+}
+
+#[test]
+fn an_sql92_check_whose_connection_fails_ends_the_start_at_once() {
+    let mut c = sql_unstarted(false);
+    c.start_consumer(t(0));
+    let (mut events, mut refusals) = (StdVec::new(), StdVec::new());
+    let got = answer_all_with(&mut c, t(0), &mut events, None, &mut refusals);
+    assert!(
+        got.iter()
+            .any(|g| g.0 == RequestCode::CHECK_CLIENT_CONFIG.0)
+    );
+    c.handle_closed(t(5), BROKER, TransportError::ConnectFailed);
+    let mut events = StdVec::new();
+    while let Some(e) = c.poll_event() {
+        events.push(e);
+    }
+    let topic = c.session().topic_id("T").unwrap();
+    let failed = Event::StartFailed { topic, code: -1 };
+    assert!(
+        events.contains(&failed),
+        "at once, not at the step's deadline: {events:?}"
+    );
+}

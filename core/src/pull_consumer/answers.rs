@@ -193,7 +193,12 @@ impl<
     }
 
     /// One of this consumer's calls got no answer (`false` when `opaque` is not one).
-    pub fn handle_call_failed(&mut self, now: Instant, opaque: i32) -> bool {
+    pub fn handle_call_failed<S: SessionApi>(
+        &mut self,
+        now: Instant,
+        _session: &S,
+        opaque: i32,
+    ) -> bool {
         let Some(call) = self.calls.swap_remove(&opaque) else {
             return false;
         };
@@ -217,8 +222,7 @@ impl<
             CallRef::Commit(key, lease, offset) => self.committed(key, lease, offset, false),
             CallRef::SendBack(key, lease, offset) => self.back_done(now, key, lease, offset, false),
             CallRef::Lock(broker) => self.settle_locks(now, broker),
-            // A check without an answer stays sent: the start's step gives up on it at its
-            // deadline (the call's own, or sooner; see `filters`).
+            CallRef::Filter(i, _) if S::Features::CALLS => self.filter_lost = Some(i),
             CallRef::Unlock | CallRef::Filter(..) => {}
             CallRef::MaxOffset(key) => {
                 if let Some(o) = self.owned.iter_mut().find(|o| o.key == key) {

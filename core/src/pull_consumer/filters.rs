@@ -40,9 +40,10 @@ impl<
     /// Asks for the check of every SQL92 subscription whose topic has a route (sent by the
     /// next [`poll_call`](Self::poll_call)s); how many there are.
     pub fn check_filters<S: SessionApi>(&mut self, session: &S) -> usize {
-        self.filter_failure = None;
+        (self.filter_failure, self.filter_lost) = (None, None);
         let mut n = 0;
         for sub in self.subs.iter_mut() {
+            sub.check = FilterCheck::Idle;
             if sub.sql && !session.subscribe_queues(sub.topic).is_empty() {
                 sub.check = FilterCheck::Wanted;
                 n += 1;
@@ -55,19 +56,25 @@ impl<
     /// while one is under way (unless `give_up`: the start's step timed out, and those count
     /// as unanswered), `Err((topic, code))` for the first that fails the start (code -1: its
     /// broker could not be asked, which fails the start unless [`PullConfig::lazy_start`]).
-    pub fn filters_checked(&self, give_up: bool) -> Option<Result<(), (TopicId, i32)>> {
-        if let Some(failure) = self.filter_failure {
-            return Some(Err(failure));
+    /// Once it says, no check is sent any more.
+    pub fn filters_checked(&mut self, give_up: bool) -> Option<Result<(), (TopicId, i32)>> {
+        if let Some(i) = self.filter_lost.take() {
+            self.filter_failed(usize::from(i), -1);
         }
         let pending = self
             .subs
             .iter()
             .find(|s| matches!(s.check, FilterCheck::Wanted | FilterCheck::Sent));
-        match pending {
-            Some(s) if give_up && !self.lazy_start => Some(Err((s.topic, -1))),
-            Some(_) if !give_up => None,
-            _ => Some(Ok(())),
+        let r = match (self.filter_failure, pending) {
+            (Some(failure), _) => Err(failure),
+            (None, Some(s)) if give_up && !self.lazy_start => Err((s.topic, -1)),
+            (None, Some(_)) if !give_up => return None,
+            _ => Ok(()),
+        };
+        for sub in self.subs.iter_mut() {
+            sub.check = FilterCheck::Done;
         }
+        Some(r)
     }
 
     /// Check `i` failed with `code` (-1: it could not be asked): the start fails on it unless

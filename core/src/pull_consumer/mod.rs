@@ -33,7 +33,7 @@
 //!                                           Session::call (the session correlates it)
 //!   handle_response(now, session, opaque,   for every Incoming::Response the runtime did not
 //!       frame, deliver)                     issue itself; deliver() receives each message
-//!   handle_call_failed(now, opaque)         for every Event::CallFailed likewise
+//!   handle_call_failed(now, &session, opaque) for every Event::CallFailed likewise
 //!   ack(queue, lease, offset)               when the application processed a message
 //!   stop(now)                               then poll_call until commits_pending() == 0
 //! ```
@@ -516,6 +516,8 @@ pub struct PullConsumer<
     lazy_start: bool,
     /// The first SQL92 check that fails the start ([`filters`]): its topic and code.
     filter_failure: Option<(TopicId, i32)>,
+    /// An SQL92 check whose call failed (its subscription), until the start looks.
+    filter_lost: Option<u8>,
     stats: PullStats,
 }
 
@@ -606,6 +608,7 @@ impl<
             lock_news: false,
             lazy_start: cfg.lazy_start,
             filter_failure: None,
+            filter_lost: None,
             stats: PullStats::default(),
         }
     }

@@ -506,7 +506,7 @@ fn flow_control_waits_for_acks_and_errors_back_off() {
     w.now = t(1010);
     let pull = one(w.out());
     // No answer at all: the same back-off.
-    assert!(w.c.handle_call_failed(w.now, pull.opaque));
+    assert!(w.c.handle_call_failed(w.now, &w.s, pull.opaque));
     assert_eq!(w.c.stats().pull_failures, 2);
     assert_eq!(w.c.poll_timeout(), Some(t(2010)));
 }
@@ -566,7 +566,7 @@ fn unknown_opaques_are_not_the_consumers() {
     let mut w = World::new(1);
     let f = response(0, 12345, &[], b"");
     assert!(!w.c.handle_response(w.now, &w.s, 12345, &f, &mut |_| {}));
-    assert!(!w.c.handle_call_failed(w.now, 12345));
+    assert!(!w.c.handle_call_failed(w.now, &w.s, 12345));
 }
 
 #[test]
@@ -792,7 +792,7 @@ fn nack_sends_the_message_back_and_it_counts_as_consumed() {
     assert_eq!(w.c.poll_event(), Some(failed));
     nack_of(&mut w, lease, 6).unwrap();
     let back = one(w.out());
-    assert!(w.c.handle_call_failed(w.now, back.opaque));
+    assert!(w.c.handle_call_failed(w.now, &w.s, back.opaque));
     assert_eq!(w.c.poll_event(), Some(failed));
     assert_eq!(w.c.sends_back_pending(), 0);
     let st = w.c.stats();
@@ -1189,7 +1189,7 @@ fn pulls_follow_the_suggested_node_and_the_slave_while_the_master_is_gone() {
     let pull = one(w.out());
     assert_eq!(pull.peer, Peer::Broker(b));
     // The master dies: its pull fails and the topic's route is refreshed at once.
-    assert!(w.c.handle_call_failed(w.now, pull.opaque));
+    assert!(w.c.handle_call_failed(w.now, &w.s, pull.opaque));
     assert!(w.session_out().is_empty());
     assert!(w.out().is_empty());
     reroute(&mut w, r#"{"1":"10.0.0.3:10911"}"#);
@@ -1215,7 +1215,7 @@ fn pulls_follow_the_suggested_node_and_the_slave_while_the_master_is_gone() {
         .iter()
         .find(|c| c.code == RequestCode::PULL_MESSAGE.0)
         .unwrap();
-    assert!(w.c.handle_call_failed(w.now, pull.opaque));
+    assert!(w.c.handle_call_failed(w.now, &w.s, pull.opaque));
     assert!(w.out().is_empty());
     reroute(&mut w, M);
     // The master is back in the route: the next pull goes to it.
