@@ -301,7 +301,7 @@ impl<C: Attached> State<C> {
 
     /// Keeps and logs a refusal (once while the same one repeats).
     fn refused(&mut self, r: rmq_core::pull_consumer::Refusal, remark: String) {
-        if r.request == rmq_core::wire::RequestCode::CHECK_CLIENT_CONFIG {
+        if r.of_filter_check() {
             self.check_remarks.push((r.queue.topic, remark.clone()));
         }
         let s = self.client.session();
