@@ -21,9 +21,10 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    /// A refusal of an SQL92 subscription by the start's check (see [`filters`]): its remark
-    /// is the one [`Event::StartFailed`](crate::client::Event::StartFailed) fails the start
-    /// with (`queue` names the topic and the broker asked; its queue id is -1).
+    /// A refusal of an SQL92 subscription by the start's check (see
+    /// [`PullConsumer::check_filters`]): its remark is the one
+    /// [`Event::StartFailed`](crate::client::Event::StartFailed) fails the start with (`queue`
+    /// names the topic and the broker asked; its queue id is -1).
     pub fn of_filter_check(&self) -> bool {
         self.request == RequestCode::CHECK_CLIENT_CONFIG
     }
