@@ -85,6 +85,7 @@ pub mod send_back;
 pub mod session;
 pub mod store;
 pub mod time;
+pub mod trace;
 pub mod transaction;
 pub mod transport;
 pub mod wire;

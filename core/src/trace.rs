@@ -1,0 +1,384 @@
+//! Message trace records (Java `enableMsgTrace`; docs/protocol/TRACE.md): the text the Java
+//! client's `TraceDataEncoder` writes into the bodies of `RMQ_SYS_TRACE_TOPIC` messages, which
+//! the RocketMQ dashboard and `mqadmin queryMsgTraceById` read, and the KEYS such a message
+//! carries so that a query by message id finds it.
+//!
+//! Each record is its fields joined by `\u{1}` and ended by `\u{2}`; a trace message's body is
+//! records one after the other (up to [`MAX_BODY`] bytes). A value Java would print as `null`
+//! (a message without tags or keys) is written `null`.
+//!
+//! This is the encoding only: which events become records and how they are sent (batches, an
+//! inner producer, a bounded queue that drops and counts) are the runtime's.
+//!
+//! ```
+//! use rmq_core::trace::{MsgType, Pub, Record};
+//! let p = Pub {
+//!     timestamp: 1_700_000_000_000,
+//!     region: "DefaultRegion",
+//!     group: "pg",
+//!     topic: "Orders",
+//!     msg_id: "0A0B0C0D000018B4AAC2001700000001",
+//!     tags: Some("TagA"),
+//!     keys: None,
+//!     store_host: "10.0.0.1:10911",
+//!     body_len: 5,
+//!     cost_ms: 3,
+//!     msg_type: MsgType::Normal,
+//!     offset_msg_id: "0A00000100002A9F0000000000000000",
+//!     success: true,
+//! };
+//! let mut buf = [0u8; 256];
+//! let n = Record::Pub(p).write(&mut buf).unwrap();
+//! let text = core::str::from_utf8(&buf[..n]).unwrap();
+//! assert!(text.starts_with("Pub\u{1}1700000000000\u{1}DefaultRegion\u{1}pg\u{1}Orders\u{1}"));
+//! assert!(text.ends_with("\u{1}TagA\u{1}null\u{1}10.0.0.1:10911\u{1}5\u{1}3\u{1}0\u{1}0A00000100002A9F0000000000000000\u{1}true\u{2}"));
+//! ```
+
+use crate::json::{BufferTooSmall, SliceWriter};
+
+/// The default trace topic (Java `TopicValidator.RMQ_SYS_TRACE_TOPIC`).
+pub const TRACE_TOPIC: &str = "RMQ_SYS_TRACE_TOPIC";
+/// The trace producer's group prefix (Java `TraceConstants.GROUP_NAME_PREFIX`).
+pub const GROUP_PREFIX: &str = "_INNER_TRACE_PRODUCER";
+/// The region a send result without `MSG_REGION` reports (Java `MixAll.DEFAULT_TRACE_REGION_ID`).
+pub const DEFAULT_REGION: &str = "DefaultRegion";
+/// A trace message's body is sent once it reaches this many bytes (Java's trace producer's
+/// `maxMessageSize`, 128,000).
+pub const MAX_BODY: usize = 128_000;
+
+const FIELD: u8 = 1;
+const END: u8 = 2;
+
+/// What kind of message a record is of (Java `MessageType`, written as its ordinal).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MsgType {
+    /// `Normal_Msg`.
+    Normal = 0,
+    /// `Trans_Msg_Half`: a transaction's half message.
+    TransHalf = 1,
+    /// `Trans_msg_Commit`: every END_TRANSACTION record.
+    TransCommit = 2,
+    /// `Delay_Msg`: a delay level or a timer.
+    Delay = 3,
+    /// `Order_Msg` (Java never sets it).
+    Order = 4,
+}
+
+/// How a consumer's handler call ended (Java `ConsumeReturnType`, written as its ordinal).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConsumeReturn {
+    /// Consumed.
+    Success = 0,
+    /// Ran past the consume timeout.
+    TimeOut = 1,
+    /// Threw (panicked).
+    Exception = 2,
+    /// Returned nothing.
+    ReturnNull = 3,
+    /// Asked for a later retry.
+    Failed = 4,
+}
+
+/// A transaction's outcome (Java `LocalTransactionState`, written by name).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransactionState {
+    /// `COMMIT_MESSAGE`.
+    Commit,
+    /// `ROLLBACK_MESSAGE`.
+    Rollback,
+    /// `UNKNOW` (sic).
+    Unknown,
+}
+
+impl TransactionState {
+    /// Java's name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            TransactionState::Commit => "COMMIT_MESSAGE",
+            TransactionState::Rollback => "ROLLBACK_MESSAGE",
+            TransactionState::Unknown => "UNKNOW",
+        }
+    }
+}
+
+/// A send (`Pub`, 14 fields).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pub<'a> {
+    /// When the send started, Unix ms.
+    pub timestamp: i64,
+    /// The send result's region (`MSG_REGION`, else [`DEFAULT_REGION`]).
+    pub region: &'a str,
+    /// The producer group (without namespace).
+    pub group: &'a str,
+    /// The topic (without namespace).
+    pub topic: &'a str,
+    /// The message id (`UNIQ_KEY`).
+    pub msg_id: &'a str,
+    /// Its tags.
+    pub tags: Option<&'a str>,
+    /// Its keys, space-separated.
+    pub keys: Option<&'a str>,
+    /// The broker address it went to (`ip:port`).
+    pub store_host: &'a str,
+    /// The body's length as sent (after compression).
+    pub body_len: usize,
+    /// The send's time, ms.
+    pub cost_ms: u64,
+    /// What kind of message.
+    pub msg_type: MsgType,
+    /// The broker's message id.
+    pub offset_msg_id: &'a str,
+    /// Stored with SEND_OK.
+    pub success: bool,
+}
+
+/// A message handed to a consumer's handler (`SubBefore`, 8 fields).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SubBefore<'a> {
+    /// When the handler was called, Unix ms.
+    pub timestamp: i64,
+    /// The message's `MSG_REGION`.
+    pub region: &'a str,
+    /// The consumer group (without namespace).
+    pub group: &'a str,
+    /// The id pairing this record with its [`SubAfter`] (a new unique id per handler call).
+    pub request_id: &'a str,
+    /// The message id.
+    pub msg_id: &'a str,
+    /// Its reconsume times.
+    pub retry_times: i32,
+    /// Its keys.
+    pub keys: Option<&'a str>,
+}
+
+/// How a consumer's handler call ended, per message (`SubAfter`, 9 fields; 7 on Java's
+/// CLOUD channel, `local` `None`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SubAfter<'a> {
+    /// As its [`SubBefore`].
+    pub request_id: &'a str,
+    /// The message id.
+    pub msg_id: &'a str,
+    /// The call's time divided by its message count, ms.
+    pub cost_ms: u64,
+    /// Consumed.
+    pub success: bool,
+    /// Its keys.
+    pub keys: Option<&'a str>,
+    /// How the call ended.
+    pub code: ConsumeReturn,
+    /// When the call ended (Unix ms) and the consumer group: written on Java's LOCAL channel.
+    pub local: Option<(i64, &'a str)>,
+}
+
+/// A transaction's END_TRANSACTION (`EndTransaction`, 13 fields; message type always
+/// [`MsgType::TransCommit`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EndTransaction<'a> {
+    /// Unix ms.
+    pub timestamp: i64,
+    /// The half message's `MSG_REGION`, else [`DEFAULT_REGION`].
+    pub region: &'a str,
+    /// The producer group.
+    pub group: &'a str,
+    /// The topic.
+    pub topic: &'a str,
+    /// The message id.
+    pub msg_id: &'a str,
+    /// Its tags.
+    pub tags: Option<&'a str>,
+    /// Its keys.
+    pub keys: Option<&'a str>,
+    /// The broker address.
+    pub store_host: &'a str,
+    /// The broker's transaction id.
+    pub transaction_id: Option<&'a str>,
+    /// The outcome.
+    pub state: TransactionState,
+    /// Answering the broker's check-back.
+    pub from_check: bool,
+}
+
+/// A recall (`Recall`, 7 fields; 5.3.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recall<'a> {
+    /// Unix ms.
+    pub timestamp: i64,
+    /// The region.
+    pub region: &'a str,
+    /// The producer group.
+    pub group: &'a str,
+    /// The topic.
+    pub topic: &'a str,
+    /// The recalled message's id.
+    pub msg_id: &'a str,
+    /// The broker recalled it.
+    pub success: bool,
+}
+
+/// One trace record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Record<'a> {
+    /// A send.
+    Pub(Pub<'a>),
+    /// A message handed to a handler.
+    SubBefore(SubBefore<'a>),
+    /// A handler call's end.
+    SubAfter(SubAfter<'a>),
+    /// A transaction's end.
+    EndTransaction(EndTransaction<'a>),
+    /// A recall.
+    Recall(Recall<'a>),
+}
+
+/// Writes a record's fields, [`FIELD`] between them.
+struct Fields<'w, 'b> {
+    w: &'w mut SliceWriter<'b>,
+    first: bool,
+}
+
+impl Fields<'_, '_> {
+    fn s(&mut self, v: &str) -> &mut Self {
+        if !core::mem::take(&mut self.first) {
+            self.w.put_u8(FIELD);
+        }
+        self.w.put(v.as_bytes());
+        self
+    }
+    fn opt(&mut self, v: Option<&str>) -> &mut Self {
+        self.s(v.unwrap_or("null"))
+    }
+    fn n(&mut self, v: i64) -> &mut Self {
+        self.s("");
+        self.w.put_i64_dec(v);
+        self
+    }
+    fn u(&mut self, v: u64) -> &mut Self {
+        self.n(i64::try_from(v).unwrap_or(i64::MAX))
+    }
+    fn b(&mut self, v: bool) -> &mut Self {
+        self.s(if v { "true" } else { "false" })
+    }
+}
+
+impl Record<'_> {
+    /// Writes the record into `buf`; its length.
+    ///
+    /// # Errors
+    /// [`BufferTooSmall`].
+    pub fn write(&self, buf: &mut [u8]) -> Result<usize, BufferTooSmall> {
+        let mut w = SliceWriter::new(buf);
+        let mut f = Fields {
+            w: &mut w,
+            first: true,
+        };
+        match self {
+            Record::Pub(p) => {
+                f.s("Pub")
+                    .n(p.timestamp)
+                    .s(p.region)
+                    .s(p.group)
+                    .s(p.topic)
+                    .s(p.msg_id);
+                f.opt(p.tags).opt(p.keys).s(p.store_host);
+                f.u(u64::try_from(p.body_len).unwrap_or(u64::MAX))
+                    .u(p.cost_ms)
+                    .n(p.msg_type as i64);
+                f.s(p.offset_msg_id).b(p.success);
+            }
+            Record::SubBefore(s) => {
+                f.s("SubBefore")
+                    .n(s.timestamp)
+                    .s(s.region)
+                    .s(s.group)
+                    .s(s.request_id);
+                f.s(s.msg_id).n(i64::from(s.retry_times)).opt(s.keys);
+            }
+            Record::SubAfter(s) => {
+                f.s("SubAfter")
+                    .s(s.request_id)
+                    .s(s.msg_id)
+                    .u(s.cost_ms)
+                    .b(s.success);
+                f.opt(s.keys).n(s.code as i64);
+                if let Some((timestamp, group)) = s.local {
+                    f.n(timestamp).s(group);
+                }
+            }
+            Record::EndTransaction(e) => {
+                f.s("EndTransaction")
+                    .n(e.timestamp)
+                    .s(e.region)
+                    .s(e.group)
+                    .s(e.topic);
+                f.s(e.msg_id).opt(e.tags).opt(e.keys).s(e.store_host);
+                f.n(MsgType::TransCommit as i64)
+                    .opt(e.transaction_id)
+                    .s(e.state.name());
+                f.b(e.from_check);
+            }
+            Record::Recall(r) => {
+                f.s("Recall")
+                    .n(r.timestamp)
+                    .s(r.region)
+                    .s(r.group)
+                    .s(r.topic);
+                f.s(r.msg_id).b(r.success);
+            }
+        }
+        w.put_u8(END);
+        w.finish()
+    }
+
+    /// The message id the record is about.
+    pub fn msg_id(&self) -> &str {
+        match self {
+            Record::Pub(p) => p.msg_id,
+            Record::SubBefore(s) => s.msg_id,
+            Record::SubAfter(s) => s.msg_id,
+            Record::EndTransaction(e) => e.msg_id,
+            Record::Recall(r) => r.msg_id,
+        }
+    }
+
+    /// The user keys of its message (space-separated).
+    pub fn keys(&self) -> Option<&str> {
+        match self {
+            Record::Pub(p) => p.keys,
+            Record::SubBefore(s) => s.keys,
+            Record::SubAfter(s) => s.keys,
+            Record::EndTransaction(e) => e.keys,
+            Record::Recall(_) => None,
+        }
+    }
+}
+
+/// The KEYS of a trace message carrying `records` (Java `TraceTransferBean`): every record's
+/// message id and its user keys, each once, space-separated, written into `buf`; its length.
+/// (Java's order is a hash set's; any order finds the same messages.)
+///
+/// # Errors
+/// [`BufferTooSmall`].
+pub fn write_keys<'r>(
+    records: impl Iterator<Item = &'r Record<'r>> + Clone,
+    buf: &mut [u8],
+) -> Result<usize, BufferTooSmall> {
+    let mut w = SliceWriter::new(buf);
+    let all = records.flat_map(|r| {
+        let user = r.keys().unwrap_or("").split(' ');
+        core::iter::once(r.msg_id()).chain(user)
+    });
+    for (i, key) in all.clone().enumerate() {
+        if key.is_empty() || all.clone().take(i).any(|k| k == key) {
+            continue;
+        }
+        if w.position() > 0 {
+            w.put_u8(b' ');
+        }
+        w.put(key.as_bytes());
+    }
+    w.finish()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,183 @@
+//! Each record against the text Java's `TraceDataEncoder` writes (docs/protocol/TRACE.md §2),
+//! spelled out field by field.
+
+use super::*;
+
+fn text(r: Record<'_>) -> std::string::String {
+    let mut buf = [0u8; 512];
+    let n = r.write(&mut buf).unwrap();
+    core::str::from_utf8(&buf[..n]).unwrap().into()
+}
+
+/// `fields` joined by \u{1}, ended by \u{2}.
+fn record(fields: &[&str]) -> std::string::String {
+    std::format!("{}\u{2}", fields.join("\u{1}"))
+}
+
+fn send() -> Pub<'static> {
+    Pub {
+        timestamp: 1_700_000_000_000,
+        region: "DefaultRegion",
+        group: "pg",
+        topic: "Orders",
+        msg_id: "MID1",
+        tags: None,
+        keys: Some("a b"),
+        store_host: "10.0.0.1:10911",
+        body_len: 4097,
+        cost_ms: 12,
+        msg_type: MsgType::Delay,
+        offset_msg_id: "OFF1",
+        success: false,
+    }
+}
+
+#[test]
+fn a_send_is_fourteen_fields_with_nulls_for_what_the_message_lacks() {
+    let want = record(&[
+        "Pub",
+        "1700000000000",
+        "DefaultRegion",
+        "pg",
+        "Orders",
+        "MID1",
+        "null",
+        "a b",
+        "10.0.0.1:10911",
+        "4097",
+        "12",
+        "3",
+        "OFF1",
+        "false",
+    ]);
+    assert_eq!(text(Record::Pub(send())), want);
+}
+
+#[test]
+fn a_consumed_message_is_a_sub_before_and_a_sub_after() {
+    let before = SubBefore {
+        timestamp: 1_700_000_000_100,
+        region: "r1",
+        group: "cg",
+        request_id: "REQ",
+        msg_id: "MID1",
+        retry_times: 2,
+        keys: None,
+    };
+    let want = [
+        "SubBefore",
+        "1700000000100",
+        "r1",
+        "cg",
+        "REQ",
+        "MID1",
+        "2",
+        "null",
+    ];
+    assert_eq!(text(Record::SubBefore(before)), record(&want));
+    let mut after = SubAfter {
+        request_id: "REQ",
+        msg_id: "MID1",
+        cost_ms: 7,
+        success: true,
+        keys: Some("k"),
+        code: ConsumeReturn::Success,
+        local: Some((1_700_000_000_107, "cg")),
+    };
+    let want = [
+        "SubAfter",
+        "REQ",
+        "MID1",
+        "7",
+        "true",
+        "k",
+        "0",
+        "1700000000107",
+        "cg",
+    ];
+    assert_eq!(text(Record::SubAfter(after)), record(&want));
+    // Java's CLOUD channel leaves the time and group out.
+    after.local = None;
+    after.success = false;
+    after.code = ConsumeReturn::Failed;
+    let want = ["SubAfter", "REQ", "MID1", "7", "false", "k", "4"];
+    assert_eq!(text(Record::SubAfter(after)), record(&want));
+}
+
+#[test]
+fn a_transactions_end_and_a_recall() {
+    let end = EndTransaction {
+        timestamp: 5,
+        region: "DefaultRegion",
+        group: "pg",
+        topic: "T",
+        msg_id: "MID",
+        tags: Some("x"),
+        keys: None,
+        store_host: "h:1",
+        transaction_id: None,
+        state: TransactionState::Unknown,
+        from_check: true,
+    };
+    let want = [
+        "EndTransaction",
+        "5",
+        "DefaultRegion",
+        "pg",
+        "T",
+        "MID",
+        "x",
+        "null",
+        "h:1",
+        "2",
+        "null",
+        "UNKNOW",
+        "true",
+    ];
+    assert_eq!(text(Record::EndTransaction(end)), record(&want));
+    let recall = Recall {
+        timestamp: 6,
+        region: "r",
+        group: "pg",
+        topic: "T",
+        msg_id: "MID",
+        success: true,
+    };
+    let want = ["Recall", "6", "r", "pg", "T", "MID", "true"];
+    assert_eq!(text(Record::Recall(recall)), record(&want));
+}
+
+#[test]
+fn keys_are_every_message_id_and_user_key_once() {
+    let mut second = send();
+    second.msg_id = "MID2";
+    second.keys = None;
+    let before = SubBefore {
+        timestamp: 0,
+        region: "",
+        group: "cg",
+        request_id: "R",
+        msg_id: "MID1",
+        retry_times: 0,
+        keys: Some("b c"),
+    };
+    let records = [
+        Record::Pub(send()),
+        Record::SubBefore(before),
+        Record::Pub(second),
+    ];
+    let mut buf = [0u8; 64];
+    let n = write_keys(records.iter(), &mut buf).unwrap();
+    assert_eq!(&buf[..n], b"MID1 a b c MID2");
+}
+
+#[test]
+fn a_buffer_too_small_is_an_error_not_a_cut_record() {
+    let mut buf = [0u8; 20];
+    assert_eq!(Record::Pub(send()).write(&mut buf), Err(BufferTooSmall));
+    let records = [Record::Pub(send())];
+    assert_eq!(
+        write_keys(records.iter(), &mut buf[..3]),
+        Err(BufferTooSmall)
+    );
+}
