@@ -74,6 +74,7 @@ pub mod message;
 pub mod metrics;
 pub mod ops;
 pub mod outbox;
+pub mod pop;
 pub mod producer;
 pub mod pull_consumer;
 pub mod recall;

@@ -338,6 +338,10 @@ impl ConsumerBuilder {
     /// # Errors
     /// [`ConsumerConfigError`].
     pub async fn start(self) -> Result<Consumer, ConsumerConfigError> {
+        Consumer::start(self.checked()?).await
+    }
+
+    fn checked(self) -> Result<ConsumerConfig, ConsumerConfigError> {
         let c = &self.cfg;
         if c.namesrv_addr.is_empty() {
             return Err(ConsumerConfigError::NoNameServer);
@@ -354,7 +358,7 @@ impl ConsumerBuilder {
         if c.security.empty_access_key() {
             return Err(ConsumerConfigError::AclAccessKey);
         }
-        Consumer::start(self.cfg).await
+        Ok(self.cfg)
     }
 }
 
@@ -1180,9 +1184,11 @@ fn from_stored(
 }
 
 mod listen;
+mod pop;
 mod store;
 mod stream;
 pub use listen::{ConsumeResult, HandlerResult, Nacked};
+pub use pop::{PopConsumer, PoppedMessage};
 use store::{LocalStore, default_path};
 pub use stream::MessageStream;
 

@@ -114,8 +114,6 @@ pub(crate) enum AskError<E> {
     Lost(TransportError, Option<ConnectionError>),
     /// No answer before the deadline.
     Timeout,
-    /// The answer does not decode.
-    Malformed,
 }
 
 /// How a send ended.
@@ -597,8 +595,7 @@ impl<C: Attached + Send + 'static> Driver<C> {
 
     /// A request of the runtime's own that `f` makes through the client (see
     /// [`Client::call`]; given `now`, the time left and where to encode), on the client's
-    /// connection to its peer, answered before `deadline`; the answer's ext field `field` is
-    /// read too.
+    /// connection to its peer, answered before `deadline`: the peer and the answer's frame.
     pub(crate) async fn ask<E>(
         &self,
         f: impl FnOnce(
@@ -608,9 +605,8 @@ impl<C: Attached + Send + 'static> Driver<C> {
             &mut [u8],
             &dyn ClientLend,
         ) -> Result<Transmit, E>,
-        field: &str,
         deadline: tokio::time::Instant,
-    ) -> Result<conn::Answer, AskError<E>> {
+    ) -> Result<(Peer, Bytes), AskError<E>> {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         let (rx, peer) = {
             let mut st = lock(&self.inner.state);
@@ -632,7 +628,7 @@ impl<C: Attached + Send + 'static> Driver<C> {
         // The driver task arms its timer for the call's deadline.
         self.inner.wake.notify_one();
         match tokio::time::timeout_at(deadline, rx).await {
-            Ok(Ok(Ok(f))) => conn::Answer::read(&f, field).ok_or(AskError::Malformed),
+            Ok(Ok(Ok(f))) => Ok((peer, f)),
             Ok(Ok(Err(TransportError::TimedOut))) | Err(_) => Err(AskError::Timeout),
             Ok(Ok(Err(e))) => Err(AskError::Lost(e, self.cause(Some(peer)))),
             Ok(Err(_)) => Err(AskError::Lost(TransportError::ConnectionClosed, None)),

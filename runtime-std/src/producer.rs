@@ -664,7 +664,6 @@ impl Producer {
                 |c, now, left, buf, lend| {
                     c.recall(now, topic, handle, &h, looked_up, left, buf, lend)
                 },
-                "msgId",
                 deadline,
             );
             match asked.await {
@@ -674,17 +673,11 @@ impl Producer {
                     looked_up = true;
                     d.route(topic, false, timeout).await;
                 }
-                Ok(a) => break a,
-                Err(e) => return Err(recall_error(e)),
+                Ok((_, f)) => break crate::conn::Answer::read(&f, "msgId"),
+                Err(e) => return Err(ask_error(e, recall_error)),
             }
         };
-        if a.code != rmq_core::wire::ResponseCode::SUCCESS.0 {
-            let kind = SendErrorKind::Broker {
-                code: a.code,
-                remark: a.remark,
-            };
-            return Err(SendError::new(kind, 1));
-        }
+        let a = answered(a)?;
         Ok(a.field.unwrap_or_else(|| h.message_id.to_owned()))
     }
 
@@ -1085,26 +1078,47 @@ fn send_error(f: &SendFailure) -> SendError {
     e
 }
 
-/// A recall that got no answer, as a [`SendError`].
-fn recall_error(e: AskError<rmq_core::recall::RecallError>) -> SendError {
-    use rmq_core::recall::RecallError;
-    use rmq_core::session::CallError;
-    let (kind, attempts) = match e {
-        AskError::Request(RecallError::NoRoute) => (SendErrorKind::NoRoute, 0),
-        AskError::Request(RecallError::Call(CallError::Acl(a))) => (SendErrorKind::Signing(a), 0),
-        AskError::Request(RecallError::Call(CallError::Encode(e))) => {
-            (SendErrorKind::Request(e), 0)
+/// A runtime request's answer (`None`: it does not decode), or the broker's refusal.
+pub(crate) fn answered(a: Option<crate::conn::Answer>) -> Result<crate::conn::Answer, SendError> {
+    match a {
+        Some(a) if a.code == rmq_core::wire::ResponseCode::SUCCESS.0 => Ok(a),
+        Some(a) => {
+            let (code, remark) = (a.code, a.remark);
+            Err(SendError::new(SendErrorKind::Broker { code, remark }, 1))
         }
-        AskError::Request(_) => (SendErrorKind::Capacity(SubmitError::TooManySends), 0),
-        AskError::Timeout => (SendErrorKind::Timeout, 1),
-        AskError::Malformed => (SendErrorKind::Malformed, 1),
-        AskError::Lost(t, _) => (SendErrorKind::Transport(t), 1),
+        None => Err(SendError::new(SendErrorKind::Malformed, 1)),
+    }
+}
+
+/// A runtime request that got no answer, as a [`SendError`]; `kind` says why it could not be
+/// made.
+pub(crate) fn ask_error<E>(e: AskError<E>, kind: impl FnOnce(E) -> SendErrorKind) -> SendError {
+    let (kind, attempts, cause) = match e {
+        AskError::Request(e) => (kind(e), 0, None),
+        AskError::Timeout => (SendErrorKind::Timeout, 1, None),
+        AskError::Lost(t, c) => (SendErrorKind::Transport(t), 1, c),
     };
     let mut err = SendError::new(kind, attempts);
-    if let AskError::Lost(_, Some(c)) = e {
-        err.cause = Some(Box::new(c));
-    }
+    err.cause = cause.map(Box::new);
     err
+}
+
+/// A call the client could not make.
+pub(crate) fn call_error(e: rmq_core::session::CallError) -> SendErrorKind {
+    use rmq_core::session::CallError;
+    match e {
+        CallError::Acl(a) => SendErrorKind::Signing(a),
+        CallError::Encode(e) => SendErrorKind::Request(e),
+        _ => SendErrorKind::Capacity(SubmitError::TooManySends),
+    }
+}
+
+/// Why a recall could not be asked.
+fn recall_error(e: rmq_core::recall::RecallError) -> SendErrorKind {
+    match e {
+        rmq_core::recall::RecallError::NoRoute => SendErrorKind::NoRoute,
+        rmq_core::recall::RecallError::Call(e) => call_error(e),
+    }
 }
 
 #[cfg(test)]

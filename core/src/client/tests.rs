@@ -1396,3 +1396,106 @@ fn an_sql92_check_whose_connection_fails_ends_the_start_at_once() {
         "at once, not at the step's deadline: {events:?}"
     );
 }
+
+#[test]
+fn pops_ask_each_broker_once_a_round_and_only_the_last_may_wait() {
+    use crate::pop::{PopError, PopRequest};
+    let two = r#"{"brokerDatas":[{"brokerAddrs":{"0":"10.0.0.1:10911"},"brokerName":"broker-a","cluster":"c"},{"brokerAddrs":{"0":"10.0.0.3:10911"},"brokerName":"broker-b","cluster":"c"}],"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":2,"topicSysFlag":0,"writeQueueNums":2},{"brokerName":"broker-b","perm":6,"readQueueNums":2,"topicSysFlag":0,"writeQueueNums":2}]}"#;
+    let mut cfg = Config::new(1, "pg", ME);
+    // The binary header cannot carry the POP codes: they go as JSON all the same.
+    cfg.serialize_type = SerializeType::ROCKETMQ;
+    let mut c: Producing = Client::from_parts(Session::build(&cfg, t(0)), NoConsumer);
+    let req = PopRequest {
+        group: "cg",
+        topic: "T",
+        expression_type: "TAG",
+        expression: "a || b",
+        max: 40,
+        invisible_ms: 30_000,
+        from_first: true,
+    };
+    let (wait, mut buf) = (crate::time::Duration::from_millis(15_000), [0u8; 2048]);
+    assert_eq!(
+        c.pop(t(0), &req, 0, wait, &mut buf, &Lent),
+        Err(PopError::NoRoute)
+    );
+    c.session_mut().topic(t(0), "T").unwrap();
+    let lookup = out(&mut c, t(0)).remove(0);
+    let answer = response(0, lookup.opaque, two.as_bytes());
+    c.handle_frame(t(1), lookup.tx.peer, &answer, &mut |_| {})
+        .unwrap();
+    while c.poll_event().is_some() {}
+    let mut asked = StdVec::new();
+    for nth in 0..2 {
+        let tx = c.pop(t(2), &req, nth, wait, &mut buf, &Lent).unwrap();
+        let f = Frame::new_checked(&buf[..tx.len]).unwrap();
+        assert_eq!(f.serialize_type(), SerializeType::JSON);
+        let h = CommandHeader::parse(&f).unwrap();
+        assert_eq!(h.code(), RequestCode::POP_MESSAGE.0);
+        let field = |k: &str| h.get(k).and_then(|v| v.as_str()).unwrap_or("").to_string();
+        let fields = [
+            "consumerGroup",
+            "topic",
+            "queueId",
+            "maxMsgNums",
+            "invisibleTime",
+        ];
+        assert_eq!(fields.map(field), ["cg", "T", "-1", "32", "30000"]);
+        let fields = ["bornTime", "initMode", "expType", "exp", "order"];
+        assert_eq!(fields.map(field), ["0", "0", "TAG", "a || b", "false"]);
+        asked.push((tx.peer, field("bname"), field("pollTime")));
+    }
+    let b = Peer::Broker(BrokerId(1));
+    assert_eq!(
+        asked,
+        [
+            (BROKER, "broker-a".to_string(), "0".to_string()),
+            (b, "broker-b".to_string(), "15000".to_string()),
+        ]
+    );
+    assert_eq!(
+        c.pop(t(2), &req, 2, wait, &mut buf, &Lent),
+        Err(PopError::RoundOver)
+    );
+
+    // An ack goes to the handle's broker, naming the topic the message is in.
+    let ms = crate::time::Duration::from_millis(3000);
+    let handle = "7 1733470000000 60000 5 1 broker-b 0 9";
+    let tx = c
+        .pop_ack(t(3), "cg", "T", handle, ms, &mut buf, &Lent)
+        .unwrap();
+    assert_eq!(tx.peer, b);
+    let f = Frame::new_checked(&buf[..tx.len]).unwrap();
+    let h = CommandHeader::parse(&f).unwrap();
+    let field = |k: &str| h.get(k).and_then(|v| v.as_str()).unwrap_or("").to_string();
+    assert_eq!(h.code(), RequestCode::ACK_MESSAGE.0);
+    let fields = [
+        "consumerGroup",
+        "topic",
+        "queueId",
+        "extraInfo",
+        "offset",
+        "bname",
+    ];
+    assert_eq!(
+        fields.map(field),
+        ["cg", "%RETRY%cg_T", "0", handle, "9", "broker-b"]
+    );
+    assert_eq!(field("invisibleTime"), "");
+    let tx = c
+        .change_invisible(t(4), "cg", "T", handle, 5000, ms, &mut buf, &Lent)
+        .unwrap();
+    let f = Frame::new_checked(&buf[..tx.len]).unwrap();
+    let h = CommandHeader::parse(&f).unwrap();
+    assert_eq!(h.code(), RequestCode::CHANGE_MESSAGE_INVISIBLETIME.0);
+    assert_eq!(
+        h.get("invisibleTime").and_then(|v| v.as_str()),
+        Some("5000")
+    );
+    // A broker the session does not know, and a text that is no handle.
+    let other = "7 1733470000000 60000 5 0 broker-z 0 9";
+    let r = c.pop_ack(t(5), "cg", "T", other, ms, &mut buf, &Lent);
+    assert_eq!(r, Err(PopError::NoRoute));
+    let r = c.pop_ack(t(5), "cg", "T", "garbage", ms, &mut buf, &Lent);
+    assert_eq!(r, Err(PopError::InvalidHandle));
+}

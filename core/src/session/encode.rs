@@ -228,7 +228,8 @@ impl<
         head: &mut [u8],
         out: &M,
     ) -> Result<usize, Ending> {
-        let ty = if F::ROCKETMQ_HEADERS {
+        // The binary header's code is 16 bits: the 5.x POP codes (200050...) go as JSON.
+        let ty = if F::ROCKETMQ_HEADERS && i16::try_from(code.0).is_ok() {
             self.cfg.serialize_type
         } else {
             SerializeType::JSON

@@ -625,6 +625,58 @@ ext_header! {
 }
 
 ext_header! {
+    /// POP_MESSAGE (200050, 5.x) request (docs/protocol/POP.md §2). Its code does not fit the
+    /// ROCKETMQ binary header: it always goes as JSON.
+    pub struct PopMessageRequestHeader<'a> {
+        /// Consumer group.
+        consumer_group: &'a str = "consumerGroup",
+        /// The topic (never a retry topic).
+        topic: &'a str = "topic",
+        /// The queue, or -1: every readable queue of the broker.
+        queue_id: i32 = "queueId",
+        /// At most this many messages (the broker refuses more than 32).
+        max_msg_nums: i32 = "maxMsgNums",
+        /// How long the popped messages stay invisible (ms).
+        invisible_time: i64 = "invisibleTime",
+        /// How long the broker may hold the request when nothing is there (ms; 0: answer now).
+        poll_time: i64 = "pollTime",
+        /// The request's birth (Unix ms); 0: the broker's clock.
+        born_time: i64 = "bornTime",
+        /// Where a group without an offset starts: 0 the first message, 1 the last.
+        init_mode: i32 = "initMode",
+        /// `TAG` or `SQL92`.
+        exp_type: Option<&'a str> = "expType",
+        /// The filter expression.
+        exp: Option<&'a str> = "exp",
+        /// Orderly pop.
+        order: Option<bool> = "order",
+        /// The broker asked.
+        bname: Option<&'a str> = "bname",
+    }
+}
+
+ext_header! {
+    /// ACK_MESSAGE (200051) and, with `invisible_time`, CHANGE_MESSAGE_INVISIBLETIME (200053)
+    /// requests (docs/protocol/POP.md §5, §6): both name a popped message by its handle.
+    pub struct PopHandleRequestHeader<'a> {
+        /// Consumer group.
+        consumer_group: &'a str = "consumerGroup",
+        /// The topic the message is in (the retry topic for a revived message).
+        topic: &'a str = "topic",
+        /// Its queue.
+        queue_id: i32 = "queueId",
+        /// The whole handle (`POP_CK`).
+        extra_info: &'a str = "extraInfo",
+        /// Its queue offset.
+        offset: i64 = "offset",
+        /// CHANGE_MESSAGE_INVISIBLETIME only: invisible for this long from now (ms).
+        invisible_time: Option<i64> = "invisibleTime",
+        /// The broker that popped it.
+        bname: Option<&'a str> = "bname",
+    }
+}
+
+ext_header! {
     /// CHECK_TRANSACTION_STATE (39, broker to producer) request.
     pub struct CheckTransactionStateRequestHeader<'a> {
         /// Half-message queue offset.

@@ -1,0 +1,305 @@
+//! POP consumption (RocketMQ 5.x): [`PopConsumer`].
+
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use bytes::Bytes;
+use rmq_core::consumer::ConsumeFromWhere;
+use rmq_core::pop::{self, PopAnswer, PopError, PopHandle, PopRequest, PopStatus};
+use rmq_core::session;
+
+use super::{ConsumedMessage, ConsumerBuilder, ConsumerConfig, ConsumerConfigError, Expression};
+use crate::client::{client_id, local_ip};
+use crate::clock;
+use crate::driver::{AskError, Driver};
+use crate::message::{MessageQueue, SendError, SendErrorKind};
+use crate::producer::{answered, ask_error, call_error};
+use crate::shared::Counters;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A message a [`PopConsumer`] received, with its receipt handle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoppedMessage {
+    /// The message (its `topic` is the subscription's, also for a message the broker
+    /// redelivered through the group's POP retry topic).
+    pub message: ConsumedMessage,
+    handle: String,
+}
+
+impl PoppedMessage {
+    /// The receipt handle (the broker's `POP_CK`): what [`PopConsumer::ack`] and
+    /// [`PopConsumer::change_invisible_time`] name the message by.
+    pub fn handle(&self) -> &str {
+        &self.handle
+    }
+}
+
+/// A POP consumer (RocketMQ 5.x, docs/protocol/POP.md): it takes messages from its
+/// subscriptions' brokers with [`receive`](Self::receive); each one stays invisible to the
+/// group's other consumers for the time asked and comes again (with
+/// [`ConsumedMessage::reconsume_times`] one higher) unless it is acknowledged
+/// ([`ack`](Self::ack)) before then. The broker keeps the group's progress: any number of
+/// consumers of a group share its topics without rebalancing, and no heartbeat is needed.
+///
+/// Built by [`ConsumerBuilder::start_pop`], which uses the builder's NameServers, group,
+/// subscriptions (TAG or SQL92), [`consume_from`](ConsumerBuilder::consume_from) (first or
+/// last offset, for a group new to a topic), [`suspend`](ConsumerBuilder::suspend) (how long
+/// a broker holds a receive that finds nothing), ACL and TLS settings. A broker before 5.0 has
+/// no POP: it refuses with REQUEST_CODE_NOT_SUPPORTED (3).
+///
+/// ```no_run
+/// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// let c = rmq_std::consumer::Consumer::builder()
+///     .namesrv_addr("127.0.0.1:9876")
+///     .group("workers")
+///     .subscribe("Jobs", "*")
+///     .start_pop()
+///     .await?;
+/// for m in c.receive(16, Duration::from_secs(60)).await? {
+///     // ... the work, within the minute ...
+///     c.ack(&m).await?;
+/// }
+/// c.shutdown().await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct PopConsumer {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    driver: Driver,
+    cfg: ConsumerConfig,
+    /// The subscription the next receive starts with.
+    next: AtomicUsize,
+}
+
+impl std::fmt::Debug for PopConsumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let group = &self.inner.cfg.group;
+        f.debug_struct("PopConsumer").field("group", group).finish()
+    }
+}
+
+impl ConsumerBuilder {
+    /// Starts a [`PopConsumer`] of this configuration (no rebalancing, no heartbeats: the
+    /// settings of those are not used).
+    ///
+    /// # Errors
+    /// [`ConsumerConfigError`]: no NameServer, group or subscription, an empty ACL key, a
+    /// refused session configuration.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub async fn start_pop(self) -> Result<PopConsumer, ConsumerConfigError> {
+        let cfg = self.checked()?;
+        let id = client_id(local_ip(&cfg.namesrv_addr), &cfg.instance_name);
+        let mut sc = session::Config::new(cfg.namesrv_addr.len(), "", &id);
+        sc.consumer_group = Some(&cfg.group);
+        (sc.version, sc.language) = (cfg.version, cfg.language);
+        sc.serialize_type = cfg.serialize_type;
+        sc.heartbeat = None;
+        sc.seed = clock::random_u32();
+        let driver = Driver::start(
+            &sc,
+            rmq_core::client::NoConsumer,
+            cfg.namesrv_addr.clone(),
+            cfg.security.clone(),
+            16,
+            Arc::new(Counters::new()),
+        )
+        .map_err(ConsumerConfigError::Session)?;
+        let next = AtomicUsize::new(0);
+        Ok(PopConsumer {
+            inner: Arc::new(Inner { driver, cfg, next }),
+        })
+    }
+}
+
+impl PopConsumer {
+    /// Up to `max` messages (at most [`pop::MAX_MESSAGES`], 32, from one broker), each
+    /// invisible to the group's other receives for `invisible` and then delivered again unless
+    /// acknowledged. It asks each broker of each subscription in turn, starting with the
+    /// subscription after the last receive's, and returns the first messages found; the last
+    /// broker asked may hold the request up to the builder's `suspend` (15 s) while it has
+    /// none. Empty: nothing came in that time.
+    ///
+    /// # Errors
+    /// [`SendError`]: the broker's refusal ([`SendErrorKind::Broker`] with its code and remark),
+    /// no route for a topic ([`SendErrorKind::NoRoute`]), the connection's failure, no answer
+    /// in time.
+    pub async fn receive(
+        &self,
+        max: usize,
+        invisible: StdDuration,
+    ) -> Result<Vec<PoppedMessage>, SendError> {
+        let cfg = &self.inner.cfg;
+        let subs = cfg.subscriptions.len();
+        let first = self.inner.next.fetch_add(1, Ordering::Relaxed);
+        for i in 0..subs {
+            let (topic, exp) = &cfg.subscriptions[(first + i) % subs];
+            let (expression_type, expression) = match exp {
+                Expression::Tag(e) => ("TAG", e.as_str()),
+                Expression::Sql92(e) => ("SQL92", e.as_str()),
+            };
+            let req = PopRequest {
+                group: &cfg.group,
+                topic,
+                expression_type,
+                expression,
+                max: u8::try_from(max).unwrap_or(u8::MAX),
+                invisible_ms: u64::try_from(invisible.as_millis()).unwrap_or(u64::MAX),
+                from_first: cfg.consume_from == ConsumeFromWhere::FirstOffset,
+            };
+            // Only the last receive of the round may wait.
+            let wait = if i + 1 == subs {
+                cfg.suspend
+            } else {
+                StdDuration::ZERO
+            };
+            let wait = clock::to_core(wait);
+            let deadline = || clock::to_std(wait.saturating_add(pop::ANSWER_MARGIN));
+            let mut nth = 0;
+            loop {
+                let asked = self.ask(topic, deadline(), |c, now, _, buf, lend| {
+                    c.pop(now, &req, nth, wait, buf, lend)
+                });
+                let (broker, frame) = match asked.await? {
+                    Some(answer) => answer,
+                    None => break,
+                };
+                let Some(a) = PopAnswer::read(&frame) else {
+                    return Err(SendError::new(SendErrorKind::Malformed, 1));
+                };
+                match a.status() {
+                    PopStatus::Found => return Ok(popped(&frame, &a, topic, &broker)),
+                    PopStatus::Nothing => nth += 1,
+                    PopStatus::Refused(_) => {
+                        let a = crate::conn::Answer::read(&frame, "");
+                        return answered(a).map(|_| Vec::new());
+                    }
+                }
+            }
+        }
+        Ok(Vec::new())
+    }
+
+    /// Acknowledges `m`: it is not delivered again. The broker accepts a handle whose
+    /// invisible time has passed too, but then the message comes again all the same.
+    ///
+    /// # Errors
+    /// As [`PopConsumer::receive`]; NO_MESSAGE (208) when its offset is no longer in its queue.
+    pub async fn ack(&self, m: &PoppedMessage) -> Result<(), SendError> {
+        let (group, topic) = (&self.inner.cfg.group, &m.message.topic);
+        let deadline = clock::to_std(rmq_core::producer::CLIENT_API_TIMEOUT);
+        let asked = self.ask(topic, deadline, |c, now, left, buf, lend| {
+            c.pop_ack(now, group, topic, &m.handle, left, buf, lend)
+        });
+        let (_, frame) = asked.await?.ok_or_else(no_route)?;
+        answered(crate::conn::Answer::read(&frame, "")).map(drop)
+    }
+
+    /// Keeps `m` invisible for `invisible` from now (then it comes again unless acknowledged),
+    /// and gives it the broker's new handle (the old one is spent).
+    ///
+    /// # Errors
+    /// As [`PopConsumer::ack`].
+    pub async fn change_invisible_time(
+        &self,
+        m: &mut PoppedMessage,
+        invisible: StdDuration,
+    ) -> Result<(), SendError> {
+        let (group, topic) = (&self.inner.cfg.group, &m.message.topic);
+        let ms = u64::try_from(invisible.as_millis()).unwrap_or(u64::MAX);
+        let deadline = clock::to_std(rmq_core::producer::CLIENT_API_TIMEOUT);
+        let handle = &m.handle;
+        let asked = self.ask(topic, deadline, |c, now, left, buf, lend| {
+            c.change_invisible(now, group, topic, handle, ms, left, buf, lend)
+        });
+        let (_, frame) = asked.await?.ok_or_else(no_route)?;
+        answered(crate::conn::Answer::read(&frame, ""))?;
+        let changed = PopAnswer::read(&frame).map(|a| a.changed());
+        let old = PopHandle::parse(handle);
+        let mut next = String::new();
+        match old.zip(changed) {
+            Some((h, c)) if h.write_changed(&c, &mut next).is_ok() => m.handle = next,
+            _ => return Err(SendError::new(SendErrorKind::Malformed, 1)),
+        }
+        Ok(())
+    }
+
+    /// Closes the connections (nothing to unregister: POP needs no heartbeat).
+    pub async fn shutdown(&self) {
+        let limit = clock::to_std(rmq_core::producer::CLIENT_API_TIMEOUT);
+        self.inner.driver.shutdown(limit).await;
+    }
+
+    /// Asks what `f` makes through the client within `within`, looking the topic's route up
+    /// once when the client knows no broker to ask: the broker's name and its answer's frame;
+    /// `None` at the end of a round.
+    async fn ask(
+        &self,
+        topic: &str,
+        within: StdDuration,
+        f: impl Fn(
+            &mut crate::driver::Core<rmq_core::client::NoConsumer>,
+            rmq_core::time::Instant,
+            rmq_core::time::Duration,
+            &mut [u8],
+            &dyn rmq_core::client::Lend,
+        ) -> Result<session::Transmit, PopError>,
+    ) -> Result<Option<(String, Bytes)>, SendError> {
+        let d = &self.inner.driver;
+        let mut looked_up = false;
+        loop {
+            let deadline = tokio::time::Instant::now() + within;
+            match d.ask(&f, deadline).await {
+                Ok((peer, frame)) => {
+                    let name = |s: &crate::driver::Session| match peer {
+                        session::Peer::Broker(b) => s.broker_name(b).map(str::to_owned),
+                        _ => None,
+                    };
+                    return Ok(Some((d.with(name).unwrap_or_default(), frame)));
+                }
+                Err(AskError::Request(PopError::RoundOver)) => return Ok(None),
+                Err(AskError::Request(PopError::NoRoute)) if !looked_up => {
+                    looked_up = true;
+                    d.route(topic, false, within).await;
+                }
+                Err(e) => return Err(ask_error(e, pop_error)),
+            }
+        }
+    }
+}
+
+/// The messages of a found answer `a` (in `frame`), popped from `topic` on `broker`.
+fn popped(frame: &Bytes, a: &PopAnswer<'_>, topic: &str, broker: &str) -> Vec<PoppedMessage> {
+    let messages = a.messages().map_while(Result::ok);
+    messages
+        .map(|m| {
+            let mut handle = String::new();
+            // (Writing to a String does not fail.)
+            let _ = a.write_handle(&m, broker, &mut handle);
+            let queue = MessageQueue {
+                topic: m.topic.to_owned(),
+                broker_name: broker.to_owned(),
+                queue_id: m.queue_id,
+            };
+            let message = super::outside(frame, &m, topic, queue);
+            PoppedMessage { message, handle }
+        })
+        .collect()
+}
+
+fn no_route() -> SendError {
+    SendError::new(SendErrorKind::NoRoute, 0)
+}
+
+fn pop_error(e: PopError) -> SendErrorKind {
+    match e {
+        PopError::NoRoute | PopError::RoundOver => SendErrorKind::NoRoute,
+        PopError::InvalidHandle => SendErrorKind::Malformed,
+        PopError::Call(e) => call_error(e),
+    }
+}
