@@ -234,8 +234,19 @@ mod cli {
             /// Read without any group's offsets: as the only member of a throwaway
             /// broadcasting group (`rmq-tail-<pid>-<ms>`, `--group` unused), keeping offsets
             /// in a temporary file; nothing is committed to the brokers.
-            #[arg(long)]
+            #[arg(long, conflicts_with = "pop")]
             no_commit: bool,
+            /// POP consumption (RocketMQ 5.x brokers with `timerWheelEnable=true`): receive
+            /// as one of any number of consumers of the group, no rebalancing, each message
+            /// acknowledged once printed. A message received but not printed (Ctrl-C) comes
+            /// again after `--invisible`. With `--exit-at-end`: stop when a receive finds
+            /// nothing. `--from first|last` says where a group new to the topic starts.
+            #[arg(long)]
+            pop: bool,
+            /// With `--pop`: seconds a received message stays invisible to the group's other
+            /// consumers before it is delivered again unless acknowledged.
+            #[arg(long, default_value_t = 60, requires = "pop")]
+            invisible: u64,
         },
         /// Send a message: the body given, or read from `--file` (`-` for stdin), or with
         /// `--lines` one message per line of it. `--json`: one result object per message
@@ -910,6 +921,8 @@ mod cli {
                 count,
                 exit_at_end,
                 no_commit,
+                pop,
+                invisible,
             } => {
                 let tail = Tail {
                     sql: sql.clone(),
@@ -918,7 +931,12 @@ mod cli {
                     exit_at_end: *exit_at_end,
                     no_commit: *no_commit,
                 };
-                consume(&cli, topic, tag, tail).await
+                if *pop {
+                    let invisible = Duration::from_secs(*invisible);
+                    consume_pop(&cli, topic, tag, tail, invisible).await
+                } else {
+                    consume(&cli, topic, tag, tail).await
+                }
             }
             Cmd::BenchConsume {
                 topic,
@@ -1188,6 +1206,83 @@ mod cli {
             m.lag,
             m.queues.len()
         );
+        result
+    }
+
+    /// `rmq consume --pop`.
+    async fn consume_pop(
+        cli: &Cli,
+        topic: &str,
+        tag: &str,
+        tail: Tail,
+        invisible: Duration,
+    ) -> Res {
+        use rmq_std::consumer::Consumer;
+        use rmq_std::core::consumer::ConsumeFromWhere;
+        use std::io::Write;
+        let mut b = Consumer::builder().namesrv_addr(&need_namesrv(cli)?);
+        b = match &tail.sql {
+            Some(sql) => b.subscribe_sql(topic, sql),
+            None => b.subscribe(topic, tag),
+        };
+        b = b.consume_from(match tail.from {
+            From::First => ConsumeFromWhere::FirstOffset,
+            From::Last => ConsumeFromWhere::LastOffset,
+            From::Timestamp(_) => return Err("--pop starts at the first or the last offset".into()),
+        });
+        if tail.exit_at_end {
+            // A receive that finds nothing ends within a second.
+            b = b.suspend(Duration::from_secs(1));
+        }
+        let group = &cli.group;
+        let c = secured!(b.group(group), cli).start_pop().await?;
+        eprintln!("popping {topic} ({tag}) as group {group}; Ctrl-C to stop");
+        let (mut left, mut acked) = (tail.count.unwrap_or(u64::MAX), 0u64);
+        let mut out = std::io::stdout().lock();
+        let ctrl_c = tokio::signal::ctrl_c();
+        tokio::pin!(ctrl_c);
+        let mut result = Ok(());
+        while left > 0 && result.is_ok() {
+            let max = usize::try_from(left.min(32)).unwrap_or(32);
+            let batch = tokio::select! {
+                _ = &mut ctrl_c => break,
+                b = c.receive(max, invisible) => b,
+            };
+            let batch = match batch {
+                Ok(b) if b.is_empty() && tail.exit_at_end => break,
+                Ok(b) => b,
+                Err(e) => {
+                    result = Err(e.into());
+                    break;
+                }
+            };
+            for m in batch
+                .iter()
+                .take(usize::try_from(left).unwrap_or(usize::MAX))
+            {
+                let line = if cli.json {
+                    json_line(&m.message)
+                } else {
+                    plain_line(&m.message)
+                };
+                if let Err(e) = writeln!(out, "{line}") {
+                    // A closed pipe (`| head`) ends the run like Ctrl-C.
+                    if e.kind() != std::io::ErrorKind::BrokenPipe {
+                        result = Err(e.into());
+                    }
+                    left = 0;
+                    break;
+                }
+                if let Err(e) = c.ack(m).await {
+                    result = Err(e.into());
+                    break;
+                }
+                (left, acked) = (left - 1, acked + 1);
+            }
+            let _ = out.flush();
+        }
+        c.shutdown().await;
+        eprintln!("{acked} message(s) received and acknowledged");
         result
     }
 

@@ -188,3 +188,70 @@ fn consume_receives_what_send_sent() {
     assert!(ok, "{out}{err}");
     assert_eq!(out, "", "{err}");
 }
+
+/// `rmq consume --pop` on a 5.3.3 broker with its timer wheel on (POP needs it): prints what
+/// was sent and acknowledges it (a later run of the group, past the invisible time and the
+/// broker's revive pass, gets nothing); a second group reads everything again.
+#[test]
+fn consume_pop_prints_and_acknowledges() {
+    let options = ClusterOptions {
+        broker_config: vec![
+            "timerWheelEnable=true".into(),
+            "mappedFileSizeTimerLog=4194304".into(),
+            "timerPrecisionMs=100".into(),
+        ],
+        ..ClusterOptions::default()
+    };
+    let cluster = Cluster::start(Version::V5_3_3, options).expect("cluster");
+    let ns = cluster.namesrv_addr().to_string();
+    let topic = "CliPop";
+    cluster.create_topic(topic, 2).expect("topic");
+    for b in ["one", "two", "three"] {
+        let (ok, out, err) = rmq(&ns, &["send", "--topic", topic, b]);
+        assert!(ok, "send: {out}{err}");
+    }
+    let pop = |group: &str, extra: &[&str]| {
+        let mut args = vec![
+            "--group", group, "consume", topic, "--pop", "--from", "first",
+        ];
+        args.extend_from_slice(extra);
+        rmq(&ns, &args)
+    };
+    let (ok, out, err) = pop(
+        "cg_cli_pop",
+        &["--invisible", "2", "--count", "3", "--json"],
+    );
+    assert!(ok, "{out}{err}");
+    let mut bodies: Vec<&str> = out
+        .lines()
+        .map(|l| {
+            assert!(l.starts_with(&format!("{{\"topic\":\"{topic}\"")), "{l}");
+            l.rsplit("\"body\":\"")
+                .next()
+                .unwrap()
+                .trim_end_matches("\"}")
+        })
+        .collect();
+    bodies.sort_unstable();
+    assert_eq!(bodies, ["one", "three", "two"], "{out}{err}");
+    assert!(
+        err.contains("3 message(s) received and acknowledged"),
+        "{err}"
+    );
+    // Unacknowledged messages would be visible again 2 s after their pop, redelivered within
+    // a few more seconds by the broker's revive pass.
+    std::thread::sleep(std::time::Duration::from_secs(10));
+    let (ok, out, err) = pop("cg_cli_pop", &["--exit-at-end"]);
+    assert!(ok, "{out}{err}");
+    assert_eq!(out, "", "acknowledged messages came again: {err}");
+    assert!(err.contains("0 message(s) received"), "{err}");
+    let (ok, out, err) = pop("cg_cli_pop_other", &["--exit-at-end"]);
+    assert!(ok, "{out}{err}");
+    assert_eq!(out.lines().count(), 3, "{out}{err}");
+    // A timestamp start is not POP's.
+    let (ok, _, err) = rmq(&ns, &["consume", topic, "--pop", "--from", "1700000000000"]);
+    assert!(
+        !ok && err.contains("--pop starts at the first or the last offset"),
+        "{err}"
+    );
+}
