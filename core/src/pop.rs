@@ -43,6 +43,8 @@ use crate::wire::{CommandHeader, FieldStr, Frame, RequestCode, ResponseCode};
 pub const MAX_MESSAGES: u8 = 32;
 /// How long past its poll time a pop's answer may take (Java: `pollTime` + 10 s).
 pub const ANSWER_MARGIN: Duration = Duration::from_millis(10_000);
+/// Java's `popInvisibleTime`: how long a message received by a listener stays invisible (60 s).
+pub const INVISIBLE_TIME: Duration = Duration::from_millis(60_000);
 /// Java's poll time: how long a broker holds a pop that finds nothing (15 s).
 pub const POLL_TIME: Duration = Duration::from_millis(15_000);
 
@@ -63,6 +65,10 @@ pub struct PopRequest<'a> {
     pub invisible_ms: u64,
     /// A group without an offset starts at the topic's first message (else at its last one).
     pub from_first: bool,
+    /// Orderly POP (docs/protocol/POP.md §9): a queue gives nothing more while a message of
+    /// its last batch is unacknowledged and invisible, and unacknowledged messages come again
+    /// from their own queue, in order ([`PopAnswer::reconsume_times`] counts their deliveries).
+    pub order: bool,
 }
 
 /// Why a pop, an ack or a visibility change could not be asked.
@@ -141,7 +147,7 @@ impl<
             init_mode: if req.from_first { 0 } else { 1 },
             exp_type: Some(req.expression_type),
             exp: Some(req.expression),
-            order: Some(false),
+            order: Some(req.order),
             bname: Some(&bname),
         };
         let timeout = Duration::from_millis(ext.poll_time as u64).saturating_add(ANSWER_MARGIN);
@@ -193,6 +199,55 @@ impl<
         self.by_handle(now, (group, topic, handle), Some(ms), timeout, buf, lend)
     }
 
+    /// CONSUMER_SEND_MSG_BACK of the message `m` (popped from `topic` by `group`, handle
+    /// `handle`) with delay level -1: the broker puts a copy in `%DLQ%<group>` (its
+    /// `RETRY_TOPIC` property: the topic the copy was in, for a revived message the POP retry
+    /// topic). What [`retry`] says of a message consumed too often; acknowledge it once this is
+    /// answered SUCCESS. (The broker's own revive never gives up
+    /// on a POP message; the 5.x proxy sends it to the dead-letter queue this way.)
+    ///
+    /// # Errors
+    /// [`PopError`] but `RoundOver`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn pop_dead_letter<M: Lend + ?Sized>(
+        &mut self,
+        now: Instant,
+        (group, topic, handle): (&str, &str, &str),
+        m: &DeadLetter<'_>,
+        timeout: Duration,
+        buf: &mut [u8],
+        lend: &M,
+    ) -> Result<Transmit, PopError> {
+        let h = PopHandle::parse(handle).ok_or(PopError::InvalidHandle)?;
+        let s = self.session();
+        let broker = s
+            .find_broker(h.broker_name)
+            .filter(|b| s.broker_addr(*b).is_some())
+            .ok_or(PopError::NoRoute)?;
+        let ext = crate::wire::headers::ConsumerSendMsgBackRequestHeader {
+            offset: m.commit_log_offset,
+            group,
+            delay_level: -1,
+            origin_msg_id: Some(m.msg_id),
+            origin_topic: Some(topic),
+            unit_mode: false,
+            max_reconsume_times: Some(m.max_reconsume_times),
+            bname: Some(h.broker_name),
+        };
+        let code = RequestCode::CONSUMER_SEND_MSG_BACK;
+        self.call(
+            now,
+            Peer::Broker(broker),
+            code,
+            Some(ext),
+            &[],
+            timeout,
+            buf,
+            lend,
+        )
+        .map_err(PopError::Call)
+    }
+
     fn by_handle<M: Lend + ?Sized>(
         &mut self,
         now: Instant,
@@ -236,6 +291,63 @@ impl<
         )
         .map_err(PopError::Call)
     }
+}
+
+/// The message [`Client::pop_dead_letter`] sends to the dead-letter queue.
+#[derive(Clone, Copy, Debug)]
+pub struct DeadLetter<'a> {
+    /// Its commit-log offset (where the broker finds it).
+    pub commit_log_offset: i64,
+    /// Its message id.
+    pub msg_id: &'a str,
+    /// The consumer's limit (the broker's dead-letter decision is -1's anyway).
+    pub max_reconsume_times: i32,
+}
+
+/// What follows a failed consumption of a popped message (Java's
+/// `ConsumeMessagePopConcurrentlyService`, docs/protocol/POP.md §8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retry {
+    /// Make it visible again after this long ([`Client::change_invisible`]).
+    After(Duration),
+    /// It was delivered `max_reconsume_times` times, or the application asked: to the
+    /// dead-letter queue ([`Client::pop_dead_letter`]), then acknowledge it.
+    DeadLetter,
+}
+
+/// Java's POP retry delays (s), by delay level or delivery count.
+pub const RETRY_DELAYS_S: [u64; 16] = [
+    10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200,
+];
+
+/// What follows a failed consumption of a message delivered `reconsume_times` times before,
+/// for which the application asked `delay_level` (0: the next delay by its count, -1: the
+/// dead-letter queue at once), with the consumer's `max_reconsume_times`. Java's push consumer
+/// drops (acknowledges) a message past the limit; rmq keeps it in the dead-letter queue, as
+/// the 5.x proxy does.
+///
+/// ```
+/// use rmq_core::pop::{retry, Retry};
+/// use rmq_core::time::Duration;
+/// assert_eq!(retry(0, 0, 16), Retry::After(Duration::from_secs(10)));
+/// assert_eq!(retry(2, 0, 16), Retry::After(Duration::from_secs(60)));
+/// assert_eq!(retry(0, 3, 16), Retry::After(Duration::from_secs(120)));
+/// assert_eq!(retry(16, 0, 16), Retry::DeadLetter);
+/// assert_eq!(retry(0, -1, 16), Retry::DeadLetter);
+/// ```
+pub fn retry(reconsume_times: i32, delay_level: i32, max_reconsume_times: i32) -> Retry {
+    if delay_level < 0 || reconsume_times >= max_reconsume_times {
+        return Retry::DeadLetter;
+    }
+    let i = if delay_level > 0 {
+        delay_level
+    } else {
+        reconsume_times
+    };
+    let i = usize::try_from(i)
+        .unwrap_or(0)
+        .min(RETRY_DELAYS_S.len() - 1);
+    Retry::After(Duration::from_secs(RETRY_DELAYS_S[i]))
 }
 
 /// The longest topic a handle can name: the POP retry topic of the longest group and topic.
@@ -376,6 +488,7 @@ pub struct PopAnswer<'a> {
     /// How many messages were left in the queues it read.
     pub rest: i64,
     start_offsets: &'a str,
+    order_counts: &'a str,
     body: &'a [u8],
 }
 
@@ -394,6 +507,7 @@ impl<'a> PopAnswer<'a> {
             revive_qid: i32::try_from(int("reviveQid")).unwrap_or(0),
             rest: int("restNum"),
             start_offsets: text("startOffsetInfo").unwrap_or(""),
+            order_counts: text("orderCountInfo").unwrap_or(""),
             body: f.body_ref(),
         })
     }
@@ -417,6 +531,37 @@ impl<'a> PopAnswer<'a> {
             &[]
         };
         crate::message::decode_stored(body)
+    }
+
+    /// For an orderly pop: how many times message `m` was delivered before (the broker's
+    /// `orderCountInfo`: the message's own count, else its queue's when above 0), which
+    /// replaces its stored `reconsumeTimes` as in the Java client; `None` when the answer says
+    /// nothing of it.
+    pub fn reconsume_times(&self, m: &crate::message::StoredMessage<'_>) -> Option<i32> {
+        let retry = retry_flag(m.topic);
+        let mut own = None;
+        let mut queue = None;
+        for e in self.order_counts.split(';') {
+            let mut f = e.split(' ');
+            let (Some(flag), Some(key), Some(count)) = (f.next(), f.next(), f.next()) else {
+                continue;
+            };
+            let Ok(count) = count.parse::<i32>() else {
+                continue;
+            };
+            if flag.parse() != Ok(retry) {
+                continue;
+            }
+            match key.strip_prefix("qo").and_then(|k| k.split_once('%')) {
+                Some((q, o)) if q.parse() == Ok(m.queue_id) && o.parse() == Ok(m.queue_offset) => {
+                    own = Some(count);
+                }
+                Some(_) => {}
+                None if key.parse() == Ok(m.queue_id) && count > 0 => queue = Some(count),
+                None => {}
+            }
+        }
+        own.or(queue)
     }
 
     /// What a visibility change's answer says.

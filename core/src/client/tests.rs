@@ -1413,6 +1413,7 @@ fn pops_ask_each_broker_once_a_round_and_only_the_last_may_wait() {
         max: 40,
         invisible_ms: 30_000,
         from_first: true,
+        order: false,
     };
     let (wait, mut buf) = (crate::time::Duration::from_millis(15_000), [0u8; 2048]);
     assert_eq!(
@@ -1498,4 +1499,47 @@ fn pops_ask_each_broker_once_a_round_and_only_the_last_may_wait() {
     assert_eq!(r, Err(PopError::NoRoute));
     let r = c.pop_ack(t(5), "cg", "T", "garbage", ms, &mut buf, &Lent);
     assert_eq!(r, Err(PopError::InvalidHandle));
+}
+
+#[test]
+fn a_pop_dead_letter_is_a_send_back_at_level_minus_one_to_the_handles_broker() {
+    use crate::pop::{DeadLetter, PopError};
+    let mut c = producer();
+    c.session_mut().topic(t(0), "T").unwrap();
+    let lookup = out(&mut c, t(0)).remove(0);
+    let answer = response(0, lookup.opaque, route().as_bytes());
+    c.handle_frame(t(1), lookup.tx.peer, &answer, &mut |_| {})
+        .unwrap();
+    while c.poll_event().is_some() {}
+    let (ms, mut buf) = (crate::time::Duration::from_millis(3000), [0u8; 2048]);
+    let handle = "7 1733470000000 60000 5 1 broker-a 0 9";
+    let m = DeadLetter {
+        commit_log_offset: 4242,
+        msg_id: "ID9",
+        max_reconsume_times: 2,
+    };
+    let tx = c
+        .pop_dead_letter(t(2), ("cg", "T", handle), &m, ms, &mut buf, &Lent)
+        .unwrap();
+    assert_eq!(tx.peer, BROKER);
+    let f = Frame::new_checked(&buf[..tx.len]).unwrap();
+    let h = CommandHeader::parse(&f).unwrap();
+    assert_eq!(h.code(), RequestCode::CONSUMER_SEND_MSG_BACK.0);
+    let field = |k: &str| h.get(k).and_then(|v| v.as_str()).unwrap_or("").to_string();
+    let keys = [
+        "offset",
+        "group",
+        "delayLevel",
+        "originMsgId",
+        "originTopic",
+        "maxReconsumeTimes",
+        "bname",
+    ];
+    assert_eq!(
+        keys.map(field),
+        ["4242", "cg", "-1", "ID9", "T", "2", "broker-a"]
+    );
+    let other = "7 1733470000000 60000 5 1 broker-z 0 9";
+    let r = c.pop_dead_letter(t(3), ("cg", "T", other), &m, ms, &mut buf, &Lent);
+    assert_eq!(r, Err(PopError::NoRoute));
 }

@@ -161,3 +161,28 @@ fn a_handle_reads_back_and_a_changed_one_starts_at_the_message() {
         assert_eq!(PopHandle::parse(bad), None, "{bad:?}");
     }
 }
+
+#[test]
+fn an_orderly_pops_counts_are_the_messages_own_or_else_their_queues() {
+    let ext = [
+        ("popTime", "1733480000123"),
+        ("invisibleTime", "60000"),
+        ("reviveQid", "999"),
+        ("startOffsetInfo", "0 1 5;0 2 8"),
+        ("orderCountInfo", "0 qo1%5 2;0 qo1%6 0;0 1 1;0 2 3;1 0 7"),
+    ];
+    let mut body = stored("T", 1, 5, b"");
+    body.extend(stored("T", 1, 6, b""));
+    body.extend(stored("T", 1, 7, b""));
+    body.extend(stored("T", 2, 8, b""));
+    body.extend(stored("T", 3, 9, b""));
+    let f = answer(0, &ext, &body);
+    let a = PopAnswer::read(&f).unwrap();
+    let counts: StdVec<Option<i32>> = a
+        .messages()
+        .map(|m| a.reconsume_times(&m.unwrap()))
+        .collect();
+    // Offset 6 has its own 0; offset 7 has none (its queue's 1); queue 3 none at all.
+    assert_eq!(counts, [Some(2), Some(0), Some(1), Some(3), None]);
+    assert_eq!(handles(&f)[0], "5 1733480000123 60000 999 0 broker-a 1 5");
+}

@@ -5,17 +5,21 @@ use std::time::Duration as StdDuration;
 
 use bytes::Bytes;
 use rmq_core::consumer::ConsumeFromWhere;
-use rmq_core::pop::{self, PopAnswer, PopError, PopHandle, PopRequest, PopStatus};
+use rmq_core::pop::{self, PopAnswer, PopError, PopHandle, PopRequest, PopStatus, Retry};
 use rmq_core::session;
+use tracing::warn;
 
-use super::{ConsumedMessage, ConsumerBuilder, ConsumerConfig, ConsumerConfigError, Expression};
+use super::{
+    ConsumeResult, ConsumedMessage, ConsumerBuilder, ConsumerConfig, ConsumerConfigError,
+    Expression, HandlerResult,
+};
 use crate::client::{client_id, local_ip};
 use crate::clock;
 use crate::driver::{AskError, Driver};
 use crate::message::{MessageQueue, SendError, SendErrorKind};
 use crate::producer::{answered, ask_error, call_error};
 use crate::shared::Counters;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// A message a [`PopConsumer`] received, with its receipt handle.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,8 +48,11 @@ impl PoppedMessage {
 /// Built by [`ConsumerBuilder::start_pop`], which uses the builder's NameServers, group,
 /// subscriptions (TAG or SQL92), [`consume_from`](ConsumerBuilder::consume_from) (first or
 /// last offset, for a group new to a topic), [`suspend`](ConsumerBuilder::suspend) (how long
-/// a broker holds a receive that finds nothing), ACL and TLS settings. A broker before 5.0 has
-/// no POP: it refuses with REQUEST_CODE_NOT_SUPPORTED (3).
+/// a broker holds a receive that finds nothing), [`orderly`](ConsumerBuilder::orderly)
+/// (orderly POP: a queue gives nothing more while a message of its last batch is
+/// unacknowledged and invisible, and such a message comes again from its own queue, in order,
+/// counted in `reconsume_times`), ACL and TLS settings. A broker before 5.0 has no POP: it
+/// refuses with REQUEST_CODE_NOT_SUPPORTED (3).
 ///
 /// ```no_run
 /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
@@ -73,6 +80,8 @@ struct Inner {
     cfg: ConsumerConfig,
     /// The subscription the next receive starts with.
     next: AtomicUsize,
+    /// [`PopConsumer::shutdown`] was called: [`PopConsumer::run`] returns.
+    stopped: AtomicBool,
 }
 
 impl std::fmt::Debug for PopConsumer {
@@ -110,9 +119,14 @@ impl ConsumerBuilder {
             Arc::new(Counters::new()),
         )
         .map_err(ConsumerConfigError::Session)?;
-        let next = AtomicUsize::new(0);
+        let (next, stopped) = (AtomicUsize::new(0), AtomicBool::new(false));
         Ok(PopConsumer {
-            inner: Arc::new(Inner { driver, cfg, next }),
+            inner: Arc::new(Inner {
+                driver,
+                cfg,
+                next,
+                stopped,
+            }),
         })
     }
 }
@@ -151,6 +165,7 @@ impl PopConsumer {
                 max: u8::try_from(max).unwrap_or(u8::MAX),
                 invisible_ms: u64::try_from(invisible.as_millis()).unwrap_or(u64::MAX),
                 from_first: cfg.consume_from == ConsumeFromWhere::FirstOffset,
+                order: cfg.orderly,
             };
             // Only the last receive of the round may wait.
             let wait = if i + 1 == subs {
@@ -229,8 +244,104 @@ impl PopConsumer {
         Ok(())
     }
 
-    /// Closes the connections (nothing to unregister: POP needs no heartbeat).
+    /// Runs `handler` on every message received, until [`shutdown`](Self::shutdown): up to
+    /// `consume_concurrency` (at most 32) at a time, each invisible to the group's other
+    /// consumers for Java's 60 s meanwhile. A message handled with success is acknowledged; one
+    /// whose handler failed (`ConsumeResult::Later(level)`, an `Err`) comes again after Java's
+    /// POP retry delay ([`rmq_core::pop::retry`]: 10 s, 30 s, ... by delivery count or level),
+    /// and once it was delivered `max_reconsume_times` times (16; or at level -1) it goes to
+    /// `%DLQ%<group>` and is acknowledged: the broker itself never gives up on a POP message,
+    /// and Java's consumer would drop it. A receive that fails is logged and tried again after
+    /// 1 s.
+    ///
+    /// ```no_run
+    /// # async fn f(c: rmq_std::consumer::PopConsumer) {
+    /// use rmq_std::consumer::ConsumeResult;
+    /// c.run(|m| async move {
+    ///     println!("{}", String::from_utf8_lossy(&m.body));
+    ///     ConsumeResult::Success
+    /// })
+    /// .await;
+    /// # }
+    /// ```
+    pub async fn run<F, Fut, R>(&self, handler: F)
+    where
+        F: Fn(ConsumedMessage) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = R> + Send + 'static,
+        R: HandlerResult,
+    {
+        let (handler, max) = (Arc::new(handler), self.inner.cfg.consume_concurrency);
+        let invisible = clock::to_std(pop::INVISIBLE_TIME);
+        while !self.inner.stopped.load(Ordering::Acquire) {
+            let batch = match self.receive(max.clamp(1, 32), invisible).await {
+                Ok(batch) => batch,
+                Err(e) if !self.inner.stopped.load(Ordering::Acquire) => {
+                    warn!(error = %e, "POP receive failed; again in 1 s");
+                    tokio::time::sleep(StdDuration::from_secs(1)).await;
+                    continue;
+                }
+                Err(_) => break,
+            };
+            let mut calls = tokio::task::JoinSet::new();
+            for m in batch {
+                let (h, me) = (handler.clone(), self.clone());
+                calls.spawn(async move {
+                    let result = h(m.message.clone()).await.into_result();
+                    me.settle(m, result).await;
+                });
+            }
+            while calls.join_next().await.is_some() {}
+        }
+    }
+
+    /// Acknowledges `m`, or has it come again or go to the dead-letter queue, by `result`.
+    async fn settle(&self, mut m: PoppedMessage, result: (ConsumeResult, Option<String>)) {
+        let id = m.message.msg_id.clone();
+        if let Some(e) = &result.1 {
+            warn!(msg_id = %id, error = %e, "POP handler failed");
+        }
+        let level = match result.0 {
+            ConsumeResult::Success | ConsumeResult::Partial(1..) => None,
+            ConsumeResult::Later(level) => Some(level),
+            ConsumeResult::Partial(0) => Some(0),
+        };
+        let max = self.inner.cfg.max_reconsumes();
+        let settled = match level.map(|l| pop::retry(m.message.reconsume_times, l, max)) {
+            None => self.ack(&m).await,
+            Some(Retry::After(d)) => self.change_invisible_time(&mut m, clock::to_std(d)).await,
+            Some(Retry::DeadLetter) => match self.dead_letter(&m).await {
+                Ok(()) => self.ack(&m).await,
+                Err(e) => Err(e),
+            },
+        };
+        if let Err(e) = settled {
+            warn!(msg_id = %id, error = %e, "POP message not settled: it comes again later");
+        }
+    }
+
+    /// Sends `m` to `%DLQ%<group>` (see [`Client::pop_dead_letter`]).
+    ///
+    /// [`Client::pop_dead_letter`]: rmq_core::client::Client::pop_dead_letter
+    async fn dead_letter(&self, m: &PoppedMessage) -> Result<(), SendError> {
+        let (group, topic) = (&self.inner.cfg.group, &m.message.topic);
+        let deadline = clock::to_std(rmq_core::producer::CLIENT_API_TIMEOUT);
+        let letter = pop::DeadLetter {
+            commit_log_offset: m.message.commit_log_offset,
+            msg_id: &m.message.msg_id,
+            max_reconsume_times: self.inner.cfg.max_reconsumes(),
+        };
+        let who = (group.as_str(), topic.as_str(), m.handle.as_str());
+        let asked = self.ask(topic, deadline, |c, now, left, buf, lend| {
+            c.pop_dead_letter(now, who, &letter, left, buf, lend)
+        });
+        let (_, frame) = asked.await?.ok_or_else(no_route)?;
+        answered(crate::conn::Answer::read(&frame, "")).map(drop)
+    }
+
+    /// Closes the connections (nothing to unregister: POP needs no heartbeat); ends
+    /// [`PopConsumer::run`] (with the handler calls in progress).
     pub async fn shutdown(&self) {
+        self.inner.stopped.store(true, Ordering::Release);
         let limit = clock::to_std(rmq_core::producer::CLIENT_API_TIMEOUT);
         self.inner.driver.shutdown(limit).await;
     }
@@ -286,7 +397,10 @@ fn popped(frame: &Bytes, a: &PopAnswer<'_>, topic: &str, broker: &str) -> Vec<Po
                 broker_name: broker.to_owned(),
                 queue_id: m.queue_id,
             };
-            let message = super::outside(frame, &m, topic, queue);
+            let mut message = super::outside(frame, &m, topic, queue);
+            if let Some(n) = a.reconsume_times(&m) {
+                message.reconsume_times = n;
+            }
             PoppedMessage { message, handle }
         })
         .collect()
