@@ -218,12 +218,7 @@ impl<
         buf: &mut [u8],
         lend: &M,
     ) -> Result<Transmit, PopError> {
-        let h = PopHandle::parse(handle).ok_or(PopError::InvalidHandle)?;
-        let s = self.session();
-        let broker = s
-            .find_broker(h.broker_name)
-            .filter(|b| s.broker_addr(*b).is_some())
-            .ok_or(PopError::NoRoute)?;
+        let (h, peer) = self.handle_peer(handle)?;
         let ext = crate::wire::headers::ConsumerSendMsgBackRequestHeader {
             offset: m.commit_log_offset,
             group,
@@ -235,17 +230,8 @@ impl<
             bname: Some(h.broker_name),
         };
         let code = RequestCode::CONSUMER_SEND_MSG_BACK;
-        self.call(
-            now,
-            Peer::Broker(broker),
-            code,
-            Some(ext),
-            &[],
-            timeout,
-            buf,
-            lend,
-        )
-        .map_err(PopError::Call)
+        self.call(now, peer, code, Some(ext), &[], timeout, buf, lend)
+            .map_err(PopError::Call)
     }
 
     fn by_handle<M: Lend + ?Sized>(
@@ -257,12 +243,7 @@ impl<
         buf: &mut [u8],
         lend: &M,
     ) -> Result<Transmit, PopError> {
-        let h = PopHandle::parse(handle).ok_or(PopError::InvalidHandle)?;
-        let s = self.session();
-        let broker = s
-            .find_broker(h.broker_name)
-            .filter(|b| s.broker_addr(*b).is_some())
-            .ok_or(PopError::NoRoute)?;
+        let (h, peer) = self.handle_peer(handle)?;
         let mut real: heapless::String<{ REAL_TOPIC_LEN }> = heapless::String::new();
         h.real_topic(topic, group, &mut real)
             .map_err(|_| PopError::InvalidHandle)?;
@@ -279,17 +260,19 @@ impl<
             Some(_) => RequestCode::CHANGE_MESSAGE_INVISIBLETIME,
             None => RequestCode::ACK_MESSAGE,
         };
-        self.call(
-            now,
-            Peer::Broker(broker),
-            code,
-            Some(ext),
-            &[],
-            timeout,
-            buf,
-            lend,
-        )
-        .map_err(PopError::Call)
+        self.call(now, peer, code, Some(ext), &[], timeout, buf, lend)
+            .map_err(PopError::Call)
+    }
+
+    /// `handle` read, and the broker it names if the session knows its address.
+    fn handle_peer<'h>(&self, handle: &'h str) -> Result<(PopHandle<'h>, Peer), PopError> {
+        let h = PopHandle::parse(handle).ok_or(PopError::InvalidHandle)?;
+        let s = self.session();
+        let broker = s
+            .find_broker(h.broker_name)
+            .filter(|b| s.broker_addr(*b).is_some())
+            .ok_or(PopError::NoRoute)?;
+        Ok((h, Peer::Broker(broker)))
     }
 }
 

@@ -11,8 +11,8 @@
 //! inner producer, a bounded queue that drops and counts) are the runtime's.
 //!
 //! ```
-//! use rmq_core::trace::{MsgType, Pub, Record};
-//! let p = Pub {
+//! use rmq_core::trace::{MsgType, Pub, Record, Sent};
+//! let sent = Sent {
 //!     timestamp: 1_700_000_000_000,
 //!     region: "DefaultRegion",
 //!     group: "pg",
@@ -21,6 +21,9 @@
 //!     tags: Some("TagA"),
 //!     keys: None,
 //!     store_host: "10.0.0.1:10911",
+//! };
+//! let p = Pub {
+//!     sent,
 //!     body_len: 5,
 //!     cost_ms: 3,
 //!     msg_type: MsgType::Normal,
@@ -101,10 +104,11 @@ impl TransactionState {
     }
 }
 
-/// A send (`Pub`, 14 fields).
+/// The eight fields a [`Pub`] and an [`EndTransaction`] begin with: a message a producer
+/// sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Pub<'a> {
-    /// When the send started, Unix ms.
+pub struct Sent<'a> {
+    /// When the send (or the end) started, Unix ms.
     pub timestamp: i64,
     /// The send result's region (`MSG_REGION`, else [`DEFAULT_REGION`]).
     pub region: &'a str,
@@ -120,6 +124,13 @@ pub struct Pub<'a> {
     pub keys: Option<&'a str>,
     /// The broker address it went to (`ip:port`).
     pub store_host: &'a str,
+}
+
+/// A send (`Pub`, 14 fields).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pub<'a> {
+    /// The message.
+    pub sent: Sent<'a>,
     /// The body's length as sent (after compression).
     pub body_len: usize,
     /// The send's time, ms.
@@ -175,22 +186,8 @@ pub struct SubAfter<'a> {
 /// [`MsgType::TransCommit`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EndTransaction<'a> {
-    /// Unix ms.
-    pub timestamp: i64,
-    /// The half message's `MSG_REGION`, else [`DEFAULT_REGION`].
-    pub region: &'a str,
-    /// The producer group.
-    pub group: &'a str,
-    /// The topic.
-    pub topic: &'a str,
-    /// The message id.
-    pub msg_id: &'a str,
-    /// Its tags.
-    pub tags: Option<&'a str>,
-    /// Its keys.
-    pub keys: Option<&'a str>,
-    /// The broker address.
-    pub store_host: &'a str,
+    /// The half message (its region: `MSG_REGION`, else [`DEFAULT_REGION`]).
+    pub sent: Sent<'a>,
     /// The broker's transaction id.
     pub transaction_id: Option<&'a str>,
     /// The outcome.
@@ -259,6 +256,14 @@ impl Fields<'_, '_> {
     fn b(&mut self, v: bool) -> &mut Self {
         self.s(if v { "true" } else { "false" })
     }
+    fn sent(&mut self, kind: &str, m: &Sent<'_>) -> &mut Self {
+        self.s(kind)
+            .n(m.timestamp)
+            .s(m.region)
+            .s(m.group)
+            .s(m.topic);
+        self.s(m.msg_id).opt(m.tags).opt(m.keys).s(m.store_host)
+    }
 }
 
 impl Record<'_> {
@@ -274,13 +279,7 @@ impl Record<'_> {
         };
         match self {
             Record::Pub(p) => {
-                f.s("Pub")
-                    .n(p.timestamp)
-                    .s(p.region)
-                    .s(p.group)
-                    .s(p.topic)
-                    .s(p.msg_id);
-                f.opt(p.tags).opt(p.keys).s(p.store_host);
+                f.sent("Pub", &p.sent);
                 f.u(u64::try_from(p.body_len).unwrap_or(u64::MAX))
                     .u(p.cost_ms)
                     .n(p.msg_type as i64);
@@ -306,12 +305,7 @@ impl Record<'_> {
                 }
             }
             Record::EndTransaction(e) => {
-                f.s("EndTransaction")
-                    .n(e.timestamp)
-                    .s(e.region)
-                    .s(e.group)
-                    .s(e.topic);
-                f.s(e.msg_id).opt(e.tags).opt(e.keys).s(e.store_host);
+                f.sent("EndTransaction", &e.sent);
                 f.n(MsgType::TransCommit as i64)
                     .opt(e.transaction_id)
                     .s(e.state.name());
@@ -333,10 +327,10 @@ impl Record<'_> {
     /// The message id the record is about.
     pub fn msg_id(&self) -> &str {
         match self {
-            Record::Pub(p) => p.msg_id,
+            Record::Pub(p) => p.sent.msg_id,
             Record::SubBefore(s) => s.msg_id,
             Record::SubAfter(s) => s.msg_id,
-            Record::EndTransaction(e) => e.msg_id,
+            Record::EndTransaction(e) => e.sent.msg_id,
             Record::Recall(r) => r.msg_id,
         }
     }
@@ -344,10 +338,10 @@ impl Record<'_> {
     /// The user keys of its message (space-separated).
     pub fn keys(&self) -> Option<&str> {
         match self {
-            Record::Pub(p) => p.keys,
+            Record::Pub(p) => p.sent.keys,
             Record::SubBefore(s) => s.keys,
             Record::SubAfter(s) => s.keys,
-            Record::EndTransaction(e) => e.keys,
+            Record::EndTransaction(e) => e.sent.keys,
             Record::Recall(_) => None,
         }
     }

@@ -16,14 +16,16 @@ fn record(fields: &[&str]) -> std::string::String {
 
 fn send() -> Pub<'static> {
     Pub {
-        timestamp: 1_700_000_000_000,
-        region: "DefaultRegion",
-        group: "pg",
-        topic: "Orders",
-        msg_id: "MID1",
-        tags: None,
-        keys: Some("a b"),
-        store_host: "10.0.0.1:10911",
+        sent: Sent {
+            timestamp: 1_700_000_000_000,
+            region: "DefaultRegion",
+            group: "pg",
+            topic: "Orders",
+            msg_id: "MID1",
+            tags: None,
+            keys: Some("a b"),
+            store_host: "10.0.0.1:10911",
+        },
         body_len: 4097,
         cost_ms: 12,
         msg_type: MsgType::Delay,
@@ -107,14 +109,16 @@ fn a_consumed_message_is_a_sub_before_and_a_sub_after() {
 #[test]
 fn a_transactions_end_and_a_recall() {
     let end = EndTransaction {
-        timestamp: 5,
-        region: "DefaultRegion",
-        group: "pg",
-        topic: "T",
-        msg_id: "MID",
-        tags: Some("x"),
-        keys: None,
-        store_host: "h:1",
+        sent: Sent {
+            timestamp: 5,
+            region: "DefaultRegion",
+            group: "pg",
+            topic: "T",
+            msg_id: "MID",
+            tags: Some("x"),
+            keys: None,
+            store_host: "h:1",
+        },
         transaction_id: None,
         state: TransactionState::Unknown,
         from_check: true,
@@ -150,8 +154,8 @@ fn a_transactions_end_and_a_recall() {
 #[test]
 fn keys_are_every_message_id_and_user_key_once() {
     let mut second = send();
-    second.msg_id = "MID2";
-    second.keys = None;
+    second.sent.msg_id = "MID2";
+    second.sent.keys = None;
     let before = SubBefore {
         timestamp: 0,
         region: "",

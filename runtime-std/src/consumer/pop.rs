@@ -4,9 +4,11 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use bytes::Bytes;
+use rmq_core::client::Lend;
 use rmq_core::consumer::ConsumeFromWhere;
 use rmq_core::pop::{self, PopAnswer, PopError, PopHandle, PopRequest, PopStatus, Retry};
-use rmq_core::session;
+use rmq_core::session::{self, Transmit};
+use rmq_core::time::{Duration, Instant};
 use tracing::warn;
 
 use super::{
@@ -20,6 +22,8 @@ use crate::message::{MessageQueue, SendError, SendErrorKind};
 use crate::producer::{answered, ask_error, call_error};
 use crate::shared::Counters;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+type Core = crate::driver::Core<rmq_core::client::NoConsumer>;
 
 /// A message a [`PopConsumer`] received, with its receipt handle.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -207,12 +211,11 @@ impl PopConsumer {
     /// As [`PopConsumer::receive`]; NO_MESSAGE (208) when its offset is no longer in its queue.
     pub async fn ack(&self, m: &PoppedMessage) -> Result<(), SendError> {
         let (group, topic) = (&self.inner.cfg.group, &m.message.topic);
-        let deadline = clock::to_std(rmq_core::producer::CLIENT_API_TIMEOUT);
-        let asked = self.ask(topic, deadline, |c, now, left, buf, lend| {
+        self.settled(topic, |c, now, left, buf, lend| {
             c.pop_ack(now, group, topic, &m.handle, left, buf, lend)
-        });
-        let (_, frame) = asked.await?.ok_or_else(no_route)?;
-        answered(crate::conn::Answer::read(&frame, "")).map(drop)
+        })
+        .await
+        .map(drop)
     }
 
     /// Keeps `m` invisible for `invisible` from now (then it comes again unless acknowledged),
@@ -227,13 +230,11 @@ impl PopConsumer {
     ) -> Result<(), SendError> {
         let (group, topic) = (&self.inner.cfg.group, &m.message.topic);
         let ms = u64::try_from(invisible.as_millis()).unwrap_or(u64::MAX);
-        let deadline = clock::to_std(rmq_core::producer::CLIENT_API_TIMEOUT);
         let handle = &m.handle;
-        let asked = self.ask(topic, deadline, |c, now, left, buf, lend| {
+        let frame = self.settled(topic, |c, now, left, buf, lend| {
             c.change_invisible(now, group, topic, handle, ms, left, buf, lend)
         });
-        let (_, frame) = asked.await?.ok_or_else(no_route)?;
-        answered(crate::conn::Answer::read(&frame, ""))?;
+        let frame = frame.await?;
         let changed = PopAnswer::read(&frame).map(|a| a.changed());
         let old = PopHandle::parse(handle);
         let mut next = String::new();
@@ -324,18 +325,28 @@ impl PopConsumer {
     /// [`Client::pop_dead_letter`]: rmq_core::client::Client::pop_dead_letter
     async fn dead_letter(&self, m: &PoppedMessage) -> Result<(), SendError> {
         let (group, topic) = (&self.inner.cfg.group, &m.message.topic);
-        let deadline = clock::to_std(rmq_core::producer::CLIENT_API_TIMEOUT);
         let letter = pop::DeadLetter {
             commit_log_offset: m.message.commit_log_offset,
             msg_id: &m.message.msg_id,
             max_reconsume_times: self.inner.cfg.max_reconsumes(),
         };
         let who = (group.as_str(), topic.as_str(), m.handle.as_str());
-        let asked = self.ask(topic, deadline, |c, now, left, buf, lend| {
+        let asked = self.settled(topic, |c, now, left, buf, lend| {
             c.pop_dead_letter(now, who, &letter, left, buf, lend)
         });
-        let (_, frame) = asked.await?.ok_or_else(no_route)?;
-        answered(crate::conn::Answer::read(&frame, "")).map(drop)
+        asked.await.map(drop)
+    }
+
+    /// A request about a received message (of `topic`), made by `f` and answered SUCCESS
+    /// within the client's 3 s: the answer's frame.
+    async fn settled(
+        &self,
+        topic: &str,
+        f: impl Fn(&mut Core, Instant, Duration, &mut [u8], &dyn Lend) -> Result<Transmit, PopError>,
+    ) -> Result<Bytes, SendError> {
+        let deadline = clock::to_std(rmq_core::producer::CLIENT_API_TIMEOUT);
+        let (_, frame) = self.ask(topic, deadline, f).await?.ok_or_else(no_route)?;
+        answered(crate::conn::Answer::read(&frame, "")).map(|_| frame)
     }
 
     /// Closes the connections (nothing to unregister: POP needs no heartbeat); ends
@@ -353,13 +364,7 @@ impl PopConsumer {
         &self,
         topic: &str,
         within: StdDuration,
-        f: impl Fn(
-            &mut crate::driver::Core<rmq_core::client::NoConsumer>,
-            rmq_core::time::Instant,
-            rmq_core::time::Duration,
-            &mut [u8],
-            &dyn rmq_core::client::Lend,
-        ) -> Result<session::Transmit, PopError>,
+        f: impl Fn(&mut Core, Instant, Duration, &mut [u8], &dyn Lend) -> Result<Transmit, PopError>,
     ) -> Result<Option<(String, Bytes)>, SendError> {
         let d = &self.inner.driver;
         let mut looked_up = false;
