@@ -431,6 +431,44 @@ impl Admin {
         Ok(masters.into_iter().map(|(name, _)| name).collect())
     }
 
+    /// Has `group` read `topic` by POP (`pop`) or by pull on every master of `cluster`
+    /// (SET_MESSAGE_REQUEST_MODE, as `mqadmin setConsumeMode -c`; RocketMQ 5.x): the mode the
+    /// brokers hand out to Java push consumers whose client rebalance is off.
+    /// `pop_share_queue_num` -1 gives every consumer every queue. Returns the brokers that
+    /// accepted it.
+    ///
+    /// # Errors
+    /// [`AdminError::NoRoute`] when the cluster has no master; the first broker's refusal
+    /// (TOPIC_NOT_EXIST, SUBSCRIPTION_GROUP_NOT_EXIST, NO_PERMISSION for a `%RETRY%` topic; a
+    /// 4.9 broker: REQUEST_CODE_NOT_SUPPORTED).
+    pub async fn set_consume_mode(
+        &self,
+        cluster: &str,
+        topic: &str,
+        group: &str,
+        pop: bool,
+        pop_share_queue_num: i32,
+    ) -> Result<Vec<String>, AdminError> {
+        let masters = self.masters(Some(cluster)).await?;
+        if masters.is_empty() {
+            return Err(AdminError::NoRoute(format!("cluster {cluster}")));
+        }
+        let len = 80 + rmq_core::json::json_str_len(topic) + rmq_core::json::json_str_len(group);
+        let mut body = vec![0u8; len];
+        let n = ops::write_request_mode(topic, group, pop, pop_share_queue_num, &mut body)
+            .map_err(|_| AdminError::Malformed(format!("{topic} {group}")))?;
+        let code = RequestCode::SET_MESSAGE_REQUEST_MODE;
+        for (_, addr) in &masters {
+            let r = self.call(addr, false, code, (), &body[..n]).await?;
+            if r.code != ResponseCode::SUCCESS {
+                let remark = r.remark.unwrap_or_default();
+                let (addr, code) = (addr.clone(), r.code);
+                return Err(AdminError::Refused { addr, code, remark });
+            }
+        }
+        Ok(masters.into_iter().map(|(name, _)| name).collect())
+    }
+
     /// The masters of `cluster` (all clusters when `None`): `(broker name, address)`.
     async fn masters(&self, cluster: Option<&str>) -> Result<Vec<(String, String)>, AdminError> {
         let all = self.cluster().await?;

@@ -366,6 +366,26 @@ mod cli {
             #[command(subcommand)]
             action: Topics,
         },
+        /// How a group reads a topic on every master of a cluster, RocketMQ 5.x (`mqadmin
+        /// setConsumeMode -c`): `pop` (Java push consumers whose client rebalance is off pop
+        /// the queues the brokers hand out) or `pull`.
+        ConsumeMode {
+            /// Consumer group.
+            group: String,
+            /// Topic.
+            #[arg(long)]
+            topic: String,
+            /// `pop` or `pull`.
+            #[arg(long, value_parser = ["pop", "pull"])]
+            mode: String,
+            /// Cluster.
+            #[arg(long, default_value = "DefaultCluster")]
+            cluster: String,
+            /// With `pop`: how many consumers share each queue (-1: every consumer pops every
+            /// queue).
+            #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+            pop_share_queues: i32,
+        },
         /// A consumer group's offsets and lag per queue, and the total (`mqadmin
         /// consumerProgress -g`); exits 1 when no broker has offsets of the group.
         Progress {
@@ -962,6 +982,23 @@ mod cli {
                 spec.perm = *perm;
                 spec.order = *order;
                 crate::ops::create_topic(&admin(&cli)?, cli.json, cluster, topic, &spec).await
+            }
+            Cmd::ConsumeMode {
+                group,
+                topic,
+                mode,
+                cluster,
+                pop_share_queues,
+            } => {
+                let pop = mode == "pop";
+                let admin = admin(&cli)?;
+                let brokers = admin
+                    .set_consume_mode(cluster, topic, group, pop, *pop_share_queues)
+                    .await?;
+                for b in brokers {
+                    println!("{group} reads {topic} by {mode} on {b}");
+                }
+                Ok(())
             }
             Cmd::Progress { group, topic } => {
                 crate::ops::progress(&admin(&cli)?, cli.json, group, topic.as_deref()).await

@@ -16,6 +16,7 @@
 //! | GET_CONSUME_STATS (208) | each broker of a group's topics | [`read_consume_stats`] |
 //! | INVOKE_BROKER_TO_RESET_OFFSET (222) | each master of the topic | [`read_reset_offsets`] |
 //! | GET_BROKER_RUNTIME_INFO (28) | a broker | [`read_kv_table`] |
+//! | SET_MESSAGE_REQUEST_MODE (401) | each master of the topic | the response code; its body is [`write_request_mode`]'s |
 
 use crate::json::{JsonError, JsonStr, Parser};
 
@@ -296,6 +297,33 @@ pub fn read_kv_table(body: &[u8], f: &mut dyn FnMut(&str, &str)) -> Result<(), B
     }
     p.finish()?;
     Ok(())
+}
+
+/// The body of SET_MESSAGE_REQUEST_MODE (docs/protocol/POP.md §7, Java
+/// `SetMessageRequestModeRequestBody`, as `mqadmin setConsumeMode` sends it): `group` reads
+/// `topic` by POP (`pop`) or by pull; with POP, `pop_share_queue_num` -1 gives every consumer
+/// every queue (popped with queue id -1). Written into `buf`; returns its length.
+///
+/// # Errors
+/// `buf` is too small.
+pub fn write_request_mode(
+    topic: &str,
+    group: &str,
+    pop: bool,
+    pop_share_queue_num: i32,
+    buf: &mut [u8],
+) -> Result<usize, crate::json::BufferTooSmall> {
+    let mut w = crate::json::SliceWriter::new(buf);
+    w.put(b"{\"consumerGroup\":");
+    w.put_json_str(group);
+    w.put(b",\"mode\":");
+    w.put(if pop { b"\"POP\"" } else { b"\"PULL\"" });
+    w.put(b",\"popShareQueueNum\":");
+    w.put_i64_dec(i64::from(pop_share_queue_num));
+    w.put(b",\"topic\":");
+    w.put_json_str(topic);
+    w.put(b"}");
+    w.finish()
 }
 
 #[cfg(test)]

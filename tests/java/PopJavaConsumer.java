@@ -1,12 +1,13 @@
 // A POP consumer on the official RocketMQ Java client (5.x): a push consumer of group <group>
 // with client rebalance off (DefaultMQPushConsumer#setClientRebalance(false)), so that it asks
 // the broker for its assignment (QUERY_ASSIGNMENT) and pops the queues the broker hands out in
-// POP mode (set beforehand with `mqadmin setConsumeMode -m POP`). Every message is consumed
-// successfully (the client acknowledges it with ACK_MESSAGE). Prints "RMQP <body>" per message
-// (bodies as UTF-8 text), then "RMQP-END <count>" once no message came for idleMillis (after
-// the first) or maxMillis passed in all. Once the broker has assigned it a queue to pop (its
-// first rebalance can come before its first heartbeat is known, and the next only 20 s later),
-// it creates the file <readyFile>; with no POP assignment within 60 s it exits with 3.
+// POP mode (set beforehand: `rmq consume-mode`, or `mqadmin setConsumeMode -m POP`). Every
+// message is consumed successfully (the client acknowledges it with ACK_MESSAGE). Prints
+// "RMQP <body>" per message (bodies as UTF-8 text), then "RMQP-END <count>" once no message
+// came for idleMillis (after the first) or maxMillis passed in all. Once the broker has
+// assigned it a queue to pop (its first rebalance can come before its first heartbeat is
+// known, and the next only 20 s later), it creates the file <readyFile>; with no POP
+// assignment within 60 s it exits with 3.
 //
 // usage: PopJavaConsumer <namesrv> <topic> <group> <idleMillis> <maxMillis> <readyFile>
 import java.nio.charset.StandardCharsets;

@@ -8,8 +8,9 @@
 //! refuses with REQUEST_CODE_NOT_SUPPORTED instead of a consumer that waits forever.
 //!
 //! And the group shared with the official Java client: eight rmq POP consumers and a Java push
-//! consumer in POP mode (client rebalance off, the group set to POP with `mqadmin
-//! setConsumeMode`, `tests/java/PopJavaConsumer.java`) on a topic of two queues while messages
+//! consumer in POP mode (client rebalance off, the group set to POP by rmq-admin's
+//! `set_consume_mode`, SET_MESSAGE_REQUEST_MODE, `tests/java/PopJavaConsumer.java`) on a topic
+//! of two queues while messages
 //! arrive: each of the nine receives messages, and every message is acknowledged by exactly one
 //! of them.
 
@@ -376,23 +377,12 @@ fn pop_shared_by_eight_rmq_consumers_and_a_java_one_5_3_3() {
     let cluster = Cluster::start(Version::V5_3_3, options).expect("cluster");
     let ns = cluster.namesrv_addr().to_string();
     cluster.create_topic(TOPIC, 2).expect("create topic");
-    let mode = [
-        "setConsumeMode",
-        "-n",
-        &ns,
-        "-c",
-        "DefaultCluster",
-        "-t",
-        TOPIC,
-        "-g",
-        GROUP,
-        "-m",
-        "POP",
-        "-q",
-        "-1",
-    ];
-    let out = cluster.mqadmin(&mode).expect("mqadmin setConsumeMode");
-    assert!(out.contains("success"), "setConsumeMode: {out}");
+    // The group pops (SET_MESSAGE_REQUEST_MODE from rmq-admin, as `mqadmin setConsumeMode`):
+    // the Java consumer gets a POP assignment only then.
+    let admin = rmq_admin::Admin::builder().namesrv_addr(&ns).build();
+    let set = admin.set_consume_mode("DefaultCluster", TOPIC, GROUP, true, -1);
+    let brokers = runtime().block_on(set).expect("set consume mode");
+    assert_eq!(brokers, ["broker-a"]);
     let ready = std::env::temp_dir().join(format!("rmq-pop-java-ready-{}", std::process::id()));
     let _ = std::fs::remove_file(&ready);
     let t = Instant::now();

@@ -125,3 +125,19 @@ fn truncated_and_hostile_bodies_are_errors() {
     let escaped = br#"{"topicList":["a\u0041"]}"#;
     assert_eq!(read_topic_list(escaped, &mut |_| {}), Err(BodyError::Name));
 }
+
+#[test]
+fn a_request_mode_body_is_the_json_mqadmin_sends() {
+    let mut buf = [0u8; 128];
+    let n = write_request_mode("T\"1", "g", true, -1, &mut buf).unwrap();
+    assert_eq!(
+        core::str::from_utf8(&buf[..n]).unwrap(),
+        r#"{"consumerGroup":"g","mode":"POP","popShareQueueNum":-1,"topic":"T\"1"}"#
+    );
+    let n = write_request_mode("T", "g", false, 2, &mut buf).unwrap();
+    assert_eq!(
+        core::str::from_utf8(&buf[..n]).unwrap(),
+        r#"{"consumerGroup":"g","mode":"PULL","popShareQueueNum":2,"topic":"T"}"#
+    );
+    assert!(write_request_mode("T", "g", true, -1, &mut buf[..20]).is_err());
+}

@@ -95,6 +95,8 @@ impl RequestCode {
     pub const LITE_PULL_MESSAGE: RequestCode = RequestCode(361);
     /// `370` RECALL_MESSAGE.
     pub const RECALL_MESSAGE: RequestCode = RequestCode(370);
+    /// `401` SET_MESSAGE_REQUEST_MODE (5.x: a group's topic popped or pulled).
+    pub const SET_MESSAGE_REQUEST_MODE: RequestCode = RequestCode(401);
     /// `200050` POP_MESSAGE.
     pub const POP_MESSAGE: RequestCode = RequestCode(200050);
     /// `200051` ACK_MESSAGE.
