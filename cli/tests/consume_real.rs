@@ -248,6 +248,28 @@ fn consume_pop_prints_and_acknowledges() {
     let (ok, out, err) = pop("cg_cli_pop_other", &["--exit-at-end"]);
     assert!(ok, "{out}{err}");
     assert_eq!(out.lines().count(), 3, "{out}{err}");
+    // The group's mode for Java POP consumers (SET_MESSAGE_REQUEST_MODE), and a refusal.
+    let mode = [
+        "consume-mode",
+        "cg_cli_pop",
+        "--topic",
+        topic,
+        "--mode",
+        "pop",
+    ];
+    let (ok, out, err) = rmq(&ns, &mode);
+    assert!(ok, "{out}{err}");
+    assert_eq!(out, "cg_cli_pop reads CliPop by pop on broker-a\n", "{err}");
+    let retry = [
+        "consume-mode",
+        "cg_cli_pop",
+        "--topic",
+        "%RETRY%cg_cli_pop",
+        "--mode",
+        "pop",
+    ];
+    let (ok, out, err) = rmq(&ns, &retry);
+    assert!(!ok, "a retry topic is always pulled: {out}{err}");
     // A timestamp start is not POP's.
     let (ok, _, err) = rmq(&ns, &["consume", topic, "--pop", "--from", "1700000000000"]);
     assert!(

@@ -9,8 +9,12 @@
 // known, and the next only 20 s later), it creates the file <readyFile>; with no POP
 // assignment within 60 s it exits with 3.
 //
+// The 5.x methods are called by reflection: every class here is compiled against the 4.9
+// client too.
+//
 // usage: PopJavaConsumer <namesrv> <topic> <group> <idleMillis> <maxMillis> <readyFile>
 import java.nio.charset.StandardCharsets;
+import java.util.Map;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
@@ -20,6 +24,12 @@ import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.MessageExt;
 
 public final class PopJavaConsumer {
+    // The queues the broker assigned it to pop (RebalanceImpl#getPopProcessQueueTable, 5.x).
+    static Map<?, ?> popQueues(DefaultMQPushConsumer consumer) throws Exception {
+        Object rebalance = consumer.getDefaultMQPushConsumerImpl().getRebalanceImpl();
+        return (Map<?, ?>) rebalance.getClass().getMethod("getPopProcessQueueTable").invoke(rebalance);
+    }
+
     public static void main(String[] args) throws Exception {
         if (args.length < 6) {
             System.err.println("usage: PopJavaConsumer <namesrv> <topic> <group> <idleMillis> <maxMillis> <readyFile>");
@@ -33,8 +43,8 @@ public final class PopJavaConsumer {
         consumer.setNamesrvAddr(args[0]);
         consumer.setInstanceName("pop-" + System.nanoTime());
         consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
-        consumer.setClientRebalance(false);
-        consumer.setPopBatchNums(4);
+        DefaultMQPushConsumer.class.getMethod("setClientRebalance", boolean.class).invoke(consumer, false);
+        DefaultMQPushConsumer.class.getMethod("setPopBatchNums", int.class).invoke(consumer, 4);
         consumer.subscribe(args[1], "*");
         consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
             for (MessageExt m : msgs) {
@@ -45,7 +55,7 @@ public final class PopJavaConsumer {
         });
         consumer.start();
         long start = System.currentTimeMillis();
-        while (consumer.getDefaultMQPushConsumerImpl().getRebalanceImpl().getPopProcessQueueTable().isEmpty()) {
+        while (popQueues(consumer).isEmpty()) {
             if (System.currentTimeMillis() - start > 60000) {
                 System.out.println("RMQP-NO-POP-ASSIGNMENT pull queues: "
                     + consumer.getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable().keySet());
@@ -54,8 +64,7 @@ public final class PopJavaConsumer {
             consumer.getDefaultMQPushConsumerImpl().doRebalance();
             Thread.sleep(200);
         }
-        System.out.println("RMQP-ASSIGNED "
-            + consumer.getDefaultMQPushConsumerImpl().getRebalanceImpl().getPopProcessQueueTable().keySet());
+        System.out.println("RMQP-ASSIGNED " + popQueues(consumer).keySet());
         java.nio.file.Files.createFile(java.nio.file.Paths.get(args[5]));
         start = System.currentTimeMillis();
         while (true) {
