@@ -8,8 +8,9 @@
 //! This module decides what the requests carry and reads their answers; the requests go out
 //! through the client's [`Client::call`] (`Features::CALLS`):
 //! - [`Client::pop`] asks the topic's brokers in turn: the `nth` of one round of receiving
-//!   (each broker once; only the last one asked may hold the request while it has nothing,
-//!   so a message on another broker never waits behind a parked request);
+//!   (each broker once, starting where the caller says, so that successive rounds start at
+//!   successive brokers and a broker with a backlog starves none; only the last one asked
+//!   may hold the request while it has nothing);
 //! - [`PopAnswer`] reads the answer and builds each message's receipt handle as the Java client
 //!   does ([`PopAnswer::write_handle`], the `POP_CK` property);
 //! - [`Client::pop_ack`] and [`Client::change_invisible`] name a message by its handle
@@ -45,6 +46,8 @@ pub const MAX_MESSAGES: u8 = 32;
 pub const ANSWER_MARGIN: Duration = Duration::from_millis(10_000);
 /// Java's `popInvisibleTime`: how long a message received by a listener stays invisible (60 s).
 pub const INVISIBLE_TIME: Duration = Duration::from_millis(60_000);
+/// How long Java waits before it pops again from a broker that answered POLLING_FULL (3 s).
+pub const FULL_DELAY: Duration = Duration::from_millis(3_000);
 /// Java's poll time: how long a broker holds a pop that finds nothing (15 s).
 pub const POLL_TIME: Duration = Duration::from_millis(15_000);
 
@@ -97,8 +100,8 @@ impl<
     C: Attached,
 > Client<TOPICS, BROKERS, QUEUES, REQUESTS, SENDS, ROUTE_STR, F, St, C>
 {
-    /// POP_MESSAGE `req` to the `nth` broker (0, 1, ...) of the topic's route, for all of its
-    /// queues (a [`Client::call`] answered within `wait` + [`ANSWER_MARGIN`]): the last broker
+    /// POP_MESSAGE `req` to the `nth` broker (0, 1, ...) of a round over the topic's route
+    /// that starts at its broker `first` (taken modulo their number), for all of its queues (a [`Client::call`] answered within `wait` + [`ANSWER_MARGIN`]): the last broker
     /// of the round may hold the request up to `wait` while it has nothing, the others answer
     /// at once. The broker's clock times the request (`bornTime` 0: no clock skew can make
     /// it refuse the pop as late). Read its answer with [`PopAnswer::read`].
@@ -110,7 +113,7 @@ impl<
         &mut self,
         now: Instant,
         req: &PopRequest<'_>,
-        nth: usize,
+        (first, nth): (usize, usize),
         wait: Duration,
         buf: &mut [u8],
         lend: &M,
@@ -122,13 +125,20 @@ impl<
             .filter(|q| !q.is_empty())
             .ok_or(PopError::NoRoute)?;
         // The topic's brokers in route order, each once.
-        let mut brokers = queues
+        let brokers = queues
             .iter()
             .enumerate()
             .filter(|&(i, q)| queues[..i].iter().all(|p| p.broker != q.broker))
             .map(|(_, q)| q.broker);
-        let broker = brokers.nth(nth).ok_or(PopError::RoundOver)?;
-        let last = brokers.next().is_none();
+        let n = brokers.clone().count();
+        if nth >= n {
+            return Err(PopError::RoundOver);
+        }
+        let last = nth + 1 == n;
+        let broker = brokers
+            .clone()
+            .nth((first % n + nth) % n)
+            .ok_or(PopError::RoundOver)?;
         // (The session's own copy, of the same capacity: it fits.)
         let mut bname: heapless::String<{ MAX_BROKER_NAME }> = heapless::String::new();
         let _ = bname.push_str(s.broker_name(broker).unwrap_or(""));
@@ -446,9 +456,11 @@ pub struct Changed {
 pub enum PopStatus {
     /// Messages came ([`PopAnswer::messages`]).
     Found,
-    /// Nothing to pop now (POLLING_TIMEOUT, PULL_NOT_FOUND), or the broker holds too many
-    /// waiting pops (POLLING_FULL): ask again.
+    /// Nothing to pop now (POLLING_TIMEOUT, PULL_NOT_FOUND): ask again.
     Nothing,
+    /// The broker holds too many waiting pops (POLLING_FULL): ask it again after
+    /// [`FULL_DELAY`] (Java's wait).
+    Full,
     /// Refused with this code (REQUEST_CODE_NOT_SUPPORTED 3: a broker before 5.0, which has
     /// no POP; SYSTEM_ERROR 1: its timer wheel is off; TOPIC_NOT_EXIST 17, NO_PERMISSION 16,
     /// ...): the remark says why.
@@ -499,9 +511,8 @@ impl<'a> PopAnswer<'a> {
     pub fn status(&self) -> PopStatus {
         match ResponseCode(self.code) {
             ResponseCode::SUCCESS => PopStatus::Found,
-            ResponseCode::POLLING_TIMEOUT
-            | ResponseCode::PULL_NOT_FOUND
-            | ResponseCode::POLLING_FULL => PopStatus::Nothing,
+            ResponseCode::POLLING_TIMEOUT | ResponseCode::PULL_NOT_FOUND => PopStatus::Nothing,
+            ResponseCode::POLLING_FULL => PopStatus::Full,
             _ => PopStatus::Refused(self.code),
         }
     }

@@ -1417,7 +1417,7 @@ fn pops_ask_each_broker_once_a_round_and_only_the_last_may_wait() {
     };
     let (wait, mut buf) = (crate::time::Duration::from_millis(15_000), [0u8; 2048]);
     assert_eq!(
-        c.pop(t(0), &req, 0, wait, &mut buf, &Lent),
+        c.pop(t(0), &req, (0, 0), wait, &mut buf, &Lent),
         Err(PopError::NoRoute)
     );
     c.session_mut().topic(t(0), "T").unwrap();
@@ -1428,7 +1428,7 @@ fn pops_ask_each_broker_once_a_round_and_only_the_last_may_wait() {
     while c.poll_event().is_some() {}
     let mut asked = StdVec::new();
     for nth in 0..2 {
-        let tx = c.pop(t(2), &req, nth, wait, &mut buf, &Lent).unwrap();
+        let tx = c.pop(t(2), &req, (0, nth), wait, &mut buf, &Lent).unwrap();
         let f = Frame::new_checked(&buf[..tx.len]).unwrap();
         assert_eq!(f.serialize_type(), SerializeType::JSON);
         let h = CommandHeader::parse(&f).unwrap();
@@ -1455,9 +1455,20 @@ fn pops_ask_each_broker_once_a_round_and_only_the_last_may_wait() {
         ]
     );
     assert_eq!(
-        c.pop(t(2), &req, 2, wait, &mut buf, &Lent),
+        c.pop(t(2), &req, (0, 2), wait, &mut buf, &Lent),
         Err(PopError::RoundOver)
     );
+    // The next round starts at the next broker; its last is the first.
+    let peers: StdVec<(Peer, StdString)> = (0..2)
+        .map(|nth| {
+            let tx = c.pop(t(2), &req, (1, nth), wait, &mut buf, &Lent).unwrap();
+            let f = Frame::new_checked(&buf[..tx.len]).unwrap();
+            let h = CommandHeader::parse(&f).unwrap();
+            let poll = h.get("pollTime").and_then(|v| v.as_str()).unwrap_or("");
+            (tx.peer, poll.to_string())
+        })
+        .collect();
+    assert_eq!(peers, [(b, "0".to_string()), (BROKER, "15000".to_string())]);
 
     // An ack goes to the handle's broker, naming the topic the message is in.
     let ms = crate::time::Duration::from_millis(3000);

@@ -118,7 +118,9 @@ fn without_start_offsets_the_checkpoint_is_the_first_message_of_its_queue() {
 
 #[test]
 fn nothing_to_pop_is_not_a_refusal_and_has_no_messages() {
-    for code in [210, 19, 209] {
+    let f = answer(209, &[], b"");
+    assert_eq!(PopAnswer::read(&f).unwrap().status(), PopStatus::Full);
+    for code in [210, 19] {
         let f = answer(code, &[], &stored("T", 0, 1, b""));
         let a = PopAnswer::read(&f).unwrap();
         assert_eq!(a.status(), PopStatus::Nothing, "{code}");

@@ -82,10 +82,13 @@ pub struct PopConsumer {
 struct Inner {
     driver: Driver,
     cfg: ConsumerConfig,
-    /// The subscription the next receive starts with.
+    /// The subscription the next receive starts with, and the broker its rounds start at.
     next: AtomicUsize,
     /// [`PopConsumer::shutdown`] was called: [`PopConsumer::run`] returns.
     stopped: AtomicBool,
+    /// Held (read) by [`PopConsumer::run`] while it hands a batch out and settles it; a
+    /// shutdown takes it (write) before it closes the connections.
+    handling: tokio::sync::RwLock<()>,
 }
 
 impl std::fmt::Debug for PopConsumer {
@@ -130,6 +133,7 @@ impl ConsumerBuilder {
                 cfg,
                 next,
                 stopped,
+                handling: tokio::sync::RwLock::new(()),
             }),
         })
     }
@@ -155,6 +159,7 @@ impl PopConsumer {
         let cfg = &self.inner.cfg;
         let subs = cfg.subscriptions.len();
         let first = self.inner.next.fetch_add(1, Ordering::Relaxed);
+        let mut full = false;
         for i in 0..subs {
             let (topic, exp) = &cfg.subscriptions[(first + i) % subs];
             let (expression_type, expression) = match exp {
@@ -182,7 +187,7 @@ impl PopConsumer {
             let mut nth = 0;
             loop {
                 let asked = self.ask(topic, deadline(), |c, now, _, buf, lend| {
-                    c.pop(now, &req, nth, wait, buf, lend)
+                    c.pop(now, &req, (first, nth), wait, buf, lend)
                 });
                 let (broker, frame) = match asked.await? {
                     Some(answer) => answer,
@@ -194,12 +199,17 @@ impl PopConsumer {
                 match a.status() {
                     PopStatus::Found => return Ok(popped(&frame, &a, topic, &broker)),
                     PopStatus::Nothing => nth += 1,
+                    PopStatus::Full => (nth, full) = (nth + 1, true),
                     PopStatus::Refused(_) => {
                         let a = crate::conn::Answer::read(&frame, "");
                         return answered(a).map(|_| Vec::new());
                     }
                 }
             }
+        }
+        if full {
+            // A broker holds too many waiting pops: no receive loop asks it again at once.
+            tokio::time::sleep(clock::to_std(pop::FULL_DELAY)).await;
         }
         Ok(Vec::new())
     }
@@ -273,16 +283,30 @@ impl PopConsumer {
     {
         let (handler, max) = (Arc::new(handler), self.inner.cfg.consume_concurrency);
         let invisible = clock::to_std(pop::INVISIBLE_TIME);
-        while !self.inner.stopped.load(Ordering::Acquire) {
+        while !self.inner.stopped.load(Ordering::SeqCst) {
             let batch = match self.receive(max.clamp(1, 32), invisible).await {
                 Ok(batch) => batch,
-                Err(e) if !self.inner.stopped.load(Ordering::Acquire) => {
+                Err(e) if !self.inner.stopped.load(Ordering::SeqCst) => {
                     warn!(error = %e, "POP receive failed; again in 1 s");
                     tokio::time::sleep(StdDuration::from_secs(1)).await;
                     continue;
                 }
                 Err(_) => break,
             };
+            let _handling = self.inner.handling.read().await;
+            if self.inner.stopped.load(Ordering::SeqCst) {
+                // Received as the shutdown began: not handed out; it comes again after its
+                // invisible time.
+                break;
+            }
+            if self.inner.cfg.orderly {
+                // Orderly POP: each queue's messages one after another, in order.
+                for m in batch {
+                    let result = handler(m.message.clone()).await.into_result();
+                    self.settle(m, result).await;
+                }
+                continue;
+            }
             let mut calls = tokio::task::JoinSet::new();
             for m in batch {
                 let (h, me) = (handler.clone(), self.clone());
@@ -349,11 +373,13 @@ impl PopConsumer {
         answered(crate::conn::Answer::read(&frame, "")).map(|_| frame)
     }
 
-    /// Closes the connections (nothing to unregister: POP needs no heartbeat); ends
-    /// [`PopConsumer::run`] (with the handler calls in progress).
+    /// Ends [`PopConsumer::run`]: waits up to 3 s for the handler calls in progress and their
+    /// acknowledgements (a message whose call takes longer comes again after its invisible
+    /// time), then closes the connections (nothing to unregister: POP needs no heartbeat).
     pub async fn shutdown(&self) {
-        self.inner.stopped.store(true, Ordering::Release);
+        self.inner.stopped.store(true, Ordering::SeqCst);
         let limit = clock::to_std(rmq_core::producer::CLIENT_API_TIMEOUT);
+        let _ = tokio::time::timeout(limit, self.inner.handling.write()).await;
         self.inner.driver.shutdown(limit).await;
     }
 
