@@ -66,6 +66,7 @@ pub mod consumer;
 pub mod counter;
 pub mod deadline;
 pub mod fault;
+pub mod gateway;
 pub mod json;
 pub mod link;
 pub mod lock;

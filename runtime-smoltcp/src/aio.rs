@@ -35,8 +35,9 @@ use rmq_core::wire::{FrameError, whole_frame};
 use crate::client::{ClientConfig, ClientError, ClientMachine};
 use crate::net::{Machine, earliest};
 use crate::producer::ProducerMachine;
-use crate::send::Sender;
-use crate::{BaseConfig, Config, Message, SendFailure, SendReceipt, Stats, SubmitError};
+use crate::{BaseConfig, Config, Message, SendReceipt, Stats, SubmitError};
+pub use rmq_core::gateway::SendError;
+use rmq_core::gateway::Sender;
 
 /// Time, as the application's executor keeps it (embassy-time, tokio, ...).
 pub trait Clock {
@@ -63,26 +64,6 @@ impl Clock for EmbassyClock {
         embassy_time::Timer::at(embassy_time::Instant::from_millis(at.millis()))
     }
 }
-
-/// Why a send did not store the message.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SendError {
-    /// Refused before anything was sent (too large, invalid, ...).
-    Submit(SubmitError),
-    /// Sent and failed (the retries ran out, or a broker refused it).
-    Failed(SendFailure),
-}
-
-impl core::fmt::Display for SendError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            SendError::Submit(e) => write!(f, "{e}"),
-            SendError::Failed(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl core::error::Error for SendError {}
 
 /// Buffers of an async producer or client: frame staging, the message (a client's heartbeat
 /// first), and one receive buffer per connection (the NameServer's, then one per broker), each

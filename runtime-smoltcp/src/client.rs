@@ -1,5 +1,5 @@
 //! The client: a consumer (the core [`PullConsumer`]) and optionally a producer
-//! ([`crate::send`]) on one core [`Session`], as a [`Machine`] driven over smoltcp sockets by
+//! ([`rmq_core::gateway`]) on one core [`Session`], as a [`Machine`] driven over smoltcp sockets by
 //! [`crate::net`] (or, with the `async` feature, over any async stack by [`crate::aio`]): one
 //! NameServer connection and one per broker for both, and one copy of the session's code in
 //! the image.
@@ -20,8 +20,8 @@ use smoltcp::phy::Device;
 
 use crate::machine::{Gateway, Gw};
 use crate::net::{Net, Stats};
-use crate::send::Sender;
 use crate::{BaseConfig, Completion, Message, SendId, SubmitError};
+use rmq_core::gateway::Sender;
 
 /// Most messages one pull asks for (`pullBatchSize` is clamped to it).
 pub const MAX_PULL_BATCH: u32 = 32;
@@ -254,7 +254,13 @@ impl<'a, 'b, const B: usize, const Q: usize, const S: usize, const OWNED: usize,
         let (sc, pc) = Self::configs(cfg);
         Gw {
             hb: &[],
-            send: Sender::new(cfg.publish_topic, &cfg.base, message, sc.seed),
+            send: Sender::new(
+                cfg.publish_topic,
+                cfg.base.retry,
+                cfg.base.client_ip,
+                message,
+                sc.seed,
+            ),
             client: core_client::Client::build(&sc, now, || Pull::build(&pc, now)),
         }
     }

@@ -91,24 +91,23 @@ pub mod aio;
 mod client;
 mod machine;
 mod producer;
-mod send;
 
 pub use addr::parse_endpoint;
 pub use client::{Client, ClientConfig, ClientError, MAX_PULL_BATCH};
 pub use net::Stats;
 pub use producer::Producer;
 pub use rmq_core as core;
+/// What a send takes and gives: the core's sending side over the lent message buffer
+/// ([`rmq_core::gateway`]), which both gateways drive.
+pub use rmq_core::gateway::{Completion, Message, SendId, SendReceipt, SubmitError};
 /// A message handed to [`Client::poll`]'s closure (the core consumer's type).
 pub use rmq_core::pull_consumer::Delivery;
 /// Why a send failed (the core session's type, as every runtime reports it).
 pub use rmq_core::session::SendFailure;
 
-use ::core::fmt;
-
 use ::core::net::SocketAddr;
-use rmq_core::message::validate::ValidationError;
 use rmq_core::producer as core_producer;
-use rmq_core::retry::{RetryConfig, SendMode, SendStatus};
+use rmq_core::retry::{RetryConfig, SendMode};
 use rmq_core::session;
 use rmq_core::time::Duration;
 use rmq_core::wire::{SerializeType, version};
@@ -226,105 +225,3 @@ pub struct Buffers<'b> {
     /// The message in flight: encoded properties plus body.
     pub message: &'b mut [u8],
 }
-
-/// A message to publish.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Message<'m> {
-    /// Body bytes.
-    pub body: &'m [u8],
-    /// `TAGS` property.
-    pub tags: Option<&'m str>,
-    /// `KEYS` property.
-    pub keys: Option<&'m str>,
-    /// Application flag (stored verbatim).
-    pub flag: i32,
-}
-
-/// Identifies a send in [`Completion`]s.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct SendId(pub u32);
-
-/// A stored message.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SendReceipt {
-    /// Store status.
-    pub status: SendStatus,
-    /// Broker name the message went to.
-    pub broker: heapless::String<MAX_BROKER_NAME>,
-    /// Queue id written (from the response header; the chosen queue for oneway).
-    pub queue_id: i32,
-    /// Consume-queue offset (`None` for oneway).
-    pub queue_offset: Option<i64>,
-    /// offsetMsgId (empty for oneway).
-    pub offset_msg_id: heapless::String<MAX_MSG_ID>,
-    /// The UNIQ_KEY (client message id), upper-case hex; of the first message of a batch.
-    pub msg_id: heapless::String<32>,
-    /// Messages stored: 1, or a batch's count ([`Producer::send_batch`]).
-    pub messages: u16,
-    /// Attempts made.
-    pub attempts: u8,
-}
-
-impl SendReceipt {
-    /// The msgId (UNIQ_KEY) of message `i` of a batch (`i` = 0 is [`SendReceipt::msg_id`]):
-    /// the ids of one batch are generated in a row and differ only in their counter.
-    /// `None` past the batch.
-    pub fn msg_id_of(&self, i: u16) -> Option<heapless::String<32>> {
-        if i >= self.messages {
-            return None;
-        }
-        let first = rmq_core::message::UniqKey::parse(&self.msg_id).ok()?;
-        let id = first.with_counter(first.counter().wrapping_add(i)).to_hex();
-        let mut s = heapless::String::new();
-        s.push_str(id.as_str()).ok()?;
-        Some(s)
-    }
-}
-
-/// The end of a send.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Completion {
-    /// Which send.
-    pub id: SendId,
-    /// Its result.
-    pub result: Result<SendReceipt, SendFailure>,
-}
-
-/// [`Producer::send`] refused the message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[non_exhaustive]
-pub enum SubmitError {
-    /// A send is in flight, a frame is half written or a completion was not taken yet.
-    Busy,
-    /// Properties plus body do not fit [`Buffers::message`].
-    TooLarge,
-    /// The message fails the client-side checks every rmq runtime applies (topic, empty
-    /// body, a tag or key with a separator character, ...): nothing was sent.
-    Invalid(ValidationError),
-    /// The core session refused it (e.g. a topic name that does not fit).
-    Session(rmq_core::session::SubmitError),
-    /// [`Producer::send_batch`] was given no message.
-    EmptyBatch,
-    /// This [`Client`] was configured without a topic to publish to.
-    NoTopic,
-    /// The batch breaks the core's batch rules (a `%RETRY%` topic).
-    Batch(rmq_core::message::batch_rules::RuleError),
-}
-
-impl fmt::Display for SubmitError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SubmitError::Busy => f.write_str("a send is in flight"),
-            SubmitError::TooLarge => f.write_str("message does not fit the message buffer"),
-            SubmitError::Invalid(e) => write!(f, "invalid message: {e}"),
-            SubmitError::Session(e) => fmt::Display::fmt(e, f),
-            SubmitError::EmptyBatch => f.write_str("a batch needs at least one message"),
-            SubmitError::NoTopic => f.write_str("this client publishes to no topic"),
-            SubmitError::Batch(e) => fmt::Display::fmt(e, f),
-        }
-    }
-}
-
-impl ::core::error::Error for SubmitError {}

@@ -1,6 +1,6 @@
 //! The one machine both runtimes ([`crate::net`], [`crate::aio`]) drive, for the producer and
 //! the client alike: the core [`Client`] (its session, and a consuming gateway's pull
-//! consumer) and the sending side ([`crate::send`]).
+//! consumer) and the sending side ([`rmq_core::gateway`]).
 //!
 //! The core client correlates every answer, answers every request a broker sends (running
 //! info for `mqadmin consumerStatus`, REQUEST_CODE_NOT_SUPPORTED from a producer) and reports
@@ -14,7 +14,7 @@ use rmq_core::time::Instant;
 use rmq_core::transport::TransportError;
 
 use crate::net::{Machine, Stats};
-use crate::send::{Lend, Sender};
+use rmq_core::gateway::{Lend, Sender};
 
 /// What a gateway compiles in (`CONSUMER`: a client's session, else a producer's). JSON
 /// headers unless `rocketmq-headers` (every broker answers either); no broker remarks (the

@@ -1,4 +1,4 @@
-//! The producer: a core client without a consumer and the sending side ([`crate::send`]) as
+//! The producer: a core client without a consumer and the sending side ([`rmq_core::gateway`]) as
 //! a [`Gw`], driven over smoltcp sockets by [`crate::net`] (or, with the `async` feature,
 //! over any async stack by [`crate::aio`]).
 //!
@@ -14,8 +14,8 @@ use smoltcp::phy::Device;
 
 use crate::machine::{Gateway, Gw};
 use crate::net::{Net, Stats};
-use crate::send::Sender;
 use crate::{Buffers, Completion, Config, Message, SendId, SubmitError};
+use rmq_core::gateway::Sender;
 
 /// Requests queued or in flight: a route lookup and the one send (plus slack).
 const REQUESTS: usize = 4;
@@ -42,7 +42,13 @@ impl<'a, 'b, const B: usize, const Q: usize, const S: usize> ProducerMachine<'a,
         let sc = cfg.base.session("");
         Gw {
             client: Client::assemble(&sc, now, || NoConsumer),
-            send: Sender::new(Some(cfg.topic), &cfg.base, message, sc.seed),
+            send: Sender::new(
+                Some(cfg.topic),
+                cfg.base.retry,
+                cfg.base.client_ip,
+                message,
+                sc.seed,
+            ),
             hb: &[],
         }
     }
