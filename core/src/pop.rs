@@ -467,6 +467,144 @@ pub enum PopStatus {
     Refused(i32),
 }
 
+/// The most brokers one subscription's round asks (more than any route names).
+const MAX_ROUND: usize = 256;
+
+/// Java's `pullTimeDelayMillsWhenException`: how long a receive whose broker failed (lost
+/// connection, no answer in time, no route) waits before the next one (3 s).
+pub const FAILED_DELAY: Duration = Duration::from_millis(3_000);
+
+/// One receive over a consumer's subscriptions (Java's pop loop): which subscription and which
+/// broker each pop asks and how long it may wait, from what the earlier pops heard. Each
+/// subscription's brokers are asked in turn ([`Client::pop`]'s round); only the last broker
+/// of the last subscription may hold the request (up to `suspend`) while it has nothing. A
+/// broker that fails is passed over, not the end of the receive; the first messages found
+/// end it.
+///
+/// ```
+/// use rmq_core::pop::{Ask, FAILED_DELAY, Heard, Receive};
+/// use rmq_core::time::Duration;
+/// let suspend = Duration::from_secs(15);
+/// // Two subscriptions; this receive starts with the second (`first` 3).
+/// let mut r = Receive::new(2, 3, suspend);
+/// assert_eq!(r.next(), Some(Ask { subscription: 1, brokers: (3, 0), wait: Duration::ZERO }));
+/// r.heard(Heard::Failed); // its first broker is down: the next one
+/// assert_eq!(r.next(), Some(Ask { subscription: 1, brokers: (3, 1), wait: Duration::ZERO }));
+/// r.heard(Heard::RoundOver); // no third broker: the next subscription
+/// assert_eq!(r.next(), Some(Ask { subscription: 0, brokers: (3, 0), wait: suspend }));
+/// r.heard(Heard::Nothing);
+/// r.heard(Heard::RoundOver);
+/// assert_eq!(r.next(), None);
+/// assert!(r.answered());
+/// assert_eq!(r.pause(), Some(FAILED_DELAY));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Receive {
+    subscriptions: usize,
+    first: usize,
+    suspend: Duration,
+    /// Subscriptions done (the current one is `(first + done) % subscriptions`).
+    done: usize,
+    /// The current subscription's next broker in its round.
+    nth: usize,
+    answered: bool,
+    pause: Option<Duration>,
+}
+
+/// The next pop of a [`Receive`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ask {
+    /// Which subscription (an index into the consumer's).
+    pub subscription: usize,
+    /// `(first, nth)` for [`Client::pop`].
+    pub brokers: (usize, usize),
+    /// How long the broker may hold it ([`Client::pop`]'s `wait`).
+    pub wait: Duration,
+}
+
+/// What a pop of a [`Receive`] heard (messages found end the receive).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Heard {
+    /// [`PopStatus::Nothing`].
+    Nothing,
+    /// [`PopStatus::Full`]: the receive waits [`FULL_DELAY`] at its end.
+    Full,
+    /// The broker could not be asked or did not answer (lost connection, timeout): the
+    /// receive waits [`FAILED_DELAY`] at its end.
+    Failed,
+    /// [`PopError::RoundOver`]: every broker of the subscription was asked.
+    RoundOver,
+    /// [`PopError::NoRoute`] after a lookup: the subscription is passed over (as `Failed`).
+    NoRoute,
+}
+
+impl Receive {
+    /// A receive over `subscriptions` subscriptions, starting with subscription `first`
+    /// (modulo their number) and, in each, at its broker `first` (so that successive receives
+    /// start at successive ones), the last one asked waiting up to `suspend`.
+    pub fn new(subscriptions: usize, first: usize, suspend: Duration) -> Self {
+        Receive {
+            subscriptions,
+            first,
+            suspend,
+            done: 0,
+            nth: 0,
+            answered: false,
+            pause: None,
+        }
+    }
+
+    /// The next pop to make; `None` once every subscription's round is over.
+    pub fn next(&self) -> Option<Ask> {
+        if self.done >= self.subscriptions {
+            return None;
+        }
+        let last = self.done + 1 == self.subscriptions;
+        Some(Ask {
+            subscription: (self.first % self.subscriptions + self.done) % self.subscriptions,
+            brokers: (self.first, self.nth),
+            wait: if last { self.suspend } else { Duration::ZERO },
+        })
+    }
+
+    /// What the last pop ([`Receive::next`]) heard.
+    pub fn heard(&mut self, h: Heard) {
+        match h {
+            Heard::Nothing | Heard::Full => self.answered = true,
+            Heard::Failed | Heard::RoundOver | Heard::NoRoute => {}
+        }
+        let pause = match h {
+            Heard::Full => FULL_DELAY,
+            Heard::Failed | Heard::NoRoute => FAILED_DELAY,
+            Heard::Nothing | Heard::RoundOver => Duration::ZERO,
+        };
+        if pause > Duration::ZERO {
+            self.pause = Some(self.pause.map_or(pause, |p| p.max(pause)));
+        }
+        match h {
+            // (A failure the client's round never saw, e.g. of a stopped runtime, ends the
+            // round after as many brokers as a route can name.)
+            Heard::Nothing | Heard::Full | Heard::Failed if self.nth + 1 < MAX_ROUND => {
+                self.nth += 1;
+            }
+            _ => (self.done, self.nth) = (self.done + 1, 0),
+        }
+    }
+
+    /// Whether some broker answered (nothing, or full): when none did, the receive's failure
+    /// is the caller's to report.
+    pub fn answered(&self) -> bool {
+        self.answered
+    }
+
+    /// How long to wait after a receive that found nothing: [`FULL_DELAY`] after a full
+    /// broker, [`FAILED_DELAY`] after a failed one; `None` when every broker simply had
+    /// nothing (the last one held the request already).
+    pub fn pause(&self) -> Option<Duration> {
+        self.pause
+    }
+}
+
 /// A broker's answer to POP_MESSAGE or CHANGE_MESSAGE_INVISIBLETIME, read from its frame.
 #[derive(Clone, Copy, Debug)]
 pub struct PopAnswer<'a> {

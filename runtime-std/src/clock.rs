@@ -21,9 +21,21 @@ pub fn at(t: std::time::Instant) -> Instant {
     Instant::from_millis(u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// A core instant as a tokio instant.
+/// A core instant as a tokio instant (saturating: see [`after`]).
 pub fn to_tokio(i: Instant) -> tokio::time::Instant {
-    tokio::time::Instant::from_std(epoch() + std::time::Duration::from_millis(i.millis()))
+    let e = tokio::time::Instant::from_std(epoch());
+    later(e, std::time::Duration::from_millis(i.millis()))
+}
+
+/// `d` from now, as a tokio instant; a `d` too large for the clock (a caller's
+/// `Duration::MAX`) is ~30 years from now rather than a panic.
+pub fn after(d: std::time::Duration) -> tokio::time::Instant {
+    later(tokio::time::Instant::now(), d)
+}
+
+fn later(t: tokio::time::Instant, d: std::time::Duration) -> tokio::time::Instant {
+    const FAR: std::time::Duration = std::time::Duration::from_secs(30 * 365 * 86_400);
+    t.checked_add(d.min(FAR)).unwrap_or(t)
 }
 
 /// A std duration as a core duration (saturating, ms).

@@ -30,7 +30,7 @@ impl InFlight {
 
     /// Waits up to `limit` for the work in progress to end; how much still runs.
     pub(crate) async fn drained(&self, limit: Duration) -> usize {
-        let deadline = tokio::time::Instant::now() + limit;
+        let deadline = crate::clock::after(limit);
         loop {
             let idle = self.0.1.notified();
             let n = self.0.0.load(Ordering::Acquire);

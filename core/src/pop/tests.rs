@@ -188,3 +188,75 @@ fn an_orderly_pops_counts_are_the_messages_own_or_else_their_queues() {
     assert_eq!(counts, [Some(2), Some(0), Some(1), Some(3), None]);
     assert_eq!(handles(&f)[0], "5 1733480000123 60000 999 0 broker-a 1 5");
 }
+
+/// Every pop a receive makes, given what the brokers of each subscription (by index) hear in
+/// turn (a round over a subscription ends when its list runs out).
+fn pops(subs: &[&[Heard]], first: usize) -> (StdVec<Ask>, Receive) {
+    let mut r = Receive::new(subs.len(), first, Duration::from_secs(15));
+    let mut asked = StdVec::new();
+    while let Some(a) = r.next() {
+        asked.push(a);
+        let heard = subs[a.subscription].get(a.brokers.1).copied();
+        r.heard(heard.unwrap_or(Heard::RoundOver));
+        assert!(asked.len() < 100, "the receive never ends");
+    }
+    (asked, r)
+}
+
+#[test]
+fn a_receive_asks_each_broker_of_each_subscription_once_and_only_the_very_last_waits() {
+    let (asked, r) = pops(&[&[Heard::Nothing, Heard::Nothing], &[Heard::Nothing]], 5);
+    let seen: StdVec<_> = asked
+        .iter()
+        .map(|a| (a.subscription, a.brokers, a.wait.millis()))
+        .collect();
+    // Starts with subscription 5 % 2 = 1; each round starts at broker `first` (5).
+    assert_eq!(
+        seen,
+        [
+            (1, (5, 0), 0),
+            (1, (5, 1), 0),
+            (0, (5, 0), 15_000),
+            (0, (5, 1), 15_000),
+            (0, (5, 2), 15_000)
+        ]
+    );
+    assert!(r.answered());
+    assert_eq!(r.pause(), None);
+}
+
+#[test]
+fn a_failed_broker_is_passed_over_and_the_receive_pauses_after_it() {
+    let (asked, r) = pops(&[&[Heard::Failed, Heard::Nothing]], 0);
+    assert_eq!(asked.len(), 3);
+    assert!(r.answered());
+    assert_eq!(r.pause(), Some(FAILED_DELAY));
+    // Every broker failed: nobody answered, the caller reports the failure.
+    let (_, r) = pops(&[&[Heard::Failed, Heard::Failed]], 0);
+    assert!(!r.answered());
+    // No route for one subscription: the other is still asked.
+    let (asked, r) = pops(&[&[Heard::NoRoute], &[Heard::Full]], 0);
+    assert_eq!(asked.iter().filter(|a| a.subscription == 1).count(), 2);
+    assert!(r.answered());
+    assert_eq!(r.pause(), Some(FULL_DELAY));
+}
+
+#[test]
+fn failures_the_client_never_saw_still_end_the_round() {
+    // Every ask fails before the client could say the round is over (a stopped runtime).
+    let mut r = Receive::new(1, 0, Duration::ZERO);
+    let mut asks = 0;
+    while r.next().is_some() {
+        r.heard(Heard::Failed);
+        asks += 1;
+        assert!(asks <= 1000, "the receive never ends");
+    }
+    assert!(!r.answered());
+}
+
+#[test]
+fn a_receive_without_subscriptions_asks_nothing() {
+    let (asked, r) = pops(&[], 3);
+    assert!(asked.is_empty());
+    assert!(!r.answered());
+}

@@ -6,7 +6,7 @@ use std::time::Duration as StdDuration;
 use bytes::Bytes;
 use rmq_core::client::Lend;
 use rmq_core::consumer::ConsumeFromWhere;
-use rmq_core::pop::{self, PopAnswer, PopError, PopHandle, PopRequest, PopStatus, Retry};
+use rmq_core::pop::{self, Heard, PopAnswer, PopError, PopHandle, PopRequest, PopStatus, Retry};
 use rmq_core::session::{self, Transmit};
 use rmq_core::time::{Duration, Instant};
 use tracing::warn;
@@ -145,23 +145,33 @@ impl PopConsumer {
     /// acknowledged. It asks each broker of each subscription in turn, starting with the
     /// subscription after the last receive's, and returns the first messages found; the last
     /// broker asked may hold the request up to the builder's `suspend` (15 s) while it has
-    /// none. Empty: nothing came in that time.
+    /// none ([`rmq_core::pop::Receive`]). A broker that fails is passed over (logged); after a
+    /// failed or full broker the receive waits 3 s before it returns empty, as Java does.
+    /// Empty: nothing came in that time (`max` 0: at once).
     ///
     /// # Errors
-    /// [`SendError`]: the broker's refusal ([`SendErrorKind::Broker`] with its code and remark),
-    /// no route for a topic ([`SendErrorKind::NoRoute`]), the connection's failure, no answer
-    /// in time.
+    /// [`SendError`]: the broker's refusal ([`SendErrorKind::Broker`] with its code and remark);
+    /// [`SendErrorKind::Shutdown`] once [`shutdown`](Self::shutdown) was called;
+    /// when no broker answered at all, the last failure: no route for a topic
+    /// ([`SendErrorKind::NoRoute`]), the connection's failure, no answer in time.
     pub async fn receive(
         &self,
         max: usize,
         invisible: StdDuration,
     ) -> Result<Vec<PoppedMessage>, SendError> {
+        if max == 0 {
+            return Ok(Vec::new());
+        }
         let cfg = &self.inner.cfg;
-        let subs = cfg.subscriptions.len();
         let first = self.inner.next.fetch_add(1, Ordering::Relaxed);
-        let mut full = false;
-        for i in 0..subs {
-            let (topic, exp) = &cfg.subscriptions[(first + i) % subs];
+        let suspend = clock::to_core(cfg.suspend);
+        let mut round = pop::Receive::new(cfg.subscriptions.len(), first, suspend);
+        let mut failure = None;
+        while let Some(ask) = round.next() {
+            if self.inner.stopped.load(Ordering::SeqCst) {
+                return Err(SendError::new(SendErrorKind::Shutdown, 0));
+            }
+            let (topic, exp) = &cfg.subscriptions[ask.subscription];
             let (expression_type, expression) = match exp {
                 Expression::Tag(e) => ("TAG", e.as_str()),
                 Expression::Sql92(e) => ("SQL92", e.as_str()),
@@ -176,40 +186,48 @@ impl PopConsumer {
                 from_first: cfg.consume_from == ConsumeFromWhere::FirstOffset,
                 order: cfg.orderly,
             };
-            // Only the last receive of the round may wait.
-            let wait = if i + 1 == subs {
-                cfg.suspend
-            } else {
-                StdDuration::ZERO
+            let within = clock::to_std(ask.wait.saturating_add(pop::ANSWER_MARGIN));
+            let asked = self.ask(topic, within, |c, now, _, buf, lend| {
+                c.pop(now, &req, ask.brokers, ask.wait, buf, lend)
+            });
+            let (broker, frame) = match asked.await {
+                Ok(Some(answer)) => answer,
+                Ok(None) => {
+                    round.heard(Heard::RoundOver);
+                    continue;
+                }
+                Err(e) => {
+                    warn!(topic, error = %e, "POP receive: a broker failed; the next one is asked");
+                    let no_route = matches!(e.kind(), SendErrorKind::NoRoute);
+                    round.heard(if no_route {
+                        Heard::NoRoute
+                    } else {
+                        Heard::Failed
+                    });
+                    failure = Some(e);
+                    continue;
+                }
             };
-            let wait = clock::to_core(wait);
-            let deadline = || clock::to_std(wait.saturating_add(pop::ANSWER_MARGIN));
-            let mut nth = 0;
-            loop {
-                let asked = self.ask(topic, deadline(), |c, now, _, buf, lend| {
-                    c.pop(now, &req, (first, nth), wait, buf, lend)
-                });
-                let (broker, frame) = match asked.await? {
-                    Some(answer) => answer,
-                    None => break,
-                };
-                let Some(a) = PopAnswer::read(&frame) else {
-                    return Err(SendError::new(SendErrorKind::Malformed, 1));
-                };
-                match a.status() {
-                    PopStatus::Found => return Ok(popped(&frame, &a, topic, &broker)),
-                    PopStatus::Nothing => nth += 1,
-                    PopStatus::Full => (nth, full) = (nth + 1, true),
-                    PopStatus::Refused(_) => {
-                        let a = crate::conn::Answer::read(&frame, "");
-                        return answered(a).map(|_| Vec::new());
-                    }
+            let Some(a) = PopAnswer::read(&frame) else {
+                return Err(SendError::new(SendErrorKind::Malformed, 1));
+            };
+            match a.status() {
+                PopStatus::Found => return Ok(popped(&frame, &a, topic, &broker)),
+                PopStatus::Nothing => round.heard(Heard::Nothing),
+                PopStatus::Full => round.heard(Heard::Full),
+                PopStatus::Refused(_) => {
+                    let a = crate::conn::Answer::read(&frame, "");
+                    return answered(a).map(|_| Vec::new());
                 }
             }
         }
-        if full {
-            // A broker holds too many waiting pops: no receive loop asks it again at once.
-            tokio::time::sleep(clock::to_std(pop::FULL_DELAY)).await;
+        match failure {
+            Some(e) if !round.answered() => return Err(e),
+            _ => {}
+        }
+        if let Some(pause) = round.pause() {
+            // A broker was full or failed: no receive loop asks it again at once.
+            tokio::time::sleep(clock::to_std(pause)).await;
         }
         Ok(Vec::new())
     }
@@ -395,7 +413,7 @@ impl PopConsumer {
         let d = &self.inner.driver;
         let mut looked_up = false;
         loop {
-            let deadline = tokio::time::Instant::now() + within;
+            let deadline = clock::after(within);
             match d.ask(&f, deadline).await {
                 Ok((peer, frame)) => {
                     let name = |s: &crate::driver::Session| match peer {
@@ -417,8 +435,12 @@ impl PopConsumer {
 
 /// The messages of a found answer `a` (in `frame`), popped from `topic` on `broker`.
 fn popped(frame: &Bytes, a: &PopAnswer<'_>, topic: &str, broker: &str) -> Vec<PoppedMessage> {
-    let messages = a.messages().map_while(Result::ok);
-    messages
+    let mut undecodable = 0;
+    let messages = a.messages().filter_map(|m| {
+        undecodable += usize::from(m.is_err());
+        m.ok()
+    });
+    let out = messages
         .map(|m| {
             let mut handle = String::new();
             // (Writing to a String does not fail.)
@@ -434,7 +456,15 @@ fn popped(frame: &Bytes, a: &PopAnswer<'_>, topic: &str, broker: &str) -> Vec<Po
             }
             PoppedMessage { message, handle }
         })
-        .collect()
+        .collect();
+    if undecodable > 0 {
+        // Not acknowledged: the broker delivers it again after its invisible time.
+        warn!(
+            topic,
+            broker, undecodable, "POP answer: a message does not decode"
+        );
+    }
+    out
 }
 
 fn no_route() -> SendError {
