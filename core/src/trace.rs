@@ -7,8 +7,10 @@
 //! records one after the other (up to [`MAX_BODY`] bytes). A value Java would print as `null`
 //! (a message without tags or keys) is written `null`.
 //!
-//! This is the encoding only: which events become records and how they are sent (batches, an
-//! inner producer, a bounded queue that drops and counts) are the runtime's.
+//! Which records leave together is [`Gather`]'s decision (Java 5.3.3's `AsyncTraceDispatcher`:
+//! ten records of one user topic, [`MAX_BODY`] bytes, or [`FLUSH_INTERVAL`] after the first);
+//! which events become records and how a trace message is sent (an inner producer, a bounded
+//! queue of [`QUEUE_CAPACITY`] that drops and counts) are the runtime's.
 //!
 //! ```
 //! use rmq_core::trace::{MsgType, Pub, Record, Sent};
@@ -38,6 +40,7 @@
 //! ```
 
 use crate::json::{BufferTooSmall, SliceWriter};
+use crate::time::{Duration, Instant};
 
 /// The default trace topic (Java `TopicValidator.RMQ_SYS_TRACE_TOPIC`).
 pub const TRACE_TOPIC: &str = "RMQ_SYS_TRACE_TOPIC";
@@ -48,6 +51,15 @@ pub const DEFAULT_REGION: &str = "DefaultRegion";
 /// A trace message's body is sent once it reaches this many bytes (Java's trace producer's
 /// `maxMessageSize`, 128,000).
 pub const MAX_BODY: usize = 128_000;
+
+/// Records per trace message (Java 5.3.3's `traceMsgBatchNum` default).
+pub const BATCH_RECORDS: usize = 10;
+/// The longest a record waits for others before its trace message leaves (Java's
+/// `flushTraceInterval`, 5 s).
+pub const FLUSH_INTERVAL: Duration = Duration::from_millis(5_000);
+/// Records waiting to be sent at most (Java's `traceContextQueue`); past it a record is dropped
+/// and counted, never waited for.
+pub const QUEUE_CAPACITY: usize = 2048;
 
 const FIELD: u8 = 1;
 const END: u8 = 2;
@@ -358,12 +370,9 @@ pub fn write_keys<'r>(
     buf: &mut [u8],
 ) -> Result<usize, BufferTooSmall> {
     let mut w = SliceWriter::new(buf);
-    let all = records.flat_map(|r| {
-        let user = r.keys().unwrap_or("").split(' ');
-        core::iter::once(r.msg_id()).chain(user)
-    });
+    let all = records.flat_map(|r| keys_of(r.msg_id(), r.keys()));
     for (i, key) in all.clone().enumerate() {
-        if key.is_empty() || all.clone().take(i).any(|k| k == key) {
+        if all.clone().take(i).any(|k| k == key) {
             continue;
         }
         if w.position() > 0 {
@@ -372,6 +381,70 @@ pub fn write_keys<'r>(
         w.put(key.as_bytes());
     }
     w.finish()
+}
+
+/// The keys one record gives its trace message: its message id, then each of its user keys
+/// (space-separated `keys`), empty ones left out.
+pub fn keys_of<'a>(
+    msg_id: &'a str,
+    keys: Option<&'a str>,
+) -> impl Iterator<Item = &'a str> + Clone {
+    let user = keys.unwrap_or("").split(' ');
+    core::iter::once(msg_id)
+        .chain(user)
+        .filter(|k| !k.is_empty())
+}
+
+/// The records of one user topic gathered for one trace message (Java 5.3.3 groups a batch's
+/// records by user topic): when the message must leave.
+///
+/// ```
+/// use rmq_core::time::{Duration, Instant};
+/// use rmq_core::trace::{BATCH_RECORDS, FLUSH_INTERVAL, Gather};
+/// let t0 = Instant::from_millis(1_000);
+/// let mut g = Gather::default();
+/// assert!(!g.add(t0, 120));
+/// assert_eq!(g.due(), Some(t0 + FLUSH_INTERVAL));
+/// for _ in 1..BATCH_RECORDS - 1 {
+///     assert!(!g.add(t0 + Duration::from_millis(10), 120));
+/// }
+/// assert!(g.add(t0 + Duration::from_millis(20), 120)); // the tenth: it leaves now
+/// g.clear();
+/// assert_eq!(g.due(), None);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Gather {
+    records: usize,
+    bytes: usize,
+    first: Option<Instant>,
+}
+
+impl Gather {
+    /// Counts a record of `len` bytes gathered at `now`; `true` when the message must leave
+    /// now ([`BATCH_RECORDS`] records, or [`MAX_BODY`] bytes: Java sends a body once it
+    /// reaches that size, so one may pass it by a record).
+    pub fn add(&mut self, now: Instant, len: usize) -> bool {
+        self.records += 1;
+        self.bytes = self.bytes.saturating_add(len);
+        self.first.get_or_insert(now);
+        self.records >= BATCH_RECORDS || self.bytes >= MAX_BODY
+    }
+
+    /// When the message must leave at the latest ([`FLUSH_INTERVAL`] after its first record);
+    /// `None` with nothing gathered.
+    pub fn due(&self) -> Option<Instant> {
+        self.first.map(|f| f.saturating_add(FLUSH_INTERVAL))
+    }
+
+    /// Records gathered.
+    pub fn records(&self) -> usize {
+        self.records
+    }
+
+    /// The message left: nothing gathered.
+    pub fn clear(&mut self) {
+        *self = Gather::default();
+    }
 }
 
 #[cfg(test)]

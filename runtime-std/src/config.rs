@@ -377,9 +377,40 @@ config_table! {
     /// NameServer answers (the first send looks its route up); default `false`, such a start
     /// fails with [`ConfigError::NameServersUnreachable`].
     lazy_start: bool = false => lazy_start(bool);
+    /// Message trace (Java `enableMsgTrace`): the topic the sends are traced to (see
+    /// [`ProducerBuilder::message_trace`]); `None` (default): no trace.
+    trace_topic: Option<String> = None;
 }
 
 impl ProducerBuilder {
+    /// Traces every send that gets the broker's answer (Java `enableMsgTrace`,
+    /// docs/protocol/TRACE.md): a `Pub` record (group, topic, message id, tags, keys, broker, body length, time, offset
+    /// message id, SEND_OK or not) goes to `RMQ_SYS_TRACE_TOPIC` (or
+    /// [`trace_topic`](Self::trace_topic)) through an inner producer, where the dashboard
+    /// and `mqadmin queryMsgTraceById` find it. Records wait in a bounded queue and leave in
+    /// the background, ten to a message or after 5 s: a slow or missing trace topic never
+    /// slows or fails a send (a record that finds the queue full is dropped and counted in
+    /// [`ProducerMetrics::trace_dropped`](crate::metrics::ProducerMetrics::trace_dropped)).
+    /// The broker needs the topic: `traceTopicEnable=true` creates it, or create it.
+    #[must_use]
+    pub fn message_trace(mut self, on: bool) -> Self {
+        let topic = rmq_core::trace::TRACE_TOPIC.to_owned();
+        self.cfg.trace_topic = on.then_some(topic);
+        self
+    }
+
+    /// Traces to `topic` instead (Java `customizedTraceTopic`; turns the trace on).
+    #[must_use]
+    pub fn trace_topic(mut self, topic: impl Into<String>) -> Self {
+        self.cfg.trace_topic = Some(topic.into());
+        self
+    }
+
+    /// A builder of this configuration.
+    pub(crate) fn from_config(cfg: ProducerConfig) -> Self {
+        ProducerBuilder { cfg }
+    }
+
     /// Turns auto-batching on ([`crate::AutoBatch`]; `AutoBatch::default()` is Java's 32 KiB /
     /// 10 ms): small sync sends to one topic leave together, each caller with its own result.
     ///
@@ -451,7 +482,7 @@ impl ProducerBuilder {
         p.look_up_topics().await.map(|()| t)
     }
 
-    fn launch(self) -> Result<Producer, ConfigError> {
+    pub(crate) fn launch(self) -> Result<Producer, ConfigError> {
         if self.cfg.namesrv_addr.is_empty() {
             return Err(ConfigError::NoNameServer);
         }
@@ -469,7 +500,20 @@ impl ProducerBuilder {
         for t in &self.cfg.topics {
             validate_topic(t).map_err(|e| ConfigError::Topic(t.clone(), e))?;
         }
-        Producer::start(self.cfg).map_err(ConfigError::Session)
+        let tracer = match &self.cfg.trace_topic {
+            Some(t) => {
+                validate_topic(t).map_err(|e| ConfigError::Topic(t.clone(), e))?;
+                let group = &self.cfg.producer_group;
+                Some(crate::trace::Tracer::start(
+                    &self.cfg,
+                    group,
+                    "PRODUCE",
+                    t.clone(),
+                )?)
+            }
+            None => None,
+        };
+        Producer::start(self.cfg, tracer).map_err(ConfigError::Session)
     }
 }
 

@@ -103,6 +103,7 @@ use crate::message::MessageQueue;
 use crate::metrics::{ConsumerMetrics, QueueMetrics};
 use crate::shared::Counters;
 use crate::sync::{AtomicBool, Mutex, Ordering};
+use crate::trace::Tracer;
 use rmq_core::metrics::{AtomicHistogram, RateWindow};
 
 /// A subscription's expression.
@@ -197,6 +198,9 @@ config_table! {
     /// consumer keeps looking its routes up); default `false`, such a start fails with
     /// [`ConsumerConfigError::NameServersUnreachable`].
     lazy_start: bool = false => lazy_start(bool);
+    /// Message trace (Java `enableMsgTrace`): the topic the handler calls are traced to (see
+    /// [`ConsumerBuilder::message_trace`]); `None` (default): no trace.
+    trace_topic: Option<String> = None;
 }
 
 /// `<pid>#<unix ms>#<n>`, a new one per builder.
@@ -237,6 +241,8 @@ pub enum ConsumerConfigError {
     /// No NameServer answered the start (the last connection's error, if one failed): nothing
     /// could be assigned. [`ConsumerBuilder::lazy_start`] starts anyway and keeps trying.
     NameServersUnreachable(Option<crate::ConnectionError>),
+    /// The trace producer ([`ConsumerBuilder::message_trace`]) could not be started.
+    Trace(crate::ConfigError),
     /// The broker refused an SQL92 subscription ([`ConsumerBuilder::subscribe_sql`]):
     /// SUBSCRIPTION_PARSE_FAILED (23) with the parser's message, or SYSTEM_ERROR (1) when it
     /// runs without `enablePropertyFilter=true`; code -1 when the broker could not be asked
@@ -263,6 +269,7 @@ impl std::fmt::Display for ConsumerConfigError {
             ConsumerConfigError::Session(_) => "the client session refused the configuration",
             ConsumerConfigError::Subscription(_) => "the consumer refused a subscription",
             ConsumerConfigError::NameServersUnreachable(_) => "no NameServer answered the start",
+            ConsumerConfigError::Trace(_) => "the trace producer could not be started",
             ConsumerConfigError::Filter {
                 topic,
                 code,
@@ -283,6 +290,7 @@ impl std::error::Error for ConsumerConfigError {
             ConsumerConfigError::Session(e) => Some(e),
             ConsumerConfigError::Subscription(e) => Some(e),
             ConsumerConfigError::NameServersUnreachable(Some(e)) => Some(e),
+            ConsumerConfigError::Trace(e) => Some(e),
             _ => None,
         }
     }
@@ -326,6 +334,25 @@ impl ConsumerBuilder {
         self
     }
     client_knobs!();
+
+    /// Traces every [`Consumer::run`] handler call (Java `enableMsgTrace`,
+    /// docs/protocol/TRACE.md): a `SubBefore` record per message when the call starts and a
+    /// `SubAfter` (its time, success, how it ended) when it ends go to `RMQ_SYS_TRACE_TOPIC` (or
+    /// [`trace_topic`](Self::trace_topic)) through an inner producer, in the background, as
+    /// [`ProducerBuilder::message_trace`](crate::ProducerBuilder::message_trace) describes.
+    #[must_use]
+    pub fn message_trace(mut self, on: bool) -> Self {
+        let topic = rmq_core::trace::TRACE_TOPIC.to_owned();
+        self.cfg.trace_topic = on.then_some(topic);
+        self
+    }
+
+    /// Traces to `topic` instead (Java `customizedTraceTopic`; turns the trace on).
+    #[must_use]
+    pub fn trace_topic(mut self, topic: impl Into<String>) -> Self {
+        self.cfg.trace_topic = Some(topic.into());
+        self
+    }
 
     /// The configuration so far.
     pub fn config(&self) -> &ConsumerConfig {
@@ -513,6 +540,8 @@ struct Inner {
     running: AtomicBool,
     /// The [`Consumer::run`] handler calls in progress, which a shutdown waits for.
     calls: listen::Calls,
+    /// Where the handler calls are traced ([`ConsumerBuilder::message_trace`]).
+    tracer: Option<Tracer>,
 }
 
 /// The driver's side of a consumer: messages into the channel, broadcasting offsets to their
@@ -688,6 +717,10 @@ impl Consumer {
             Ok(())
         });
         subscribed.map_err(ConsumerConfigError::Subscription)?;
+        let tracer = match &cfg.trace_topic {
+            Some(t) => Some(Tracer::of_consumer(&cfg, t).map_err(ConsumerConfigError::Trace)?),
+            None => None,
+        };
         let c = Consumer {
             inner: Arc::new(Inner {
                 handler,
@@ -700,6 +733,7 @@ impl Consumer {
                 direct: Mutex::new(None),
                 running: AtomicBool::new(true),
                 calls: listen::Calls::default(),
+                tracer,
             }),
             _life: life,
         };
@@ -903,7 +937,7 @@ impl Consumer {
     /// Waits up to `timeout` for messages and returns between 1 and `max` of them, or none at
     /// the timeout. Messages of queues that were revoked meanwhile are skipped.
     pub async fn poll(&self, max: usize, timeout: StdDuration) -> Vec<ConsumedMessage> {
-        let deadline = tokio::time::Instant::now() + timeout;
+        let deadline = crate::clock::after(timeout);
         let mut rx = self.inner.rx.lock().await;
         let mut out = Vec::new();
         while out.is_empty() {
@@ -1018,6 +1052,9 @@ impl Consumer {
             );
         }
         self.committed(Machine::stop).await;
+        if let Some(t) = &self.inner.tracer {
+            t.shutdown().await;
+        }
         self.inner
             .driver
             .shutdown(clock::to_std(CLIENT_API_TIMEOUT))

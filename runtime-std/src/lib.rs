@@ -95,6 +95,7 @@ mod shared;
 mod sync;
 #[cfg(feature = "tls")]
 mod tls;
+mod trace;
 pub mod transaction;
 mod zlib;
 

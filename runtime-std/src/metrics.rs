@@ -28,6 +28,9 @@ pub struct ProducerMetrics {
     pub sends_per_sec: u64,
     /// Failed sends by kind.
     pub failures: FailureCounts,
+    /// Trace records dropped because the trace queue was full
+    /// ([`ProducerBuilder::message_trace`](crate::ProducerBuilder::message_trace)).
+    pub trace_dropped: u64,
 }
 
 /// Failed sends by [`crate::SendErrorKind`].

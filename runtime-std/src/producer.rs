@@ -37,7 +37,9 @@ use crate::message::{Message, MessageQueue, SendError, SendErrorKind, SendResult
 use crate::metrics::{FailureCounts, ProducerMetrics};
 use crate::shared::{Counter, Counters, CountersSnapshot};
 use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering, lock};
+use crate::trace::Tracer;
 use rmq_core::metrics::{AtomicHistogram, RateWindow};
+use rmq_core::trace::{self, MsgType};
 
 /// A route as the CLI shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -120,6 +122,8 @@ struct Inner {
     running: AtomicBool,
     /// The sends in progress (a shutdown waits for them).
     active: crate::inflight::InFlight,
+    /// Where the sends are traced ([`ProducerBuilder::message_trace`]).
+    tracer: Option<Tracer>,
 }
 
 /// A RocketMQ producer on tokio. Cheap to clone (all clones share one client session).
@@ -148,7 +152,10 @@ impl Producer {
         ProducerBuilder::default()
     }
 
-    pub(crate) fn start(cfg: ProducerConfig) -> Result<Producer, session::ConfigError> {
+    pub(crate) fn start(
+        cfg: ProducerConfig,
+        tracer: Option<Tracer>,
+    ) -> Result<Producer, session::ConfigError> {
         let ip = crate::client::local_ip(&cfg.namesrv_addr);
         let client_id = crate::client::client_id(ip, &cfg.instance_name);
         let mut sc = session::Config::new(cfg.namesrv_addr.len(), &cfg.producer_group, &client_id);
@@ -180,6 +187,7 @@ impl Producer {
                 driver,
                 running: AtomicBool::new(true),
                 active: crate::inflight::InFlight::default(),
+                tracer,
                 cfg,
             }),
         })
@@ -198,7 +206,7 @@ impl Producer {
         } else {
             &cfg.topics[..]
         };
-        let deadline = tokio::time::Instant::now() + cfg.start_timeout;
+        let deadline = crate::clock::after(cfg.start_timeout);
         let mut ids = Vec::with_capacity(names.len());
         for name in names {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -344,7 +352,9 @@ impl Producer {
             .await;
         match r {
             Ok(res) => {
-                for ((_, tx), each) in batch.into_iter().zip(split(&res, ids)) {
+                let born = clock::unix_millis();
+                for ((m, tx), each) in batch.into_iter().zip(split(&res, ids)) {
+                    self.trace(&m, &each, (born, started), m.body.len(), MsgType::Normal);
                     let each = Ok(each);
                     self.count(&each, started);
                     let _ = tx.send(each);
@@ -437,10 +447,12 @@ impl Producer {
     /// the errors of [`Producer::send`].
     pub async fn send_batch(&self, msgs: Vec<Message>) -> Result<SendResult, SendError> {
         let _g = self.enter()?;
-        let started = std::time::Instant::now();
+        let (started, born) = (std::time::Instant::now(), clock::unix_millis());
+        let mut body_len = 0;
         let r = match self.prepare_batch(&msgs) {
             Ok((mut p, ids)) => {
                 p.msg_id = ids.join(",");
+                body_len = p.body.len();
                 let span = info_span!("send_batch", topic = %p.topic);
                 self.drive(p, SendMode::Sync, Target::Select)
                     .instrument(span)
@@ -449,6 +461,11 @@ impl Producer {
             Err(e) => Err(e),
         };
         self.count(&r, started);
+        if let (Ok(res), Some(first)) = (&r, msgs.first()) {
+            // One record for the batch, as Java's (its tags and keys are the batch's: none).
+            let m = Message::new(first.topic.clone(), Bytes::new());
+            self.trace(&m, res, (born, started), body_len, MsgType::Normal);
+        }
         r
     }
 
@@ -510,6 +527,9 @@ impl Producer {
                 active,
                 "shutdown: sends still in progress at the drain deadline"
             );
+        }
+        if let Some(t) = &self.inner.tracer {
+            t.shutdown().await;
         }
         self.inner
             .driver
@@ -657,7 +677,7 @@ impl Producer {
         let d = &self.inner.driver;
         // One deadline for the route lookup and the request.
         let timeout = self.config().send_msg_timeout;
-        let deadline = tokio::time::Instant::now() + timeout;
+        let deadline = crate::clock::after(timeout);
         let mut looked_up = false;
         let a = loop {
             let asked = d.ask(
@@ -702,17 +722,33 @@ impl Producer {
         let _g = self.enter()?;
         let started = std::time::Instant::now();
         let span = info_span!("send", topic = %msg.topic, mode = ?mode);
+        let (born, half) = (
+            clock::unix_millis(),
+            matches!(target, Target::Role(Role::Half)),
+        );
+        let mut body_len = msg.body.len();
         let r = async {
             let role = match &target {
                 Target::Role(r) => Some(r),
                 _ => None,
             };
             let p = self.prepare(&msg, role)?;
+            body_len = p.body.len();
             self.drive(p, mode, target).await
         }
         .instrument(span)
         .await;
         self.count(&r, started);
+        if let (Ok(res), false) = (&r, mode == SendMode::Oneway) {
+            let ty = if half {
+                MsgType::TransHalf
+            } else if msg.delay_level.is_some() || msg.timer.is_some() {
+                MsgType::Delay
+            } else {
+                MsgType::Normal
+            };
+            self.trace(&msg, res, (born, started), body_len, ty);
+        }
         match r {
             // The result names the topic with the message's own string (no copy).
             Ok(mut res) => {
@@ -722,6 +758,44 @@ impl Producer {
             // A failed send hands the message back.
             Err(e) => Err(e.with_message(msg)),
         }
+    }
+
+    /// Traces the send of `m` that ended in `res` ([`ProducerBuilder::message_trace`]):
+    /// started at Unix ms `born` (and `started`), `body_len` bytes sent.
+    fn trace(
+        &self,
+        m: &Message,
+        res: &SendResult,
+        (born, started): (i64, std::time::Instant),
+        body_len: usize,
+        msg_type: MsgType,
+    ) {
+        let Some(t) = &self.inner.tracer else { return };
+        let addr = self.inner.driver.with(|s| {
+            let b = s.find_broker(&res.queue.broker_name)?;
+            s.broker_addr(b).map(str::to_owned)
+        });
+        let keys = m.keys.join(keys::KEY_SEPARATOR);
+        let sent = trace::Sent {
+            timestamp: born,
+            region: trace::DEFAULT_REGION,
+            group: &self.inner.cfg.producer_group,
+            topic: &m.topic,
+            msg_id: &res.msg_id,
+            tags: m.tags.as_deref(),
+            keys: Some(keys.as_str()).filter(|k| !k.is_empty()),
+            store_host: addr.as_deref().unwrap_or(""),
+        };
+        let cost = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let record = trace::Record::Pub(trace::Pub {
+            sent,
+            body_len,
+            cost_ms: cost,
+            msg_type,
+            offset_msg_id: &res.offset_msg_id,
+            success: res.status == rmq_core::retry::SendStatus::SendOk,
+        });
+        t.record(&m.topic, &record);
     }
 
     fn count<T>(&self, r: &Result<T, SendError>, started: std::time::Instant) {
@@ -756,6 +830,7 @@ impl Producer {
             latency_us: m.latency.summary(),
             sends_per_sec: m.rate.per_sec(clock::now()),
             failures: FailureCounts::from_fn(|i| m.failures[i].load(Ordering::Relaxed)),
+            trace_dropped: self.inner.tracer.as_ref().map_or(0, Tracer::dropped),
         }
     }
 

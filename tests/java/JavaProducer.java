@@ -4,7 +4,9 @@
 // usage: JavaProducer --namesrv H:P --topic T [--count N] [--size S | --body TEXT] [--tags T]
 //                     [--keys K] [--prop k=v]... [--mode sync|async|oneway|transaction] [--group G]
 //                     [--compress-over BYTES] [--compress-type ZLIB|LZ4|ZSTD] [--timeout MS]
-//                     [--delay-ms MS]
+//                     [--delay-ms MS] [--trace true]
+// --trace true turns message trace on (DefaultMQProducer(group, true, null): Pub records to
+// RMQ_SYS_TRACE_TOPIC, sent before the producer's shutdown returns).
 // --delay-ms makes each message a 5.x timer message (TIMER_DELAY_MS, as setDelayTimeMs writes it;
 // through MessageAccessor so that the tool also builds against the 4.9 client).
 // --mode transaction sends each message with a TransactionMQProducer whose listener commits
@@ -44,6 +46,7 @@ public final class JavaProducer {
         int timeout = 10000;
         Map<String, String> props = new LinkedHashMap<>();
         String delayMs = null;
+        boolean trace = false;
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
             String v = i + 1 < args.length ? args[i + 1] : null;
@@ -65,6 +68,7 @@ public final class JavaProducer {
                 case "--compress-type": compressType = v; break;
                 case "--timeout": timeout = Integer.parseInt(v); break;
                 case "--delay-ms": delayMs = v; break;
+                case "--trace": trace = Boolean.parseBoolean(v); break;
                 case "--prop": {
                     int eq = v.indexOf('=');
                     if (eq <= 0) {
@@ -100,7 +104,7 @@ public final class JavaProducer {
             });
             producer = tx;
         } else {
-            producer = new DefaultMQProducer(group);
+            producer = new DefaultMQProducer(group, trace, null);
         }
         producer.setNamesrvAddr(namesrv);
         producer.setInstanceName("java-producer-" + System.nanoTime());

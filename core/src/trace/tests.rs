@@ -185,3 +185,33 @@ fn a_buffer_too_small_is_an_error_not_a_cut_record() {
         Err(BufferTooSmall)
     );
 }
+
+#[test]
+fn a_gathered_message_leaves_at_ten_records_at_the_size_limit_or_after_five_seconds() {
+    let t0 = Instant::from_millis(50);
+    let mut g = Gather::default();
+    assert_eq!(g.due(), None);
+    for i in 1..=BATCH_RECORDS {
+        assert_eq!(
+            g.add(t0 + Duration::from_millis(i as u64), 100),
+            i == BATCH_RECORDS
+        );
+    }
+    // The deadline is the first record's.
+    assert_eq!(
+        g.due(),
+        Some(t0 + Duration::from_millis(1) + FLUSH_INTERVAL)
+    );
+    g.clear();
+    assert_eq!(g.records(), 0);
+    // A body reaching MAX_BODY leaves at once, whatever the count.
+    assert!(!g.add(t0, MAX_BODY - 1));
+    assert!(g.add(t0, 1));
+}
+
+#[test]
+fn a_records_keys_are_its_id_and_its_user_keys_without_empty_ones() {
+    let k: std::vec::Vec<_> = keys_of("ID1", Some("a  b")).collect();
+    assert_eq!(k, ["ID1", "a", "b"]);
+    assert_eq!(keys_of("ID1", None).count(), 1);
+}

@@ -14,6 +14,7 @@ use rmq_core::client::{DirectOutcome, NackOutcome};
 use rmq_core::lock::orderly_skips;
 use rmq_core::send_back::{NackError, TIMEOUT_DELAY_LEVEL};
 use rmq_core::session::Peer;
+use rmq_core::trace::ConsumeReturn;
 use tokio::sync::{Semaphore, oneshot};
 use tracing::warn;
 
@@ -281,16 +282,36 @@ impl Consumer {
         R: HandlerResult,
     {
         let (h, msgs) = (h.clone(), batch.to_vec());
+        let (group, tracer) = (&self.inner.cfg.group, self.inner.tracer.as_ref());
+        let traced = tracer.map(|t| t.before(group, batch));
         let run = tokio::spawn(async move { h(msgs).await.into_result() });
         let limit = timeout.unwrap_or(StdDuration::MAX);
-        let (result, error) = match tokio::time::timeout(limit, run).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(_)) => (ConsumeResult::Later(0), Some("panicked".to_owned())),
+        let (result, error, code) = match tokio::time::timeout(limit, run).await {
+            // A handler's `Err` is Java's exception.
+            Ok(Ok((r, None))) => (r, None, ConsumeReturn::Success),
+            Ok(Ok((r, e))) => (r, e, ConsumeReturn::Exception),
+            Ok(Err(_)) => {
+                let e = Some("panicked".to_owned());
+                (ConsumeResult::Later(0), e, ConsumeReturn::Exception)
+            }
             Err(_) => {
-                let late = "ran past consume_timeout".to_owned();
-                (ConsumeResult::Later(TIMEOUT_DELAY_LEVEL), Some(late))
+                let late = Some("ran past consume_timeout".to_owned());
+                (
+                    ConsumeResult::Later(TIMEOUT_DELAY_LEVEL),
+                    late,
+                    ConsumeReturn::TimeOut,
+                )
             }
         };
+        if let (Some(t), Some(call)) = (tracer, &traced) {
+            let ok = matches!(result, ConsumeResult::Success);
+            let code = if ok || code != ConsumeReturn::Success {
+                code
+            } else {
+                ConsumeReturn::Failed
+            };
+            t.after(group, call, batch, (ok, code));
+        }
         if let Some(e) = error {
             self.inner.calls.failed(batch, &e);
         }

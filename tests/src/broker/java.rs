@@ -231,6 +231,7 @@ pub struct JavaProducer {
     timeout: Duration,
     namesrv: Option<String>,
     delay_ms: Option<String>,
+    trace: Option<String>,
 }
 
 impl JavaProducer {
@@ -251,6 +252,7 @@ impl JavaProducer {
             timeout: Duration::from_secs(120),
             namesrv: None,
             delay_ms: None,
+            trace: None,
         }
     }
 
@@ -258,6 +260,13 @@ impl JavaProducer {
     /// 5.x `Message.setDelayTimeMs`).
     pub fn delay_ms(mut self, ms: u64) -> Self {
         self.delay_ms = Some(ms.to_string());
+        self
+    }
+
+    /// Message trace on (`DefaultMQProducer(group, true, null)`: Pub records to
+    /// `RMQ_SYS_TRACE_TOPIC`).
+    pub fn trace(mut self) -> Self {
+        self.trace = Some("true".to_owned());
         self
     }
 
@@ -371,6 +380,7 @@ impl JavaProducer {
         );
         opt("--compress-type", &self.compress_type);
         opt("--delay-ms", &self.delay_ms);
+        opt("--trace", &self.trace);
         for (k, v) in &self.props {
             args.push("--prop".to_owned());
             args.push(format!("{k}={v}"));
