@@ -328,6 +328,13 @@ mod cli {
             /// The producer's fault tolerance.
             #[arg(long, value_enum, default_value_t = Fault::Adaptive)]
             fault_profile: Fault,
+            /// Message trace on (`ProducerBuilder::message_trace`): a Pub record of every
+            /// send to RMQ_SYS_TRACE_TOPIC, or to `--trace-topic`.
+            #[arg(long)]
+            trace: bool,
+            /// The trace topic (implies `--trace`).
+            #[arg(long)]
+            trace_topic: Option<String>,
         },
         /// Measure consumer throughput and latency: a new group (`--group`) consumes `--count`
         /// messages of `--topic` from its first offset through the `run` listener with a
@@ -882,8 +889,14 @@ mod cli {
                 auto_batch_ms,
                 auto_batch_in_flight,
                 fault_profile,
+                trace,
+                trace_topic,
             } => {
                 let mut b = builder(&cli, &need_namesrv(&cli)?)?.topics([topic]);
+                b = match trace_topic {
+                    Some(t) => b.trace_topic(t.as_str()),
+                    None => b.message_trace(*trace),
+                };
                 b = match fault_profile {
                     Fault::Off => b.send_latency_fault_enable(false),
                     Fault::Java49 => b.fault_profile(rmq_std::FaultProfile::Java49),

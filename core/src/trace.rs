@@ -447,5 +447,71 @@ impl Gather {
     }
 }
 
+/// The first pause of trace sending after a failed trace send ([`Backoff`]).
+pub const FIRST_PAUSE: Duration = Duration::from_millis(1_000);
+/// The longest pause of trace sending ([`Backoff`]).
+pub const MAX_PAUSE: Duration = Duration::from_millis(60_000);
+
+/// Whether trace records are worth gathering now: after a failed trace send (a stopped,
+/// missing or refused trace topic) none is, for [`FIRST_PAUSE`], doubling with each failure
+/// after a pause up to [`MAX_PAUSE`]; a trace send that succeeds ends it. Records met in a
+/// pause are dropped and counted by the runtime, so a trace topic that cannot take them costs
+/// the traced client one failed trace send per pause instead of one per ten records. (Java
+/// keeps sending, and so asks the NameServer for the missing topic's route for each.)
+///
+/// A failure of a send that left before the last pause ended (one already on its way, or
+/// retried by the inner producer past the pause) changes nothing.
+///
+/// ```
+/// use rmq_core::time::{Duration, Instant};
+/// use rmq_core::trace::{Backoff, FIRST_PAUSE};
+/// let t0 = Instant::from_millis(10_000);
+/// let mut b = Backoff::default();
+/// assert!(b.allows(t0));
+/// b.failed(t0, t0);
+/// assert!(!b.allows(t0 + Duration::from_millis(999)));
+/// assert!(b.allows(t0 + FIRST_PAUSE));
+/// b.succeeded();
+/// assert!(b.allows(t0));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Backoff {
+    pause: Duration,
+    until: Option<Instant>,
+}
+
+impl Backoff {
+    /// Whether a record met at `now` is gathered (not in a pause).
+    pub fn allows(&self, now: Instant) -> bool {
+        self.until.is_none_or(|u| now >= u)
+    }
+
+    /// A trace send that left at `sent` failed at `now`: a pause starts, twice the last one
+    /// (at most [`MAX_PAUSE`]), unless the send left before the last pause ended; the pause
+    /// started, if one did.
+    pub fn failed(&mut self, sent: Instant, now: Instant) -> Option<Duration> {
+        if self.until.is_some_and(|u| sent < u) {
+            return None;
+        }
+        self.pause = if self.pause == Duration::ZERO {
+            FIRST_PAUSE
+        } else {
+            Duration::from_millis(self.pause.millis().saturating_mul(2)).min(MAX_PAUSE)
+        };
+        self.until = Some(now.saturating_add(self.pause));
+        Some(self.pause)
+    }
+
+    /// When the pause ends (`None`: no pause since the last success).
+    pub fn until(&self) -> Option<Instant> {
+        self.until
+    }
+
+    /// A trace send succeeded: no pause, and the next failure pauses for [`FIRST_PAUSE`].
+    pub fn succeeded(&mut self) {
+        *self = Backoff::default();
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -363,6 +363,10 @@ config_table! {
     /// Sends in progress at once (Java `clientAsyncSemaphoreValue`; default 2048, at most
     /// the client session's 1,024 send slots); further sends wait for a slot.
     max_requests_in_flight: usize = 2048 => max_requests_in_flight(usize);
+    /// Body bytes of the sends in progress at once (Java 5.x `backPressureForAsyncSendSize`;
+    /// default 100 MiB, at most 4 GiB); a further send waits until enough have ended. A body
+    /// larger than this waits for all of them and then goes alone.
+    max_bytes_in_flight: usize = 100 << 20 => max_bytes_in_flight(usize);
     /// Parameters of [`FaultProfile::Adaptive`] (default [`RUNTIME_ADAPTIVE`]).
     adaptive: AdaptiveConfig = RUNTIME_ADAPTIVE => adaptive_config(AdaptiveConfig);
     /// ACL credentials and TLS (see [`ProducerBuilder::acl`] and [`ProducerBuilder::tls`]).

@@ -659,7 +659,7 @@ impl Consumer {
             Machine::build(&pull, clock::now()),
             cfg.namesrv_addr.clone(),
             cfg.security.clone(),
-            16,
+            (16, usize::MAX),
             Arc::new(Counters::new()),
         )
         .map_err(ConsumerConfigError::Session)?;

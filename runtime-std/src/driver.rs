@@ -141,7 +141,8 @@ struct Pending {
     done: oneshot::Sender<Done>,
     /// The broker's recall handle, once its response came ([`Inbound::RecallHandle`]).
     recall: Option<String>,
-    _slot: OwnedSemaphorePermit,
+    /// The send's place among the sends in flight, and its body's bytes among theirs.
+    _slot: (OwnedSemaphorePermit, OwnedSemaphorePermit),
 }
 
 /// The sends in flight, indexed by [`SendId::slot`] (below `SENDS`): no hashing on the send
@@ -442,6 +443,9 @@ pub(crate) struct Inner<C: Attached> {
     state: Mutex<State<C>>,
     wake: Notify,
     slots: Arc<Semaphore>,
+    /// The body bytes that sends in flight may hold together (one body larger than all of
+    /// them takes all of them and goes alone).
+    bytes: (Arc<Semaphore>, u32),
     counters: Arc<Counters>,
     namesrv_addr: Vec<String>,
     security: SecurityConfig,
@@ -478,9 +482,10 @@ impl<C: Attached + Send + 'static> Driver<C> {
         consumer: C,
         namesrv_addr: Vec<String>,
         security: SecurityConfig,
-        max_sends: usize,
+        (max_sends, max_bytes): (usize, usize),
         counters: Arc<Counters>,
     ) -> Result<Self, session::ConfigError> {
+        let max_bytes = u32::try_from(max_bytes).unwrap_or(u32::MAX).max(1);
         cfg.check()?;
         let client = Box::new(Client::from_parts(
             Session::build(cfg, clock::now()),
@@ -511,6 +516,7 @@ impl<C: Attached + Send + 'static> Driver<C> {
             }),
             wake: Notify::new(),
             slots: Arc::new(Semaphore::new(max_sends.clamp(1, SENDS))),
+            bytes: (Arc::new(Semaphore::new(max_bytes as usize)), max_bytes),
             counters,
             namesrv_addr,
             security,
@@ -787,6 +793,16 @@ impl<C: Attached + Send + 'static> Driver<C> {
             .acquire_owned()
             .await
             .map_err(|_| Refused::Stopped)?;
+        let (bytes, max) = &self.inner.bytes;
+        let size = u32::try_from(body.len()).unwrap_or(u32::MAX).clamp(1, *max);
+        let slot = (
+            slot,
+            bytes
+                .clone()
+                .acquire_many_owned(size)
+                .await
+                .map_err(|_| Refused::Stopped)?,
+        );
         let (done, rx) = oneshot::channel();
         let wake = {
             let mut st = lock(&self.inner.state);
@@ -827,6 +843,7 @@ impl<C: Attached + Send + 'static> Driver<C> {
             t.abort();
         }
         self.inner.slots.close();
+        self.inner.bytes.0.close();
         let mut st = lock(&self.inner.state);
         st.stopped = true;
         for (_, link) in st.links.drain() {

@@ -171,7 +171,7 @@ impl Producer {
             rmq_core::client::NoConsumer,
             cfg.namesrv_addr.clone(),
             cfg.security.clone(),
-            cfg.max_requests_in_flight,
+            (cfg.max_requests_in_flight, cfg.max_bytes_in_flight),
             Arc::new(Counters::new()),
         )?;
         Ok(Producer {

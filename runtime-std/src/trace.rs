@@ -3,46 +3,56 @@
 //! writes to the trace topic in the background, where the RocketMQ dashboard and
 //! `mqadmin queryMsgTraceById` read them.
 //!
-//! A record is encoded where it happens and queued without waiting: when the queue
-//! ([`QUEUE_CAPACITY`] records) is full, it is dropped and counted, so a slow or missing trace
-//! topic costs the traced client nothing but the encoding. One task gathers the records of
-//! each user topic ([`Gather`]: ten records, 128,000 bytes, or 5 s) into one trace message
-//! whose keys are the records' message ids and user keys; a failed trace send is logged, never
-//! retried beyond the inner producer's own retries.
+//! A record is encoded where it happens and gathered at once, under a lock, with the other
+//! records of its user topic ([`Gather`]: ten records, 128,000 bytes, or 5 s); the record that
+//! completes a trace message hands it to the inner producer in a task of its own. Nothing is
+//! queued per record and no task is woken per record: tracing costs a traced send the encoding,
+//! the lock and a tenth of a spawn. At most [`QUEUE_CAPACITY`] records are gathered or on
+//! their way; past that (a slow trace topic) a record is dropped and counted. After a failed
+//! trace send (a stopped or missing trace topic) records are dropped and counted for a pause
+//! ([`Backoff`]: 1 s doubling up to 60 s, until a trace send succeeds). A trace message's keys
+//! are its records' message ids and user keys; a failed trace send is logged, never retried
+//! beyond the inner producer's own retries.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 use rmq_core::message::keys;
+use rmq_core::time::Instant;
 use rmq_core::trace::{
-    ConsumeReturn, DEFAULT_REGION, Gather, QUEUE_CAPACITY, Record, SubAfter, SubBefore, keys_of,
+    Backoff, ConsumeReturn, DEFAULT_REGION, FLUSH_INTERVAL, Gather, QUEUE_CAPACITY, Record,
+    SubAfter, SubBefore, keys_of,
 };
-use tokio::sync::{mpsc, oneshot};
+use tokio::runtime::Handle;
+use tokio::sync::Notify;
 use tracing::{debug, warn};
 
 use crate::consumer::ConsumedMessage;
+use crate::sync::lock;
 use crate::{Message, Producer, ProducerConfig, clock};
 
-/// One encoded record and what its trace message needs of it.
-struct Entry {
+/// What the [`Tracer`]s of one traced client share.
+struct Shared {
+    /// The inner producer and the trace topic.
+    producer: Producer,
     topic: String,
-    text: Vec<u8>,
-    keys: Vec<String>,
-}
-
-enum Msg {
-    Record(Entry),
-    /// Send what is gathered, stop the inner producer, then answer.
-    Stop(oneshot::Sender<()>),
+    /// The records gathered per user topic, and the pause after failed trace sends.
+    gathered: Mutex<(HashMap<String, Gathered>, Backoff)>,
+    /// The end of the pause (ms of [`clock::now`]), read without the lock.
+    paused_until: AtomicU64,
+    /// Records gathered or in trace messages on their way ([`QUEUE_CAPACITY`] at most).
+    held: AtomicUsize,
+    dropped: AtomicU64,
+    /// Wakes the flush task: a topic's first record set a new due time, or the trace stops.
+    due_changed: Arc<Notify>,
+    stopped: AtomicBool,
+    runtime: Handle,
 }
 
 /// A traced client's side of its trace (cheap to clone).
 #[derive(Clone)]
-pub(crate) struct Tracer {
-    tx: mpsc::Sender<Msg>,
-    dropped: Arc<AtomicU64>,
-}
+pub(crate) struct Tracer(Arc<Shared>);
 
 /// Trace producers started in this process (Java numbers their groups the same way).
 static STARTED: AtomicU64 = AtomicU64::new(0);
@@ -65,10 +75,20 @@ impl Tracer {
         (cfg.auto_batch, cfg.topics, cfg.lazy_start) = (None, Vec::new(), true);
         cfg.trace_topic = None;
         let producer = crate::ProducerBuilder::from_config(cfg).launch()?;
-        let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
-        tokio::spawn(run(rx, producer, topic));
-        let dropped = Arc::new(AtomicU64::new(0));
-        Ok(Tracer { tx, dropped })
+        let shared = Arc::new(Shared {
+            producer,
+            topic,
+            gathered: Mutex::default(),
+            paused_until: AtomicU64::new(0),
+            held: AtomicUsize::new(0),
+            dropped: AtomicU64::new(0),
+            due_changed: Arc::new(Notify::new()),
+            stopped: AtomicBool::new(false),
+            runtime: Handle::current(),
+        });
+        let wake = Arc::clone(&shared.due_changed);
+        tokio::spawn(flush_when_due(Arc::downgrade(&shared), wake));
+        Ok(Tracer(shared))
     }
 
     /// The trace of consumer `c`, to `topic` (its inner producer has the consumer's
@@ -87,45 +107,95 @@ impl Tracer {
         Tracer::start(&base, &c.group, "CONSUME", topic.to_owned())
     }
 
-    /// Queues `record` about a message of `user_topic`; dropped (and counted) when the queue
-    /// is full.
+    /// Gathers `record` about a message of `user_topic`; dropped (and counted) when
+    /// [`QUEUE_CAPACITY`] records are held already.
     pub(crate) fn record(&self, user_topic: &str, record: &Record<'_>) {
-        let mut text = vec![0u8; 512];
-        let n = loop {
-            match record.write(&mut text) {
-                Ok(n) => break n,
-                Err(_) if text.len() < 1 << 20 => text.resize(text.len() * 8, 0),
-                Err(_) => return,
+        let sh = &*self.0;
+        let now = clock::now();
+        let paused = now.millis() < sh.paused_until.load(Ordering::Relaxed);
+        if paused || sh.stopped.load(Ordering::Relaxed) {
+            sh.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if sh.held.fetch_add(1, Ordering::Relaxed) >= QUEUE_CAPACITY {
+            sh.held.fetch_sub(1, Ordering::Relaxed);
+            sh.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let mut small = [0u8; 1024];
+        let mut large = Vec::new();
+        let text = match record.write(&mut small) {
+            Ok(n) => &small[..n],
+            Err(_) => loop {
+                large.resize((large.len() * 8).max(8 << 10), 0);
+                match record.write(&mut large) {
+                    Ok(n) => break &large[..n],
+                    Err(_) if large.len() < 1 << 20 => {}
+                    Err(_) => {
+                        sh.held.fetch_sub(1, Ordering::Relaxed);
+                        return;
+                    }
+                }
+            },
+        };
+        let (full, first) = {
+            let all = &mut lock(&sh.gathered).0;
+            let g = match all.get_mut(user_topic) {
+                Some(g) => g,
+                None => all.entry(user_topic.to_owned()).or_default(),
+            };
+            let first = g.gather.records() == 0;
+            g.body.extend_from_slice(text);
+            for k in keys_of(record.msg_id(), record.keys()) {
+                if !g.keys.contains(k) {
+                    g.keys.insert(k.to_owned());
+                }
             }
+            let full = g.gather.add(now, text.len());
+            (
+                full.then(|| message(&sh.topic, g)).flatten(),
+                first && !full,
+            )
         };
-        text.truncate(n);
-        let keys = keys_of(record.msg_id(), record.keys());
-        let entry = Entry {
-            topic: user_topic.to_owned(),
-            text,
-            keys: keys.map(str::to_owned).collect(),
-        };
-        if self.tx.try_send(Msg::Record(entry)).is_err() {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
+        if let Some(m) = full {
+            send(&self.0, m);
+        } else if first {
+            sh.due_changed.notify_one();
         }
     }
 
-    /// Records dropped because the queue was full.
+    /// Records dropped because [`QUEUE_CAPACITY`] records were held.
     pub(crate) fn dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
+        self.0.dropped.load(Ordering::Relaxed)
     }
 
     /// Sends what is gathered and stops the inner producer (at most 5 s).
     pub(crate) async fn shutdown(&self) {
-        let (ack, done) = oneshot::channel();
-        let limit = std::time::Duration::from_secs(5);
-        let stop = async {
-            if self.tx.send(Msg::Stop(ack)).await.is_ok() {
-                let _ = done.await;
-            }
+        let sh = &self.0;
+        sh.stopped.store(true, Ordering::Relaxed);
+        sh.due_changed.notify_one();
+        let left: Vec<Message> = {
+            let all = &mut lock(&sh.gathered).0;
+            all.values_mut()
+                .filter_map(|g| message(&sh.topic, g).map(|(m, _)| m))
+                .collect()
         };
-        let _ = tokio::time::timeout(limit, stop).await;
+        let stopping = stop(Arc::clone(sh), left);
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), stopping).await;
     }
+}
+
+/// Sends `left` and stops the inner producer, in a task of its own (the inner producer's
+/// shutdown is a caller of [`Tracer::shutdown`]).
+fn stop(sh: Arc<Shared>, left: Vec<Message>) -> tokio::task::JoinHandle<()> {
+    sh.runtime.clone().spawn(async move {
+        for m in left {
+            if let Err(e) = sh.producer.send(m).await {
+                warn!(error = %e, "send trace data failed");
+            }
+        }
+        sh.producer.shutdown().await;
+    })
 }
 
 /// The records gathered for one user topic's next trace message.
@@ -136,72 +206,82 @@ struct Gathered {
     keys: BTreeSet<String>,
 }
 
-/// Gathers the records and sends the trace messages, until stopped (or every [`Tracer`] is
-/// gone).
-async fn run(mut rx: mpsc::Receiver<Msg>, producer: Producer, topic: String) {
-    let mut gathered: HashMap<String, Gathered> = HashMap::new();
+/// Sends the trace messages whose [`FLUSH_INTERVAL`] is up, until the trace stops or every
+/// [`Tracer`] is gone.
+async fn flush_when_due(shared: Weak<Shared>, wake: Arc<Notify>) {
     loop {
-        let due = gathered.values().filter_map(|g| g.gather.due()).min();
-        let msg = match due {
-            Some(due) => tokio::select! {
-                m = rx.recv() => m,
-                () = tokio::time::sleep_until(clock::to_tokio(due)) => {
-                    let now = clock::now();
-                    for g in gathered.values_mut() {
-                        if g.gather.due().is_some_and(|d| d <= now) {
-                            send(&producer, &topic, g);
-                        }
-                    }
-                    continue;
-                }
-            },
-            None => rx.recv().await,
-        };
-        match msg {
-            Some(Msg::Record(e)) => {
-                let g = gathered.entry(e.topic).or_default();
-                g.body.extend_from_slice(&e.text);
-                g.keys.extend(e.keys);
-                if g.gather.add(clock::now(), e.text.len()) {
-                    send(&producer, &topic, g);
-                }
-            }
-            stop => {
-                // What is gathered leaves before the producer stops.
-                for m in gathered.values_mut().filter_map(|g| message(&topic, g)) {
-                    if let Err(e) = producer.send(m).await {
-                        warn!(error = %e, "send trace data failed");
-                    }
-                }
-                producer.shutdown().await;
-                if let Some(Msg::Stop(ack)) = stop {
-                    let _ = ack.send(());
-                }
-                return;
-            }
+        let Some(sh) = shared.upgrade() else { return };
+        if sh.stopped.load(Ordering::Relaxed) {
+            return;
         }
+        let now = clock::now();
+        let (due, ready) = {
+            let all = &mut lock(&sh.gathered).0;
+            let ready: Vec<_> = all
+                .values_mut()
+                .filter(|g| g.gather.due().is_some_and(|d| d <= now))
+                .filter_map(|g| message(&sh.topic, g))
+                .collect();
+            (all.values().filter_map(|g| g.gather.due()).min(), ready)
+        };
+        for m in ready {
+            send(&sh, m);
+        }
+        // Woken by a new due time; looks again at least every FLUSH_INTERVAL (to end once
+        // every Tracer is gone).
+        let until = due.unwrap_or(now.saturating_add(FLUSH_INTERVAL));
+        drop(sh);
+        let _ = tokio::time::timeout_at(clock::to_tokio(until), wake.notified()).await;
     }
 }
 
-/// `g` as one trace message (`None` when empty), and `g` emptied.
-fn message(topic: &str, g: &mut Gathered) -> Option<Message> {
-    if g.gather.records() == 0 {
+/// `g` as one trace message with its record count (`None` when empty), and `g` emptied.
+fn message(topic: &str, g: &mut Gathered) -> Option<(Message, usize)> {
+    let records = g.gather.records();
+    if records == 0 {
         return None;
     }
     g.gather.clear();
     let body = std::mem::take(&mut g.body);
-    Some(Message::new(topic, body).with_keys(std::mem::take(&mut g.keys)))
+    Some((
+        Message::new(topic, body).with_keys(std::mem::take(&mut g.keys)),
+        records,
+    ))
 }
 
-/// Sends `g` as one trace message, in a task of its own, and empties it.
-fn send(producer: &Producer, topic: &str, g: &mut Gathered) {
-    let Some(m) = message(topic, g) else { return };
-    let sending = producer.send_async(m);
-    tokio::spawn(async move {
-        match sending.await {
-            Ok(r) => debug!(msg_id = r.msg_id, "trace data sent"),
-            Err(e) => warn!(error = %e, "send trace data failed"),
+/// Sends trace message `m` of `records` records in a task of its own (they stop being held
+/// when it ends), or drops them in a pause.
+fn send(sh: &Arc<Shared>, (m, records): (Message, usize)) {
+    if clock::now().millis() < sh.paused_until.load(Ordering::Relaxed) {
+        sh.held.fetch_sub(records, Ordering::Relaxed);
+        sh.dropped.fetch_add(records as u64, Ordering::Relaxed);
+        return;
+    }
+    let (sending, sent) = (sh.producer.send_async(m), clock::now());
+    let sh = Arc::clone(sh);
+    sh.runtime.clone().spawn(async move {
+        let r = sending.await;
+        let paused = {
+            let backoff = &mut lock(&sh.gathered).1;
+            let paused = match &r {
+                Ok(_) => {
+                    backoff.succeeded();
+                    None
+                }
+                Err(_) => backoff.failed(sent, clock::now()),
+            };
+            let until = backoff.until().map_or(0, Instant::millis);
+            sh.paused_until.store(until, Ordering::Relaxed);
+            paused
+        };
+        match (r, paused) {
+            (Ok(r), _) => debug!(msg_id = r.msg_id, "trace data sent"),
+            (Err(e), Some(p)) => {
+                warn!(error = %e, pause_ms = p.millis(), "send trace data failed: records dropped for the pause");
+            }
+            (Err(e), None) => debug!(error = %e, "send trace data failed"),
         }
+        sh.held.fetch_sub(records, Ordering::Relaxed);
     });
 }
 

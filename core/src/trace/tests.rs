@@ -215,3 +215,39 @@ fn a_records_keys_are_its_id_and_its_user_keys_without_empty_ones() {
     assert_eq!(k, ["ID1", "a", "b"]);
     assert_eq!(keys_of("ID1", None).count(), 1);
 }
+
+#[test]
+fn failed_trace_sends_pause_the_trace_doubling_up_to_a_minute_until_one_succeeds() {
+    let t0 = Instant::from_millis(1_000);
+    let mut b = Backoff::default();
+    let mut now = t0;
+    let mut pauses = std::vec::Vec::new();
+    for _ in 0..9 {
+        assert!(b.allows(now));
+        let pause = b.failed(now, now).expect("a pause starts");
+        assert_eq!(b.until(), Some(now + pause));
+        // A failure of a send already on its way neither lengthens nor restarts the pause,
+        // even when it comes after the pause.
+        let late = now + pause + Duration::from_millis(5);
+        assert_eq!(b.failed(now, now + Duration::from_millis(1)), None);
+        assert_eq!(b.failed(now, late), None);
+        let mut end = now;
+        while !b.allows(end) {
+            end += Duration::from_millis(1);
+        }
+        pauses.push(end.saturating_duration_since(now).millis());
+        now = end;
+    }
+    assert_eq!(
+        pauses,
+        [
+            1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000, 60_000, 60_000
+        ]
+    );
+    b.succeeded();
+    assert!(b.allows(now));
+    assert_eq!(b.until(), None);
+    assert_eq!(b.failed(now, now), Some(FIRST_PAUSE));
+    assert!(!b.allows(now + FIRST_PAUSE - Duration::from_millis(1)));
+    assert!(b.allows(now + FIRST_PAUSE));
+}

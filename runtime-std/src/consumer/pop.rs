@@ -122,7 +122,7 @@ impl ConsumerBuilder {
             rmq_core::client::NoConsumer,
             cfg.namesrv_addr.clone(),
             cfg.security.clone(),
-            16,
+            (16, usize::MAX),
             Arc::new(Counters::new()),
         )
         .map_err(ConsumerConfigError::Session)?;

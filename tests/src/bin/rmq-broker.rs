@@ -54,6 +54,9 @@ fn main() {
             }
             "--topic" => topics.push(value()),
             "--proxy" => proxy = true,
+            // No topic is created by sending to it (and no TBW102): a client's trace topic,
+            // for one, then has no route.
+            "--no-auto-create" => options.auto_create_topic = false,
             "--queues" => {
                 queues = value()
                     .parse()
@@ -70,7 +73,7 @@ fn main() {
             }
             "-h" | "--help" => {
                 println!(
-                    "rmq-broker [--version 5.3.3|4.9] [--topic NAME]... [--queues N] [--broker-heap-mb N] [--proxy]"
+                    "rmq-broker [--version 5.3.3|4.9] [--topic NAME]... [--queues N] [--broker-heap-mb N] [--proxy] [--no-auto-create]"
                 );
                 return;
             }
