@@ -44,6 +44,11 @@ mod cli {
         /// NameServer address(es), `;`-separated.
         #[arg(long, global = true, env = "RMQ_NAMESRV")]
         namesrv: Option<String>,
+        /// Without `--namesrv`: fetch the NameServer list from this HTTP endpoint first
+        /// (`host[:port]`, port 8080 by default: `http://<domain>/rocketmq/nsaddr`, Java's
+        /// `rocketmq.namesrv.domain`). The list is fetched once, at the command's start.
+        #[arg(long, global = true, env = "RMQ_NAMESRV_DOMAIN")]
+        namesrv_domain: Option<String>,
         /// Client group: the producer group of `send`, `route`, `bench` and `demo`; the
         /// consumer group of `consume` and `bench-consume`.
         #[arg(long, global = true, default_value = "rmq-cli")]
@@ -763,12 +768,17 @@ mod cli {
     }
 
     fn need_namesrv(cli: &Cli) -> Result<String, Box<dyn std::error::Error>> {
-        cli.namesrv
-            .clone()
-            .ok_or_else(|| "no NameServer: pass --namesrv host:9876 (or set RMQ_NAMESRV)".into())
+        cli.namesrv.clone().ok_or_else(|| {
+            "no NameServer: pass --namesrv host:9876 (or set RMQ_NAMESRV), or --namesrv-domain"
+                .into()
+        })
     }
 
-    async fn run(cli: Cli) -> Res {
+    async fn run(mut cli: Cli) -> Res {
+        if let (None, Some(d)) = (&cli.namesrv, &cli.namesrv_domain) {
+            let list = rmq_std::fetch_name_servers(&rmq_std::NamesrvDomain::new(d)).await?;
+            cli.namesrv = Some(list.join(";"));
+        }
         match &cli.cmd {
             Cmd::Send {
                 topic,

@@ -11,6 +11,7 @@ fn rmq(args: &[&str]) -> (bool, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_rmq"))
         .args(args)
         .env_remove("RMQ_NAMESRV")
+        .env_remove("RMQ_NAMESRV_DOMAIN")
         .output()
         .expect("run rmq");
     let text = format!(
@@ -34,6 +35,16 @@ async fn route_send_and_bench() {
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
 
     let (ok, out) = run(s(&["--namesrv", &ns, "route", "T"])).await.unwrap();
+    assert!(ok, "{out}");
+    assert!(
+        out.contains(&format!("broker broker-a master {a}")),
+        "{out}"
+    );
+    // The same through --namesrv-domain: the list fetched over HTTP first.
+    let domain = serve_list(&format!("{ns};"));
+    let (ok, out) = run(s(&["--namesrv-domain", &domain, "route", "T"]))
+        .await
+        .unwrap();
     assert!(ok, "{out}");
     assert!(
         out.contains(&format!("broker broker-a master {a}")),
@@ -166,4 +177,21 @@ async fn route_send_and_bench() {
     let (ok, out) = run(s(&["route", "T"])).await.unwrap();
     assert!(!ok, "no NameServer given: {out}");
     assert!(out.contains("--namesrv"), "{out}");
+}
+
+/// An HTTP endpoint that answers every request with `list` (Java's NameServer address server);
+/// its `host:port`.
+fn serve_list(list: &str) -> String {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().unwrap().to_string();
+    let answer = format!("HTTP/1.0 200 OK\r\n\r\n{list}\n");
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(answer.as_bytes());
+        }
+    });
+    addr
 }

@@ -65,6 +65,7 @@ pub mod client;
 pub mod consumer;
 pub mod counter;
 pub mod deadline;
+pub mod discovery;
 pub mod fault;
 pub mod gateway;
 pub mod json;

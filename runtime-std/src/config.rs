@@ -55,6 +55,8 @@ pub enum ConfigError {
     /// No NameServer answered the start's route lookups (the last NameServer connection's
     /// error, if one failed). [`ProducerBuilder::lazy_start`] starts anyway.
     NameServersUnreachable(Option<crate::ConnectionError>),
+    /// The start's fetch of the NameServer list ([`ProducerBuilder::namesrv_domain`]) failed.
+    Discovery(crate::DiscoveryError),
 }
 
 impl fmt::Display for ConfigError {
@@ -75,6 +77,7 @@ impl fmt::Display for ConfigError {
             ConfigError::NameServersUnreachable(_) => {
                 f.write_str("no NameServer answered the start")
             }
+            ConfigError::Discovery(e) => e.fmt(f),
         }
     }
 }
@@ -83,6 +86,7 @@ impl std::error::Error for ConfigError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             ConfigError::NameServersUnreachable(Some(e)) => Some(e),
+            ConfigError::Discovery(e) => Some(e),
             _ => None,
         }
     }
@@ -171,6 +175,15 @@ macro_rules! client_knobs {
                     .filter(|s| !s.is_empty())
                     .map(str::to_owned),
             );
+            self
+        }
+
+        /// Without [`namesrv_addr`](Self::namesrv_addr): the NameServer list is fetched from
+        /// `domain` at the start (which fails if it cannot be) and followed while the client
+        /// runs (Java's `rocketmq.namesrv.domain`; see [`crate::NamesrvDomain`]).
+        #[must_use]
+        pub fn namesrv_domain(mut self, domain: crate::NamesrvDomain) -> Self {
+            self.cfg.namesrv_domain = Some(domain);
             self
         }
 
@@ -313,6 +326,9 @@ config_table! {
     pub struct ProducerBuilder;
     /// NameServer addresses.
     namesrv_addr: Vec<String> = Vec::new();
+    /// Where the NameServer list is fetched from when `namesrv_addr` is empty
+    /// ([`ProducerBuilder::namesrv_domain`]).
+    namesrv_domain: Option<crate::NamesrvDomain> = None;
     /// Producer group (default `DEFAULT_PRODUCER`).
     producer_group: String = "DEFAULT_PRODUCER".to_owned() => producer_group(impl Into<String>);
     /// Instance name (default `<pid>#<unix ms>`; the client id is `ip@instance`).
@@ -467,7 +483,7 @@ impl ProducerBuilder {
     /// # Panics
     /// Outside a tokio runtime.
     pub async fn start(self) -> Result<Producer, ConfigError> {
-        let p = self.launch()?;
+        let p = self.launch_discovered().await?;
         p.look_up_topics().await.map(|()| p)
     }
 
@@ -480,10 +496,25 @@ impl ProducerBuilder {
         self,
         checker: impl crate::transaction::TransactionChecker,
     ) -> Result<crate::transaction::TransactionProducer, ConfigError> {
-        let p = self.launch()?;
+        let p = self.launch_discovered().await?;
         // Checks are handed out before the first heartbeat names the group to brokers.
         let t = crate::transaction::TransactionProducer::new(p.clone(), checker);
         p.look_up_topics().await.map(|()| t)
+    }
+
+    /// [`launch`](Self::launch), after fetching the NameServer list if there is a domain and
+    /// no address; then the list is followed.
+    async fn launch_discovered(mut self) -> Result<Producer, ConfigError> {
+        let domain = self.cfg.namesrv_domain.clone();
+        let addrs = &mut self.cfg.namesrv_addr;
+        let schedule = crate::discovery::resolve(addrs, domain.as_ref())
+            .await
+            .map_err(ConfigError::Discovery)?;
+        let p = self.launch()?;
+        if let (Some(s), Some(d)) = (schedule, domain) {
+            crate::discovery::follow(p.driver(), d, s);
+        }
+        Ok(p)
     }
 
     pub(crate) fn launch(self) -> Result<Producer, ConfigError> {

@@ -122,6 +122,9 @@ config_table! {
     pub struct ConsumerBuilder;
     /// NameServer addresses.
     namesrv_addr: Vec<String> = Vec::new();
+    /// Where the NameServer list is fetched from when `namesrv_addr` is empty
+    /// ([`ConsumerBuilder::namesrv_domain`]).
+    namesrv_domain: Option<crate::NamesrvDomain> = None;
     /// Consumer group.
     group: String = String::new() => group(impl Into<String>);
     /// `(topic, expression)` pairs.
@@ -243,6 +246,8 @@ pub enum ConsumerConfigError {
     NameServersUnreachable(Option<crate::ConnectionError>),
     /// The trace producer ([`ConsumerBuilder::message_trace`]) could not be started.
     Trace(crate::ConfigError),
+    /// The start's fetch of the NameServer list ([`ConsumerBuilder::namesrv_domain`]) failed.
+    Discovery(crate::DiscoveryError),
     /// The broker refused an SQL92 subscription ([`ConsumerBuilder::subscribe_sql`]):
     /// SUBSCRIPTION_PARSE_FAILED (23) with the parser's message, or SYSTEM_ERROR (1) when it
     /// runs without `enablePropertyFilter=true`; code -1 when the broker could not be asked
@@ -270,6 +275,7 @@ impl std::fmt::Display for ConsumerConfigError {
             ConsumerConfigError::Subscription(_) => "the consumer refused a subscription",
             ConsumerConfigError::NameServersUnreachable(_) => "no NameServer answered the start",
             ConsumerConfigError::Trace(_) => "the trace producer could not be started",
+            ConsumerConfigError::Discovery(e) => return e.fmt(f),
             ConsumerConfigError::Filter {
                 topic,
                 code,
@@ -291,6 +297,7 @@ impl std::error::Error for ConsumerConfigError {
             ConsumerConfigError::Subscription(e) => Some(e),
             ConsumerConfigError::NameServersUnreachable(Some(e)) => Some(e),
             ConsumerConfigError::Trace(e) => Some(e),
+            ConsumerConfigError::Discovery(e) => Some(e),
             _ => None,
         }
     }
@@ -364,8 +371,26 @@ impl ConsumerBuilder {
     ///
     /// # Errors
     /// [`ConsumerConfigError`].
-    pub async fn start(self) -> Result<Consumer, ConsumerConfigError> {
-        Consumer::start(self.checked()?).await
+    pub async fn start(mut self) -> Result<Consumer, ConsumerConfigError> {
+        let follow = self.discover().await?;
+        let c = Consumer::start(self.checked()?).await?;
+        if let Some((d, s)) = follow {
+            crate::discovery::follow(&c.inner.driver, d, s);
+        }
+        Ok(c)
+    }
+
+    /// Without NameServer addresses and with a domain: the list fetched now, and what
+    /// [`crate::discovery::follow`] needs to follow it.
+    pub(crate) async fn discover(
+        &mut self,
+    ) -> Result<Option<(crate::NamesrvDomain, rmq_core::discovery::Discovery)>, ConsumerConfigError>
+    {
+        let domain = self.cfg.namesrv_domain.clone();
+        let addrs = &mut self.cfg.namesrv_addr;
+        let schedule = crate::discovery::resolve(addrs, domain.as_ref()).await;
+        let schedule = schedule.map_err(ConsumerConfigError::Discovery)?;
+        Ok(domain.zip(schedule))
     }
 
     fn checked(self) -> Result<ConsumerConfig, ConsumerConfigError> {

@@ -247,6 +247,8 @@ struct State<C: Attached> {
     sink: Option<Box<dyn Sink<C>>>,
     /// [`Driver::close`] ran: no new connection.
     stopped: bool,
+    /// The NameServers, as the session's `Peer::NameServer` indices name them.
+    namesrv_addr: Vec<String>,
     topics: FastMap<String, TopicId>,
     sends: Sends,
     links: FastMap<Peer, Link>,
@@ -447,7 +449,6 @@ pub(crate) struct Inner<C: Attached> {
     /// them takes all of them and goes alone).
     bytes: (Arc<Semaphore>, u32),
     counters: Arc<Counters>,
-    namesrv_addr: Vec<String>,
     security: SecurityConfig,
     next_conn: AtomicU32,
     task: Mutex<Option<JoinHandle<()>>>,
@@ -456,6 +457,24 @@ pub(crate) struct Inner<C: Attached> {
 /// A handle on one core client and its driver task (cheap to clone).
 pub(crate) struct Driver<C: Attached = NoConsumer> {
     inner: Arc<Inner<C>>,
+}
+
+/// A [`Driver`] that does not keep its client alive (for background tasks).
+pub(crate) struct WeakDriver<C: Attached>(Weak<Inner<C>>);
+
+impl<C: Attached> WeakDriver<C> {
+    /// The driver, unless every handle on it is gone or it was closed.
+    pub(crate) fn upgrade(&self) -> Option<Driver<C>> {
+        let inner = self.0.upgrade()?;
+        let stopped = lock(&inner.state).stopped;
+        (!stopped).then_some(Driver { inner })
+    }
+}
+
+impl<C: Attached> Driver<C> {
+    pub(crate) fn downgrade(&self) -> WeakDriver<C> {
+        WeakDriver(Arc::downgrade(&self.inner))
+    }
 }
 
 impl<C: Attached> Clone for Driver<C> {
@@ -501,6 +520,7 @@ impl<C: Attached + Send + 'static> Driver<C> {
                 stopped: false,
                 topics: FastMap::default(),
                 sends: Sends::default(),
+                namesrv_addr,
                 links: FastMap::default(),
                 closed: HashMap::new(),
                 causes: HashMap::new(),
@@ -518,7 +538,6 @@ impl<C: Attached + Send + 'static> Driver<C> {
             slots: Arc::new(Semaphore::new(max_sends.clamp(1, SENDS))),
             bytes: (Arc::new(Semaphore::new(max_bytes as usize)), max_bytes),
             counters,
-            namesrv_addr,
             security,
             next_conn: AtomicU32::new(1),
             task: Mutex::new(None),
@@ -835,6 +854,35 @@ impl<C: Attached + Send + 'static> Driver<C> {
         rx.await.map_err(|_| Refused::Stopped)
     }
 
+    /// The NameServer list changed ([`crate::discovery`]): later lookups go to `addrs`;
+    /// connections to the old list close and their requests fail over at once.
+    pub(crate) fn set_name_servers(&self, addrs: Vec<String>) {
+        let mut st = lock(&self.inner.state);
+        if addrs.is_empty() || st.namesrv_addr == addrs || st.stopped {
+            return;
+        }
+        st.client.session_mut().set_name_servers(addrs.len());
+        st.namesrv_addr = addrs;
+        let now = clock::now();
+        let old: Vec<Peer> = st
+            .links
+            .keys()
+            .filter(|p| matches!(p, Peer::NameServer(_)))
+            .copied()
+            .collect();
+        for p in old {
+            if let Some(Link::Up(c)) = st.links.remove(&p) {
+                c.close();
+            }
+            st.client
+                .handle_closed(now, p, TransportError::ConnectionClosed);
+        }
+        self.inner.events(&mut st);
+        self.inner.flush(&mut st, now);
+        drop(st);
+        self.inner.wake.notify_one();
+    }
+
     /// Stops the driver task and closes every connection at once (no unregister). Whatever is
     /// still waiting (sends past the shutdown drain, route waits) ends now: nothing
     /// would time it out any more.
@@ -1053,7 +1101,7 @@ impl<C: Attached + Send + 'static> Inner<C> {
                 let id = self.next_conn.fetch_add(1, AtomicOrdering::Relaxed);
                 st.links.insert(peer, Link::Opening(id, vec![frame]));
                 let addr = match peer {
-                    Peer::NameServer(i) => self.namesrv_addr.get(usize::from(i)).cloned(),
+                    Peer::NameServer(i) => st.namesrv_addr.get(usize::from(i)).cloned(),
                     p => st.client.session().peer_addr(p).map(str::to_owned),
                 };
                 let Some(addr) = addr else {

@@ -85,6 +85,7 @@ mod clock;
 mod config;
 mod conn;
 pub mod consumer;
+mod discovery;
 mod driver;
 mod heap;
 mod inflight;
@@ -108,6 +109,7 @@ pub use config::{
 #[doc(hidden)]
 pub use conn::{ConnStats, MAX_RX_FRAME};
 pub use conn::{request_frame, request_once};
+pub use discovery::{DiscoveryError, NamesrvDomain, fetch_name_servers};
 pub use driver::{Health, Refusal};
 pub use message::{ConnectionError, Message, MessageQueue, SendError, SendErrorKind, SendResult};
 pub use producer::{Producer, RouteInfo};

@@ -567,6 +567,13 @@ impl<
         self.namesrv.current(self.cfg.name_servers) as u8
     }
 
+    /// The runtime's NameServer list changed ([`crate::discovery`]): it now has `n` addresses
+    /// (1 to 255). The runtime closes its connections to the old ones (their lookups fail over
+    /// as after any lost connection); the next lookups go to the new list.
+    pub fn set_name_servers(&mut self, n: usize) {
+        self.cfg.name_servers = n.clamp(1, usize::from(u8::MAX));
+    }
+
     /// The id of a topic already in the route table.
     pub fn topic_id(&self, name: &str) -> Option<TopicId> {
         let i = self.topics.iter().position(|t| t.name == name)?;

@@ -108,7 +108,8 @@ impl ConsumerBuilder {
     ///
     /// # Panics
     /// Outside a tokio runtime.
-    pub async fn start_pop(self) -> Result<PopConsumer, ConsumerConfigError> {
+    pub async fn start_pop(mut self) -> Result<PopConsumer, ConsumerConfigError> {
+        let follow = self.discover().await?;
         let cfg = self.checked()?;
         let id = client_id(local_ip(&cfg.namesrv_addr), &cfg.instance_name);
         let mut sc = session::Config::new(cfg.namesrv_addr.len(), "", &id);
@@ -126,6 +127,9 @@ impl ConsumerBuilder {
             Arc::new(Counters::new()),
         )
         .map_err(ConsumerConfigError::Session)?;
+        if let Some((d, s)) = follow {
+            crate::discovery::follow(&driver, d, s);
+        }
         let (next, stopped) = (AtomicUsize::new(0), AtomicBool::new(false));
         Ok(PopConsumer {
             inner: Arc::new(Inner {
