@@ -74,6 +74,7 @@ pub mod lock;
 mod md5;
 pub mod message;
 pub mod metrics;
+pub mod namespace;
 pub mod ops;
 pub mod outbox;
 pub mod pop;

@@ -1,4 +1,5 @@
-//! The client id a producer or consumer announces (`ip@instanceName`).
+//! The client id a producer or consumer announces (`ip@instanceName`), and the names it
+//! uses on the wire in a namespace.
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -25,4 +26,24 @@ pub(crate) fn client_id(ip: IpAddr, instance_name: &str) -> String {
         .ok()
         .and_then(|n| std::str::from_utf8(&idbuf[..n]).ok().map(str::to_owned))
         .unwrap_or_else(|| format!("{ip}@{instance_name}"))
+}
+
+/// `name` as the wire has it in namespace `ns` ([`rmq_core::namespace::wrap`]); borrowed
+/// when unchanged.
+pub(crate) fn wire<'a>(ns: Option<&str>, name: &'a str) -> std::borrow::Cow<'a, str> {
+    match ns {
+        Some(ns) => {
+            let w = rmq_core::namespace::wrap(ns, name).to_string();
+            if w == name { name.into() } else { w.into() }
+        }
+        None => name.into(),
+    }
+}
+
+/// Wire name `name` as the application knows it ([`rmq_core::namespace::unwrap`]).
+pub(crate) fn app(ns: Option<&str>, name: String) -> String {
+    match ns {
+        Some(ns) => rmq_core::namespace::unwrap(ns, &name).to_string(),
+        None => name,
+    }
 }

@@ -218,9 +218,10 @@ pub fn request_frame<E: rmq_core::wire::ExtFields>(
     repr.language = LanguageCode::RUST;
     let creds = security.acl.as_ref().map(|a| a.credentials());
     let mut head = vec![0u8; 4096];
+    let v2 = rmq_core::namespace::V2Fields(security.namespace_v2.as_deref());
     let n = rmq_core::acl::emit_request(
         &repr,
-        ext,
+        rmq_core::wire::Chain(ext, v2),
         creds.as_ref(),
         SerializeType::JSON,
         (body, body.len()),

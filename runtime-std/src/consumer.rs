@@ -125,6 +125,8 @@ config_table! {
     /// Where the NameServer list is fetched from when `namesrv_addr` is empty
     /// ([`ConsumerBuilder::namesrv_domain`]).
     namesrv_domain: Option<crate::NamesrvDomain> = None;
+    /// Namespace v1 ([`ConsumerBuilder::namespace`]).
+    namespace: Option<String> = None;
     /// Consumer group.
     group: String = String::new() => group(impl Into<String>);
     /// `(topic, expression)` pairs.
@@ -572,6 +574,8 @@ struct Inner {
 /// The driver's side of a consumer: messages into the channel, broadcasting offsets to their
 /// file.
 struct Feed {
+    /// The namespace whose names the application gets without it.
+    ns: Option<String>,
     tx: mpsc::UnboundedSender<ConsumedMessage>,
     rate: Arc<RateWindow>,
     store: Option<LocalStore>,
@@ -583,7 +587,9 @@ impl Sink<Machine> for Feed {
     fn message(&mut self, frame: &Bytes, d: Delivery<'_, '_>) {
         self.rate.add(clock::now(), 1);
         crate::metrics::delivered(1);
-        let _ = self.tx.send(to_message(frame, &d));
+        let _ = self
+            .tx
+            .send(unwrapped(self.ns.as_deref(), to_message(frame, &d)));
     }
 
     fn event(&mut self, e: PullEvent, c: &mut Machine, s: &Session) {
@@ -604,7 +610,8 @@ impl Sink<Machine> for Feed {
     }
 
     fn redeliver(&mut self, m: ConsumedMessage) {
-        let _ = self.tx.send(m);
+        // A nacked message is kept with its wire names (Consumer::wired).
+        let _ = self.tx.send(unwrapped(self.ns.as_deref(), m));
     }
 
     fn flush(&mut self) {
@@ -614,7 +621,8 @@ impl Sink<Machine> for Feed {
     }
 
     fn direct(&mut self, peer: Peer, opaque: i32, frame: &Bytes, d: Delivery<'_, '_>) {
-        let _ = self.directs.send((peer, opaque, to_message(frame, &d)));
+        let m = unwrapped(self.ns.as_deref(), to_message(frame, &d));
+        let _ = self.directs.send((peer, opaque, m));
     }
 }
 
@@ -653,6 +661,7 @@ impl Consumer {
     }
 
     async fn start(cfg: ConsumerConfig) -> Result<Consumer, ConsumerConfigError> {
+        let cfg = cfg.wired();
         let client_id = client_id(local_ip(&cfg.namesrv_addr), &cfg.instance_name);
         let mut sc = session::Config::new(cfg.namesrv_addr.len(), "", &client_id);
         sc.consumer_group = Some(&cfg.group);
@@ -715,6 +724,7 @@ impl Consumer {
         ];
         let (directs, direct_rx) = mpsc::unbounded_channel();
         let deliver = Box::new(Feed {
+            ns: cfg.namespace.clone(),
             directs,
             tx,
             rate: rate.clone(),
@@ -881,7 +891,13 @@ impl Consumer {
                 .collect()
         });
         v.sort_by(|a, b| core_queue(&a.queue).cmp(&core_queue(&b.queue)));
-        v.into_iter().map(f).collect()
+        let ns = self.inner.cfg.namespace.as_deref();
+        v.into_iter()
+            .map(|mut m| {
+                m.queue.topic = crate::client::app(ns, std::mem::take(&mut m.queue.topic));
+                f(m)
+            })
+            .collect()
     }
 
     /// Messages handed out and not yet acknowledged, over all queues.
@@ -936,7 +952,8 @@ impl Consumer {
     }
 
     fn on_queue(&self, q: &MessageQueue, f: impl FnOnce(&mut Machine, QueueKey) -> bool) -> bool {
-        let g = |c: &mut Machine, s: &Session| key_of(c, s, q).is_some_and(|k| f(c, k));
+        let ns = self.inner.cfg.namespace.as_deref();
+        let g = |c: &mut Machine, s: &Session| key_of(c, s, ns, q).is_some_and(|k| f(c, k));
         self.with(true, g)
     }
 
@@ -946,9 +963,10 @@ impl Consumer {
     /// in their route, are ignored. Returns how many queues are assigned, once they know
     /// their start offsets.
     pub async fn assign(&self, queues: &[MessageQueue]) -> usize {
+        let ns = self.inner.cfg.namespace.as_deref();
         let assign = |cl: &mut crate::driver::Core<Machine>| {
             let (c, s) = cl.consumer_mut();
-            let keys: Vec<QueueKey> = queues.iter().filter_map(|q| key_of(c, s, q)).collect();
+            let keys: Vec<QueueKey> = queues.iter().filter_map(|q| key_of(c, s, ns, q)).collect();
             c.assign_queues(&keys)
         };
         let limit = clock::to_std(CLIENT_API_TIMEOUT);
@@ -1088,9 +1106,56 @@ impl Consumer {
     }
 }
 
-/// The key of queue `q` of a subscribed topic.
-fn key_of(c: &Machine, s: &Session, q: &MessageQueue) -> Option<QueueKey> {
-    c.queue_key(s, &q.topic, &q.broker_name, q.queue_id)
+/// The key of queue `q` of a subscribed topic (named as the application names it, in
+/// namespace `ns`).
+fn key_of(c: &Machine, s: &Session, ns: Option<&str>, q: &MessageQueue) -> Option<QueueKey> {
+    let topic = crate::client::wire(ns, &q.topic);
+    c.queue_key(s, &topic, &q.broker_name, q.queue_id)
+}
+
+/// `m` with its topics as the application names them in namespace `ns`.
+pub(crate) fn unwrapped(ns: Option<&str>, mut m: ConsumedMessage) -> ConsumedMessage {
+    unwrap_names(ns, &mut m);
+    m
+}
+
+/// [`unwrapped`] in place.
+pub(crate) fn unwrap_names(ns: Option<&str>, m: &mut ConsumedMessage) {
+    if ns.is_some() {
+        m.topic = crate::client::app(ns, std::mem::take(&mut m.topic));
+        m.queue.topic = crate::client::app(ns, std::mem::take(&mut m.queue.topic));
+    }
+}
+
+impl Consumer {
+    /// `m` with its topics as the wire names them ([`ConsumerBuilder::namespace`]): what a
+    /// send-back or resend names.
+    pub(crate) fn wired<'m>(
+        &self,
+        m: &'m ConsumedMessage,
+    ) -> std::borrow::Cow<'m, ConsumedMessage> {
+        let Some(ns) = self.inner.cfg.namespace.as_deref() else {
+            return std::borrow::Cow::Borrowed(m);
+        };
+        let mut w = m.clone();
+        w.topic = crate::client::wire(Some(ns), &m.topic).into_owned();
+        w.queue.topic = crate::client::wire(Some(ns), &m.queue.topic).into_owned();
+        std::borrow::Cow::Owned(w)
+    }
+}
+
+impl ConsumerConfig {
+    /// The configuration with the group and the subscribed topics as the wire names them
+    /// ([`ConsumerBuilder::namespace`]).
+    pub(crate) fn wired(mut self) -> Self {
+        let ns = self.namespace.clone();
+        let ns = ns.as_deref();
+        self.group = crate::client::wire(ns, &self.group).into_owned();
+        for (topic, _) in &mut self.subscriptions {
+            *topic = crate::client::wire(ns, topic).into_owned();
+        }
+        self
+    }
 }
 
 fn core_queue(q: &MessageQueue) -> CoreQueue<'_> {

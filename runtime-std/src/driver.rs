@@ -343,6 +343,7 @@ struct Lend<'a> {
     sends: &'a Sends,
     nacked: &'a FastMap<NackKey, Kept>,
     acl: Option<&'a crate::AclConfig>,
+    namespace_v2: Option<&'a str>,
     extras: &'a Extras,
 }
 
@@ -371,6 +372,10 @@ impl Outbound for Lend<'_> {
 
     fn credentials(&self) -> Option<Credentials<'_>> {
         self.acl.map(crate::AclConfig::credentials)
+    }
+
+    fn namespace_v2(&self) -> Option<&str> {
+        self.namespace_v2
     }
 
     fn heartbeat_body(&self, buf: &mut [u8]) -> Option<usize> {
@@ -1034,6 +1039,7 @@ impl<C: Attached + Send + 'static> Inner<C> {
             sends: &state.sends,
             nacked: &state.nacked,
             acl: self.security.acl.as_ref(),
+            namespace_v2: self.security.namespace_v2.as_deref(),
             extras: &state.extras,
         };
         let tx = f(&mut state.client, &mut state.buf, &lend)?;
@@ -1056,6 +1062,7 @@ impl<C: Attached + Send + 'static> Inner<C> {
                 sends: &state.sends,
                 nacked: &state.nacked,
                 acl: self.security.acl.as_ref(),
+                namespace_v2: self.security.namespace_v2.as_deref(),
                 extras: &state.extras,
             };
             let Some(tx) = state.client.poll_transmit(now, &mut state.buf, &lend) else {

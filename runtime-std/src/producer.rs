@@ -158,7 +158,8 @@ impl Producer {
     ) -> Result<Producer, session::ConfigError> {
         let ip = crate::client::local_ip(&cfg.namesrv_addr);
         let client_id = crate::client::client_id(ip, &cfg.instance_name);
-        let mut sc = session::Config::new(cfg.namesrv_addr.len(), &cfg.producer_group, &client_id);
+        let group = crate::client::wire(cfg.namespace.as_deref(), &cfg.producer_group);
+        let mut sc = session::Config::new(cfg.namesrv_addr.len(), &group, &client_id);
         sc.version = cfg.version;
         sc.serialize_type = cfg.serialize_type;
         sc.language = cfg.language;
@@ -209,6 +210,7 @@ impl Producer {
         let deadline = crate::clock::after(cfg.start_timeout);
         let mut ids = Vec::with_capacity(names.len());
         for name in names {
+            let name = &self.wire(name);
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             d.route(name, false, left).await;
             match d.topic(name) {
@@ -475,9 +477,10 @@ impl Producer {
     /// [`SendErrorKind::NoRoute`] or [`SendErrorKind::NoNameServer`].
     pub async fn route(&self, topic: &str) -> Result<RouteInfo, SendError> {
         let d = &self.inner.driver;
-        let t = d.topic(topic).map_err(refused)?;
+        let wire = self.wire(topic);
+        let t = d.topic(&wire).map_err(refused)?;
         let wait = CLIENT_API_TIMEOUT.saturating_mul(self.inner.cfg.namesrv_addr.len() as u64 + 1);
-        let found = d.route(topic, true, clock::to_std(wait)).await;
+        let found = d.route(&wire, true, clock::to_std(wait)).await;
         d.with(|s| {
             let queues = s.publish_queues(t);
             if !found && queues.is_empty() {
@@ -581,14 +584,14 @@ impl Producer {
         // before the first heartbeat round).
         let unknown = d.with(|s| {
             s.stats().heartbeats_ok == 0
-                || s.topic_id(&msg.topic)
+                || s.topic_id(&self.wire(&msg.topic))
                     .is_none_or(|t| s.publish_queues(t).is_empty())
         });
         if unknown {
             // As Java's prepareSendRequest: the route, then a heartbeat to every broker, so
             // that whichever broker takes the reply knows this client and can push it; both
             // within the request's one deadline.
-            d.route(&msg.topic, false, left()).await;
+            d.route(&self.wire(&msg.topic), false, left()).await;
             let now = clock::now();
             d.wait(crate::driver::Wait::Heartbeats, left(), |c| {
                 c.session_mut().heartbeat_now(now);
@@ -674,6 +677,7 @@ impl Producer {
         let invalid = |e| SendError::new(SendErrorKind::InvalidRecallHandle(e), 0);
         let mut buf = vec![0u8; handle.len()];
         let h = RecallHandle::for_topic(topic, handle, &mut buf).map_err(invalid)?;
+        let topic = &*self.wire(topic);
         let d = &self.inner.driver;
         // One deadline for the route lookup and the request.
         let timeout = self.config().send_msg_timeout;
@@ -699,6 +703,11 @@ impl Producer {
         };
         let a = answered(a)?;
         Ok(a.field.unwrap_or_else(|| h.message_id.to_owned()))
+    }
+
+    /// `name` on the wire ([`ProducerBuilder::namespace`]).
+    fn wire<'a>(&self, name: &'a str) -> Cow<'a, str> {
+        crate::client::wire(self.inner.cfg.namespace.as_deref(), name)
     }
 
     pub(crate) fn driver(&self) -> &Driver {
@@ -925,7 +934,7 @@ impl Producer {
             }
         }
         Ok(Prepared {
-            topic: Cow::Borrowed(m.topic.as_str()),
+            topic: self.wire(&m.topic),
             body,
             properties,
             sys_flag,
@@ -983,7 +992,7 @@ impl Producer {
         let n = rules.write_properties(&mut p).map_err(rule)?;
         p.truncate(n);
         let prepared = Prepared {
-            topic: Cow::Owned(rules.topic().to_owned()),
+            topic: Cow::Owned(self.wire(rules.topic()).into_owned()),
             body: Bytes::from(body),
             properties: String::from_utf8(p).map_err(|_| bad("batch encoding failed"))?,
             sys_flag: 0,
@@ -1056,7 +1065,7 @@ impl Producer {
             queue: MessageQueue {
                 // A single send's caller puts the message's topic here.
                 topic: match p.topic {
-                    Cow::Owned(t) => t,
+                    Cow::Owned(t) => crate::client::app(self.inner.cfg.namespace.as_deref(), t),
                     Cow::Borrowed(_) => String::new(),
                 },
                 broker_name,

@@ -73,7 +73,8 @@ impl Tracer {
         cfg.instance_name = format!("PID_CLIENT_INNER_TRACE_PRODUCER_{}", std::process::id());
         cfg.send_msg_timeout = std::time::Duration::from_secs(5);
         (cfg.auto_batch, cfg.topics, cfg.lazy_start) = (None, Vec::new(), true);
-        cfg.trace_topic = None;
+        // Java's trace producer has the host's namespace v2 only: trace topics are not wrapped.
+        (cfg.trace_topic, cfg.namespace) = (None, None);
         let producer = crate::ProducerBuilder::from_config(cfg).launch()?;
         let shared = Arc::new(Shared {
             producer,

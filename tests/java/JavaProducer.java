@@ -47,6 +47,7 @@ public final class JavaProducer {
         Map<String, String> props = new LinkedHashMap<>();
         String delayMs = null;
         boolean trace = false;
+        String namespace = null;
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
             String v = i + 1 < args.length ? args[i + 1] : null;
@@ -69,6 +70,7 @@ public final class JavaProducer {
                 case "--timeout": timeout = Integer.parseInt(v); break;
                 case "--delay-ms": delayMs = v; break;
                 case "--trace": trace = Boolean.parseBoolean(v); break;
+                case "--namespace": namespace = v; break;
                 case "--prop": {
                     int eq = v.indexOf('=');
                     if (eq <= 0) {
@@ -107,6 +109,9 @@ public final class JavaProducer {
             producer = new DefaultMQProducer(group, trace, null);
         }
         producer.setNamesrvAddr(namesrv);
+        if (namespace != null) {
+            producer.setNamespace(namespace);
+        }
         producer.setInstanceName("java-producer-" + System.nanoTime());
         producer.setSendMsgTimeout(timeout);
         producer.setVipChannelEnabled(false);

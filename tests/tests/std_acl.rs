@@ -261,6 +261,7 @@ fn run(v: Version) {
         expect_refused(&unsigned, "no credentials", v).await;
 
         consume_signed(&good, &ns, v).await;
+        namespace_v2_signed(&ns, v).await;
 
         // The good producer is unaffected.
         good.send(Message::new(TOPIC, "still fine"))
@@ -270,6 +271,49 @@ fn run(v: Version) {
             p.shutdown_timeout(Duration::from_millis(500)).await;
         }
     });
+}
+
+/// Namespace v2 (`namespace_v2`): every request carries `nsd`/`ns`, signed with the rest, so
+/// a broker checking signatures accepts the sends and pulls; names are not wrapped.
+async fn namespace_v2_signed(ns: &str, v: Version) {
+    let p = Producer::builder()
+        .namesrv_addr(ns)
+        .producer_group("pg_std_acl_v2")
+        .acl(ACCESS_KEY, SECRET_KEY, None)
+        .namespace_v2("v2ns")
+        .start()
+        .await
+        .unwrap_or_else(|e| panic!("{v:?}: namespace v2 producer: {e}"));
+    for i in 0..3 {
+        let r = p
+            .send(Message::new(CONSUME_TOPIC, format!("v2 {i}")))
+            .await
+            .unwrap_or_else(|e| panic!("{v:?}: namespace v2 signed send {i}: {e}"));
+        assert_eq!(r.status, SendStatus::SendOk);
+        assert_eq!(r.queue.topic, CONSUME_TOPIC);
+    }
+    p.shutdown().await;
+    let c = Consumer::builder()
+        .namesrv_addr(ns)
+        .group("cg_std_acl_v2")
+        .subscribe(CONSUME_TOPIC, "*")
+        .consume_from(ConsumeFromWhere::FirstOffset)
+        .version(v.client_version())
+        .acl(ACCESS_KEY, SECRET_KEY, None)
+        .namespace_v2("v2ns")
+        .start()
+        .await
+        .unwrap_or_else(|e| panic!("{v:?}: namespace v2 consumer: {e}"));
+    let got = collect(&c, 19, Duration::from_secs(30)).await;
+    let bodies: Vec<String> = got
+        .iter()
+        .map(|m| String::from_utf8_lossy(&m.body).into_owned())
+        .collect();
+    assert!(
+        (0..3).all(|i| bodies.contains(&format!("v2 {i}"))),
+        "{v:?}: namespace v2 consumer read {bodies:?}"
+    );
+    c.shutdown().await;
 }
 
 #[test]

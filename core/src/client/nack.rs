@@ -150,6 +150,9 @@ impl<M: Lend + ?Sized> Outbound for WithResends<'_, M> {
     fn credentials(&self) -> Option<crate::acl::Credentials<'_>> {
         self.inner.credentials()
     }
+    fn namespace_v2(&self) -> Option<&str> {
+        self.inner.namespace_v2()
+    }
     fn heartbeat_body(&self, buf: &mut [u8]) -> Option<usize> {
         self.inner.heartbeat_body(buf)
     }

@@ -239,6 +239,7 @@ impl<
         repr.flag = flag;
         repr.remark = remark;
         let creds = out.credentials();
+        let ext = crate::wire::Chain(ext, crate::namespace::V2Fields(out.namespace_v2()));
         crate::acl::emit_request(&repr, ext, creds.as_ref(), ty, (body, body_len), head).map_err(
             |e| match e {
                 crate::acl::RequestError::Acl(e) => Ending::Acl(e),

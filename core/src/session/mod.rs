@@ -197,6 +197,11 @@ pub trait Outbound {
         None
     }
 
+    /// Namespace v2 ([`crate::namespace::V2Fields`]): every request then carries it.
+    fn namespace_v2(&self) -> Option<&str> {
+        None
+    }
+
     /// Writes the HEART_BEAT body into `buf` and returns its length, for a client whose
     /// heartbeat carries more than its producer group (a consumer's subscriptions, written with
     /// [`crate::consumer::write_heartbeat`]); `None` (the default) writes the producer body.

@@ -168,6 +168,7 @@ impl Consumer {
     /// [`NackError::NotInFlight`] when it was acknowledged or nacked already, or its queue
     /// moved to another consumer; [`NackError::Full`] when too many send-backs are under way.
     pub async fn nack(&self, m: &ConsumedMessage, delay_level: i32) -> Result<Nacked, NackError> {
+        let m = &*self.wired(m);
         match self.inner.driver.nack(m, Some(delay_level)) {
             Err(NackError::Broadcasting) if self.ack(m) => Ok(Nacked::Dropped),
             Err(e) => Err(e),
@@ -393,7 +394,7 @@ impl Consumer {
                     // Past the limit: to the retry topic (then the dead-letter queue), skipped
                     // (the core acknowledges it once stored).
                     if orderly_skips(m.reconsume_times, cfg.max_reconsumes()) {
-                        let resent = self.inner.driver.nack(&m, None).map_err(drop);
+                        let resent = self.inner.driver.nack(&self.wired(&m), None).map_err(drop);
                         if let Ok(rx) = resent
                             && nacked(rx.await) == Nacked::Resent
                         {

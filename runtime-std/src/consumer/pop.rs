@@ -110,7 +110,7 @@ impl ConsumerBuilder {
     /// Outside a tokio runtime.
     pub async fn start_pop(mut self) -> Result<PopConsumer, ConsumerConfigError> {
         let follow = self.discover().await?;
-        let cfg = self.checked()?;
+        let cfg = self.checked()?.wired();
         let id = client_id(local_ip(&cfg.namesrv_addr), &cfg.instance_name);
         let mut sc = session::Config::new(cfg.namesrv_addr.len(), "", &id);
         sc.consumer_group = Some(&cfg.group);
@@ -144,6 +144,11 @@ impl ConsumerBuilder {
 }
 
 impl PopConsumer {
+    /// `name` on the wire ([`ConsumerBuilder::namespace`](super::ConsumerBuilder::namespace)).
+    fn wire<'a>(&self, name: &'a str) -> std::borrow::Cow<'a, str> {
+        crate::client::wire(self.inner.cfg.namespace.as_deref(), name)
+    }
+
     /// Up to `max` messages (at most [`pop::MAX_MESSAGES`], 32, from one broker), each
     /// invisible to the group's other receives for `invisible` and then delivered again unless
     /// acknowledged. It asks each broker of each subscription in turn, starting with the
@@ -216,7 +221,14 @@ impl PopConsumer {
                 return Err(SendError::new(SendErrorKind::Malformed, 1));
             };
             match a.status() {
-                PopStatus::Found => return Ok(popped(&frame, &a, topic, &broker)),
+                PopStatus::Found => {
+                    let mut found = popped(&frame, &a, topic, &broker);
+                    let ns = self.inner.cfg.namespace.as_deref();
+                    for p in &mut found {
+                        super::unwrap_names(ns, &mut p.message);
+                    }
+                    return Ok(found);
+                }
                 PopStatus::Nothing => round.heard(Heard::Nothing),
                 PopStatus::Full => round.heard(Heard::Full),
                 PopStatus::Refused(_) => {
@@ -242,7 +254,7 @@ impl PopConsumer {
     /// # Errors
     /// As [`PopConsumer::receive`]; NO_MESSAGE (208) when its offset is no longer in its queue.
     pub async fn ack(&self, m: &PoppedMessage) -> Result<(), SendError> {
-        let (group, topic) = (&self.inner.cfg.group, &m.message.topic);
+        let (group, topic) = (&self.inner.cfg.group, &*self.wire(&m.message.topic));
         self.settled(topic, |c, now, left, buf, lend| {
             c.pop_ack(now, group, topic, &m.handle, left, buf, lend)
         })
@@ -260,7 +272,7 @@ impl PopConsumer {
         m: &mut PoppedMessage,
         invisible: StdDuration,
     ) -> Result<(), SendError> {
-        let (group, topic) = (&self.inner.cfg.group, &m.message.topic);
+        let (group, topic) = (&self.inner.cfg.group, &*self.wire(&m.message.topic));
         let ms = u64::try_from(invisible.as_millis()).unwrap_or(u64::MAX);
         let handle = &m.handle;
         let frame = self.settled(topic, |c, now, left, buf, lend| {
@@ -370,13 +382,13 @@ impl PopConsumer {
     ///
     /// [`Client::pop_dead_letter`]: rmq_core::client::Client::pop_dead_letter
     async fn dead_letter(&self, m: &PoppedMessage) -> Result<(), SendError> {
-        let (group, topic) = (&self.inner.cfg.group, &m.message.topic);
+        let (group, topic) = (&self.inner.cfg.group, &*self.wire(&m.message.topic));
         let letter = pop::DeadLetter {
             commit_log_offset: m.message.commit_log_offset,
             msg_id: &m.message.msg_id,
             max_reconsume_times: self.inner.cfg.max_reconsumes(),
         };
-        let who = (group.as_str(), topic.as_str(), m.handle.as_str());
+        let who = (group.as_str(), topic, m.handle.as_str());
         let asked = self.settled(topic, |c, now, left, buf, lend| {
             c.pop_dead_letter(now, who, &letter, left, buf, lend)
         });

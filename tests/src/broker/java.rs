@@ -232,6 +232,7 @@ pub struct JavaProducer {
     namesrv: Option<String>,
     delay_ms: Option<String>,
     trace: Option<String>,
+    namespace: Option<String>,
 }
 
 impl JavaProducer {
@@ -253,7 +254,14 @@ impl JavaProducer {
             namesrv: None,
             delay_ms: None,
             trace: None,
+            namespace: None,
         }
+    }
+
+    /// Namespace v1 (`ClientConfig.setNamespace`): the topic and group are sent as `ns%name`.
+    pub fn namespace(mut self, ns: &str) -> Self {
+        self.namespace = Some(ns.to_owned());
+        self
     }
 
     /// Timer messages delivered `ms` after the broker receives them (`TIMER_DELAY_MS`, Java
@@ -381,6 +389,7 @@ impl JavaProducer {
         opt("--compress-type", &self.compress_type);
         opt("--delay-ms", &self.delay_ms);
         opt("--trace", &self.trace);
+        opt("--namespace", &self.namespace);
         for (k, v) in &self.props {
             args.push("--prop".to_owned());
             args.push(format!("{k}={v}"));
