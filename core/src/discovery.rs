@@ -40,6 +40,8 @@ pub const FETCH_TIMEOUT: Duration = Duration::from_millis(3_000);
 pub const FIRST_REFRESH: Duration = Duration::from_millis(10_000);
 /// The refresh period after it (Java: 2 min).
 pub const REFRESH_PERIOD: Duration = Duration::from_millis(120_000);
+/// The shortest refresh period [`Discovery`] keeps (a shorter one is raised to it).
+pub const MIN_PERIOD: Duration = Duration::from_millis(1_000);
 /// The largest answer a runtime needs to read.
 pub const MAX_RESPONSE: usize = 64 * 1024;
 
@@ -170,8 +172,14 @@ impl Default for Discovery {
 }
 
 impl Discovery {
-    /// Fetching every `period` after the first refresh (Java: [`REFRESH_PERIOD`]).
+    /// Fetching every `period` (at least [`MIN_PERIOD`]) after the first refresh (Java:
+    /// [`REFRESH_PERIOD`]).
     pub const fn new(period: Duration) -> Self {
+        let period = if period.millis() < MIN_PERIOD.millis() {
+            MIN_PERIOD
+        } else {
+            period
+        };
         Discovery {
             period,
             next: None,

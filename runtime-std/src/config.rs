@@ -537,6 +537,9 @@ impl ProducerBuilder {
             .map_err(ConfigError::Discovery)?;
         let p = self.launch()?;
         if let (Some(s), Some(d)) = (schedule, domain) {
+            if let Some(t) = p.tracer() {
+                t.follow(d.clone(), s);
+            }
             crate::discovery::follow(p.driver(), d, s);
         }
         Ok(p)

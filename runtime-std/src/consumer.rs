@@ -377,6 +377,9 @@ impl ConsumerBuilder {
         let follow = self.discover().await?;
         let c = Consumer::start(self.checked()?).await?;
         if let Some((d, s)) = follow {
+            if let Some(t) = &c.inner.tracer {
+                t.follow(d.clone(), s);
+            }
             crate::discovery::follow(&c.inner.driver, d, s);
         }
         Ok(c)
@@ -661,16 +664,17 @@ impl Consumer {
     }
 
     async fn start(cfg: ConsumerConfig) -> Result<Consumer, ConsumerConfigError> {
-        let cfg = cfg.wired();
+        // The core gets the wire names; the consumer keeps the application's (config(), trace).
+        let wired = cfg.clone().wired();
         let client_id = client_id(local_ip(&cfg.namesrv_addr), &cfg.instance_name);
         let mut sc = session::Config::new(cfg.namesrv_addr.len(), "", &client_id);
-        sc.consumer_group = Some(&cfg.group);
+        sc.consumer_group = Some(&wired.group);
         sc.version = cfg.version;
         sc.serialize_type = cfg.serialize_type;
         sc.language = cfg.language;
         sc.heartbeat = Some(clock::to_core(cfg.heartbeat_interval));
         sc.seed = clock::random_u32();
-        let mut pull = PullConfig::new(&cfg.group, &client_id);
+        let mut pull = PullConfig::new(&wired.group, &client_id);
         pull.strategy = cfg.strategy;
         pull.consume_from = cfg.consume_from;
         pull.consume_timestamp = cfg.consume_timestamp;
@@ -699,7 +703,7 @@ impl Consumer {
         .map_err(ConsumerConfigError::Session)?;
         let store = (cfg.model == MessageModel::Broadcasting).then(|| {
             let path = cfg.offset_store.clone();
-            LocalStore::open(path.unwrap_or_else(|| default_path(&cfg.instance_name, &cfg.group)))
+            LocalStore::open(path.unwrap_or_else(|| default_path(&cfg.instance_name, &wired.group)))
         });
         let (tx, rx) = mpsc::unbounded_channel();
         let requeue = tx.clone();
@@ -734,7 +738,7 @@ impl Consumer {
         let life = Arc::new(Lifeline(driver.clone()));
         let subscribed = driver.attach(deliver, |c, s, extras| {
             let now = clock::now();
-            for (topic, expression) in &cfg.subscriptions {
+            for (topic, expression) in &wired.subscriptions {
                 match expression {
                     Expression::Tag(e) => c.subscribe(now, s, topic, e)?,
                     Expression::Sql92(e) => c.subscribe_sql(now, s, topic, e)?,
@@ -809,7 +813,11 @@ impl Consumer {
         let (topic, asked) = d.with(|s| {
             let b = s.subscribe_queues(topic).first().map(|q| q.broker);
             let addr = b.and_then(|b| Some((b, s.broker_addr(b)?.to_owned())));
-            (s.topic_name(topic).unwrap_or("").to_owned(), addr)
+            let ns = self.inner.cfg.namespace.as_deref();
+            (
+                crate::client::app(ns, s.topic_name(topic).unwrap_or("").to_owned()),
+                addr,
+            )
         });
         let remark = match (code, asked) {
             (-1, Some((b, addr))) => {

@@ -33,8 +33,8 @@ pub struct NamesrvDomain {
     pub domain: String,
     /// The path's last part (default `nsaddr`).
     pub subgroup: String,
-    /// How often the list is fetched again (default 2 min; the first refresh comes 10 s after
-    /// the start, or sooner with a shorter period).
+    /// How often the list is fetched again (default 2 min, at least 1 s; the first refresh
+    /// comes 10 s after the start, or sooner with a shorter period).
     pub refresh: Duration,
 }
 

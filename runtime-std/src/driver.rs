@@ -509,7 +509,10 @@ impl<C: Attached + Send + 'static> Driver<C> {
         (max_sends, max_bytes): (usize, usize),
         counters: Arc<Counters>,
     ) -> Result<Self, session::ConfigError> {
-        let max_bytes = u32::try_from(max_bytes).unwrap_or(u32::MAX).max(1);
+        // At most what one acquire can take (u32) and what a semaphore holds (on 32-bit
+        // targets tokio's MAX_PERMITS is below u32::MAX).
+        let max_bytes = max_bytes.clamp(1, Semaphore::MAX_PERMITS);
+        let max_bytes = u32::try_from(max_bytes).unwrap_or(u32::MAX);
         cfg.check()?;
         let client = Box::new(Client::from_parts(
             Session::build(cfg, clock::now()),

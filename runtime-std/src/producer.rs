@@ -706,8 +706,12 @@ impl Producer {
     }
 
     /// `name` on the wire ([`ProducerBuilder::namespace`]).
-    fn wire<'a>(&self, name: &'a str) -> Cow<'a, str> {
+    pub(crate) fn wire<'a>(&self, name: &'a str) -> Cow<'a, str> {
         crate::client::wire(self.inner.cfg.namespace.as_deref(), name)
+    }
+
+    pub(crate) fn tracer(&self) -> Option<&Tracer> {
+        self.inner.tracer.as_ref()
     }
 
     pub(crate) fn driver(&self) -> &Driver {
@@ -872,9 +876,11 @@ impl Producer {
         out: &mut Vec<u8>,
     ) -> Result<(), SendError> {
         let keys = m.keys.join(keys::KEY_SEPARATOR);
+        // PGROUP: the group the broker checks back, as the heartbeat names it.
+        let group = self.wire(&self.inner.cfg.producer_group);
         let mut fields = fields_of(m, &keys);
         let half = matches!(role, Some(Role::Half));
-        fields.transaction = half.then_some(self.inner.cfg.producer_group.as_str());
+        fields.transaction = half.then_some(&*group);
         fields.correlation = role.and_then(|r| r.correlation(&self.inner.client_id));
         let max = self.inner.cfg.max_message_size;
         let invalid = |e| match e {

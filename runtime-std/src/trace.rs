@@ -165,6 +165,12 @@ impl Tracer {
         }
     }
 
+    /// Makes the inner producer follow the NameServer list its host follows
+    /// ([`crate::NamesrvDomain`]).
+    pub(crate) fn follow(&self, d: crate::NamesrvDomain, s: rmq_core::discovery::Discovery) {
+        crate::discovery::follow(self.0.producer.driver(), d, s);
+    }
+
     /// Records dropped because [`QUEUE_CAPACITY`] records were held.
     pub(crate) fn dropped(&self) -> u64 {
         self.0.dropped.load(Ordering::Relaxed)

@@ -155,7 +155,8 @@ impl TransactionProducer {
 
     fn end(&self, topic: &str, sent: &SendResult, state: LocalState, remark: Option<&str>) -> bool {
         let d = self.producer.driver();
-        let group = &self.producer.config().producer_group;
+        let group = &*self.producer.wire(&self.producer.config().producer_group);
+        let topic = &*self.producer.wire(topic);
         let broker = &sent.queue.broker_name;
         let version = d.with(|s| s.find_broker(broker).map_or(0, |b| s.broker_version(b)));
         let end = EndTransaction::after_send(
@@ -195,7 +196,9 @@ async fn answer_checks(
 ) {
     while let Some(c) = rx.recv().await {
         let checker = checker.clone();
-        let msg = c.message;
+        // The checker sees the application's names ([`ProducerBuilder::namespace`]).
+        let ns = producer.config().namespace.as_deref();
+        let msg = crate::consumer::unwrapped(ns, c.message);
         let outcome = tokio::task::spawn_blocking(move || checker.check(&msg)).await;
         // As Java: a remark only when the checker failed (a panic here), not on "unknown".
         let (state, remark) = match outcome {
@@ -206,8 +209,8 @@ async fn answer_checks(
             ),
         };
         // The check as the client handed it out (the frame is kept for this).
-        let group = &producer.config().producer_group;
-        if let Some(check) = rmq_core::transaction::check_request(&c.frame, group) {
+        let group = producer.wire(&producer.config().producer_group);
+        if let Some(check) = rmq_core::transaction::check_request(&c.frame, &group) {
             let end = EndTransaction::answer(&check, state, remark);
             producer.driver().end_transaction(Some(c.peer), &end);
         }

@@ -4,15 +4,20 @@
 //! - an rmq producer in namespace `rmqns` sends to `NsTopic`: the Java client reads the
 //!   messages from the wire topic `rmqns%NsTopic`; the results name `NsTopic`;
 //! - a Java producer in the same namespace sends to `NsTopic` (so to `rmqns%NsTopic`);
+//! - an rmq transactional producer in the namespace: a committed message, and one left
+//!   unknown whose check-back (the broker asks the group `rmqns%tpg_ns` its half message
+//!   named) reaches the checker with the application's topic and is committed there;
 //! - an rmq consumer in the namespace (group `cg_ns`, so `rmqns%cg_ns`) subscribed to
 //!   `NsTopic` receives both producers' messages named `NsTopic`; a message it sends back
 //!   comes again through `%RETRY%rmqns%cg_ns`, still named `NsTopic`; its queues are named
 //!   `NsTopic` and `%RETRY%cg_ns`, and queue-level calls take those names.
 
 use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rmq_std::consumer::{ConsumeFromWhere, Consumer};
+use rmq_std::consumer::{ConsumeFromWhere, ConsumedMessage, Consumer};
+use rmq_std::transaction::LocalState;
 use rmq_std::{Message, MessageQueue, Producer};
 use rmq_tests::broker::{Cluster, ClusterOptions, JavaProducer, Version, verifier_read};
 
@@ -24,7 +29,16 @@ const RETRY: &str = "%RETRY%cg_ns";
 
 #[test]
 fn namespace_v1_5_3_3() {
-    let cluster = Cluster::start(Version::V5_3_3, ClusterOptions::default()).expect("cluster");
+    // Quick transaction check-backs (as tests/tests/transaction.rs).
+    let options = ClusterOptions {
+        broker_config: vec![
+            "transactionTimeOut=3000".into(),
+            "transactionCheckInterval=1000".into(),
+            "transactionOpBatchInterval=200".into(),
+        ],
+        ..ClusterOptions::default()
+    };
+    let cluster = Cluster::start(Version::V5_3_3, options).expect("cluster");
     let addr = cluster.namesrv_addr().to_string();
     cluster.create_topic(WIRE, 2).expect("create topic");
     let rt = rmq_tests::runtime();
@@ -80,6 +94,44 @@ fn namespace_v1_5_3_3() {
     assert_eq!(java.len(), 5);
 
     rt.block_on(async {
+        let asked: Arc<Mutex<Vec<String>>> = Arc::default();
+        let seen = asked.clone();
+        let checker = move |m: &ConsumedMessage| {
+            seen.lock().unwrap().push(m.topic.clone());
+            LocalState::Commit
+        };
+        let tp = Producer::builder()
+            .namesrv_addr(&addr)
+            .producer_group("tpg_ns")
+            .namespace(NS)
+            .start_transactional(checker)
+            .await
+            .expect("transactional producer");
+        for (body, state) in [
+            ("tx-commit", LocalState::Commit),
+            ("tx-check", LocalState::Unknown),
+        ] {
+            let r = tp
+                .send(Message::new(TOPIC, body), |_| async move { state })
+                .await
+                .expect("transactional send");
+            assert!(r.ended, "{body}: {r:?}");
+            assert_eq!(r.send.queue.topic, TOPIC);
+        }
+        let deadline = Instant::now() + Duration::from_secs(40);
+        while asked.lock().unwrap().is_empty() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let asked = asked.lock().unwrap().clone();
+        assert!(
+            !asked.is_empty(),
+            "no check-back reached the namespaced producer"
+        );
+        assert!(asked.iter().all(|t| t == TOPIC), "{asked:?}");
+        tp.shutdown().await;
+    });
+
+    rt.block_on(async {
         let c = Consumer::builder()
             .namesrv_addr(&addr)
             .group("cg_ns")
@@ -92,7 +144,7 @@ fn namespace_v1_5_3_3() {
         let mut seen = BTreeSet::new();
         let mut retried = None;
         let deadline = Instant::now() + Duration::from_secs(60);
-        while (seen.len() < 13 || retried.is_none()) && Instant::now() < deadline {
+        while (seen.len() < 15 || retried.is_none()) && Instant::now() < deadline {
             for m in c.poll(32, Duration::from_secs(1)).await {
                 assert_eq!(
                     m.topic, TOPIC,
@@ -119,7 +171,11 @@ fn namespace_v1_5_3_3() {
                 seen.insert(body);
             }
         }
-        assert_eq!(seen.len(), 13, "{seen:?}");
+        assert_eq!(seen.len(), 15, "{seen:?}");
+        assert!(
+            seen.contains("tx-commit") && seen.contains("tx-check"),
+            "{seen:?}"
+        );
         assert_eq!(
             retried,
             Some(true),

@@ -76,8 +76,13 @@ fn fetches_are_due_at_once_then_after_ten_seconds_then_every_period() {
         d.changed(t2, "c:3;c:3"),
         "a repeated address is another list"
     );
-    // A short period is never lengthened by the first refresh.
-    let mut quick = Discovery::new(Duration::from_millis(500));
+    // A short period is never lengthened by the first refresh, and never below 1 s.
+    let mut quick = Discovery::new(Duration::from_millis(1_500));
     quick.fetched(t0);
-    assert_eq!(quick.next_fetch(), Some(t0 + Duration::from_millis(500)));
+    assert_eq!(quick.next_fetch(), Some(t0 + Duration::from_millis(1_500)));
+    for zero in [Duration::ZERO, Duration::from_millis(1)] {
+        let mut d = Discovery::new(zero);
+        d.fetched(t0);
+        assert_eq!(d.next_fetch(), Some(t0 + MIN_PERIOD));
+    }
 }
