@@ -17,7 +17,9 @@
 //!    order given, with no permission or master check;
 //! 2. otherwise queue datas sorted by broker name (Java `String.compareTo`, UTF-16 order),
 //!    keeping only writable ones whose broker has a master (id 0), each contributing queues
-//!    `0..writeQueueNums`.
+//!    `0..writeQueueNums`;
+//! 3. for a 5.x static topic (a non-empty `topicQueueMappingByBroker`), the logical queues,
+//!    each on its leading broker ([`TopicRoute::static_queues`], `route/mapping.rs`).
 //!
 //! # Example
 //!
@@ -44,6 +46,8 @@ use core::fmt;
 use heapless::Vec;
 
 use crate::json::{JsonError, JsonStr, Parser};
+
+mod mapping;
 
 /// Permission bit: priority (unused by clients).
 pub const PERM_PRIORITY: i32 = 0x8;
@@ -79,7 +83,8 @@ pub enum RouteError {
     StringSpaceExhausted,
     /// `orderTopicConf` is not of the form `name:count;name:count`.
     InvalidOrderTopicConf,
-    /// The route describes a 5.x static topic (`topicQueueMappingByBroker`), not supported yet.
+    /// The route describes a 5.x static topic (`topicQueueMappingByBroker`): its queues are
+    /// logical, and come from [`TopicRoute::static_queues`], not from the queue datas.
     StaticTopicUnsupported,
     /// The caller's queue list is too small for the route's queues.
     TooManyQueues,
@@ -103,7 +108,7 @@ impl fmt::Display for RouteError {
             }
             RouteError::InvalidOrderTopicConf => f.write_str("invalid orderTopicConf"),
             RouteError::StaticTopicUnsupported => {
-                f.write_str("static topics (topicQueueMappingByBroker) are not supported")
+                f.write_str("a static topic's queues come from its topicQueueMappingByBroker")
             }
             RouteError::TooManyQueues => f.write_str("queue list capacity exceeded"),
         }
@@ -167,7 +172,8 @@ pub struct TopicRoute<const BROKERS: usize, const STR: usize> {
     brokers: Vec<BrokerRec, BROKERS>,
     queues: Vec<QueueRec, BROKERS>,
     order_conf: Option<StrRef>,
-    static_topic: bool,
+    /// The raw JSON of a non-empty `topicQueueMappingByBroker` (a static topic).
+    mapping: Option<StrRef>,
 }
 
 /// A view of one broker entry of a route.
@@ -256,7 +262,7 @@ impl<const BROKERS: usize, const STR: usize> TopicRoute<BROKERS, STR> {
             brokers: Vec::new(),
             queues: Vec::new(),
             order_conf: None,
-            static_topic: false,
+            mapping: None,
         };
         let mut p = Parser::new(body);
         p.expect_object_start()?;
@@ -291,10 +297,15 @@ impl<const BROKERS: usize, const STR: usize> TopicRoute<BROKERS, STR> {
                     route.order_conf = (r.len > 0).then_some(r);
                 }
             } else if key.eq_str("topicQueueMappingByBroker") {
-                let span = p.skip_value_span()?;
-                let trimmed: &[u8] = trim_ascii(span);
-                route.static_topic =
-                    !(trimmed == b"{}" || trimmed == b"null" || trimmed.is_empty());
+                let span = trim_ascii(p.skip_value_span()?);
+                if !(span == b"{}" || span == b"null" || span.is_empty()) {
+                    // Without the feature, only the fact is kept (no queues come of it).
+                    #[cfg(not(feature = "static-topics"))]
+                    let r = StrRef::default();
+                    #[cfg(feature = "static-topics")]
+                    let r = route.store_raw(span)?;
+                    route.mapping = Some(r);
+                }
             } else {
                 p.skip_value()?;
             }
@@ -337,6 +348,28 @@ impl<const BROKERS: usize, const STR: usize> TopicRoute<BROKERS, STR> {
             start: start as u32,
             len: n as u32,
         })
+    }
+
+    #[cfg(feature = "static-topics")]
+    fn store_raw(&mut self, bytes: &[u8]) -> Result<StrRef, RouteError> {
+        let start = self.text.len();
+        if start + bytes.len() > u32::MAX as usize {
+            return Err(RouteError::StringSpaceExhausted);
+        }
+        self.text
+            .extend_from_slice(bytes)
+            .map_err(|_| RouteError::StringSpaceExhausted)?;
+        Ok(StrRef {
+            start: start as u32,
+            len: bytes.len() as u32,
+        })
+    }
+
+    /// The stored `topicQueueMappingByBroker` JSON of a static topic.
+    fn mapping_json(&self) -> Option<&[u8]> {
+        let r = self.mapping?;
+        self.text
+            .get(r.start as usize..(r.start as usize).saturating_add(r.len as usize))
     }
 
     fn parse_broker(&mut self, p: &mut Parser<'_>) -> Result<BrokerRec, RouteError> {
@@ -488,7 +521,7 @@ impl<const BROKERS: usize, const STR: usize> TopicRoute<BROKERS, STR> {
 
     /// Whether the route carries a non-empty 5.x `topicQueueMappingByBroker`.
     pub fn is_static_topic(&self) -> bool {
-        self.static_topic
+        self.mapping.is_some()
     }
 
     /// Builds the producer's publish-queue list (Java `topicRouteData2TopicPublishInfo`) into
@@ -503,7 +536,8 @@ impl<const BROKERS: usize, const STR: usize> TopicRoute<BROKERS, STR> {
     ///
     /// # Errors
     /// [`RouteError::TooManyQueues`] when `out` is too small (nothing is truncated silently),
-    /// [`RouteError::InvalidOrderTopicConf`], [`RouteError::StaticTopicUnsupported`].
+    /// [`RouteError::InvalidOrderTopicConf`], [`RouteError::StaticTopicUnsupported`] for a static
+    /// topic, whose queues [`TopicRoute::static_queues`] gives.
     pub fn publish_queues<const N: usize>(
         &self,
         default_topic_cap: Option<i32>,
@@ -530,7 +564,7 @@ impl<const BROKERS: usize, const STR: usize> TopicRoute<BROKERS, STR> {
             }
             return Ok(());
         }
-        if self.static_topic {
+        if self.mapping.is_some() {
             return Err(RouteError::StaticTopicUnsupported);
         }
         let mut order: Vec<usize, BROKERS> = Vec::new();
@@ -592,12 +626,17 @@ impl<const BROKERS: usize, const STR: usize> TopicRoute<BROKERS, STR> {
     /// `0..readQueueNums` (no master check), in the order received.
     ///
     /// # Errors
-    /// [`RouteError::TooManyQueues`] when `out` is too small.
+    /// [`RouteError::TooManyQueues`] when `out` is too small;
+    /// [`RouteError::StaticTopicUnsupported`] for a static topic, whose queues
+    /// [`TopicRoute::static_queues`] gives.
     pub fn subscribe_queues<const N: usize>(
         &self,
         out: &mut Vec<PublishQueueRef, N>,
     ) -> Result<(), RouteError> {
         out.clear();
+        if self.mapping.is_some() {
+            return Err(RouteError::StaticTopicUnsupported);
+        }
         for q in &self.queues {
             if q.perm & PERM_READ == 0 {
                 continue;
@@ -616,7 +655,7 @@ impl<const BROKERS: usize, const STR: usize> TopicRoute<BROKERS, STR> {
         if self.queues.len() != other.queues.len()
             || self.brokers.len() != other.brokers.len()
             || self.order_topic_conf() != other.order_topic_conf()
-            || self.static_topic != other.static_topic
+            || self.mapping_json() != other.mapping_json()
         {
             return false;
         }

@@ -3,8 +3,8 @@
 //! Input: byte 0 = `defaultTopicQueueNums` for the TBW102 variant (as i8); the rest is the
 //! body. Invariants: `TopicRoute::parse` never panics (two capacities); on success every view
 //! accessor works, `publish_queues` / `subscribe_queues` either fill the list or report
-//! `TooManyQueues`, every queue they return points at a broker of the route with an id in
-//! range, and a route is `same_as` itself.
+//! `TooManyQueues`, every queue they (and a static topic's `static_queues`) return points at a
+//! broker of the route with an id in range, and a route is `same_as` itself.
 #![no_main]
 
 use heapless::Vec as HVec;
@@ -52,6 +52,18 @@ fn check<const B: usize, const S: usize>(body: &[u8], cap: i32) {
             Err(RouteError::TooManyQueues) => assert_eq!(out.len(), 64),
             Err(_) => {}
         }
+    }
+    // A static topic's logical queues: bounded by the list, whatever `totalQueues` says.
+    match route.static_queues(&mut out) {
+        Ok(()) => {
+            for q in &out {
+                assert!(q.broker < route.broker_count());
+                assert!(q.queue_id >= 0);
+            }
+            assert!(route.is_static_topic() || out.is_empty());
+        }
+        Err(RouteError::TooManyQueues) => {}
+        Err(_) => assert!(route.is_static_topic()),
     }
     if route.subscribe_queues(&mut out).is_ok() {
         for q in &out {

@@ -61,10 +61,18 @@ impl<
                 let (mut delivered, mut acked) = (0u64, 0u64);
                 let auto = self.ack_on_delivery;
                 for m in StoredMessages::new(body).crc_check(CrcCheck::Skip) {
-                    let Ok(m) = m else {
+                    let Ok(mut m) = m else {
                         self.stats.undecodable = self.stats.undecodable.wrapping_add(1);
                         break;
                     };
+                    // A static topic's leader answers with the physical queue's offsets and
+                    // the delta to the logical ones, which the consumer tracks and commits
+                    // (Java `PullAPIWrapper.processPullResult`).
+                    if cfg!(feature = "static-topics")
+                        && let Some(delta) = result.offset_delta
+                    {
+                        m.queue_offset = m.queue_offset.saturating_add(delta);
+                    }
                     if !expr.matches_message(&m) {
                         continue;
                     }

@@ -320,12 +320,15 @@ impl<
         default: bool,
     ) {
         let mut refs: Vec<PublishQueueRef, QUEUES> = Vec::new();
-        if route
-            .publish_queues(default.then_some(DEFAULT_TOPIC_QUEUE_NUMS), &mut refs)
-            .is_err()
-        {
-            // More queues than fit: keep what fits (a partial list still publishes).
-        }
+        // A 5.x static topic: its logical queues (the `static-topics` feature; without it such
+        // a topic has no queues).
+        let logical = cfg!(feature = "static-topics") && route.is_static_topic();
+        // More queues than fit: keep what fits (a partial list still publishes).
+        let _ = if logical {
+            route.static_queues(&mut refs)
+        } else {
+            route.publish_queues(default.then_some(DEFAULT_TOPIC_QUEUE_NUMS), &mut refs)
+        };
         // The old queues go first, so that brokers only they named can be replaced.
         if let Some(topic) = self.topics.get_mut(usize::from(t)) {
             topic.queues.clear();
@@ -356,7 +359,9 @@ impl<
         // A topic that does not exist has nothing to read (TBW102 is a template to write).
         if F::CONSUMER {
             let mut read: Vec<PublishQueueRef, QUEUES> = Vec::new();
-            if !default {
+            if logical {
+                read.clone_from(&refs);
+            } else if !default {
                 let _ = route.subscribe_queues(&mut read);
             }
             if let Some(topic) = self.topics.get_mut(usize::from(t)) {

@@ -1675,3 +1675,36 @@ fn a_topic_nobody_may_write_still_fails_at_once() {
         "{e:?}"
     );
 }
+
+/// A static topic's logical queues are what the session publishes to and reads, each on its
+/// leading broker; a session without STATIC_TOPICS leaves such a topic without queues.
+#[test]
+#[cfg(feature = "static-topics")]
+fn static_topics_publish_and_read_logical_queues() {
+    let body = route(&[A, B], 2).replace(
+        "]}",
+        r#"],"topicQueueMappingByBroker":{"broker-a":{"bname":"broker-a","currIdMap":{0:0,2:1},"epoch":5,"scope":"__global__","totalQueues":4},"broker-b":{"bname":"broker-b","currIdMap":{1:0,3:1},"epoch":5,"scope":"__global__","totalQueues":4}}}"#,
+    );
+    let mut c = cfg(1);
+    c.consumer_group = Some("cg");
+    let mut w = World::with(&c);
+    let tid = w.s.topic(w.now, "T").unwrap();
+    let r = one(w.out());
+    w.reply(&r, 0, &[], body.as_bytes());
+    let named = |qs: &[PublishQueue<BrokerId>]| -> StdVec<(StdString, i32)> {
+        qs.iter()
+            .map(|q| (w.s.broker_name(q.broker).unwrap().to_string(), q.queue_id))
+            .collect()
+    };
+    let want: StdVec<(StdString, i32)> = [
+        ("broker-a", 0),
+        ("broker-b", 1),
+        ("broker-a", 2),
+        ("broker-b", 3),
+    ]
+    .iter()
+    .map(|(b, q)| (b.to_string(), *q))
+    .collect();
+    assert_eq!(named(w.s.publish_queues(tid)), want);
+    assert_eq!(named(w.s.subscribe_queues(tid)), want);
+}
