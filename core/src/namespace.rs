@@ -74,53 +74,60 @@ impl fmt::Display for Wrapped<'_> {
     }
 }
 
+impl<'a> Wrapped<'a> {
+    /// The name as one borrowed string, when it is one (nothing added in front of it): a name
+    /// left unchanged, or an unwrapped one without a retry or dead-letter prefix.
+    pub fn as_borrowed(&self) -> Option<&'a str> {
+        (self.prefix.is_empty() && self.namespace.is_none()).then_some(self.rest)
+    }
+}
+
+/// What [`wrap`] and [`unwrap`] both look at: `None` for a name neither changes (an empty
+/// name or namespace, a system resource), else its retry or dead-letter prefix, the rest, and
+/// whether the rest is in `namespace` already.
+fn parts<'a>(namespace: &str, name: &'a str) -> Option<(&'static str, &'a str, bool)> {
+    if namespace.is_empty() || name.is_empty() || is_system(name) {
+        return None;
+    }
+    let (prefix, rest) = split_prefix(name);
+    let inside = rest
+        .strip_prefix(namespace)
+        .is_some_and(|r| r.starts_with(SEPARATOR));
+    Some((prefix, rest, inside))
+}
+
+fn unchanged(name: &str) -> Wrapped<'_> {
+    Wrapped {
+        prefix: "",
+        namespace: None,
+        rest: name,
+    }
+}
+
 /// `name` in `namespace` (Java `NamespaceUtil.wrapNamespace`): unchanged when either is empty,
 /// for a system resource, or when it is in the namespace already; else the namespace goes
 /// after a retry or dead-letter prefix.
 pub fn wrap<'a>(namespace: &'a str, name: &'a str) -> Wrapped<'a> {
-    let unchanged = Wrapped {
-        prefix: "",
-        namespace: None,
-        rest: name,
-    };
-    if namespace.is_empty() || name.is_empty() || is_system(name) {
-        return unchanged;
+    match parts(namespace, name) {
+        Some((prefix, rest, false)) => Wrapped {
+            prefix,
+            namespace: Some(namespace),
+            rest,
+        },
+        _ => unchanged(name),
     }
-    let (prefix, rest) = split_prefix(name);
-    if in_namespace(rest, namespace) {
-        return unchanged;
-    }
-    Wrapped {
-        prefix,
-        namespace: Some(namespace),
-        rest,
-    }
-}
-
-fn in_namespace(rest: &str, namespace: &str) -> bool {
-    rest.strip_prefix(namespace)
-        .is_some_and(|r| r.starts_with(SEPARATOR))
 }
 
 /// `name` without `namespace` (Java `NamespaceUtil.withoutNamespace(name, namespace)`): a name
 /// of another namespace, or of none, is unchanged; the retry or dead-letter prefix stays.
 pub fn unwrap<'a>(namespace: &str, name: &'a str) -> Wrapped<'a> {
-    let unchanged = Wrapped {
-        prefix: "",
-        namespace: None,
-        rest: name,
-    };
-    if namespace.is_empty() || name.is_empty() || is_system(name) {
-        return unchanged;
-    }
-    let (prefix, rest) = split_prefix(name);
-    if !in_namespace(rest, namespace) {
-        return unchanged;
-    }
-    Wrapped {
-        prefix,
-        namespace: None,
-        rest: &rest[namespace.len() + 1..],
+    match parts(namespace, name) {
+        Some((prefix, rest, true)) => Wrapped {
+            prefix,
+            namespace: None,
+            rest: &rest[namespace.len() + 1..],
+        },
+        _ => unchanged(name),
     }
 }
 

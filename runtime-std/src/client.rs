@@ -31,19 +31,26 @@ pub(crate) fn client_id(ip: IpAddr, instance_name: &str) -> String {
 /// `name` as the wire has it in namespace `ns` ([`rmq_core::namespace::wrap`]); borrowed
 /// when unchanged.
 pub(crate) fn wire<'a>(ns: Option<&str>, name: &'a str) -> std::borrow::Cow<'a, str> {
-    match ns {
-        Some(ns) => {
-            let w = rmq_core::namespace::wrap(ns, name).to_string();
-            if w == name { name.into() } else { w.into() }
-        }
-        None => name.into(),
+    let Some(ns) = ns else {
+        return name.into();
+    };
+    let w = rmq_core::namespace::wrap(ns, name);
+    // Nothing added: `name` itself.
+    match w.as_borrowed() {
+        Some(_) => name.into(),
+        None => w.to_string().into(),
     }
 }
 
 /// Wire name `name` as the application knows it ([`rmq_core::namespace::unwrap`]).
 pub(crate) fn app(ns: Option<&str>, name: String) -> String {
-    match ns {
-        Some(ns) => rmq_core::namespace::unwrap(ns, &name).to_string(),
-        None => name,
+    let Some(ns) = ns else {
+        return name;
+    };
+    let u = rmq_core::namespace::unwrap(ns, &name);
+    match u.as_borrowed() {
+        Some(s) if s.len() == name.len() => name,
+        Some(s) => s.to_owned(),
+        None => u.to_string(),
     }
 }

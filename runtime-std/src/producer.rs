@@ -116,6 +116,8 @@ struct Inner {
     metrics: SendMetrics,
     batcher: Batcher,
     cfg: ProducerConfig,
+    /// The producer group as the wire names it (PGROUP, END_TRANSACTION; in a namespace).
+    wire_group: String,
     client_id: String,
     driver: Driver,
     uniq: Mutex<UniqKeyGenerator>,
@@ -158,8 +160,9 @@ impl Producer {
     ) -> Result<Producer, session::ConfigError> {
         let ip = crate::client::local_ip(&cfg.namesrv_addr);
         let client_id = crate::client::client_id(ip, &cfg.instance_name);
-        let group = crate::client::wire(cfg.namespace.as_deref(), &cfg.producer_group);
-        let mut sc = session::Config::new(cfg.namesrv_addr.len(), &group, &client_id);
+        let wire_group =
+            crate::client::wire(cfg.namespace.as_deref(), &cfg.producer_group).into_owned();
+        let mut sc = session::Config::new(cfg.namesrv_addr.len(), &wire_group, &client_id);
         sc.version = cfg.version;
         sc.serialize_type = cfg.serialize_type;
         sc.language = cfg.language;
@@ -185,6 +188,7 @@ impl Producer {
                     clock::random_u32(),
                 )),
                 client_id,
+                wire_group,
                 driver,
                 running: AtomicBool::new(true),
                 active: crate::inflight::InFlight::default(),
@@ -705,6 +709,11 @@ impl Producer {
         Ok(a.field.unwrap_or_else(|| h.message_id.to_owned()))
     }
 
+    /// The producer group as the wire names it ([`ProducerBuilder::namespace`]).
+    pub(crate) fn wire_group(&self) -> &str {
+        &self.inner.wire_group
+    }
+
     /// `name` on the wire ([`ProducerBuilder::namespace`]).
     pub(crate) fn wire<'a>(&self, name: &'a str) -> Cow<'a, str> {
         crate::client::wire(self.inner.cfg.namespace.as_deref(), name)
@@ -876,11 +885,10 @@ impl Producer {
         out: &mut Vec<u8>,
     ) -> Result<(), SendError> {
         let keys = m.keys.join(keys::KEY_SEPARATOR);
-        // PGROUP: the group the broker checks back, as the heartbeat names it.
-        let group = self.wire(&self.inner.cfg.producer_group);
         let mut fields = fields_of(m, &keys);
         let half = matches!(role, Some(Role::Half));
-        fields.transaction = half.then_some(&*group);
+        // PGROUP: the group the broker checks back, as the heartbeat names it.
+        fields.transaction = half.then_some(self.wire_group());
         fields.correlation = role.and_then(|r| r.correlation(&self.inner.client_id));
         let max = self.inner.cfg.max_message_size;
         let invalid = |e| match e {

@@ -155,7 +155,7 @@ impl TransactionProducer {
 
     fn end(&self, topic: &str, sent: &SendResult, state: LocalState, remark: Option<&str>) -> bool {
         let d = self.producer.driver();
-        let group = &*self.producer.wire(&self.producer.config().producer_group);
+        let group = self.producer.wire_group();
         let topic = &*self.producer.wire(topic);
         let broker = &sent.queue.broker_name;
         let version = d.with(|s| s.find_broker(broker).map_or(0, |b| s.broker_version(b)));
@@ -209,8 +209,7 @@ async fn answer_checks(
             ),
         };
         // The check as the client handed it out (the frame is kept for this).
-        let group = producer.wire(&producer.config().producer_group);
-        if let Some(check) = rmq_core::transaction::check_request(&c.frame, &group) {
+        if let Some(check) = rmq_core::transaction::check_request(&c.frame, producer.wire_group()) {
             let end = EndTransaction::answer(&check, state, remark);
             producer.driver().end_transaction(Some(c.peer), &end);
         }

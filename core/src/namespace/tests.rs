@@ -99,3 +99,15 @@ fn v2_fields_go_on_the_request_and_are_signed() {
     // The signature covers them (it changes with them).
     assert_ne!(signature(&plain), signature(&v2));
 }
+
+/// A result that is one borrowed string needs no formatting (rmq-std's per-send names).
+#[test]
+fn borrowed_results() {
+    assert_eq!(wrap("ns", "T").as_borrowed(), None);
+    assert_eq!(wrap("ns", "TBW102").as_borrowed(), Some("TBW102"));
+    assert_eq!(wrap("ns", "ns%T").as_borrowed(), Some("ns%T"));
+    assert_eq!(wrap("", "T").as_borrowed(), Some("T"));
+    assert_eq!(unwrap("ns", "ns%T").as_borrowed(), Some("T"));
+    assert_eq!(unwrap("ns", "other%T").as_borrowed(), Some("other%T"));
+    assert_eq!(unwrap("ns", "%RETRY%ns%G").as_borrowed(), None);
+}
