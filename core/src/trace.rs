@@ -474,10 +474,21 @@ pub const MAX_PAUSE: Duration = Duration::from_millis(60_000);
 /// b.succeeded();
 /// assert!(b.allows(t0));
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Backoff {
-    pause: Duration,
+    /// The pauses' lengths: the reconnect back-off's doubling, from [`FIRST_PAUSE`] to
+    /// [`MAX_PAUSE`].
+    pauses: crate::producer::Backoff,
     until: Option<Instant>,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            pauses: crate::producer::Backoff::new(FIRST_PAUSE, MAX_PAUSE),
+            until: None,
+        }
+    }
 }
 
 impl Backoff {
@@ -493,13 +504,10 @@ impl Backoff {
         if self.until.is_some_and(|u| sent < u) {
             return None;
         }
-        self.pause = if self.pause == Duration::ZERO {
-            FIRST_PAUSE
-        } else {
-            Duration::from_millis(self.pause.millis().saturating_mul(2)).min(MAX_PAUSE)
-        };
-        self.until = Some(now.saturating_add(self.pause));
-        Some(self.pause)
+        self.pauses.failed();
+        let pause = self.pauses.delay();
+        self.until = Some(now.saturating_add(pause));
+        Some(pause)
     }
 
     /// When the pause ends (`None`: no pause since the last success).

@@ -532,15 +532,12 @@ impl ProducerBuilder {
     async fn launch_discovered(mut self) -> Result<Producer, ConfigError> {
         let domain = self.cfg.namesrv_domain.clone();
         let addrs = &mut self.cfg.namesrv_addr;
-        let schedule = crate::discovery::resolve(addrs, domain.as_ref())
+        let follow = crate::discovery::resolve(addrs, domain.as_ref())
             .await
             .map_err(ConfigError::Discovery)?;
         let p = self.launch()?;
-        if let (Some(s), Some(d)) = (schedule, domain) {
-            if let Some(t) = p.tracer() {
-                t.follow(d.clone(), s);
-            }
-            crate::discovery::follow(p.driver(), d, s);
+        if let Some(f) = follow {
+            f.attach(p.driver(), p.tracer());
         }
         Ok(p)
     }

@@ -376,26 +376,21 @@ impl ConsumerBuilder {
     pub async fn start(mut self) -> Result<Consumer, ConsumerConfigError> {
         let follow = self.discover().await?;
         let c = Consumer::start(self.checked()?).await?;
-        if let Some((d, s)) = follow {
-            if let Some(t) = &c.inner.tracer {
-                t.follow(d.clone(), s);
-            }
-            crate::discovery::follow(&c.inner.driver, d, s);
+        if let Some(f) = follow {
+            f.attach(&c.inner.driver, c.inner.tracer.as_ref());
         }
         Ok(c)
     }
 
     /// Without NameServer addresses and with a domain: the list fetched now, and what
-    /// [`crate::discovery::follow`] needs to follow it.
+    /// follows it once the consumer runs.
     pub(crate) async fn discover(
         &mut self,
-    ) -> Result<Option<(crate::NamesrvDomain, rmq_core::discovery::Discovery)>, ConsumerConfigError>
-    {
-        let domain = self.cfg.namesrv_domain.clone();
-        let addrs = &mut self.cfg.namesrv_addr;
-        let schedule = crate::discovery::resolve(addrs, domain.as_ref()).await;
-        let schedule = schedule.map_err(ConsumerConfigError::Discovery)?;
-        Ok(domain.zip(schedule))
+    ) -> Result<Option<crate::discovery::Follow>, ConsumerConfigError> {
+        let (addrs, domain) = (&mut self.cfg.namesrv_addr, self.cfg.namesrv_domain.as_ref());
+        crate::discovery::resolve(addrs, domain)
+            .await
+            .map_err(ConsumerConfigError::Discovery)
     }
 
     fn checked(self) -> Result<ConsumerConfig, ConsumerConfigError> {

@@ -130,15 +130,36 @@ fn split(list: &str) -> Vec<String> {
     discovery::addresses(list).map(str::to_owned).collect()
 }
 
+/// A discovered list to follow once the client runs ([`resolve`]).
+pub(crate) struct Follow {
+    domain: NamesrvDomain,
+    schedule: Discovery,
+}
+
+impl Follow {
+    /// Follows the list with the client's `driver`, and with its trace producer's (which
+    /// asks the same NameServers for the trace topic).
+    pub(crate) fn attach<C: Attached + Send + 'static>(
+        self,
+        driver: &Driver<C>,
+        tracer: Option<&crate::trace::Tracer>,
+    ) {
+        if let Some(t) = tracer {
+            follow(t.driver(), self.domain.clone(), self.schedule);
+        }
+        follow(driver, self.domain, self.schedule);
+    }
+}
+
 /// A client's start: without NameServer addresses and with `domain`, the list `domain`
-/// serves now goes into `addrs`; the schedule to follow it with ([`follow`]).
+/// serves now goes into `addrs`; what follows it ([`Follow::attach`]).
 ///
 /// # Errors
 /// The first fetch failed (the start cannot go on without a NameServer).
 pub(crate) async fn resolve(
     addrs: &mut Vec<String>,
     domain: Option<&NamesrvDomain>,
-) -> Result<Option<Discovery>, DiscoveryError> {
+) -> Result<Option<Follow>, DiscoveryError> {
     let Some(d) = domain.filter(|_| addrs.is_empty()) else {
         return Ok(None);
     };
@@ -147,12 +168,15 @@ pub(crate) async fn resolve(
     schedule.changed(clock::now(), &list);
     info!(domain = d.domain, list, "NameServer list fetched");
     *addrs = split(&list);
-    Ok(Some(schedule))
+    Ok(Some(Follow {
+        domain: d.clone(),
+        schedule,
+    }))
 }
 
 /// Follows the list `d` serves while `driver`'s client runs: fetched when `schedule` says,
 /// handed to the driver when it changed; a failed fetch keeps the list (logged).
-pub(crate) fn follow<C: Attached + Send + 'static>(
+fn follow<C: Attached + Send + 'static>(
     driver: &Driver<C>,
     d: NamesrvDomain,
     mut schedule: Discovery,

@@ -167,8 +167,8 @@ impl Tracer {
 
     /// Makes the inner producer follow the NameServer list its host follows
     /// ([`crate::NamesrvDomain`]).
-    pub(crate) fn follow(&self, d: crate::NamesrvDomain, s: rmq_core::discovery::Discovery) {
-        crate::discovery::follow(self.0.producer.driver(), d, s);
+    pub(crate) fn driver(&self) -> &crate::driver::Driver {
+        self.0.producer.driver()
     }
 
     /// Records dropped because [`QUEUE_CAPACITY`] records were held.

@@ -127,8 +127,8 @@ impl ConsumerBuilder {
             Arc::new(Counters::new()),
         )
         .map_err(ConsumerConfigError::Session)?;
-        if let Some((d, s)) = follow {
-            crate::discovery::follow(&driver, d, s);
+        if let Some(f) = follow {
+            f.attach(&driver, None);
         }
         let (next, stopped) = (AtomicUsize::new(0), AtomicBool::new(false));
         Ok(PopConsumer {
