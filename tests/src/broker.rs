@@ -171,6 +171,18 @@ impl Default for ClusterOptions {
 }
 
 impl ClusterOptions {
+    /// Quick transaction check-backs: a half message is checked 3 s after it was written,
+    /// every second. 5.x writes the settled messages' op records in batches (3 s by default):
+    /// at 200 ms a check does not come before them (docs/protocol/STRATEGY.md §12).
+    pub fn quick_transactions(mut self) -> Self {
+        self.broker_config.extend([
+            "transactionTimeOut=3000".into(),
+            "transactionCheckInterval=1000".into(),
+            "transactionOpBatchInterval=200".into(),
+        ]);
+        self
+    }
+
     /// Turns authentication on for `version` with one account `access_key`/`secret_key` that
     /// may do everything: the 4.9 line's plain ACL (`aclEnable=true` and a
     /// `conf/plain_acl.yml` in the broker home), or 5.3.3's authentication

@@ -29,15 +29,7 @@ const RETRY: &str = "%RETRY%cg_ns";
 
 #[test]
 fn namespace_v1_5_3_3() {
-    // Quick transaction check-backs (as tests/tests/transaction.rs).
-    let options = ClusterOptions {
-        broker_config: vec![
-            "transactionTimeOut=3000".into(),
-            "transactionCheckInterval=1000".into(),
-            "transactionOpBatchInterval=200".into(),
-        ],
-        ..ClusterOptions::default()
-    };
+    let options = ClusterOptions::default().quick_transactions();
     let cluster = Cluster::start(Version::V5_3_3, options).expect("cluster");
     let addr = cluster.namesrv_addr().to_string();
     cluster.create_topic(WIRE, 2).expect("create topic");

@@ -28,6 +28,23 @@ const RMQ_SENT: usize = 40;
 const JAVA_SENT: usize = 10;
 const AFTER_REMAP: usize = 20;
 
+async fn producer(ns: &str) -> Producer {
+    let p = Producer::builder()
+        .namesrv_addr(ns)
+        .producer_group("pg_static");
+    p.start().await.expect("producer")
+}
+
+/// The group's consumer, from the first offset (then from its committed ones).
+async fn consumer(ns: &str) -> Consumer {
+    let c = Consumer::builder()
+        .namesrv_addr(ns)
+        .group("cg_static")
+        .subscribe(TOPIC, "*")
+        .consume_from(ConsumeFromWhere::FirstOffset);
+    c.start().await.expect("consumer")
+}
+
 #[test]
 fn static_topic_5_3_3() {
     let options = ClusterOptions {
@@ -58,12 +75,7 @@ fn static_topic_5_3_3() {
     // The brokers register the mapping with the NameServer at once; the producer's first
     // lookup may still miss it, so its sends retry within their timeout.
     let leaders = rt.block_on(async {
-        let p = Producer::builder()
-            .namesrv_addr(&ns)
-            .producer_group("pg_static")
-            .start()
-            .await
-            .expect("producer");
+        let p = producer(&ns).await;
         let mut leaders: BTreeMap<i32, BTreeSet<String>> = BTreeMap::new();
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut sent = 0;
@@ -118,14 +130,7 @@ fn static_topic_5_3_3() {
 
     // An rmq consumer reads both producers' messages from the four logical queues.
     let committed = rt.block_on(async {
-        let c = Consumer::builder()
-            .namesrv_addr(&ns)
-            .group("cg_static")
-            .subscribe(TOPIC, "*")
-            .consume_from(ConsumeFromWhere::FirstOffset)
-            .start()
-            .await
-            .expect("consumer");
+        let c = consumer(&ns).await;
         let mut queues: Vec<(String, i32)> = c
             .assigned_queues()
             .into_iter()
@@ -181,12 +186,7 @@ fn static_topic_5_3_3() {
         "mqadmin remappingStaticTopic:\n{out}"
     );
     rt.block_on(async {
-        let p = Producer::builder()
-            .namesrv_addr(&ns)
-            .producer_group("pg_static")
-            .start()
-            .await
-            .expect("producer");
+        let p = producer(&ns).await;
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut sent = 0;
         while sent < AFTER_REMAP {
@@ -203,14 +203,7 @@ fn static_topic_5_3_3() {
         }
         p.shutdown().await;
 
-        let c = Consumer::builder()
-            .namesrv_addr(&ns)
-            .group("cg_static")
-            .subscribe(TOPIC, "*")
-            .consume_from(ConsumeFromWhere::FirstOffset)
-            .start()
-            .await
-            .expect("consumer");
+        let c = consumer(&ns).await;
         let mut seen = BTreeSet::new();
         let mut per_queue: BTreeMap<i32, i64> = BTreeMap::new();
         let deadline = Instant::now() + Duration::from_secs(60);

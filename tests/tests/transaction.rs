@@ -43,16 +43,7 @@ fn checker(asked: Asked) -> impl Fn(&ConsumedMessage) -> LocalState + Send + Syn
 }
 
 fn run(version: Version) {
-    let options = ClusterOptions {
-        broker_config: vec![
-            "transactionTimeOut=3000".into(),
-            "transactionCheckInterval=1000".into(),
-            // 5.x writes the settled messages' op records in batches (3 s by default): a
-            // check must not come before them.
-            "transactionOpBatchInterval=200".into(),
-        ],
-        ..ClusterOptions::default()
-    };
+    let options = ClusterOptions::default().quick_transactions();
     let cluster = Cluster::start(version, options).expect("cluster");
     let topic = "RmqTx";
     cluster.create_topic(topic, 4).expect("create topic");
