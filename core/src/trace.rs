@@ -460,7 +460,8 @@ pub const MAX_PAUSE: Duration = Duration::from_millis(60_000);
 /// keeps sending, and so asks the NameServer for the missing topic's route for each.)
 ///
 /// A failure of a send that left before the last pause ended (one already on its way, or
-/// retried by the inner producer past the pause) changes nothing.
+/// retried by the inner producer past the pause) changes nothing, nor does a success of one
+/// that left before the last pause started.
 ///
 /// ```
 /// use rmq_core::time::{Duration, Instant};
@@ -471,7 +472,9 @@ pub const MAX_PAUSE: Duration = Duration::from_millis(60_000);
 /// b.failed(t0, t0);
 /// assert!(!b.allows(t0 + Duration::from_millis(999)));
 /// assert!(b.allows(t0 + FIRST_PAUSE));
-/// b.succeeded();
+/// b.succeeded(t0 - Duration::from_millis(1)); // left before the pause: changes nothing
+/// assert!(!b.allows(t0));
+/// b.succeeded(t0);
 /// assert!(b.allows(t0));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -479,6 +482,8 @@ pub struct Backoff {
     /// The pauses' lengths: the reconnect back-off's doubling, from [`FIRST_PAUSE`] to
     /// [`MAX_PAUSE`].
     pauses: crate::producer::Backoff,
+    /// When the last pause started (`None`: no pause since the last success).
+    started: Option<Instant>,
     until: Option<Instant>,
 }
 
@@ -486,6 +491,7 @@ impl Default for Backoff {
     fn default() -> Self {
         Backoff {
             pauses: crate::producer::Backoff::new(FIRST_PAUSE, MAX_PAUSE),
+            started: None,
             until: None,
         }
     }
@@ -506,6 +512,7 @@ impl Backoff {
         }
         self.pauses.failed();
         let pause = self.pauses.delay();
+        self.started = Some(now);
         self.until = Some(now.saturating_add(pause));
         Some(pause)
     }
@@ -515,8 +522,13 @@ impl Backoff {
         self.until
     }
 
-    /// A trace send succeeded: no pause, and the next failure pauses for [`FIRST_PAUSE`].
-    pub fn succeeded(&mut self) {
+    /// A trace send that left at `sent` succeeded: no pause, and the next failure pauses for
+    /// [`FIRST_PAUSE`]; unless it left before the last pause started (it says nothing of the
+    /// trace topic since).
+    pub fn succeeded(&mut self, sent: Instant) {
+        if self.started.is_some_and(|s| sent < s) {
+            return;
+        }
         *self = Backoff::default();
     }
 }

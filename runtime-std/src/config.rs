@@ -402,11 +402,14 @@ config_table! {
     heartbeat_broker_interval: Duration = clock::to_std(HEARTBEAT_BROKER_INTERVAL)
         => heartbeat_broker_interval(Duration);
     /// Sends in progress at once (Java `clientAsyncSemaphoreValue`; default 2048, at most
-    /// the client session's 1,024 send slots); further sends wait for a slot.
+    /// the client session's 1,024 send slots); further sends wait for a slot. The wait is
+    /// part of the send's `send_msg_timeout` ([`SendErrorKind::Timeout`](crate::SendErrorKind)
+    /// when it passes first, nothing sent).
     max_requests_in_flight: usize = 2048 => max_requests_in_flight(usize);
     /// Body bytes of the sends in progress at once (Java 5.x `backPressureForAsyncSendSize`;
-    /// default 100 MiB, at most 4 GiB); a further send waits until enough have ended. A body
-    /// larger than this waits for all of them and then goes alone.
+    /// default 100 MiB, at most 4 GiB); a further send waits until enough have ended, within
+    /// its `send_msg_timeout` as for a slot. A body larger than this waits for all of them
+    /// and then goes alone.
     max_bytes_in_flight: usize = 100 << 20 => max_bytes_in_flight(usize);
     /// Parameters of [`FaultProfile::Adaptive`] (default [`RUNTIME_ADAPTIVE`]).
     adaptive: AdaptiveConfig = RUNTIME_ADAPTIVE => adaptive_config(AdaptiveConfig);

@@ -141,8 +141,7 @@ struct Pending {
     done: oneshot::Sender<Done>,
     /// The broker's recall handle, once its response came ([`Inbound::RecallHandle`]).
     recall: Option<String>,
-    /// The send's place among the sends in flight, and its body's bytes among theirs.
-    _slot: (OwnedSemaphorePermit, OwnedSemaphorePermit),
+    _slot: Room,
 }
 
 /// The sends in flight, indexed by [`SendId::slot`] (below `SENDS`): no hashing on the send
@@ -497,7 +496,12 @@ pub(crate) enum Refused {
     Session(SubmitError),
     /// The driver stopped.
     Stopped,
+    /// No room for the send (sends or bytes in flight) within its timeout.
+    Timeout,
 }
+
+/// A send's place among the sends in flight, and its body's bytes among theirs.
+type Room = (OwnedSemaphorePermit, OwnedSemaphorePermit);
 
 impl<C: Attached + Send + 'static> Driver<C> {
     /// Starts a client of a session configured by `cfg` and `consumer`, and its driver task.
@@ -804,6 +808,34 @@ impl<C: Attached + Send + 'static> Driver<C> {
         Ok(rx)
     }
 
+    /// Room for one more send of `len` body bytes
+    /// ([`ProducerBuilder::max_requests_in_flight`], [`ProducerBuilder::max_bytes_in_flight`]):
+    /// at once when there is, else waited for up to `budget` (the send's timeout).
+    ///
+    /// [`ProducerBuilder::max_requests_in_flight`]: crate::ProducerBuilder::max_requests_in_flight
+    /// [`ProducerBuilder::max_bytes_in_flight`]: crate::ProducerBuilder::max_bytes_in_flight
+    async fn room(&self, len: usize, budget: rmq_core::time::Duration) -> Result<Room, Refused> {
+        let (bytes, max) = &self.inner.bytes;
+        let size = u32::try_from(len).unwrap_or(u32::MAX).clamp(1, *max);
+        let slots = &self.inner.slots;
+        // The usual case, without a timer.
+        if let Ok(slot) = slots.clone().try_acquire_owned() {
+            if let Ok(b) = bytes.clone().try_acquire_many_owned(size) {
+                return Ok((slot, b));
+            }
+            drop(slot);
+        }
+        let wait = async {
+            let slot = slots.clone().acquire_owned().await;
+            let b = bytes.clone().acquire_many_owned(size).await;
+            slot.and_then(|s| b.map(|b| (s, b)))
+                .map_err(|_| Refused::Stopped)
+        };
+        tokio::time::timeout(clock::to_std(budget), wait)
+            .await
+            .map_err(|_| Refused::Timeout)?
+    }
+
     /// Starts a send of `properties` + `body` to `topic` and waits for its end.
     pub(crate) async fn send(
         &self,
@@ -813,23 +845,12 @@ impl<C: Attached + Send + 'static> Driver<C> {
         body: Bytes,
         choose: Option<Chooser>,
     ) -> Result<Done, Refused> {
-        let slot = self
-            .inner
-            .slots
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| Refused::Stopped)?;
-        let (bytes, max) = &self.inner.bytes;
-        let size = u32::try_from(body.len()).unwrap_or(u32::MAX).clamp(1, *max);
-        let slot = (
-            slot,
-            bytes
-                .clone()
-                .acquire_many_owned(size)
-                .await
-                .map_err(|_| Refused::Stopped)?,
-        );
+        let mut args = args;
+        let waited = clock::now();
+        let slot = self.room(body.len(), args.retry.send_timeout).await?;
+        // Waiting for room counts against the send's one deadline.
+        let spent = clock::now().saturating_duration_since(waited);
+        args.retry.send_timeout = args.retry.send_timeout.saturating_sub(spent);
         let (done, rx) = oneshot::channel();
         let wake = {
             let mut st = lock(&self.inner.state);

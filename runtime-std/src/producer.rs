@@ -220,7 +220,7 @@ impl Producer {
             match d.topic(name) {
                 Ok(t) => ids.push(t),
                 Err(Refused::Session(e)) => return Err(crate::ConfigError::TopicTable(e)),
-                Err(Refused::Stopped) => {}
+                Err(Refused::Stopped | Refused::Timeout) => {}
             }
         }
         if d.with(|s| s.name_servers_unreachable(ids)) {
@@ -1099,6 +1099,7 @@ fn refused(r: Refused) -> SendError {
         }
         Refused::Session(e) => SendError::new(SendErrorKind::Capacity(e), 0),
         Refused::Stopped => SendError::new(SendErrorKind::Shutdown, 0),
+        Refused::Timeout => SendError::new(SendErrorKind::Timeout, 0),
     }
 }
 

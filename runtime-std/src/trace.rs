@@ -272,7 +272,7 @@ fn send(sh: &Arc<Shared>, (m, records): (Message, usize)) {
             let backoff = &mut lock(&sh.gathered).1;
             let paused = match &r {
                 Ok(_) => {
-                    backoff.succeeded();
+                    backoff.succeeded(sent);
                     None
                 }
                 Err(_) => backoff.failed(sent, clock::now()),

@@ -244,7 +244,12 @@ fn failed_trace_sends_pause_the_trace_doubling_up_to_a_minute_until_one_succeeds
             1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000, 60_000, 60_000
         ]
     );
-    b.succeeded();
+    // A success of a send that left before the pause started ends nothing.
+    let until = b.until().unwrap();
+    let started = until - Duration::from_millis(60_000);
+    b.succeeded(started - Duration::from_millis(1));
+    assert_eq!(b.until(), Some(until), "still paused");
+    b.succeeded(started);
     assert!(b.allows(now));
     assert_eq!(b.until(), None);
     assert_eq!(b.failed(now, now), Some(FIRST_PAUSE));
