@@ -114,15 +114,36 @@ impl core::fmt::Display for ResponseError {
     }
 }
 
-/// The body of a whole HTTP answer (status 200 only).
+/// Where the head of an answer ends (its blank line), once it is in.
+fn head_end(answer: &[u8]) -> Option<usize> {
+    answer.windows(4).position(|w| w == b"\r\n\r\n")
+}
+
+/// The `Content-Length` a head names, if any.
+fn content_length(head: &str) -> Option<usize> {
+    head.lines().skip(1).find_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        name.trim()
+            .eq_ignore_ascii_case("content-length")
+            .then(|| value.trim().parse().ok())?
+    })
+}
+
+/// The length of the whole answer whose first bytes are `answer`, once its head is in and
+/// names a `Content-Length` (without one, the answer ends when the server closes).
+pub fn answer_len(answer: &[u8]) -> Option<usize> {
+    let end = head_end(answer)?;
+    let head = core::str::from_utf8(&answer[..end]).ok()?;
+    content_length(head)?.checked_add(end + 4)
+}
+
+/// The body of a whole HTTP answer (status 200 only; `Content-Length` bytes when it names
+/// them).
 ///
 /// # Errors
 /// [`ResponseError`].
 pub fn response_body(answer: &[u8]) -> Result<&[u8], ResponseError> {
-    let end = answer
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or(ResponseError::Malformed)?;
+    let end = head_end(answer).ok_or(ResponseError::Malformed)?;
     let head = core::str::from_utf8(&answer[..end]).map_err(|_| ResponseError::Malformed)?;
     let status_line = head.lines().next().unwrap_or("");
     let mut parts = status_line.split(' ');
@@ -132,8 +153,10 @@ pub fn response_body(answer: &[u8]) -> Result<&[u8], ResponseError> {
     if !version.starts_with("HTTP/1.") {
         return Err(ResponseError::Malformed);
     }
+    let body = &answer[end + 4..];
+    let len = content_length(head).unwrap_or(body.len()).min(body.len());
     match code.parse::<u16>() {
-        Ok(200) => Ok(&answer[end + 4..]),
+        Ok(200) => Ok(&body[..len]),
         Ok(s) => Err(ResponseError::Status(s)),
         Err(_) => Err(ResponseError::Malformed),
     }

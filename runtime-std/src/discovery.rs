@@ -100,10 +100,17 @@ async fn fetch(d: &NamesrvDomain) -> Result<String, DiscoveryError> {
             .write_request(&mut req)
             .map_err(|_| std::io::ErrorKind::InvalidInput)?;
         s.write_all(&req[..n]).await?;
+        // Up to its Content-Length, or to the end when it names none.
         let mut answer = Vec::new();
-        s.take(discovery::MAX_RESPONSE as u64)
-            .read_to_end(&mut answer)
-            .await?;
+        let mut s = s.take(discovery::MAX_RESPONSE as u64);
+        let mut chunk = [0u8; 1024];
+        loop {
+            let n = s.read(&mut chunk).await?;
+            answer.extend_from_slice(&chunk[..n]);
+            if n == 0 || discovery::answer_len(&answer).is_some_and(|l| answer.len() >= l) {
+                break;
+            }
+        }
         Ok::<_, std::io::Error>(answer)
     };
     let limit = clock::to_std(discovery::FETCH_TIMEOUT);

@@ -892,6 +892,8 @@ impl<C: Attached + Send + 'static> Driver<C> {
         }
         st.client.session_mut().set_name_servers(addrs.len());
         st.namesrv_addr = addrs;
+        // Why the old ones failed says nothing of the new ones at their indexes.
+        st.causes.retain(|p, _| !matches!(p, Peer::NameServer(_)));
         let now = clock::now();
         let old: Vec<Peer> = st
             .links

@@ -27,12 +27,18 @@ struct ListServer {
 
 impl ListServer {
     fn start(status: u16, list: &str) -> ListServer {
+        Self::start_with(status, list, false)
+    }
+
+    /// With `hold`, every connection stays open after the answer (as a keep-alive server's).
+    fn start_with(status: u16, list: &str, hold: bool) -> ListServer {
         let l = TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = l.local_addr().unwrap();
         let list = Arc::new(Mutex::new((status, list.to_owned())));
         let asked = Arc::new(AtomicUsize::new(0));
         let (shared, count) = (list.clone(), asked.clone());
         std::thread::spawn(move || {
+            let mut held = Vec::new();
             for s in l.incoming() {
                 let Ok(mut s) = s else { return };
                 let mut req = Vec::new();
@@ -55,6 +61,9 @@ impl ListServer {
                     body.len() + 1
                 );
                 let _ = s.write_all(answer.as_bytes());
+                if hold {
+                    held.push(s);
+                }
             }
         });
         ListServer { addr, list, asked }
@@ -123,6 +132,19 @@ fn the_producer_follows_the_served_list_5_3_3() {
             "a lookup went to the old NameServer after the list changed"
         );
         p.shutdown().await;
+    });
+}
+
+/// An answer that names its length ends there: a server that keeps the connection open
+/// still gives the list (not a fetch timeout).
+#[test]
+fn an_answer_ends_at_its_content_length() {
+    rmq_tests::runtime().block_on(async {
+        let open = ListServer::start_with(200, "127.0.0.1:9876;127.0.0.2:9876", true);
+        let list = rmq_std::fetch_name_servers(&open.domain())
+            .await
+            .expect("the list, though the connection stays open");
+        assert_eq!(list, ["127.0.0.1:9876", "127.0.0.2:9876"]);
     });
 }
 

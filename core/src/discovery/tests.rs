@@ -42,6 +42,29 @@ fn only_a_200_answer_has_a_body() {
     }
 }
 
+/// An answer that names its length ends there, whether or not the server closes.
+#[test]
+fn content_length_ends_the_answer() {
+    let whole = b"HTTP/1.1 200 OK\r\ncontent-Length: 7\r\n\r\na:1;b:2";
+    assert_eq!(answer_len(whole), Some(whole.len()));
+    assert_eq!(answer_len(&whole[..20]), None, "the head is not in yet");
+    assert_eq!(
+        answer_len(b"HTTP/1.0 200 OK\r\n\r\na:1"),
+        None,
+        "read to the end"
+    );
+    let more = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\na:1;junk";
+    assert_eq!(response_body(more), Ok(&b"a:1"[..]));
+    // A length beyond what came (the server closed early) keeps what came.
+    let short = b"HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\na:1";
+    assert_eq!(response_body(short), Ok(&b"a:1"[..]));
+    assert_eq!(
+        answer_len(b"HTTP/1.1 200 OK\r\nContent-Length: 18446744073709551615\r\n\r\n"),
+        None,
+        "no overflow"
+    );
+}
+
 #[test]
 fn the_list_is_the_first_line_trimmed_and_its_addresses_split_by_semicolons() {
     assert_eq!(list_of(b"  a:1;b:2 \r\nignored"), Some("a:1;b:2"));
