@@ -434,13 +434,13 @@ impl Admin {
     /// Has `group` read `topic` by POP (`pop`) or by pull on every master of `cluster`
     /// (SET_MESSAGE_REQUEST_MODE, as `mqadmin setConsumeMode -c`; RocketMQ 5.x): the mode the
     /// brokers hand out to Java push consumers whose client rebalance is off.
-    /// `pop_share_queue_num` -1 gives every consumer every queue. Returns the brokers that
-    /// accepted it.
+    /// `pop_share_queue_num` -1 gives every consumer every queue. Every master is asked, as
+    /// mqadmin does, whatever the others answered: each broker's name with its outcome
+    /// (a refusal: TOPIC_NOT_EXIST, SUBSCRIPTION_GROUP_NOT_EXIST, NO_PERMISSION for a
+    /// `%RETRY%` topic; a 4.9 broker: REQUEST_CODE_NOT_SUPPORTED).
     ///
     /// # Errors
-    /// [`AdminError::NoRoute`] when the cluster has no master; the first broker's refusal
-    /// (TOPIC_NOT_EXIST, SUBSCRIPTION_GROUP_NOT_EXIST, NO_PERMISSION for a `%RETRY%` topic; a
-    /// 4.9 broker: REQUEST_CODE_NOT_SUPPORTED).
+    /// [`AdminError::NoRoute`] when the cluster has no master; the cluster lookup's errors.
     pub async fn set_consume_mode(
         &self,
         cluster: &str,
@@ -448,7 +448,7 @@ impl Admin {
         group: &str,
         pop: bool,
         pop_share_queue_num: i32,
-    ) -> Result<Vec<String>, AdminError> {
+    ) -> Result<Vec<(String, Result<(), AdminError>)>, AdminError> {
         let masters = self.masters(Some(cluster)).await?;
         if masters.is_empty() {
             return Err(AdminError::NoRoute(format!("cluster {cluster}")));
@@ -458,15 +458,20 @@ impl Admin {
         let n = ops::write_request_mode(topic, group, pop, pop_share_queue_num, &mut body)
             .map_err(|_| AdminError::Malformed(format!("{topic} {group}")))?;
         let code = RequestCode::SET_MESSAGE_REQUEST_MODE;
-        for (_, addr) in &masters {
-            let r = self.call(addr, false, code, (), &body[..n]).await?;
-            if r.code != ResponseCode::SUCCESS {
-                let remark = r.remark.unwrap_or_default();
-                let (addr, code) = (addr.clone(), r.code);
-                return Err(AdminError::Refused { addr, code, remark });
-            }
+        let mut out = Vec::with_capacity(masters.len());
+        for (name, addr) in masters {
+            let r = match self.call(&addr, false, code, (), &body[..n]).await {
+                Ok(r) if r.code == ResponseCode::SUCCESS => Ok(()),
+                Ok(r) => Err(AdminError::Refused {
+                    addr,
+                    code: r.code,
+                    remark: r.remark.unwrap_or_default(),
+                }),
+                Err(e) => Err(e),
+            };
+            out.push((name, r));
         }
-        Ok(masters.into_iter().map(|(name, _)| name).collect())
+        Ok(out)
     }
 
     /// The masters of `cluster` (all clusters when `None`): `(broker name, address)`.

@@ -1018,10 +1018,21 @@ mod cli {
                 let brokers = admin
                     .set_consume_mode(cluster, topic, group, pop, *pop_share_queues)
                     .await?;
-                for b in brokers {
-                    println!("{group} reads {topic} by {mode} on {b}");
+                // Every master was asked (as mqadmin does); any refusal fails the command.
+                let mut refused = 0;
+                for (b, r) in brokers {
+                    match r {
+                        Ok(()) => println!("{group} reads {topic} by {mode} on {b}"),
+                        Err(e) => {
+                            eprintln!("{b}: {e}");
+                            refused += 1;
+                        }
+                    }
                 }
-                Ok(())
+                match refused {
+                    0 => Ok(()),
+                    n => Err(format!("{n} broker(s) refused the consume mode").into()),
+                }
             }
             Cmd::Progress { group, topic } => {
                 crate::ops::progress(&admin(&cli)?, cli.json, group, topic.as_deref()).await

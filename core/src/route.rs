@@ -302,8 +302,10 @@ impl<const BROKERS: usize, const STR: usize> TopicRoute<BROKERS, STR> {
                     // Without the feature, only the fact is kept (no queues come of it).
                     #[cfg(not(feature = "static-topics"))]
                     let r = StrRef::default();
+                    // A mapping too large to keep leaves the topic without queues; the
+                    // rest of the route stands.
                     #[cfg(feature = "static-topics")]
-                    let r = route.store_raw(span)?;
+                    let r = route.store_raw(span).unwrap_or_default();
                     route.mapping = Some(r);
                 }
             } else {

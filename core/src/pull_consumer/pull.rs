@@ -66,12 +66,14 @@ impl<
                         break;
                     };
                     // A static topic's leader answers with the physical queue's offsets and
-                    // the delta to the logical ones, which the consumer tracks and commits
-                    // (Java `PullAPIWrapper.processPullResult`).
+                    // the delta to the logical ones, which the consumer tracks and commits;
+                    // the message is the logical queue's (Java
+                    // `PullAPIWrapper.processPullResult`).
                     if cfg!(feature = "static-topics")
                         && let Some(delta) = result.offset_delta
                     {
                         m.queue_offset = m.queue_offset.saturating_add(delta);
+                        m.queue_id = key.queue_id;
                     }
                     if !expr.matches_message(&m) {
                         continue;

@@ -41,10 +41,11 @@ impl<const BROKERS: usize, const STR: usize> TopicRoute<BROKERS, STR> {
     ///
     /// # Errors
     /// [`RouteError::InvalidField`] for a mapping of the wrong shape,
-    /// [`RouteError::StaticTopicUnsupported`] when rmq-core was built without its
-    /// `static-topics` feature (the mapping is then not kept),
+    /// [`RouteError::StaticTopicUnsupported`] when the mapping was not kept (rmq-core built
+    /// without its `static-topics` feature, or a mapping over the route's `STR` bytes),
     /// [`RouteError::TooManyBrokers`] for more mapping entries than `BROKERS`,
-    /// [`RouteError::TooManyQueues`] when `out` is too small.
+    /// [`RouteError::TooManyQueues`] when `out` is too small (it then holds the queues with
+    /// the smallest logical ids that fit).
     pub fn static_queues<const N: usize>(
         &self,
         out: &mut Vec<PublishQueueRef, N>,
@@ -54,7 +55,8 @@ impl<const BROKERS: usize, const STR: usize> TopicRoute<BROKERS, STR> {
             return Ok(());
         };
         if raw.is_empty() {
-            // Parsed without the `static-topics` feature: the mapping was not kept.
+            // The mapping was not kept: rmq-core without its `static-topics` feature, or a
+            // mapping larger than the route's string capacity.
             return Err(RouteError::StaticTopicUnsupported);
         }
         let infos = self.mapping_infos(raw)?;
@@ -66,14 +68,22 @@ impl<const BROKERS: usize, const STR: usize> TopicRoute<BROKERS, STR> {
                 .max()
                 .unwrap_or(0)
         };
-        // The logical ids some broker leads, each below its scope's total: at most N of them
-        // (so a hostile `totalQueues` costs nothing).
+        // The logical ids some broker leads, each below its scope's total: the N smallest
+        // (so a hostile `totalQueues` costs nothing, and a list too small for all keeps the
+        // first ones, as for other topics).
         let mut ids: Vec<i32, N> = Vec::new();
+        let mut dropped = false;
         for info in &infos {
             let limit = total(info.scope);
             keys(info.ids, |id| {
-                if (0..limit).contains(&id) && !ids.contains(&id) {
-                    ids.push(id).map_err(|_| RouteError::TooManyQueues)?;
+                if !(0..limit).contains(&id) || ids.contains(&id) {
+                    return Ok(());
+                }
+                if let Err(id) = ids.push(id) {
+                    dropped = true;
+                    if let Some(max) = ids.iter_mut().max().filter(|m| **m > id) {
+                        *max = id;
+                    }
                 }
                 Ok(())
             })?;
@@ -99,6 +109,9 @@ impl<const BROKERS: usize, const STR: usize> TopicRoute<BROKERS, STR> {
                     .map_err(|_| RouteError::TooManyQueues)?;
                 }
             }
+        }
+        if dropped {
+            return Err(RouteError::TooManyQueues);
         }
         Ok(())
     }
@@ -289,11 +302,21 @@ mod tests {
         let r = Route::parse(body(&m).as_bytes()).unwrap();
         assert_eq!(logical(&r), [("broker-a", i32::MAX - 1)]);
         let mut small = Vec::<PublishQueueRef, 1>::new();
-        let m = format!("{{{}}}", info("broker-a", 1, 2, "{0:0,1:1}"));
+        let m = format!("{{{}}}", info("broker-a", 1, 2, "{1:1,0:0}"));
         let two = Route::parse(body(&m).as_bytes()).unwrap();
         assert_eq!(
             two.static_queues(&mut small),
             Err(RouteError::TooManyQueues)
+        );
+        // What fits is kept: the smallest logical ids.
+        assert_eq!(small.len(), 1);
+        assert_eq!(small[0].queue_id, 0);
+        // A mapping over the string capacity: the route stands, without queues.
+        let tight = TopicRoute::<8, 100>::parse(body(&m).as_bytes()).unwrap();
+        assert!(tight.is_static_topic());
+        assert_eq!(
+            tight.static_queues(&mut small),
+            Err(RouteError::StaticTopicUnsupported)
         );
         // A remap is a route change.
         assert!(!r.same_as(&two));

@@ -322,7 +322,11 @@ impl<
         let mut refs: Vec<PublishQueueRef, QUEUES> = Vec::new();
         // A 5.x static topic: its logical queues (the `static-topics` feature; without it such
         // a topic has no queues).
-        let logical = cfg!(feature = "static-topics") && route.is_static_topic();
+        // Java reads an order conf first, and TBW102 is a template only.
+        let logical = cfg!(feature = "static-topics")
+            && route.is_static_topic()
+            && !route.is_order_topic()
+            && !default;
         // More queues than fit: keep what fits (a partial list still publishes).
         let _ = if logical {
             route.static_queues(&mut refs)
