@@ -13,7 +13,7 @@
 //! let n = e.write_request(&mut req).unwrap();
 //! assert!(req[..n].starts_with(b"GET /rocketmq/nsaddr HTTP/1.0\r\nHost: ns.example.com:8080\r\n"));
 //!
-//! let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 24\r\n\r\n10.0.0.1:9876;10.0.0.2:9876\n";
+//! let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 28\r\n\r\n10.0.0.1:9876;10.0.0.2:9876\n";
 //! let list = list_of(response_body(answer).unwrap()).unwrap();
 //! assert_eq!(addresses(list).collect::<Vec<_>>(), ["10.0.0.1:9876", "10.0.0.2:9876"]);
 //!
