@@ -28,8 +28,9 @@ async fn wait_for(held: &Held, n: usize) -> usize {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sends_past_the_byte_budget_wait_for_earlier_ones() {
+/// A fake broker that holds every send unanswered (in `held`), and a NameServer routing
+/// `TOPIC` to it (four queues): the sends held, the broker, the NameServer.
+fn holding_broker() -> (Held, Peer, Peer) {
     let held: Held = Arc::default();
     let h = held.clone();
     let broker = Peer::start(Arc::new(move |req: &Request, s: &mut TcpStream| {
@@ -46,6 +47,12 @@ async fn sends_past_the_byte_budget_wait_for_earlier_ones() {
     }))
     .expect("fake broker");
     let ns = Peer::namesrv(route_json(&[("b", broker.addr())], 4)).expect("fake namesrv");
+    (held, broker, ns)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sends_past_the_byte_budget_wait_for_earlier_ones() {
+    let (held, _broker, ns) = holding_broker();
     // 2.5 KiB of bodies in flight: two 1 KiB messages, never three.
     let p = Producer::builder()
         .namesrv_addr(&ns.addr().to_string())
@@ -96,22 +103,7 @@ async fn sends_past_the_byte_budget_wait_for_earlier_ones() {
 /// answer at 5.25 s comes after that (with a fresh timeout, as before, it would be stored).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_wait_for_room_counts_against_the_send_timeout() {
-    let held: Held = Arc::default();
-    let h = held.clone();
-    let broker = Peer::start(Arc::new(move |req: &Request, s: &mut TcpStream| {
-        if !req.is_send() {
-            return answer_ok(req, s);
-        }
-        let queue = req
-            .field("e")
-            .or_else(|| req.field("queueId"))
-            .unwrap_or("0");
-        let conn = s.try_clone().expect("clone the connection");
-        h.lock().unwrap().push((req.opaque, queue.to_owned(), conn));
-        Action::Continue
-    }))
-    .expect("fake broker");
-    let ns = Peer::namesrv(route_json(&[("b", broker.addr())], 4)).expect("fake namesrv");
+    let (held, _broker, ns) = holding_broker();
     let p = Producer::builder()
         .namesrv_addr(&ns.addr().to_string())
         .producer_group("pg_inflight_wait")
