@@ -149,6 +149,12 @@ pub struct ClusterOptions {
     /// a master is elected and listed by the NameServer and every replica is in the
     /// SyncStateSet. Not with `slaves`, nor on the 4.9 line.
     pub controller_mode: bool,
+    /// Brokers that register with the NameServer under another loopback address
+    /// (`brokerIP1`; they still listen on `127.0.0.1` and the same port), e.g. `(0,
+    /// 127.0.0.2)`: whatever listens at `127.0.0.2:<port>` stands between every client and
+    /// broker 0 (the fault bench's relay, [`crate::faults`]). [`Cluster::broker_addr`] is
+    /// the registered address, [`Cluster::bound_addr`] the broker's own.
+    pub register_as: Vec<(usize, std::net::Ipv4Addr)>,
 }
 
 impl Default for ClusterOptions {
@@ -166,6 +172,7 @@ impl Default for ClusterOptions {
             broker_jvm_args: Vec::new(),
             slaves: false,
             controller_mode: false,
+            register_as: Vec::new(),
         }
     }
 }
@@ -231,6 +238,7 @@ impl fmt::Debug for ClusterOptions {
             .field("ready_probe", &self.ready_probe.is_some())
             .field("slaves", &self.slaves)
             .field("controller_mode", &self.controller_mode)
+            .field("register_as", &self.register_as)
             .finish()
     }
 }
@@ -556,7 +564,7 @@ impl Cluster {
              {roles}\
              flushDiskType=ASYNC_FLUSH\n\
              namesrvAddr={ns}\n\
-             brokerIP1=127.0.0.1\n\
+             brokerIP1={ip}\n\
              listenPort={port}\n\
              bindAddress=127.0.0.1\n\
              storePathRootDir={store}\n\
@@ -572,6 +580,7 @@ impl Cluster {
              osPageCacheBusyTimeOutMills=3000\n\
              timerWheelEnable=false\n",
             ns = self.namesrv_addr(),
+            ip = self.broker_addr(i).ip(),
             port = node.port,
             store = store.display(),
             auto = self.options.auto_create_topic,
@@ -675,8 +684,18 @@ impl Cluster {
         self.brokers.len()
     }
 
-    /// `127.0.0.1:<listenPort>` of broker `i` (as registered with the NameServer).
+    /// `127.0.0.1:<listenPort>` of broker `i` as registered with the NameServer (another
+    /// loopback address for a broker in [`ClusterOptions::register_as`]).
     pub fn broker_addr(&self, i: usize) -> SocketAddr {
+        let ip = self.options.register_as.iter().find(|(b, _)| *b == i);
+        ip.map_or_else(
+            || self.bound_addr(i),
+            |(_, ip)| SocketAddr::from((*ip, self.brokers[i].port)),
+        )
+    }
+
+    /// `127.0.0.1:<listenPort>`, where broker `i` listens.
+    pub fn bound_addr(&self, i: usize) -> SocketAddr {
         loopback(self.brokers[i].port)
     }
 
