@@ -13,6 +13,7 @@
 
 pub mod blocking;
 pub mod broker;
+pub mod faults;
 pub mod hostile;
 pub mod netns;
 pub mod pki;
