@@ -149,3 +149,24 @@ fn adaptive_passes_over_consistently_slower_brokers_and_gives_the_share_back() {
     );
     assert!(a.p99 * 10 <= by(&rs, Policy::Java49).p99 * 7);
 }
+
+#[test]
+fn std_adaptive_waits_out_what_its_cap_allows_and_still_caps_a_silent_broker() {
+    // rmq-std's parameters (`RUNTIME_ADAPTIVE`): no attempt is cut before 1 s, so the 2 s GC
+    // pauses cost up to about 1 s (the core's 200 ms floor cuts them at 200 ms), and fewer
+    // attempts are left behind on the paused broker to be stored twice.
+    let rs = all("gc-2s-every-10s");
+    let (a, s, j) = (
+        by(&rs, Policy::Adaptive),
+        by(&rs, Policy::AdaptiveStd),
+        by(&rs, Policy::Java49),
+    );
+    assert!(s.p99 > a.p99, "std {} vs core {}", s.p99, a.p99);
+    assert!(s.max < 1500, "capped near 1 s: {}", s.max);
+    assert!(s.ok >= j.ok, "success");
+    // A hung broker: capped at 1 s, retried elsewhere, nothing fails.
+    let rs = all("dead-silent");
+    let s = by(&rs, Policy::AdaptiveStd);
+    assert_eq!(s.ok, s.sends);
+    assert!(s.max < 3000);
+}

@@ -192,17 +192,22 @@ pub enum Policy {
     Java49,
     /// Java 5.3.3, latency switch on.
     Java5,
-    /// rmq's adaptive profile.
+    /// rmq's adaptive profile with the core's parameters (`AdaptiveConfig::DEFAULT`: a
+    /// per-attempt cap of at least 200 ms), as rmq-smoltcp uses it.
     Adaptive,
+    /// The same profile with rmq-std's default parameters (`rmq_std::RUNTIME_ADAPTIVE`: a cap
+    /// of at least 1 s, so that a burst behind a slow broker is not sent twice).
+    AdaptiveStd,
 }
 
 impl Policy {
-    /// All four, in report order.
-    pub const ALL: [Policy; 4] = [
+    /// All five, in report order.
+    pub const ALL: [Policy; 5] = [
         Policy::RoundRobin,
         Policy::Java49,
         Policy::Java5,
         Policy::Adaptive,
+        Policy::AdaptiveStd,
     ];
 
     /// Report name.
@@ -212,6 +217,7 @@ impl Policy {
             Policy::Java49 => "Java49",
             Policy::Java5 => "Java5",
             Policy::Adaptive => "Adaptive",
+            Policy::AdaptiveStd => "Adaptive-std",
         }
     }
 
@@ -222,6 +228,11 @@ impl Policy {
             Policy::Java49 => RetryConfig::java49(SendMode::Sync),
             Policy::Java5 => RetryConfig::java5(SendMode::Sync),
             Policy::Adaptive => RetryConfig::adaptive(SendMode::Sync),
+            Policy::AdaptiveStd => {
+                let mut c = RetryConfig::adaptive(SendMode::Sync);
+                c.adaptive = rmq_std::RUNTIME_ADAPTIVE;
+                c
+            }
         }
     }
 }
@@ -557,8 +568,8 @@ pub fn svg(reports: &[Report]) -> String {
             scenarios.push(r.scenario);
         }
     }
-    let colors = ["#9e9e9e", "#e07b39", "#3b7dd8", "#2e9e44"];
-    let (left, top, plot_h, group_w, bar_w) = (70.0, 50.0, 320.0, 150.0, 28.0);
+    let colors = ["#9e9e9e", "#e07b39", "#3b7dd8", "#2e9e44", "#8e44ad"];
+    let (left, top, plot_h, group_w, bar_w) = (70.0, 50.0, 320.0, 170.0, 28.0);
     let width = left + group_w * scenarios.len() as f64 + 20.0;
     let height = top + plot_h + 110.0;
     let (lo, hi) = (1.0f64.log10(), 10_000.0f64.log10());
@@ -630,7 +641,7 @@ pub fn svg(reports: &[Report]) -> String {
         );
     }
     for (pi, p) in Policy::ALL.iter().enumerate() {
-        let lx = left + 130.0 * pi as f64;
+        let lx = left + 110.0 * pi as f64;
         let ly = height - 22.0;
         let _ = writeln!(
             s,
