@@ -144,6 +144,13 @@ struct Pending {
     _slot: Room,
 }
 
+impl Pending {
+    /// Wakes the sender with its outcome (and frees its slot and buffers).
+    fn finish(self, outcome: Outcome, broker: String) {
+        let _ = self.done.send((outcome, broker, self.recall));
+    }
+}
+
 /// The sends in flight, indexed by [`SendId::slot`] (below `SENDS`): no hashing on the send
 /// path; an entry answers only to its whole id.
 #[derive(Default)]
@@ -275,6 +282,9 @@ struct State<C: Attached> {
     /// The deadline the driver task sleeps until (set by its last step; `None`: no deadline,
     /// or the task has not run yet). A send whose deadlines are all later needs no wake-up.
     armed: Option<Instant>,
+    /// While a connection hands in its frames: the sends they ended, woken after the lock is
+    /// released (a wake-up can unpark another worker thread, which then wants this lock).
+    finished: Option<Vec<(Pending, Outcome, String)>>,
 }
 
 impl<C: Attached> State<C> {
@@ -545,6 +555,7 @@ impl<C: Attached + Send + 'static> Driver<C> {
                 check_remarks: Vec::new(),
                 refused: None,
                 armed: None,
+                finished: None,
             }),
             wake: Notify::new(),
             slots: Arc::new(Semaphore::new(max_sends.clamp(1, SENDS))),
@@ -1188,7 +1199,11 @@ impl<C: Attached + Send + 'static> Inner<C> {
                             Err(_) => None,
                         };
                         let broker = broker.unwrap_or("").to_owned();
-                        let _ = p.done.send((result.map_err(Box::new), broker, p.recall));
+                        let outcome = result.map_err(Box::new);
+                        match st.finished.as_mut() {
+                            Some(later) => later.push((p, outcome, broker)),
+                            None => p.finish(outcome, broker),
+                        }
                     }
                 }
                 Event::Reconnect(peer) => {
@@ -1332,6 +1347,7 @@ impl<C: Attached + Send + 'static> FrameSink for PeerSink<C> {
         };
         // One lock, one hand-out of completions and one flush for every frame of a read.
         let mut st = lock(&inner.state);
+        st.finished = Some(Vec::new());
         let now = clock::now();
         let mut r = Ok(());
         for bytes in frames {
@@ -1397,7 +1413,11 @@ impl<C: Attached + Send + 'static> FrameSink for PeerSink<C> {
         // retry's back-off, a consumer's next pull) re-arms the driver's timer.
         inner.flush(&mut st, now);
         let wake = st.wake_needed();
+        let finished = st.finished.take().unwrap_or_default();
         drop(st);
+        for (p, outcome, broker) in finished {
+            p.finish(outcome, broker);
+        }
         if wake {
             inner.wake.notify_one();
         }
