@@ -31,6 +31,31 @@
 //! - `shared`: counters, built from the primitives of `sync` (std; loom in the `rmq-loom`
 //!   models, which compile these two files under `--cfg loom`).
 //!
+//! ## CPU per message and the tokio runtime
+//!
+//! A client is one connection's work per broker, mostly waiting. On tokio's multi-thread
+//! runtime its tasks move between workers, which park and wake each other: in the async 1 KiB,
+//! 64-in-flight cell that costs about 1.3-1.4x the CPU per message of a current-thread
+//! runtime (issue 40, `docs/bench-log/producer.md`). Where CPU matters more than sharing the
+//! application's workers, run the clients on a current-thread runtime of their own:
+//!
+//! ```no_run
+//! # fn main() -> std::io::Result<()> {
+//! let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+//! std::thread::spawn(move || rt.block_on(async {
+//!     let producer = rmq_std::Producer::builder()
+//!         .producer_group("my_group")
+//!         .namesrv_addr("127.0.0.1:9876")
+//!         .start()
+//!         .await
+//!         .expect("started");
+//!     // ... sends; other threads reach this one through channels ...
+//!     producer.shutdown().await;
+//! }));
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! ## Deliberate differences from the Java client
 //!
 //! - `send_latency_fault_enable` defaults to **on** with the Adaptive policy (Java: off), with
