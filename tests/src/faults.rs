@@ -20,7 +20,7 @@
 //! (tests/src/bin/rmq-faults.rs); BENCHMARKS.md has the table.
 
 use std::collections::HashMap;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -34,6 +34,7 @@ use rmq_core::wire::{CommandHeader, Frame, RequestCode};
 use rmq_std::{FaultProfile, Message, Producer};
 
 use crate::broker::{Cluster, ClusterOptions, HarnessError, Version};
+use crate::relay::{Acceptor, read_frame};
 use crate::sim::{Policy, Report};
 
 /// The topics of the two streams (distinct: the relay counts a send by the topic its header
@@ -77,16 +78,15 @@ impl FaultRelay {
         let addr = listener.local_addr()?;
         let ctl = Arc::new(Ctl::default());
         let c = ctl.clone();
+        let acceptor = Acceptor {
+            connect: Duration::from_secs(1),
+            idle: Duration::from_millis(5),
+            error: Duration::from_millis(50),
+        };
         let accept = std::thread::spawn(move || {
-            while !c.stop.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((client, _)) => relay(client, upstream, &c),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        std::thread::sleep(Duration::from_millis(5));
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(50)),
-                }
-            }
+            acceptor.run(&listener, upstream, &c.stop, |_, pair, clones| {
+                relay(pair, clones, &c)
+            });
         });
         Ok(FaultRelay {
             addr,
@@ -136,19 +136,8 @@ impl Drop for FaultRelay {
     }
 }
 
-/// Reads one whole remoting frame (length prefix included).
-fn read_frame(s: &mut TcpStream) -> io::Result<Vec<u8>> {
-    let mut prefix = [0u8; 4];
-    s.read_exact(&mut prefix)?;
-    let len = u32::from_be_bytes(prefix) as usize;
-    if len > 64 << 20 {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "frame too long"));
-    }
-    let mut frame = vec![0u8; 4 + len];
-    frame[..4].copy_from_slice(&prefix);
-    s.read_exact(&mut frame[4..])?;
-    Ok(frame)
-}
+/// Largest frame the relay reads.
+const MAX_FRAME: usize = 64 << 20;
 
 /// The topic (of [`ASYNC_TOPIC`], [`SYNC_TOPIC`]) a send frame names, if it is a send.
 fn send_topic(frame: &[u8]) -> Option<&'static str> {
@@ -163,17 +152,8 @@ fn send_topic(frame: &[u8]) -> Option<&'static str> {
         .find(|t| header.windows(t.len()).any(|w| w == t.as_bytes()))
 }
 
-fn relay(client: TcpStream, upstream: SocketAddr, ctl: &Arc<Ctl>) {
-    let _ = client.set_nonblocking(false);
-    let Ok(server) = TcpStream::connect_timeout(&upstream, Duration::from_secs(1)) else {
-        let _ = client.shutdown(Shutdown::Both);
-        return;
-    };
-    let _ = (client.set_nodelay(true), server.set_nodelay(true));
-    let pair = (client.try_clone(), server.try_clone());
-    let (Ok(c2), Ok(s2)) = pair else {
-        return;
-    };
+/// Serves one client and its broker connection (see [`Acceptor::run`]).
+fn relay([client, server]: [TcpStream; 2], [c2, s2]: [TcpStream; 2], ctl: &Arc<Ctl>) {
     {
         let mut conns = ctl.conns.lock().unwrap_or_else(|p| p.into_inner());
         conns.retain(|s| s.peer_addr().is_ok());
@@ -188,7 +168,7 @@ fn relay(client: TcpStream, upstream: SocketAddr, ctl: &Arc<Ctl>) {
     // Client to broker: forwarded at once, sends counted.
     let (mut from, mut to, c) = (client, server, ctl.clone());
     std::thread::spawn(move || {
-        while let Ok(frame) = read_frame(&mut from) {
+        while let Ok(frame) = read_frame(&mut from, 0..=MAX_FRAME) {
             if let Some(topic) = send_topic(&frame) {
                 let mut m = c.sends.lock().unwrap_or_else(|p| p.into_inner());
                 *m.entry(topic).or_default() += 1;
@@ -213,7 +193,7 @@ fn relay(client: TcpStream, upstream: SocketAddr, ctl: &Arc<Ctl>) {
         }
     });
     std::thread::spawn(move || {
-        while let Ok(frame) = read_frame(&mut from) {
+        while let Ok(frame) = read_frame(&mut from, 0..=MAX_FRAME) {
             if c.hang.load(Ordering::Relaxed) {
                 continue;
             }
@@ -407,7 +387,7 @@ impl Bench {
             self.rt
                 .spawn(stream(producer.clone(), topic, rate, load, t0))
         });
-        let at_tail = self.inject(fault, load.duration, t0)?;
+        let at_tail = self.inject(fault, load.duration, t0);
         let mut out = Vec::new();
         for (i, s) in streams.into_iter().enumerate() {
             let sent = self
@@ -503,12 +483,7 @@ impl Bench {
 
     /// Plays `fault` on broker 0 until `duration` after `t0`; returns the relay's send counts
     /// at three quarters of it.
-    fn inject(
-        &mut self,
-        fault: Fault,
-        duration: Duration,
-        t0: Instant,
-    ) -> Result<[u64; 2], HarnessError> {
+    fn inject(&mut self, fault: Fault, duration: Duration, t0: Instant) -> [u64; 2] {
         let start = t0 + duration / 4;
         let tail = t0 + duration * 3 / 4;
         let end = t0 + duration;
@@ -552,7 +527,7 @@ impl Bench {
             std::thread::sleep(Duration::from_millis(20));
         }
         tail_mark(&self.relay);
-        Ok(at_tail.unwrap_or([0, 0]))
+        at_tail.unwrap_or([0, 0])
     }
 
     /// Broker 0 healthy again: running, answering at once, serving the topics.

@@ -8,7 +8,7 @@
 //! written back and whether the connection goes on. These peers exist only to test how a
 //! client copes with a hostile or broken server.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -338,15 +338,7 @@ fn set_linger_zero(s: &TcpStream) {
 }
 
 fn read_request(s: &mut TcpStream, conn: u64) -> io::Result<Request> {
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len)?;
-    let total = u32::from_be_bytes(len) as usize;
-    if !(4..=MAX_REQUEST).contains(&total) {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "bad length"));
-    }
-    let mut frame = vec![0u8; 4 + total];
-    frame[..4].copy_from_slice(&len);
-    s.read_exact(&mut frame[4..])?;
+    let frame = crate::relay::read_frame(s, 4..=MAX_REQUEST)?;
     let f = Frame::new_checked(&frame[..])
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad frame"))?;
     let h = CommandHeader::parse(&f)

@@ -5,16 +5,16 @@
 //! CONSUMER_SEND_MSG_BACK), with [`rewrite_addr`] on a NameServer proxy so that clients reach
 //! the broker through its proxy. What the client then gets from the real broker is real.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use rmq_core::wire::{CommandHeader, Frame};
 
 pub use crate::relay::Direction;
+use crate::relay::{Acceptor, read_frame};
 
 /// What becomes of one frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,33 +44,13 @@ impl Proxy {
         let stop = Arc::new(AtomicBool::new(false));
         let st = stop.clone();
         let accept = std::thread::spawn(move || {
-            while !st.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((client, _)) => {
-                        let _ = client.set_nonblocking(false);
-                        let Ok(server) =
-                            TcpStream::connect_timeout(&upstream, Duration::from_secs(5))
-                        else {
-                            let _ = client.shutdown(Shutdown::Both);
-                            continue;
-                        };
-                        let _ = (client.set_nodelay(true), server.set_nodelay(true));
-                        let (Ok(c2), Ok(s2)) = (client.try_clone(), server.try_clone()) else {
-                            continue;
-                        };
-                        let (cw, sw) = (Arc::new(Mutex::new(c2)), Arc::new(Mutex::new(s2)));
-                        let (r1, r2) = (rule.clone(), rule.clone());
-                        let (cw2, sw2) = (cw.clone(), sw.clone());
-                        std::thread::spawn(move || {
-                            pump(client, &sw, &cw, Direction::ClientToServer, &r1);
-                        });
-                        std::thread::spawn(move || {
-                            pump(server, &cw2, &sw2, Direction::ServerToClient, &r2);
-                        });
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
-                }
-            }
+            Acceptor::RELAY.run(&listener, upstream, &st, |_, [c, s], [c2, s2]| {
+                let (cw, sw) = (Arc::new(Mutex::new(c2)), Arc::new(Mutex::new(s2)));
+                let (r1, r2) = (rule.clone(), rule.clone());
+                let (cw2, sw2) = (cw.clone(), sw.clone());
+                std::thread::spawn(move || pump(c, &sw, &cw, Direction::ClientToServer, &r1));
+                std::thread::spawn(move || pump(s, &cw2, &sw2, Direction::ServerToClient, &r2));
+            });
         });
         Ok(Proxy {
             addr,
@@ -102,17 +82,7 @@ fn pump(
     dir: Direction,
     rule: &Rule,
 ) {
-    loop {
-        let mut len = [0u8; 4];
-        if from.read_exact(&mut len).is_err() {
-            break;
-        }
-        let n = u32::from_be_bytes(len) as usize;
-        let mut frame = len.to_vec();
-        frame.resize(4 + n, 0);
-        if from.read_exact(&mut frame[4..]).is_err() {
-            break;
-        }
+    while let Ok(frame) = read_frame(&mut from, 0..=usize::MAX) {
         let (dest, bytes) = match rule(dir, frame) {
             Verdict::Forward(b) => (to, b),
             Verdict::Answer(b) => (back, b),

@@ -12,8 +12,9 @@
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::ops::RangeInclusive;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -100,7 +101,14 @@ impl Relay {
             stop: AtomicBool::new(false),
         });
         let sh = shared.clone();
-        let accept = std::thread::spawn(move || accept_loop(&listener, upstream, &sh));
+        let accept = std::thread::spawn(move || {
+            Acceptor::RELAY.run(&listener, upstream, &sh.stop, |n, [c, s], [c2, s2]| {
+                let sh2 = sh.clone();
+                std::thread::spawn(move || pump(c, s, n, Direction::ClientToServer, &sh2));
+                let sh2 = sh.clone();
+                std::thread::spawn(move || pump(s2, c2, n, Direction::ServerToClient, &sh2));
+            });
+        });
         Ok(Relay {
             addr,
             shared,
@@ -132,36 +140,71 @@ impl Drop for Relay {
     }
 }
 
-fn accept_loop(listener: &TcpListener, upstream: SocketAddr, shared: &Arc<Shared>) {
-    let conns = AtomicU64::new(0);
-    while !shared.stop.load(Ordering::Relaxed) {
-        match listener.accept() {
-            Ok((client, _)) => {
-                let _ = client.set_nonblocking(false);
-                let Ok(server) = TcpStream::connect_timeout(&upstream, Duration::from_secs(5))
-                else {
-                    let _ = client.shutdown(Shutdown::Both);
-                    continue;
-                };
-                let conn = conns.fetch_add(1, Ordering::Relaxed);
-                let _ = client.set_nodelay(true);
-                let _ = server.set_nodelay(true);
-                let (Ok(c2), Ok(s2)) = (client.try_clone(), server.try_clone()) else {
-                    continue;
-                };
-                let sh = shared.clone();
-                std::thread::spawn(move || {
-                    pump(client, server, conn, Direction::ClientToServer, &sh)
-                });
-                let sh = shared.clone();
-                std::thread::spawn(move || pump(s2, c2, conn, Direction::ServerToClient, &sh));
+/// Accepts clients and pairs each with a connection upstream ([`run`](Self::run)): waits
+/// `connect` for the upstream, and `idle` (no client waiting) or `error` (accept failed) before
+/// polling the listener again.
+pub(crate) struct Acceptor {
+    pub(crate) connect: Duration,
+    pub(crate) idle: Duration,
+    pub(crate) error: Duration,
+}
+
+impl Acceptor {
+    /// The recording relay's (and the proxy's).
+    pub(crate) const RELAY: Acceptor = Acceptor {
+        connect: Duration::from_secs(5),
+        idle: Duration::from_millis(20),
+        error: Duration::from_millis(20),
+    };
+
+    /// Accepts on the non-blocking `listener` until `stop`. Each client is made blocking and
+    /// paired with a new connection to `upstream` (a client whose upstream refuses is shut
+    /// down); both get no-delay, and `serve` gets the connection number (from 0, counting
+    /// paired connections), `[client, server]` and a clone of each, `[client, server]` again.
+    pub(crate) fn run(
+        &self,
+        listener: &TcpListener,
+        upstream: SocketAddr,
+        stop: &AtomicBool,
+        mut serve: impl FnMut(u64, [TcpStream; 2], [TcpStream; 2]),
+    ) {
+        let mut conns = 0u64;
+        while !stop.load(Ordering::Relaxed) {
+            match listener.accept() {
+                Ok((client, _)) => {
+                    let _ = client.set_nonblocking(false);
+                    let Ok(server) = TcpStream::connect_timeout(&upstream, self.connect) else {
+                        let _ = client.shutdown(Shutdown::Both);
+                        continue;
+                    };
+                    let conn = conns;
+                    conns += 1;
+                    let _ = (client.set_nodelay(true), server.set_nodelay(true));
+                    let (Ok(c2), Ok(s2)) = (client.try_clone(), server.try_clone()) else {
+                        continue;
+                    };
+                    serve(conn, [client, server], [c2, s2]);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(self.idle),
+                Err(_) => std::thread::sleep(self.error),
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }
     }
+}
+
+/// Reads one whole remoting frame, length prefix included, whose length (the prefix's value)
+/// is in `lengths`; a length outside it is `InvalidData` (nothing more read).
+pub(crate) fn read_frame(s: &mut impl Read, lengths: RangeInclusive<usize>) -> io::Result<Vec<u8>> {
+    let mut prefix = [0u8; 4];
+    s.read_exact(&mut prefix)?;
+    let len = u32::from_be_bytes(prefix) as usize;
+    if !lengths.contains(&len) {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "bad length"));
+    }
+    let mut frame = vec![0u8; 4 + len];
+    frame[..4].copy_from_slice(&prefix);
+    s.read_exact(&mut frame[4..])?;
+    Ok(frame)
 }
 
 /// Copies `from` to `to`, recording complete frames; on EOF or error shuts both down.
