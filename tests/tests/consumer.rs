@@ -593,12 +593,19 @@ fn scenario_timer_rebalance(cluster: &Cluster, rt: &tokio::runtime::Runtime) {
         ])
         .expect("updateSubGroup");
     assert!(out.contains("success"), "updateSubGroup: {out}");
+    // A 5 s timer (default 20 s): the same mechanism, a quarter of the wait.
     let (c1, c2) = rt.block_on(async {
-        let c1 = consumer(cluster, group, topic, "*").await;
-        let c2 = consumer(cluster, group, topic, "*").await;
+        let start = || {
+            builder(cluster, &ns, group, topic, "*")
+                .rebalance_interval(Duration::from_secs(5))
+                .start()
+        };
+        let c1 = start().await.expect("consumer");
+        let c2 = start().await.expect("consumer");
         (c1, c2)
     });
     let rebalance = c1.config().rebalance_interval;
+    assert_eq!(rebalance, Duration::from_secs(5));
     let t0 = Instant::now();
     while !(queues_of(&c1, topic).len() == 4 && queues_of(&c2, topic).len() == 4) {
         assert!(
@@ -1931,7 +1938,12 @@ fn run_all(version: Version) {
     eprintln!("[{}] cluster up in {:?}", version.name(), t0.elapsed());
     let rt = rt();
     let only = std::env::var("RMQ_CONSUMER_SCENARIO").ok();
-    let scenarios: [(&str, Scenario); 13] = [
+    let scenarios: [(&str, Scenario); 18] = [
+        ("content", scenario_content),
+        ("rebalance", scenario_rebalance),
+        ("timer-rebalance", scenario_timer_rebalance),
+        ("restart", |c, _| scenario_restart(c)),
+        ("flow-control", scenario_flow_control),
         ("oracle", |c, _| check_allocation_oracle(c)),
         ("mixed", scenario_mixed),
         ("compression", scenario_compression),
@@ -1946,31 +1958,12 @@ fn run_all(version: Version) {
         ("admin", scenario_admin),
         ("crash", scenario_crash),
     ];
-    if let Some(only) = only {
-        for (name, f) in scenarios
-            .iter()
-            .filter(|(n, _)| only.split(',').any(|o| o == *n))
-        {
-            f(&cluster, &rt);
-            eprintln!("[{}] {name} ok at {:?}", version.name(), t0.elapsed());
-        }
-        return;
-    }
-    scenario_content(&cluster, &rt);
-    eprintln!("[{}] content ok at {:?}", version.name(), t0.elapsed());
-    scenario_rebalance(&cluster, &rt);
-    eprintln!("[{}] rebalance ok at {:?}", version.name(), t0.elapsed());
-    scenario_timer_rebalance(&cluster, &rt);
-    eprintln!(
-        "[{}] timer rebalance ok at {:?}",
-        version.name(),
-        t0.elapsed()
-    );
-    scenario_restart(&cluster);
-    eprintln!("[{}] restart ok at {:?}", version.name(), t0.elapsed());
-    scenario_flow_control(&cluster, &rt);
-    eprintln!("[{}] flow control ok at {:?}", version.name(), t0.elapsed());
+    // RMQ_CONSUMER_SCENARIO=a,b runs only those (in the order above).
+    let only = only.map(|o| o.split(',').map(str::to_owned).collect::<Vec<_>>());
     for (name, f) in scenarios {
+        if only.as_ref().is_some_and(|o| !o.iter().any(|n| n == name)) {
+            continue;
+        }
         f(&cluster, &rt);
         eprintln!("[{}] {name} ok at {:?}", version.name(), t0.elapsed());
     }
