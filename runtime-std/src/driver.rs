@@ -1347,7 +1347,9 @@ impl<C: Attached + Send + 'static> FrameSink for PeerSink<C> {
         };
         // One lock, one hand-out of completions and one flush for every frame of a read.
         let mut st = lock(&inner.state);
-        st.finished = Some(Vec::new());
+        // `Some` only if a panic (in an application's queue selector) ended the last call
+        // early: what it had collected is handed out with this call's.
+        let stale = st.finished.replace(Vec::new());
         let now = clock::now();
         let mut r = Ok(());
         for bytes in frames {
@@ -1415,7 +1417,7 @@ impl<C: Attached + Send + 'static> FrameSink for PeerSink<C> {
         let wake = st.wake_needed();
         let finished = st.finished.take().unwrap_or_default();
         drop(st);
-        for (p, outcome, broker) in finished {
+        for (p, outcome, broker) in stale.into_iter().flatten().chain(finished) {
             p.finish(outcome, broker);
         }
         if wake {
